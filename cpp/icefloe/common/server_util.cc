@@ -1,0 +1,45 @@
+#include "icefloe/common/server_util.h"
+
+#include <csignal>
+#include <cstdio>
+
+#include <arrow/filesystem/s3fs.h>
+
+#include "icefloe/common/log.h"
+
+namespace icefloe {
+
+arrow::Result<arrow::flight::Location> ListenLocation(const std::string& host, int port, bool tls) {
+  if (port < 0 || port > 65535) return arrow::Status::Invalid("port ", port, " is out of range");
+  return tls ? arrow::flight::Location::ForGrpcTls(host, port)
+             : arrow::flight::Location::ForGrpcTcp(host, port);
+}
+
+void AnnounceReady(const std::string& component, const arrow::flight::FlightServerBase& server,
+                   bool tls, const std::string& host, int health_port) {
+  std::string shown = (host == "0.0.0.0" || host == "::" || host.empty()) ? "127.0.0.1" : host;
+  std::string location =
+      std::string(tls ? "grpc+tls://" : "grpc://") + shown + ":" + std::to_string(server.port());
+  std::printf("%s ready location=%s health=http://%s:%d\n", component.c_str(), location.c_str(),
+              shown.c_str(), health_port);
+  std::fflush(stdout);
+  LogInfo("listening", {{"location", location}, {"health_port", std::to_string(health_port)}});
+}
+
+arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server) {
+  ARROW_RETURN_NOT_OK(server->SetShutdownOnSignals({SIGINT, SIGTERM}));
+  ARROW_RETURN_NOT_OK(server->Serve());
+  if (int sig = server->GotSignal(); sig != 0) {
+    LogInfo("shutting down", {{"signal", std::to_string(sig)}});
+  }
+  return arrow::Status::OK();
+}
+
+void FinalizeProcess() {
+  if (arrow::fs::IsS3Initialized() && !arrow::fs::IsS3Finalized()) {
+    auto st = arrow::fs::FinalizeS3();
+    if (!st.ok()) LogWarn("S3 finalize failed", {{"error", st.ToString()}});
+  }
+}
+
+}  // namespace icefloe

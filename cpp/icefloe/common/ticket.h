@@ -1,0 +1,74 @@
+// Tickets: what a consumer presents to a data node in DoGet.
+//
+// Two formats share the wire. icefloe's native tickets are versioned binary,
+// self-describing and optionally signed (HMAC-SHA256 with the cluster secret);
+// they start with 0xFF, a byte no Kubeflow ticket can start with. Kubeflow's
+// tickets are two varint-encoded inclusive row bounds (see docs/protocol.md).
+// Tickets are data, not state: a node needs nothing but the ticket to serve it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <arrow/result.h>
+
+namespace icefloe {
+
+inline constexpr uint8_t kTicketMagic0 = 0xFF;
+inline constexpr uint8_t kTicketVersion = 1;
+
+enum class TicketKind : uint8_t {
+  kRange = 1,  ///< Contiguous global rows [start, stop).
+  kPlan = 2,   ///< An epoch plan's coordinates (see plan/).
+  kRows = 3,   ///< An explicit list of global row ids (random access).
+};
+
+/// The part every native ticket has.
+struct TicketHeader {
+  TicketKind kind = TicketKind::kRange;
+  std::string dataset;      ///< Dataset name.
+  uint64_t generation = 0;  ///< Which loaded copy; reloads and evictions make tickets stale.
+};
+
+/// A decoded native ticket: header plus the kind-specific body bytes.
+struct NativeTicket {
+  TicketHeader header;
+  std::string body;
+  bool signed_ = false;
+};
+
+/// Encodes a native ticket. When `secret` is non-empty the ticket is signed.
+std::string EncodeNativeTicket(const TicketHeader& header, std::string_view body,
+                               std::string_view secret);
+
+/// Decodes a native ticket. With a non-empty `secret`, an unsigned ticket is
+/// Invalid and a ticket whose signature does not match is Invalid("ticket
+/// signature mismatch"); comparisons are constant-time.
+arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::string_view secret);
+
+/// True when the bytes are a native ticket (by magic), false for Kubeflow's.
+bool IsNativeTicket(std::string_view bytes);
+
+/// Body of a kRange ticket: global rows [start, stop).
+struct RowRange {
+  uint64_t start = 0;
+  uint64_t stop = 0;
+  uint64_t size() const { return stop - start; }
+  bool operator==(const RowRange&) const = default;
+};
+std::string EncodeRangeBody(RowRange range);
+arrow::Result<RowRange> DecodeRangeBody(std::string_view body);
+
+/// Kubeflow's ticket: inclusive bounds [start, end], each in Kubeflow's
+/// variable-length little-endian integer encoding; trailing bytes ignored.
+struct KubeflowTicket {
+  uint64_t start = 0;
+  uint64_t end = 0;  ///< Inclusive.
+  bool operator==(const KubeflowTicket&) const = default;
+};
+std::string EncodeKubeflowTicket(KubeflowTicket ticket);
+/// Invalid("Invalid ticket format") when the bytes do not decode.
+arrow::Result<KubeflowTicket> DecodeKubeflowTicket(std::string_view bytes);
+
+}  // namespace icefloe

@@ -1,0 +1,109 @@
+#include "icefloe/common/ticket.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace icefloe {
+namespace {
+
+std::string Hex(std::string_view s) {
+  static const char* kDigits = "0123456789ABCDEF";
+  std::string out;
+  for (char c : s) {
+    if (!out.empty()) out.push_back(' ');
+    out.push_back(kDigits[(static_cast<uint8_t>(c) >> 4) & 0xF]);
+    out.push_back(kDigits[static_cast<uint8_t>(c) & 0xF]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(KubeflowTicket, MatchesTheContractExamples) {
+  EXPECT_EQ(Hex(EncodeKubeflowTicket({0, 24})), "00 18");
+  EXPECT_EQ(Hex(EncodeKubeflowTicket({1000, 1999})), "FB E8 03 FB CF 07");
+  EXPECT_EQ(Hex(EncodeKubeflowTicket({0, 99999})), "00 FC 9F 86 01 00");
+  EXPECT_EQ(Hex(EncodeKubeflowTicket({250, 251})), "FA FB FB 00");
+  EXPECT_EQ(Hex(EncodeKubeflowTicket({0, 1ULL << 32})), "00 FD 00 00 00 00 01 00 00 00");
+}
+
+TEST(KubeflowTicket, RoundTripsAndIgnoresTrailingBytes) {
+  for (uint64_t v :
+       {0ULL, 250ULL, 251ULL, 65535ULL, 65536ULL, 4294967295ULL, 4294967296ULL, ~0ULL}) {
+    KubeflowTicket t{v, v / 2};
+    EXPECT_EQ(*DecodeKubeflowTicket(EncodeKubeflowTicket(t)), t);
+    EXPECT_EQ(*DecodeKubeflowTicket(EncodeKubeflowTicket(t) + "junk"), t);
+  }
+}
+
+TEST(KubeflowTicket, RejectsUndecodableBytes) {
+  for (std::string bad : {std::string(), std::string("\x05"), std::string("\xFB\x01"),
+                          std::string("\xFE\x00\x00", 3), std::string("\x00\xFC\x01\x02", 4)}) {
+    auto r = DecodeKubeflowTicket(bad);
+    ASSERT_FALSE(r.ok()) << Hex(bad);
+    EXPECT_EQ(r.status().message(), "Invalid ticket format");
+  }
+}
+
+TEST(NativeTicket, RoundTripsSignedAndUnsigned) {
+  TicketHeader h{TicketKind::kRange, "mnist", 42};
+  for (std::string secret : {"", "cluster-secret"}) {
+    std::string bytes = EncodeNativeTicket(h, EncodeRangeBody({10, 20}), secret);
+    EXPECT_TRUE(IsNativeTicket(bytes));
+    auto t = DecodeNativeTicket(bytes, secret);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->header.dataset, "mnist");
+    EXPECT_EQ(t->header.generation, 42u);
+    EXPECT_EQ(t->signed_, !secret.empty());
+    EXPECT_EQ(*DecodeRangeBody(t->body), (RowRange{10, 20}));
+  }
+}
+
+TEST(NativeTicket, NeverCollidesWithKubeflowTickets) {
+  // 0xFF is not a valid first byte of Kubeflow's encoding.
+  std::string bytes = EncodeNativeTicket({TicketKind::kRange, "d", 1}, EncodeRangeBody({0, 1}), "");
+  EXPECT_FALSE(DecodeKubeflowTicket(bytes).ok());
+  EXPECT_FALSE(IsNativeTicket(EncodeKubeflowTicket({0, 24})));
+}
+
+TEST(NativeTicket, EveryFlippedBitIsRejectedWhenSigned) {
+  std::string bytes =
+      EncodeNativeTicket({TicketKind::kRange, "ds", 7}, EncodeRangeBody({0, 100}), "k");
+  for (size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+    std::string tampered = bytes;
+    tampered[bit / 8] = static_cast<char>(tampered[bit / 8] ^ (1 << (bit % 8)));
+    auto r = DecodeNativeTicket(tampered, "k");
+    EXPECT_FALSE(r.ok()) << "bit " << bit;
+  }
+}
+
+TEST(NativeTicket, RequiresSignatureWhenSecretSet) {
+  std::string unsigned_ticket =
+      EncodeNativeTicket({TicketKind::kRange, "ds", 7}, EncodeRangeBody({0, 100}), "");
+  auto r = DecodeNativeTicket(unsigned_ticket, "k");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not signed"), std::string::npos);
+  auto wrong_key = DecodeNativeTicket(
+      EncodeNativeTicket({TicketKind::kRange, "ds", 7}, EncodeRangeBody({0, 1}), "other"), "k");
+  EXPECT_NE(wrong_key.status().message().find("signature mismatch"), std::string::npos);
+}
+
+TEST(NativeTicket, RandomBytesNeverCrash) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937 rng(seed);
+  std::string valid =
+      EncodeNativeTicket({TicketKind::kRange, "ds", 7}, EncodeRangeBody({0, 9}), "");
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = valid.substr(0, rng() % (valid.size() + 1));
+    for (size_t j = 3; j < bytes.size(); ++j) {
+      if (rng() % 4 == 0) bytes[j] = static_cast<char>(rng());
+    }
+    auto t = DecodeNativeTicket(bytes, i % 2 ? "k" : "");
+    if (t.ok()) (void)DecodeRangeBody(t->body);
+    (void)DecodeKubeflowTicket(bytes);
+  }
+}
+
+}  // namespace icefloe

@@ -1,0 +1,91 @@
+#include "icefloe/node/dataset.h"
+
+#include <algorithm>
+
+#include <unordered_set>
+
+#include <arrow/array/data.h>
+
+namespace icefloe {
+namespace {
+
+// Adds the sizes of buffers not seen before: batches sliced from one chunk
+// share buffers, which must be counted once.
+void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const void*>* seen,
+                      int64_t* total) {
+  for (const auto& buf : data.buffers) {
+    if (buf && seen->insert(buf->data()).second) *total += buf->size();
+  }
+  for (const auto& child : data.child_data) AddUniqueBuffers(*child, seen, total);
+  if (data.dictionary) AddUniqueBuffers(*data.dictionary, seen, total);
+}
+
+}  // namespace
+
+arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
+    std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
+    std::vector<CachedBatch> batches) {
+  auto ds = std::shared_ptr<CachedDataset>(new CachedDataset());
+  ds->name_ = std::move(name);
+  ds->generation_ = generation;
+  ds->schema_ = std::move(schema);
+  uint64_t prev_stop = 0;
+  std::unordered_set<const void*> seen;
+  for (auto& b : batches) {
+    if (b.batch == nullptr || b.batch->num_rows() == 0) continue;
+    if (!b.batch->schema()->Equals(*ds->schema_, /*check_metadata=*/false)) {
+      return arrow::Status::Invalid("dataset '", ds->name_, "': batch schema ",
+                                    b.batch->schema()->ToString(), " differs from ",
+                                    ds->schema_->ToString());
+    }
+    if (!ds->batches_.empty() && b.global_start < prev_stop) {
+      return arrow::Status::Invalid("dataset '", ds->name_,
+                                    "': batches overlap or are unsorted at row ", b.global_start);
+    }
+    prev_stop = b.global_stop();
+    ds->num_rows_ += b.batch->num_rows();
+    for (const auto& column : b.batch->column_data()) {
+      AddUniqueBuffers(*column, &seen, &ds->nbytes_);
+    }
+    ds->batches_.push_back(std::move(b));
+  }
+  return ds;
+}
+
+namespace {
+
+// First batch whose rows end after `row`.
+std::vector<CachedBatch>::const_iterator FirstEndingAfter(const std::vector<CachedBatch>& batches,
+                                                          uint64_t row) {
+  return std::upper_bound(batches.begin(), batches.end(), row,
+                          [](uint64_t r, const CachedBatch& b) { return r < b.global_stop(); });
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Slice(RowRange range) const {
+  std::vector<std::shared_ptr<arrow::RecordBatch>> out;
+  for (auto it = FirstEndingAfter(batches_, range.start);
+       it != batches_.end() && it->global_start < range.stop; ++it) {
+    uint64_t from = std::max(range.start, it->global_start);
+    uint64_t to = std::min(range.stop, it->global_stop());
+    if (from == it->global_start && to == it->global_stop()) {
+      out.push_back(it->batch);
+    } else {
+      out.push_back(it->batch->Slice(static_cast<int64_t>(from - it->global_start),
+                                     static_cast<int64_t>(to - from)));
+    }
+  }
+  return out;
+}
+
+uint64_t CachedDataset::CountRows(RowRange range) const {
+  uint64_t n = 0;
+  for (auto it = FirstEndingAfter(batches_, range.start);
+       it != batches_.end() && it->global_start < range.stop; ++it) {
+    n += std::min(range.stop, it->global_stop()) - std::max(range.start, it->global_start);
+  }
+  return n;
+}
+
+}  // namespace icefloe

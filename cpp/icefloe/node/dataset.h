@@ -1,0 +1,63 @@
+// A data node's cached copy of (its part of) one dataset.
+//
+// A CachedDataset holds record batches, each tagged with the global row id of
+// its first row. The batches a node holds need not be contiguous in the global
+// row space (a node may own several slices), but they never overlap. Reading is
+// arithmetic on global ids: Slice() returns zero-copy views of cached batches.
+//
+// Immutable after construction and therefore safe to share across threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+#include "icefloe/common/ticket.h"
+
+namespace icefloe {
+
+struct CachedBatch {
+  uint64_t global_start = 0;  ///< Global row id of the batch's first row.
+  std::shared_ptr<arrow::RecordBatch> batch;
+  uint64_t global_stop() const { return global_start + static_cast<uint64_t>(batch->num_rows()); }
+};
+
+class CachedDataset {
+ public:
+  /// `batches` must share `schema`, be sorted by global_start and not overlap;
+  /// empty batches are dropped. Returns Invalid otherwise.
+  static arrow::Result<std::shared_ptr<CachedDataset>> Make(std::string name, uint64_t generation,
+                                                            std::shared_ptr<arrow::Schema> schema,
+                                                            std::vector<CachedBatch> batches);
+
+  const std::string& name() const { return name_; }
+  uint64_t generation() const { return generation_; }
+  const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
+  int64_t num_rows() const { return num_rows_; }
+  int64_t nbytes() const { return nbytes_; }
+  const std::vector<CachedBatch>& batches() const { return batches_; }
+
+  /// The rows this node holds within global [range.start, range.stop), in
+  /// ascending global order, as zero-copy slices of cached batches. Rows of the
+  /// range held elsewhere are skipped (they live on other nodes).
+  std::vector<std::shared_ptr<arrow::RecordBatch>> Slice(RowRange range) const;
+
+  /// Number of rows this node holds within `range`.
+  uint64_t CountRows(RowRange range) const;
+
+ private:
+  CachedDataset() = default;
+  std::string name_;
+  uint64_t generation_ = 0;
+  std::shared_ptr<arrow::Schema> schema_;
+  std::vector<CachedBatch> batches_;
+  int64_t num_rows_ = 0;
+  int64_t nbytes_ = 0;
+};
+
+}  // namespace icefloe

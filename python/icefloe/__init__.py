@@ -1,0 +1,41 @@
+"""icefloe: a distributed in-memory Apache Arrow cache that feeds ML training jobs.
+
+A head plans Iceberg tables onto data nodes that hold them in RAM as Arrow
+record batches; training processes stream their share of every epoch straight
+from the data nodes over Arrow Flight.
+"""
+
+from .client import Client
+from .errors import (
+    AlreadyExists,
+    Error,
+    InvalidArgument,
+    NotFound,
+    NotImplementedByServer,
+    OutOfMemory,
+    ServerError,
+    Timeout,
+    Unauthenticated,
+    Unauthorized,
+    Unavailable,
+)
+from .local import LocalCluster
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExists",
+    "Client",
+    "Error",
+    "InvalidArgument",
+    "LocalCluster",
+    "NotFound",
+    "NotImplementedByServer",
+    "OutOfMemory",
+    "ServerError",
+    "Timeout",
+    "Unauthenticated",
+    "Unauthorized",
+    "Unavailable",
+    "__version__",
+]

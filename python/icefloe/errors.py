@@ -1,0 +1,108 @@
+"""Exceptions raised by icefloe, and the one place server errors are mapped.
+
+Every error a server returns becomes a subclass of :class:`Error`, chosen by
+the Flight status code, so callers can catch precisely what they handle.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+
+class Error(Exception):
+    """Base class of every icefloe error."""
+
+
+class InvalidArgument(Error, ValueError):
+    """Malformed input: a bad ticket, descriptor, range, filter or option."""
+
+
+class NotFound(Error, KeyError):
+    """An unknown dataset or other name."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
+        return str(self.args[0]) if self.args else ""
+
+
+class AlreadyExists(Error):
+    """A name that is already taken."""
+
+
+class OutOfMemory(Error, MemoryError):
+    """A dataset does not fit in the memory budget."""
+
+
+class Unauthenticated(Error, PermissionError):
+    """The call carried no valid token."""
+
+
+class Unauthorized(Error, PermissionError):
+    """The caller may not do this."""
+
+
+class Unavailable(Error, ConnectionError):
+    """A server could not be reached or is shutting down."""
+
+
+class Timeout(Error, TimeoutError):
+    """A call or a wait passed its deadline."""
+
+
+class NotImplementedByServer(Error, NotImplementedError):
+    """The server does not implement this call."""
+
+
+class ServerError(Error):
+    """Any other server-side failure (storage errors included)."""
+
+
+def map_error(exc: BaseException) -> BaseException:
+    """Translates a pyarrow/Flight exception into the matching icefloe error."""
+    if isinstance(exc, Error):
+        return exc
+    msg = _clean(str(exc))
+    table: list[tuple[type, type[Error]]] = [
+        (flight.FlightUnauthenticatedError, Unauthenticated),
+        (flight.FlightUnauthorizedError, Unauthorized),
+        (flight.FlightUnavailableError, Unavailable),
+        (flight.FlightTimedOutError, Timeout),
+        (pa.ArrowInvalid, InvalidArgument),
+        (pa.ArrowKeyError, NotFound),
+        (KeyError, NotFound),
+        (pa.ArrowNotImplementedError, NotImplementedByServer),
+        (pa.ArrowMemoryError, OutOfMemory),
+        (pa.ArrowIndexError, InvalidArgument),
+    ]
+    for src, dst in table:
+        if isinstance(exc, src):
+            return _with_cause(dst(msg), exc)
+    if isinstance(exc, flight.FlightError):
+        for marker, dst in _MARKERS:
+            if marker in msg:
+                return _with_cause(dst(msg), exc)
+        return _with_cause(ServerError(msg), exc)
+    return exc
+
+
+# Status codes that Flight carries only as text in a generic server error.
+_MARKERS: list[tuple[str, type[Error]]] = [
+    ("Out of memory", OutOfMemory),
+    ("OutOfMemory", OutOfMemory),
+    ("Key error", NotFound),
+    ("Invalid argument", InvalidArgument),
+    ("NotImplemented", NotImplementedByServer),
+]
+
+
+def _with_cause(err: Error, cause: BaseException) -> Error:
+    err.__cause__ = cause
+    return err
+
+
+def _clean(msg: str) -> str:
+    # Drop gRPC's trailing debug context; keep the server's message.
+    for marker in (". Detail:", ". gRPC client debug context:", "\ngRPC client debug context"):
+        if marker in msg:
+            msg = msg.split(marker, 1)[0]
+    return msg.strip()
