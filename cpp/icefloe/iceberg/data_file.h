@@ -1,0 +1,52 @@
+// The files a scan reads: data files, delete files, and scan tasks.
+//
+// These are the manifest entries' `data_file` structs (Iceberg spec field ids
+// in comments), with sequence numbers already inherited, and the unit of work
+// the planner hands to readers: one data file plus the delete files that apply
+// to it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "icefloe/iceberg/types.h"
+
+namespace icefloe::iceberg {
+
+enum class FileContent : int32_t { kData = 0, kPositionDeletes = 1, kEqualityDeletes = 2 };
+
+struct DataFile {
+  FileContent content = FileContent::kData;         // 134
+  std::string file_path;                            // 100, a full location
+  std::string file_format = "PARQUET";              // 101 (upper-case)
+  int32_t spec_id = 0;                              // partition spec of the manifest
+  std::vector<Literal> partition;                   // 102, one per partition field
+  int64_t record_count = 0;                         // 103
+  int64_t file_size_in_bytes = 0;                   // 104
+  std::map<int32_t, int64_t> column_sizes;          // 108
+  std::map<int32_t, int64_t> value_counts;          // 109
+  std::map<int32_t, int64_t> null_value_counts;     // 110
+  std::map<int32_t, int64_t> nan_value_counts;      // 137
+  std::map<int32_t, std::string> lower_bounds;      // 125, single-value serialized
+  std::map<int32_t, std::string> upper_bounds;      // 128, single-value serialized
+  std::vector<int64_t> split_offsets;               // 132
+  std::vector<int32_t> equality_ids;                // 135
+  std::optional<std::string> referenced_data_file;  // 143
+  int64_t data_sequence_number = 0;  // entry 3, inherited from the manifest when null
+  int64_t file_sequence_number = 0;  // entry 4, inherited likewise
+};
+
+/// One data file to read and the delete files that apply to it (position
+/// deletes with data sequence number >= the file's; equality deletes with a
+/// strictly greater one; same partition, or global for unpartitioned deletes).
+struct ScanTask {
+  DataFile data_file;
+  std::vector<DataFile> deletes;
+  /// Rows in the data file before deletes and the filter.
+  int64_t record_count() const { return data_file.record_count; }
+};
+
+}  // namespace icefloe::iceberg
