@@ -24,3 +24,34 @@ def small_parquet(tmp_path_factory) -> tuple[str, pa.Table]:
     path = tmp_path_factory.mktemp("parquet") / "small.parquet"
     pq.write_table(table, path, row_group_size=12_000)
     return str(path), table
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 endpoint on loopback (moto's server mode) with bucket 'warehouse'.
+
+    Yields the environment a process needs to reach it (endpoint, region,
+    dummy credentials); the server stops at the end of the session.
+    """
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(
+        Bucket="warehouse")
+    try:
+        yield {"endpoint": endpoint, "env": env}
+    finally:
+        server.stop()

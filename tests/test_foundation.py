@@ -12,7 +12,6 @@ import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 
-import icefloe
 from icefloe._bin import bin_path
 from icefloe._process import ServerProcess
 
@@ -58,34 +57,37 @@ def test_port_in_use_is_a_clear_error():
     assert f"cannot listen on grpc+tcp://127.0.0.1:{port}" in out.stderr
 
 
-def test_node_serves_parquet_identical_to_pyarrow(small_parquet, tmp_path):
+@pytest.fixture
+def parquet_node(small_parquet, tmp_path):
+    """A lone data node serving the small Parquet file as dataset 'small'."""
     path, _ = small_parquet
-    node_args = [["--parquet", path, "--name", "small", "--batch-rows", "5000"]]
-    with icefloe.LocalCluster(num_nodes=1, node_args=node_args, log_dir=tmp_path) as cluster:
-        # Straight pyarrow.flight: the head lists the dataset with the node's endpoint.
-        head = flight.connect(cluster.head_uri)
-        infos = list(head.list_flights())
-        assert [i.descriptor.path for i in infos] == [[b"small"]]
-        info = infos[0]
-        assert info.total_records == 50_000
-        assert info.schema.equals(pq.read_schema(path))
-        endpoint = info.endpoints[0]
-        assert endpoint.locations[0].uri.decode() == cluster.node_uris[0]
-        reader = flight.connect(cluster.node_uris[0]).do_get(endpoint.ticket)
-        table = reader.read_all()
-        assert table.equals(pq.read_table(path))
-        # The cached batches are served as they are held: batch_rows rows each.
-        assert max(len(c) for c in table.column(0).chunks) <= 5000
+    node = ServerProcess(
+        name="node",
+        argv=[bin_path("icefloe-node"), "--parquet", path, "--name", "small",
+              "--batch-rows", "5000"],
+        log_path=tmp_path / "node.log",
+    ).start()
+    yield node
+    node.stop()
 
-        # Calls that are not implemented yet say so cleanly.
-        with pytest.raises(pa.ArrowNotImplementedError):
-            head.get_flight_info(flight.FlightDescriptor.for_path("small"))
 
-        with icefloe.Client(cluster.head_uri) as client:
-            assert client.datasets() == ["small"]
-            assert client.read("small").equals(pq.read_table(path))
-            with pytest.raises(icefloe.NotFound):
-                client.read("missing")
+def test_node_serves_parquet_identical_to_pyarrow(small_parquet, parquet_node):
+    path, _ = small_parquet
+    node = flight.connect(parquet_node.location)
+    infos = list(node.list_flights())
+    assert [i.descriptor.path for i in infos] == [[b"small"]]
+    info = infos[0]
+    assert info.total_records == 50_000
+    assert info.schema.equals(pq.read_schema(path))
+    endpoint = info.endpoints[0]
+    assert endpoint.locations[0].uri.decode() == parquet_node.location
+    table = node.do_get(endpoint.ticket).read_all()
+    assert table.equals(pq.read_table(path))
+    # The cached batches are served as they are held: batch_rows rows each.
+    assert max(len(c) for c in table.column(0).chunks) <= 5000
+    # Calls a node does not implement say so cleanly.
+    with pytest.raises(pa.ArrowNotImplementedError):
+        node.get_flight_info(flight.FlightDescriptor.for_path("small"))
 
 
 def test_health_endpoints_and_graceful_sigterm(small_parquet, tmp_path):
@@ -107,13 +109,11 @@ def test_health_endpoints_and_graceful_sigterm(small_parquet, tmp_path):
         node.stop()
 
 
-def test_tampered_ticket_is_rejected(small_parquet, tmp_path):
-    path, _ = small_parquet
-    with icefloe.LocalCluster(num_nodes=1, node_args=[["--parquet", path]], log_dir=tmp_path) as c:
-        node = flight.connect(c.node_uris[0])
-        for bad in (b"", b"\xff", b"\xffIF\x09\x01\x00", b"\xffIF\x01\x07\x00"):
-            with pytest.raises(pa.ArrowInvalid, match="Invalid ticket format"):
-                node.do_get(flight.Ticket(bad)).read_all()
-        # The node keeps serving after bad input.
-        info = next(iter(flight.connect(c.head_uri).list_flights()))
-        assert node.do_get(info.endpoints[0].ticket).read_all().num_rows == 50_000
+def test_tampered_ticket_is_rejected(parquet_node):
+    node = flight.connect(parquet_node.location)
+    for bad in (b"", b"\xff", b"\xffIF\x09\x01\x00", b"\xffIF\x01\x07\x00"):
+        with pytest.raises(pa.ArrowInvalid, match="Invalid ticket format"):
+            node.do_get(flight.Ticket(bad)).read_all()
+    # The node keeps serving after bad input.
+    info = next(iter(node.list_flights()))
+    assert node.do_get(info.endpoints[0].ticket).read_all().num_rows == 50_000

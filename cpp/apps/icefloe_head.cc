@@ -2,64 +2,165 @@
 #include <cstdio>
 #include <iostream>
 
+#include "icefloe/common/bytes.h"
 #include "icefloe/common/flags.h"
 #include "icefloe/common/http_server.h"
 #include "icefloe/common/log.h"
+#include "icefloe/common/server_flags.h"
 #include "icefloe/common/server_util.h"
 #include "icefloe/head/head_server.h"
+#include "icefloe/iceberg/scan.h"
+#include "icefloe/protocol/messages.h"
 
 namespace icefloe {
 namespace {
 
 struct Flags {
-  std::string host = "127.0.0.1";
-  std::string port_text = "0";
-  int64_t health_port = 0;
+  ServerFlags server;
   std::vector<std::string> nodes;
+  int64_t heartbeat_timeout_ms = 5000;
+  int64_t max_loads = 4;
 };
 
 arrow::Status Run(const Flags& flags) {
-  int64_t port = 0;
-  try {
-    port = std::stoll(flags.port_text);
-  } catch (...) {
-    return arrow::Status::Invalid("port '", flags.port_text, "' is not a number");
+  ARROW_ASSIGN_OR_RAISE(ServerSettings settings, ResolveServerFlags(flags.server));
+  HeadOptions options;
+  options.nodes = flags.nodes;
+  options.security = settings.security;
+  options.io.s3 = iceberg::S3SettingsFromEnv();
+  options.registry.dead_after_s = static_cast<double>(flags.heartbeat_timeout_ms) / 1000.0;
+  options.max_concurrent_loads = static_cast<int32_t>(flags.max_loads);
+  HeadServer server(options);
+  arrow::flight::FlightServerOptions flight_options(settings.listen);
+  ApplyServerSecurity(settings.security, &flight_options);
+  auto st = server.Init(flight_options);
+  if (!st.ok()) {
+    return st.WithMessage("cannot listen on ", settings.listen.ToString(), ": ", st.message());
   }
-  ARROW_ASSIGN_OR_RAISE(auto location, ListenLocation(flags.host, static_cast<int>(port), false));
-  HeadServer server(HeadOptions{flags.nodes});
-  arrow::flight::FlightServerOptions options(location);
-  auto st = server.Init(options);
-  if (!st.ok()) return st.WithMessage("cannot listen on ", location.ToString(), ": ", st.message());
+  server.StartBackground();
 
   HttpServer http;
   http.Get("/healthz", [] { return HttpResponse{200, "ok"}; });
-  http.Get("/ready", [] { return HttpResponse{200, "ready"}; });
-  ARROW_ASSIGN_OR_RAISE(int health_port,
-                        http.Start(flags.host, static_cast<int>(flags.health_port)));
+  http.Get("/ready", [&server] {
+    auto [ready, reason] = server.Ready();
+    return ready ? HttpResponse{200, "ready"} : HttpResponse{503, "not ready: " + reason};
+  });
+  http.Get("/status", [&server] {
+    return HttpResponse{200, server.ClusterStatus().dump(2), "application/json"};
+  });
+  ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
-  AnnounceReady("icefloe-head", server, false, flags.host, health_port);
+  AnnounceReady("icefloe-head", AdvertisedLocation(settings, server.port()),
+                settings.advertise_host, health_port);
   ARROW_RETURN_NOT_OK(ServeUntilSignal(&server));
   http.Stop();
+  server.StopBackground();
   return server.Shutdown();
+}
+
+// `icefloe-head plan`: prints what a load of a table would read.
+int PlanMain(int argc, char** argv) {
+  std::string location, columns, filter, ref;
+  int64_t snapshot_id = -1, as_of_ms = -1;
+  bool as_json = false;
+  FlagParser parser("icefloe-head plan",
+                    "Plans a scan of an Iceberg table and prints the snapshot, files, rows, "
+                    "bytes and what pruning skipped. S3 settings come from the AWS environment.");
+  parser.Positional("location", &location, "metadata.json location or table directory.");
+  parser.Int("snapshot-id", &snapshot_id, "Read this snapshot.");
+  parser.String("ref", &ref, "Read this branch or tag.");
+  parser.Int("as-of-ms", &as_of_ms, "Read the snapshot current at this time (ms since epoch).");
+  parser.String("columns", &columns, "Comma-separated columns to project.");
+  parser.String("filter", &filter, "SQL-style row filter, e.g. \"x > 5 AND y = 'a'\".");
+  parser.Bool("json", &as_json, "Print JSON instead of text.");
+  if (auto st = parser.Parse(argc, argv); !st.ok() || location.empty()) {
+    std::fprintf(stderr, "icefloe-head plan: %s\n",
+                 st.ok() ? "missing table location (see --help)" : st.message().c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::cout << parser.Usage();
+    return 0;
+  }
+  iceberg::ScanOptions options;
+  if (snapshot_id >= 0) options.snapshot_id = snapshot_id;
+  if (!ref.empty()) options.ref = ref;
+  if (as_of_ms >= 0) options.as_of_ms = as_of_ms;
+  for (size_t pos = 0; !columns.empty() && pos <= columns.size();) {
+    size_t comma = columns.find(',', pos);
+    if (comma == std::string::npos) comma = columns.size();
+    if (comma > pos) options.columns.push_back(columns.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  options.filter = filter;
+  iceberg::FileIOOptions io_options;
+  io_options.s3 = iceberg::S3SettingsFromEnv();
+  iceberg::FileIO io(io_options);
+  auto plan = iceberg::PlanScan(io, location, options);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "icefloe-head plan: %s\n", plan.status().ToString().c_str());
+    FinalizeProcess();
+    return 1;
+  }
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& t : plan->tasks) {
+    nlohmann::json deletes = nlohmann::json::array();
+    for (const auto& d : t.deletes) deletes.push_back(DataFileToJson(d));
+    nlohmann::json f = DataFileToJson(t.data_file);
+    f["deletes"] = deletes;
+    files.push_back(f);
+  }
+  const auto& m = plan->metrics;
+  nlohmann::json out = {
+      {"metadata_location", plan->metadata_location},
+      {"snapshot_id", plan->snapshot_id ? nlohmann::json(*plan->snapshot_id) : nlohmann::json()},
+      {"schema", plan->arrow_schema->ToString()},
+      {"files", files},
+      {"records", plan->total_records()},
+      {"bytes", plan->total_bytes()},
+      {"manifests_total", m.manifests_total},
+      {"manifests_pruned", m.manifests_pruned},
+      {"data_files_total", m.data_files_total},
+      {"data_files_pruned_by_partition", m.data_files_pruned_by_partition},
+      {"data_files_pruned_by_bounds", m.data_files_pruned_by_bounds},
+      {"delete_files", m.delete_files},
+      {"planning_ms", m.planning_ms}};
+  if (as_json) {
+    std::cout << out.dump(2) << std::endl;
+  } else {
+    std::cout << "table     " << plan->metadata_location << "\n"
+              << "snapshot  " << (plan->snapshot_id ? std::to_string(*plan->snapshot_id) : "none")
+              << "\n"
+              << "files     " << plan->tasks.size() << " to read of " << m.data_files_total
+              << " (pruned: " << m.data_files_pruned_by_partition << " by partition, "
+              << m.data_files_pruned_by_bounds << " by column bounds)\n"
+              << "manifests " << m.manifests_total - m.manifests_pruned << " read of "
+              << m.manifests_total << "\n"
+              << "rows      " << plan->total_records() << " before deletes and filter\n"
+              << "bytes     " << FormatBytes(plan->total_bytes()) << "\n"
+              << "deletes   " << m.delete_files << " delete files\n"
+              << "planned in " << m.planning_ms << " ms\n";
+  }
+  FinalizeProcess();
+  return 0;
 }
 
 }  // namespace
 }  // namespace icefloe
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "plan") return icefloe::PlanMain(argc - 1, argv + 1);
   icefloe::InitLogging("head");
   icefloe::Flags flags;
   icefloe::FlagParser parser("icefloe-head",
                              "The icefloe head: plans datasets onto data nodes and answers "
                              "GetFlightInfo with the endpoints consumers read.");
-  parser.Positional("host", &flags.host, "Address to listen on (default 127.0.0.1).");
-  parser.Positional("port", &flags.port_text, "Flight port; 0 picks a free one (default 0).");
-  parser.String("host", &flags.host, "Address to listen on.");
-  parser.String("port", &flags.port_text, "Flight port; 0 picks a free one.");
-  parser.Int("health-port", &flags.health_port, "HTTP port for /ready and /healthz; 0 picks one.",
-             "HEALTH_PORT");
+  icefloe::AddServerFlags(&parser, &flags.server);
   parser.List("node", &flags.nodes, "A data node location (grpc://host:port); repeatable.",
               "ICEFLOE_NODES");
+  parser.Int("heartbeat-timeout-ms", &flags.heartbeat_timeout_ms,
+             "A node silent this long is marked dead.");
+  parser.Int("max-loads", &flags.max_loads, "Loads that may run at once.");
   if (auto st = parser.Parse(argc, argv); !st.ok()) {
     std::fprintf(stderr, "icefloe-head: %s\n", st.message().c_str());
     return 2;

@@ -1,32 +1,40 @@
 // icefloe-node: a data node. Holds dataset slices in memory and serves DoGet.
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include <arrow/filesystem/localfs.h>
 
+#include "icefloe/common/bytes.h"
 #include "icefloe/common/flags.h"
 #include "icefloe/common/http_server.h"
 #include "icefloe/common/log.h"
+#include "icefloe/common/server_flags.h"
 #include "icefloe/common/server_util.h"
 #include "icefloe/loader/parquet_file.h"
 #include "icefloe/node/node_server.h"
+#include "icefloe/node/registration.h"
 
 namespace icefloe {
 namespace {
 
 struct Flags {
-  std::string host = "127.0.0.1";
-  std::string port_text = "0";
-  int64_t health_port = 0;
+  ServerFlags server;
+  int64_t memory_limit = 0;
+  int64_t load_threads = std::max(1u, std::thread::hardware_concurrency());
+  std::string head;
   std::string parquet;
   std::string name = "default";
-  int64_t batch_rows = 64 * 1024;
+  int64_t batch_rows = kDefaultBatchRows;
 };
 
+// Debug aid: serve one local Parquet file as dataset `name`, rows [0, N).
 arrow::Status PreloadParquet(NodeServer* server, const Flags& flags) {
   auto fs = std::make_shared<arrow::fs::LocalFileSystem>();
   ParquetReadOptions options;
   options.batch_rows = flags.batch_rows;
+  auto pool = server->NewPool("dataset '" + flags.name + "'");
+  options.pool = pool.get();
   ARROW_ASSIGN_OR_RAISE(auto data, ReadParquetFile(fs, flags.parquet, options));
   std::vector<CachedBatch> batches;
   uint64_t row = 0;
@@ -35,8 +43,8 @@ arrow::Status PreloadParquet(NodeServer* server, const Flags& flags) {
     batches.push_back({row, std::move(b)});
     row += rows;
   }
-  ARROW_ASSIGN_OR_RAISE(auto ds,
-                        CachedDataset::Make(flags.name, 1, data.schema, std::move(batches)));
+  ARROW_ASSIGN_OR_RAISE(auto ds, CachedDataset::Make(flags.name, 1, data.schema, std::move(batches),
+                                                     std::move(pool)));
   LogInfo("loaded", {{"dataset", flags.name},
                      {"path", flags.parquet},
                      {"rows", std::to_string(ds->num_rows())},
@@ -45,31 +53,65 @@ arrow::Status PreloadParquet(NodeServer* server, const Flags& flags) {
   return arrow::Status::OK();
 }
 
-arrow::Status Run(const Flags& flags) {
-  int64_t port = 0;
-  try {
-    port = std::stoll(flags.port_text);
-  } catch (...) {
-    return arrow::Status::Invalid("port '", flags.port_text, "' is not a number");
+std::string Metrics(const NodeServer& server) {
+  auto status = server.Status();
+  std::string out;
+  out += "# TYPE icefloe_node_memory_used_bytes gauge\nicefloe_node_memory_used_bytes " +
+         std::to_string(status["memory_used_bytes"].get<int64_t>()) + "\n";
+  out += "# TYPE icefloe_node_memory_limit_bytes gauge\nicefloe_node_memory_limit_bytes " +
+         std::to_string(status["memory_limit_bytes"].get<int64_t>()) + "\n";
+  out += "# TYPE icefloe_node_datasets gauge\nicefloe_node_datasets " +
+         std::to_string(status["datasets"].size()) + "\n";
+  out += "# TYPE icefloe_node_dataset_bytes gauge\n";
+  for (const auto& d : status["datasets"]) {
+    out += "icefloe_node_dataset_bytes{dataset=\"" + d["name"].get<std::string>() + "\"} " +
+           std::to_string(d["bytes"].get<int64_t>()) + "\n";
   }
-  ARROW_ASSIGN_OR_RAISE(auto location, ListenLocation(flags.host, static_cast<int>(port), false));
-  NodeServer server(NodeOptions{});
+  return out;
+}
+
+arrow::Status Run(const Flags& flags) {
+  ARROW_ASSIGN_OR_RAISE(ServerSettings settings, ResolveServerFlags(flags.server));
+  NodeOptions options;
+  options.security = settings.security;
+  options.memory_limit_bytes = flags.memory_limit;
+  options.load_threads = static_cast<int32_t>(std::clamp<int64_t>(flags.load_threads, 1, 64));
+  options.io.s3 = iceberg::S3SettingsFromEnv();
+  NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
-  arrow::flight::FlightServerOptions options(location);
-  auto st = server.Init(options);
-  if (!st.ok()) return st.WithMessage("cannot listen on ", location.ToString(), ": ", st.message());
-  std::string shown = flags.host == "0.0.0.0" ? "127.0.0.1" : flags.host;
-  server.set_advertised_location("grpc://" + shown + ":" + std::to_string(server.port()));
+  arrow::flight::FlightServerOptions flight_options(settings.listen);
+  ApplyServerSecurity(settings.security, &flight_options);
+  auto st = server.Init(flight_options);
+  if (!st.ok()) {
+    return st.WithMessage("cannot listen on ", settings.listen.ToString(), ": ", st.message());
+  }
+  const std::string location = AdvertisedLocation(settings, server.port());
+  server.set_advertised_location(location);
 
   HttpServer http;
   http.Get("/healthz", [] { return HttpResponse{200, "ok"}; });
   http.Get("/ready", [] { return HttpResponse{200, "ready"}; });
-  ARROW_ASSIGN_OR_RAISE(int health_port,
-                        http.Start(flags.host, static_cast<int>(flags.health_port)));
+  http.Get("/metrics", [&server] {
+    return HttpResponse{200, Metrics(server), "text/plain; version=0.0.4"};
+  });
+  http.Get("/status", [&server] {
+    return HttpResponse{200, server.Status().dump(2), "application/json"};
+  });
+  ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
-  AnnounceReady("icefloe-node", server, false, flags.host, health_port);
+  std::unique_ptr<HeadRegistration> registration;
+  if (!flags.head.empty()) {
+    registration = std::make_unique<HeadRegistration>(flags.head, location, settings.security,
+                                                      [&server] { return server.Status(); });
+    registration->Start();
+  }
+  LogInfo("node started", {{"memory_limit", flags.memory_limit > 0 ? FormatBytes(flags.memory_limit)
+                                                                   : std::string("unlimited")},
+                           {"load_threads", std::to_string(options.load_threads)}});
+  AnnounceReady("icefloe-node", location, settings.advertise_host, health_port);
   ARROW_RETURN_NOT_OK(ServeUntilSignal(&server));
+  if (registration) registration->Stop();
   http.Stop();
   return server.Shutdown();
 }
@@ -83,15 +125,16 @@ int main(int argc, char** argv) {
   icefloe::FlagParser parser("icefloe-node",
                              "An icefloe data node: caches dataset slices in RAM and serves them "
                              "over Arrow Flight.");
-  parser.Positional("host", &flags.host, "Address to listen on (default 127.0.0.1).");
-  parser.Positional("port", &flags.port_text, "Flight port; 0 picks a free one (default 0).");
-  parser.String("host", &flags.host, "Address to listen on.");
-  parser.String("port", &flags.port_text, "Flight port; 0 picks a free one.");
-  parser.Int("health-port", &flags.health_port, "HTTP port for /ready and /healthz; 0 picks one.",
-             "HEALTH_PORT");
-  parser.String("parquet", &flags.parquet, "Load this local Parquet file at start-up.");
+  icefloe::AddServerFlags(&parser, &flags.server);
+  parser.Bytes("memory-limit", &flags.memory_limit,
+               "Most Arrow bytes this node may hold, e.g. 8GiB (default: unlimited).",
+               "ICEFLOE_MEMORY_LIMIT");
+  parser.Int("load-threads", &flags.load_threads, "Files loaded in parallel.");
+  parser.String("head", &flags.head, "Head location to register with (grpc://host:port).",
+                "ICEFLOE_HEAD");
+  parser.String("parquet", &flags.parquet, "Debug: serve this local Parquet file as --name.");
   parser.String("name", &flags.name, "Dataset name for --parquet.");
-  parser.Int("batch-rows", &flags.batch_rows, "Rows per cached record batch.");
+  parser.Int("batch-rows", &flags.batch_rows, "Rows per cached record batch for --parquet.");
   if (auto st = parser.Parse(argc, argv); !st.ok()) {
     std::fprintf(stderr, "icefloe-node: %s\n", st.message().c_str());
     return 2;

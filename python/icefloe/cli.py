@@ -1,22 +1,146 @@
-"""The ``icefloe`` command line."""
+"""The ``icefloe`` command line: run a local cluster and manage datasets.
+
+    icefloe up [--nodes 3] [--memory-limit 4GiB]     run a local cluster until Ctrl-C
+    icefloe load NAME SOURCE [--columns a,b] [--filter EXPR] [--snapshot-id N]
+    icefloe datasets | status | describe NAME | evict NAME
+    icefloe demo
+
+Commands other than ``up`` and ``demo`` talk to ``--head`` (or $ICEFLOE_HEAD),
+with ``--token-file`` (or $ICEFLOE_TOKEN) and ``--tls-root-certs``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
 import sys
+import threading
+from typing import Any
+
+from .errors import Error
+
+
+def _client(args: argparse.Namespace):
+    from .client import Client
+
+    if not args.head:
+        raise SystemExit("icefloe: no head given (use --head or set ICEFLOE_HEAD)")
+    token = os.environ.get("ICEFLOE_TOKEN")
+    if args.token_file:
+        with open(args.token_file) as f:
+            token = f.read().strip()
+    return Client(args.head, token=token, tls_root_certs=args.tls_root_certs)
+
+
+def _print(obj: Any) -> None:
+    def default(o: Any) -> Any:
+        return str(o)
+
+    print(json.dumps(obj, indent=2, default=default))
+
+
+def _progress_bar():
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency of the dev setup
+        return None, lambda report: None
+    bar = tqdm(total=0, unit="file", desc="loading", leave=False)
+
+    def update(report: dict[str, Any]) -> None:
+        bar.total = report.get("tasks_total", 0)
+        bar.n = min(report.get("tasks_done", 0), bar.total)
+        bar.refresh()
+
+    return bar, update
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from .local import LocalCluster
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LocalCluster(num_nodes=args.nodes, memory_limit=args.memory_limit,
+                      keep_logs=True) as cluster:
+        print(f"icefloe cluster up: head {cluster.head_uri}")
+        print(f"  nodes: {', '.join(cluster.node_uris)}")
+        print(f"  logs:  {cluster.log_dir}")
+        print(f"  try:   icefloe --head {cluster.head_uri} status")
+        sys.stdout.flush()
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+        print("shutting down")
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    bar, update = _progress_bar()
+    with _client(args) as client:
+        columns = [c for c in args.columns.split(",") if c] if args.columns else None
+        desc = client.load(args.name, args.source, columns=columns, filter=args.filter,
+                           snapshot_id=args.snapshot_id, ref=args.ref,
+                           batch_size=args.batch_size, replication=args.replication,
+                           progress=update)
+    if bar is not None:
+        bar.close()
+    print(f"loaded {desc['name']}: {desc['rows']:,} rows, {desc['bytes'] / 2**20:.1f} MiB "
+          f"in {desc['load_seconds']:.2f}s")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="icefloe", description=__doc__)
+    parser = argparse.ArgumentParser(prog="icefloe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--head", default=os.environ.get("ICEFLOE_HEAD"))
+    parser.add_argument("--token-file")
+    parser.add_argument("--tls-root-certs")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the quick-start demo")
-    demo.add_argument("--rows", type=int, default=1_000_000)
+    up = sub.add_parser("up", help="run a local cluster in the foreground")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--memory-limit", default="4GiB")
+    load = sub.add_parser("load", help="load an Iceberg table into the cache")
+    load.add_argument("name")
+    load.add_argument("source", help="metadata.json location or table directory")
+    load.add_argument("--columns")
+    load.add_argument("--filter")
+    load.add_argument("--snapshot-id", type=int)
+    load.add_argument("--ref")
+    load.add_argument("--batch-size", type=int)
+    load.add_argument("--replication", type=int, default=1)
+    sub.add_parser("datasets", help="list datasets")
+    sub.add_parser("status", help="nodes, memory, datasets, loads")
+    describe = sub.add_parser("describe", help="one dataset with its slices")
+    describe.add_argument("name")
+    evict = sub.add_parser("evict", help="drop a dataset from the cache")
+    evict.add_argument("name")
+    sub.add_parser("demo", help="run the quick-start demo")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        from . import demo as demo_mod
 
-        return demo_mod.main(["--rows", str(args.rows)])
-    return 2
+    try:
+        if args.command == "up":
+            return cmd_up(args)
+        if args.command == "demo":
+            from . import demo
+
+            return demo.main([])
+        if args.command == "load":
+            return cmd_load(args)
+        with _client(args) as client:
+            if args.command == "datasets":
+                _print(client.datasets())
+            elif args.command == "status":
+                _print(client.status())
+            elif args.command == "describe":
+                _print(client.describe(args.name))
+            elif args.command == "evict":
+                _print(client.evict(args.name))
+        return 0
+    except Error as exc:
+        print(f"icefloe: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

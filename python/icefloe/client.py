@@ -1,18 +1,33 @@
-"""``Client``: the Python client of an icefloe cluster."""
+"""``Client``: the Python client of an icefloe cluster.
+
+The client asks the head where data lives, then reads it straight from the
+data nodes, several endpoints in parallel. Every server error becomes a
+specific :class:`icefloe.Error` subclass (see :mod:`icefloe.errors`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+import json
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from .errors import map_error
+from .errors import Unavailable, map_error
+
+PROTOCOL_VERSION = 1
 
 
 @contextmanager
-def _mapped() -> Iterator[None]:
+def mapped_errors() -> Iterator[None]:
+    """Re-raises pyarrow/Flight errors as icefloe errors."""
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised as a specific icefloe error
@@ -22,55 +37,198 @@ def _mapped() -> Iterator[None]:
         raise mapped from exc
 
 
-class Client:
-    """Talks to a head; reads data straight from the data nodes."""
+def _pem(value: str | bytes | Path | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    text = str(value)
+    if "-----BEGIN" in text:
+        return text.encode()
+    return Path(text).read_bytes()
 
-    def __init__(self, head_uri: str, *, timeout_s: float = 60.0) -> None:
+
+def _decode_schema(desc: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(desc.get("schema"), str) and desc["schema"]:
+        desc["schema"] = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(desc["schema"])))
+    return desc
+
+
+def _as_of_ms(as_of: datetime | int | float | str | None) -> int | None:
+    if as_of is None:
+        return None
+    if isinstance(as_of, datetime):
+        return int(as_of.timestamp() * 1000)
+    if isinstance(as_of, str):
+        return int(datetime.fromisoformat(as_of).timestamp() * 1000)
+    return int(as_of)
+
+
+class Client:
+    """Talks to a head; reads data straight from the data nodes.
+
+    ``token`` is the cluster token (sent as ``authorization: Bearer``);
+    ``tls_root_certs`` is a PEM (text, bytes or a path) to trust for
+    ``grpc+tls://`` locations. ``read_parallelism`` bounds concurrent endpoint
+    reads in :meth:`read`.
+    """
+
+    def __init__(
+        self,
+        head_uri: str,
+        token: str | None = None,
+        tls_root_certs: str | bytes | Path | None = None,
+        *,
+        timeout_s: float = 60.0,
+        read_parallelism: int = 4,
+    ) -> None:
         self.head_uri = head_uri
         self._timeout_s = timeout_s
-        self._head = flight.connect(head_uri)
+        self._parallelism = max(1, read_parallelism)
+        self._headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
+        self._connect_kwargs: dict[str, Any] = {}
+        roots = _pem(tls_root_certs)
+        if roots:
+            self._connect_kwargs["tls_root_certs"] = roots
+        with mapped_errors():
+            self._head = flight.connect(head_uri, **self._connect_kwargs)
         self._nodes: dict[str, flight.FlightClient] = {}
+        self._lock = threading.Lock()
 
-    def _options(self) -> flight.FlightCallOptions:
-        return flight.FlightCallOptions(timeout=self._timeout_s)
+    # -- plumbing ---------------------------------------------------------
 
-    def _node(self, location: str) -> flight.FlightClient:
-        client = self._nodes.get(location)
-        if client is None:
-            client = self._nodes[location] = flight.connect(location)
-        return client
+    def call_options(self, timeout_s: float | None = None) -> flight.FlightCallOptions:
+        return flight.FlightCallOptions(
+            timeout=timeout_s or self._timeout_s, headers=self._headers
+        )
 
-    def datasets(self) -> list[str]:
-        """Names of the datasets the cluster holds."""
-        with _mapped():
-            infos = list(self._head.list_flights(options=self._options()))
-        return sorted({info.descriptor.path[0].decode() for info in infos})
+    def node(self, location: str) -> flight.FlightClient:
+        """A (cached) Flight client of a data node."""
+        with self._lock:
+            client = self._nodes.get(location)
+            if client is None:
+                client = self._nodes[location] = flight.connect(location, **self._connect_kwargs)
+            return client
 
-    def read(self, name: str) -> pa.Table:
-        """Every row of dataset ``name`` as a table, in global row order."""
-        with _mapped():
-            infos = [
-                info
-                for info in self._head.list_flights(options=self._options())
-                if info.descriptor.path[0].decode() == name
-            ]
-            if not infos:
-                from .errors import NotFound
+    def _action_stream(
+        self, kind: str, body: dict[str, Any] | None = None, timeout_s: float | None = None
+    ) -> Iterator[Any]:
+        payload = json.dumps({"v": PROTOCOL_VERSION, **(body or {})}).encode()
+        with mapped_errors():
+            for result in self._head.do_action(
+                flight.Action(kind, payload), options=self.call_options(timeout_s)
+            ):
+                yield json.loads(result.body.to_pybytes())
 
-                raise NotFound(f"dataset '{name}' is not cached")
-            tables = []
-            for info in infos:
-                for endpoint in info.endpoints:
-                    reader = self._node(endpoint.locations[0].uri.decode()).do_get(
-                        endpoint.ticket, options=self._options()
+    def _action(self, kind: str, body: dict[str, Any] | None = None) -> Any:
+        results = list(self._action_stream(kind, body))
+        if not results:
+            raise Unavailable(f"head returned no result for {kind}")
+        return results[-1]
+
+    # -- catalog ------------------------------------------------------------
+
+    def load(
+        self,
+        name: str,
+        source: str,
+        *,
+        snapshot_id: int | None = None,
+        ref: str | None = None,
+        as_of: datetime | int | str | None = None,
+        columns: list[str] | None = None,
+        filter: str | None = None,  # noqa: A002 - the documented name
+        batch_size: int | None = None,
+        replication: int = 1,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        timeout_s: float = 24 * 3600,
+    ) -> dict[str, Any]:
+        """Loads an Iceberg table into the cache as dataset ``name``.
+
+        ``source`` is a metadata.json location or a table directory. Blocks
+        until the load ends, calling ``progress`` with each progress report,
+        and returns the dataset's description. Loading the same table,
+        snapshot, columns and filter again returns the cached copy.
+        """
+        body: dict[str, Any] = {"name": name, "source": str(source), "replication": replication}
+        if snapshot_id is not None:
+            body["snapshot_id"] = int(snapshot_id)
+        if ref is not None:
+            body["ref"] = ref
+        if as_of is not None:
+            body["as_of_ms"] = _as_of_ms(as_of)
+        if columns is not None:
+            body["columns"] = list(columns)
+        if filter:
+            body["filter"] = filter
+        if batch_size is not None:
+            body["batch_rows"] = int(batch_size)
+        last: dict[str, Any] = {}
+        for report in self._action_stream("load", body, timeout_s):
+            last = report
+            if report.get("state") == "loading" and progress is not None:
+                progress(report)
+        return _decode_schema(last)
+
+    def datasets(self) -> list[dict[str, Any]]:
+        """Every dataset the head knows (name, state, rows, bytes, schema, ...)."""
+        return [_decode_schema(d) for d in self._action("list")]
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """One dataset, with its slice map (which nodes hold which rows)."""
+        return _decode_schema(self._action("describe", {"name": name}))
+
+    def evict(self, name: str) -> dict[str, Any]:
+        """Drops a dataset; its nodes free the memory."""
+        return self._action("evict", {"name": name})
+
+    def status(self) -> dict[str, Any]:
+        """Cluster status: nodes (state, memory), datasets and running loads."""
+        return self._action("status")
+
+    # -- reading ------------------------------------------------------------
+
+    def flight_info(self, name: str, start: int = 0, stop: int | None = None) -> flight.FlightInfo:
+        """The endpoints covering global rows ``[start, stop)`` of a dataset."""
+        cmd: dict[str, Any] = {"v": PROTOCOL_VERSION, "kind": "range", "dataset": name,
+                               "start": int(start)}
+        if stop is not None:
+            cmd["stop"] = int(stop)
+        descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
+        with mapped_errors():
+            return self._head.get_flight_info(descriptor, options=self.call_options())
+
+    def read_endpoint(self, endpoint: flight.FlightEndpoint) -> pa.Table:
+        """Reads one endpoint, trying its replicas in order."""
+        last_error: BaseException | None = None
+        for location in endpoint.locations:
+            try:
+                with mapped_errors():
+                    reader = self.node(location.uri.decode()).do_get(
+                        endpoint.ticket, options=self.call_options()
                     )
-                    tables.append(reader.read_all())
+                    return reader.read_all()
+            except Unavailable as exc:
+                last_error = exc
+        assert last_error is not None
+        raise last_error
+
+    def read(self, name: str, start: int = 0, stop: int | None = None) -> pa.Table:
+        """Global rows ``[start, stop)`` of dataset ``name``, in order."""
+        info = self.flight_info(name, start, stop)
+        endpoints = list(info.endpoints)
+        if not endpoints:
+            return info.schema.empty_table()
+        with ThreadPoolExecutor(max_workers=min(self._parallelism, len(endpoints))) as pool:
+            tables = list(pool.map(self.read_endpoint, endpoints))
         return pa.concat_tables(tables)
 
     def close(self) -> None:
-        for client in [self._head, *self._nodes.values()]:
+        with self._lock:
+            clients = [self._head, *self._nodes.values()]
+            self._nodes.clear()
+        for client in clients:
             client.close()
-        self._nodes.clear()
 
     def __enter__(self) -> Client:
         return self

@@ -45,6 +45,10 @@ class Unavailable(Error, ConnectionError):
     """A server could not be reached or is shutting down."""
 
 
+class StorageError(Error, OSError):
+    """Reading the table's files failed (missing, unreadable, corrupt)."""
+
+
 class Timeout(Error, TimeoutError):
     """A call or a wait passed its deadline."""
 
@@ -57,11 +61,22 @@ class ServerError(Error):
     """Any other server-side failure (storage errors included)."""
 
 
+# Kinds the servers name in a Flight error's extra_info (see common/wire_status.h).
+_EXTRA_INFO: dict[bytes, type[Error]] = {
+    b"icefloe:OutOfMemory": OutOfMemory,
+    b"icefloe:IOError": StorageError,
+    b"icefloe:NodeUnavailable": Unavailable,
+}
+
+
 def map_error(exc: BaseException) -> BaseException:
     """Translates a pyarrow/Flight exception into the matching icefloe error."""
     if isinstance(exc, Error):
         return exc
     msg = _clean(str(exc))
+    kind = _EXTRA_INFO.get(getattr(exc, "extra_info", None) or b"")
+    if kind is not None:
+        return _with_cause(kind(msg), exc)
     table: list[tuple[type, type[Error]]] = [
         (flight.FlightUnauthenticatedError, Unauthenticated),
         (flight.FlightUnauthorizedError, Unauthorized),
@@ -73,6 +88,7 @@ def map_error(exc: BaseException) -> BaseException:
         (pa.ArrowNotImplementedError, NotImplementedByServer),
         (pa.ArrowMemoryError, OutOfMemory),
         (pa.ArrowIndexError, InvalidArgument),
+        (pa.ArrowIOError, StorageError),
     ]
     for src, dst in table:
         if isinstance(exc, src):

@@ -2,26 +2,53 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from ._bin import bin_path
 from ._process import ServerProcess
+from .errors import Timeout
+
+
+def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for localhost/127.0.0.1 (openssl CLI)."""
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    key.chmod(0o600)
+    return cert, key
 
 
 class LocalCluster:
     """Starts a head and ``num_nodes`` data nodes on 127.0.0.1 with free ports.
 
-    Use it as a context manager; everything is shut down on exit, also when the
-    body raised. Server logs go to ``log_dir`` (a temporary directory by
-    default, removed on exit unless ``keep_logs``).
+    Use it as a context manager: it waits until every node has registered with
+    the head (no sleeps, bounded by ``ready_timeout_s``) and shuts everything
+    down on exit, also when the body raised.
+
+    ``token`` turns on authentication (every call needs it; tickets are signed
+    with a fresh cluster secret); ``tls=True`` serves grpc+tls with a
+    self-signed certificate (``tls_root_certs`` is its PEM path). ``env`` adds
+    environment variables for the servers (e.g. S3 endpoint settings).
     """
 
     def __init__(
         self,
         num_nodes: int = 3,
+        memory_limit: str | None = "4GiB",
+        token: str | None = None,
+        tls: bool = False,
         *,
+        env: dict[str, str] | None = None,
         node_args: list[list[str]] | None = None,
         head_args: list[str] | None = None,
         log_dir: str | Path | None = None,
@@ -31,6 +58,11 @@ class LocalCluster:
         if num_nodes < 1:
             raise ValueError("num_nodes must be at least 1")
         self.num_nodes = num_nodes
+        self.memory_limit = memory_limit
+        self.token = token
+        self.tls = tls
+        self._env = {**os.environ, **(env or {})}
+        self._env.pop("ICEFLOE_TOKEN", None)
         self._node_args = node_args or [[] for _ in range(num_nodes)]
         if len(self._node_args) != num_nodes:
             raise ValueError("node_args needs one list per node")
@@ -41,6 +73,10 @@ class LocalCluster:
         self._timeout_s = ready_timeout_s
         self.nodes: list[ServerProcess] = []
         self.head: ServerProcess | None = None
+        self.tls_root_certs: Path | None = None
+        self._security_args: list[str] = []
+
+    # -- addresses ------------------------------------------------------------
 
     @property
     def head_uri(self) -> str:
@@ -52,32 +88,83 @@ class LocalCluster:
     def node_uris(self) -> list[str]:
         return [n.location for n in self.nodes]
 
+    def client(self, **kwargs):
+        """An :class:`icefloe.Client` of this cluster (token and TLS filled in)."""
+        from .client import Client
+
+        return Client(self.head_uri, token=self.token, tls_root_certs=self.tls_root_certs,
+                      **kwargs)
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def _prepare_security(self) -> None:
+        secrets_dir = self.log_dir / "secrets"
+        secrets_dir.mkdir(parents=True, exist_ok=True)
+        secrets_dir.chmod(0o700)
+        if self.token:
+            token_file = secrets_dir / "token"
+            token_file.write_text(self.token)
+            token_file.chmod(0o600)
+            secret_file = secrets_dir / "cluster-secret"
+            secret_file.write_text(secrets.token_hex(32))
+            secret_file.chmod(0o600)
+            self._security_args += ["--token-file", str(token_file),
+                                    "--cluster-secret-file", str(secret_file)]
+        if self.tls:
+            cert, key = make_self_signed_cert(secrets_dir)
+            self.tls_root_certs = cert
+            self._security_args += ["--tls-cert", str(cert), "--tls-key", str(key),
+                                    "--tls-root-certs", str(cert)]
+
+    def _start_node(self, i: int) -> ServerProcess:
+        argv = [bin_path("icefloe-node"), "--host", "127.0.0.1", "--port", "0",
+                "--head", self.head_uri, *self._security_args]
+        if self.memory_limit:
+            argv += ["--memory-limit", str(self.memory_limit)]
+        node = ServerProcess(name=f"node-{i}", argv=argv + self._node_args[i],
+                             log_path=self.log_dir / f"node-{i}.log", env=self._env)
+        return node.start(self._timeout_s)
+
     def start(self) -> LocalCluster:
         try:
+            self._prepare_security()
+            head_argv = [bin_path("icefloe-head"), "--host", "127.0.0.1", "--port", "0",
+                         *self._security_args, *self._head_args]
+            self.head = ServerProcess(name="head", argv=head_argv,
+                                      log_path=self.log_dir / "head.log",
+                                      env=self._env).start(self._timeout_s)
             for i in range(self.num_nodes):
-                node = ServerProcess(
-                    name=f"node-{i}",
-                    argv=[
-                        bin_path("icefloe-node"),
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        "0",
-                        *self._node_args[i],
-                    ],
-                    log_path=self.log_dir / f"node-{i}.log",
-                )
-                self.nodes.append(node.start(self._timeout_s))
-            head_argv = [bin_path("icefloe-head"), "--host", "127.0.0.1", "--port", "0"]
-            for node in self.nodes:
-                head_argv += ["--node", node.location]
-            self.head = ServerProcess(
-                name="head", argv=head_argv + self._head_args, log_path=self.log_dir / "head.log"
-            ).start(self._timeout_s)
+                self.nodes.append(self._start_node(i))
+            self.wait_for_nodes()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_for_nodes(self, timeout_s: float | None = None) -> None:
+        """Waits until the head sees every running node alive."""
+        deadline = time.monotonic() + (timeout_s or self._timeout_s)
+        with self.client() as client:
+            while True:
+                status = client.status()
+                alive = {n["location"] for n in status["nodes"] if n["state"] == "alive"}
+                wanted = {n.location for n in self.nodes if n.alive()}
+                if wanted <= alive:
+                    return
+                if time.monotonic() > deadline:
+                    raise Timeout(f"nodes {sorted(wanted - alive)} did not register; "
+                                  f"logs:\n{self.logs()}")
+                time.sleep(0.05)
+
+    def kill_node(self, i: int) -> None:
+        """Kills data node ``i`` at once (SIGKILL), as a crash would."""
+        self.nodes[i].kill()
+
+    def restart_node(self, i: int) -> None:
+        """Starts data node ``i`` again (a new process, empty, on a new port)."""
+        self.nodes[i].stop()
+        self.nodes[i] = self._start_node(i)
+        self.wait_for_nodes()
 
     def stop(self) -> None:
         for proc in ([self.head] if self.head else []) + self.nodes:

@@ -15,13 +15,10 @@ arrow::Result<arrow::flight::Location> ListenLocation(const std::string& host, i
              : arrow::flight::Location::ForGrpcTcp(host, port);
 }
 
-void AnnounceReady(const std::string& component, const arrow::flight::FlightServerBase& server,
-                   bool tls, const std::string& host, int health_port) {
-  std::string shown = (host == "0.0.0.0" || host == "::" || host.empty()) ? "127.0.0.1" : host;
-  std::string location =
-      std::string(tls ? "grpc+tls://" : "grpc://") + shown + ":" + std::to_string(server.port());
+void AnnounceReady(const std::string& component, const std::string& location,
+                   const std::string& health_host, int health_port) {
   std::printf("%s ready location=%s health=http://%s:%d\n", component.c_str(), location.c_str(),
-              shown.c_str(), health_port);
+              health_host.c_str(), health_port);
   std::fflush(stdout);
   LogInfo("listening", {{"location", location}, {"health_port", std::to_string(health_port)}});
 }

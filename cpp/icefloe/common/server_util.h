@@ -13,10 +13,10 @@ namespace icefloe {
 arrow::Result<arrow::flight::Location> ListenLocation(const std::string& host, int port, bool tls);
 
 /// Prints the line launchers wait for, on stdout:
-///   <component> ready location=grpc://127.0.0.1:PORT health=http://127.0.0.1:PORT
-/// `location` is what clients dial; a 0.0.0.0 host is shown as 127.0.0.1.
-void AnnounceReady(const std::string& component, const arrow::flight::FlightServerBase& server,
-                   bool tls, const std::string& host, int health_port);
+///   <component> ready location=grpc://HOST:PORT health=http://HOST:PORT
+/// `location` is what clients dial.
+void AnnounceReady(const std::string& component, const std::string& location,
+                   const std::string& health_host, int health_port);
 
 /// Serves until SIGINT or SIGTERM, then returns OK (a clean shutdown).
 arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server);

@@ -8,7 +8,7 @@
 // AWS_ENDPOINT_URL[_S3]) and may be overridden explicitly, so tests can point
 // at a loopback S3 server.
 //
-// Thread-safe.
+// Every error names the location it concerns. Thread-safe.
 #pragma once
 
 #include <map>
@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <arrow/filesystem/filesystem.h>
 #include <arrow/io/interfaces.h>
@@ -24,23 +25,35 @@
 
 namespace icefloe::iceberg {
 
+/// How to reach S3. Empty fields fall back to S3SettingsFromEnv(), then to
+/// the defaults named below.
 struct S3Settings {
-  std::string endpoint_override;   ///< host:port or URL; empty = AWS (or AWS_ENDPOINT_URL[_S3]).
-  std::string region;              ///< empty = AWS_REGION / AWS_DEFAULT_REGION / us-east-1.
-  std::string scheme;              ///< "http" or "https"; empty = from endpoint URL or https.
-  std::optional<bool> path_style;  ///< default: path-style when an endpoint override is set.
-  bool anonymous = false;          ///< no credentials (public buckets).
-  std::string access_key;          ///< explicit credentials; empty = default chain.
+  /// host:port or URL; empty = AWS itself.
+  std::string endpoint_override;
+  /// Empty = the bucket's own region (asked of AWS once per bucket; the SDK's
+  /// default when that fails), or us-east-1 with an endpoint override.
+  std::string region;
+  /// "http" or "https"; empty = from the endpoint URL, else https.
+  std::string scheme;
+  /// Default: path-style when an endpoint override is set, else virtual-host.
+  std::optional<bool> path_style;
+  /// No credentials (public buckets).
+  bool anonymous = false;
+  /// Explicit credentials (both keys, optional token); empty = the AWS default
+  /// credential chain (environment, profile, web identity, instance metadata).
+  std::string access_key;
   std::string secret_key;
   std::string session_token;
 };
 
+/// Options of a FileIO.
 struct FileIOOptions {
   S3Settings s3;
   /// Largest file ReadAll() will read (metadata.json, manifests).
   int64_t max_read_all_bytes = 512LL << 20;
 };
 
+/// Opens table locations; see the header comment.
 class FileIO {
  public:
   explicit FileIO(FileIOOptions options = {});
@@ -58,12 +71,14 @@ class FileIO {
   /// larger than options.max_read_all_bytes.
   arrow::Result<std::string> ReadAll(const std::string& location);
 
-  /// Lists the file names (not paths) directly inside a directory location.
+  /// Lists the names (not paths) of the files directly inside a directory
+  /// location, sorted. IOError naming the location when it does not exist.
   arrow::Result<std::vector<std::string>> ListDir(const std::string& location);
 
-  /// Whether a file exists at `location`.
+  /// Whether a file (not a directory) exists at `location`.
   arrow::Result<bool> Exists(const std::string& location);
 
+  /// The options this FileIO was made with.
   const FileIOOptions& options() const { return options_; }
 
  private:
@@ -75,5 +90,9 @@ class FileIO {
 /// Reads S3Settings from the environment: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL,
 /// AWS_REGION / AWS_DEFAULT_REGION, ICEFLOE_S3_PATH_STYLE, ICEFLOE_S3_ANONYMOUS.
 S3Settings S3SettingsFromEnv();
+
+/// Rewrites the Hadoop spellings s3a:// and s3n:// to s3://; other locations
+/// are returned unchanged.
+std::string NormalizeLocation(const std::string& location);
 
 }  // namespace icefloe::iceberg

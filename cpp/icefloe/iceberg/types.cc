@@ -229,6 +229,47 @@ arrow::Result<Schema> ParseSchema(const json& j) {
   return schema;
 }
 
+json TypeToJson(const Type& type) {
+  switch (type.id) {
+    case TypeId::kStruct: {
+      json fields = json::array();
+      for (const auto& f : type.fields) {
+        json jf = {{"id", f.id},
+                   {"name", f.name},
+                   {"required", f.required},
+                   {"type", TypeToJson(*f.type)}};
+        if (!f.doc.empty()) jf["doc"] = f.doc;
+        fields.push_back(std::move(jf));
+      }
+      return {{"type", "struct"}, {"fields", std::move(fields)}};
+    }
+    case TypeId::kList:
+      return {{"type", "list"},
+              {"element-id", type.fields[0].id},
+              {"element", TypeToJson(*type.fields[0].type)},
+              {"element-required", type.fields[0].required}};
+    case TypeId::kMap:
+      return {{"type", "map"},
+              {"key-id", type.fields[0].id},
+              {"key", TypeToJson(*type.fields[0].type)},
+              {"value-id", type.fields[1].id},
+              {"value", TypeToJson(*type.fields[1].type)},
+              {"value-required", type.fields[1].required}};
+    default:
+      return type.ToString();
+  }
+}
+
+json SchemaToJson(const Schema& schema) {
+  Type root;
+  root.id = TypeId::kStruct;
+  root.fields = schema.fields;
+  json j = TypeToJson(root);
+  j["schema-id"] = schema.schema_id;
+  if (!schema.identifier_field_ids.empty()) j["identifier-field-ids"] = schema.identifier_field_ids;
+  return j;
+}
+
 const NestedField* Schema::FindById(int32_t id) const {
   const NestedField* found = nullptr;
   VisitFields(fields, [&](const NestedField& f) {

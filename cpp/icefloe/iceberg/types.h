@@ -96,6 +96,10 @@ arrow::Result<TypePtr> ParseType(const nlohmann::json& json);
 /// Parses a schema object ({"type": "struct", "schema-id": .., "fields": [..]}).
 arrow::Result<Schema> ParseSchema(const nlohmann::json& json);
 
+/// Serializes a type / schema back to metadata.json form (round-trips ParseType/ParseSchema).
+nlohmann::json TypeToJson(const Type& type);
+nlohmann::json SchemaToJson(const Schema& schema);
+
 /// The Arrow type that holds an Iceberg type: int->int32, long->int64,
 /// decimal->decimal128, date->date32, time->time64[us], timestamp->timestamp[us],
 /// timestamptz->timestamp[us, UTC], *_ns->[ns], string->utf8, uuid->

@@ -48,6 +48,15 @@ TEST(Schema, ParsesNestedTypesAndFindsFields) {
   EXPECT_EQ(schema->FindById(4)->type->ToString(), "map<string, double>");
 }
 
+TEST(Schema, RoundTripsThroughJson) {
+  auto schema = *ParseSchema(json::parse(kSchema));
+  auto again = *ParseSchema(SchemaToJson(schema));
+  EXPECT_EQ(SchemaToJson(again), SchemaToJson(schema));
+  EXPECT_EQ(again.schema_id, 3);
+  EXPECT_EQ(again.FindById(8)->type->ToString(), "double");
+  EXPECT_TRUE(again.FindById(8)->required);
+}
+
 TEST(Schema, MapsToArrowWithFieldIds) {
   auto schema = *ParseSchema(json::parse(kSchema));
   auto arrow_schema = *ToArrowSchema(schema);

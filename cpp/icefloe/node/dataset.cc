@@ -4,6 +4,8 @@
 
 #include <unordered_set>
 
+#include <arrow/memory_pool.h>
+
 #include <arrow/array/data.h>
 
 namespace icefloe {
@@ -24,8 +26,9 @@ void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const voi
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
-    std::vector<CachedBatch> batches) {
+    std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool) {
   auto ds = std::shared_ptr<CachedDataset>(new CachedDataset());
+  ds->pool_ = std::move(pool);
   ds->name_ = std::move(name);
   ds->generation_ = generation;
   ds->schema_ = std::move(schema);
@@ -49,6 +52,7 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     }
     ds->batches_.push_back(std::move(b));
   }
+  if (ds->pool_) ds->nbytes_ = ds->pool_->bytes_allocated();
   return ds;
 }
 

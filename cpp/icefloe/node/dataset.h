@@ -31,9 +31,11 @@ class CachedDataset {
  public:
   /// `batches` must share `schema`, be sorted by global_start and not overlap;
   /// empty batches are dropped. Returns Invalid otherwise.
-  static arrow::Result<std::shared_ptr<CachedDataset>> Make(std::string name, uint64_t generation,
-                                                            std::shared_ptr<arrow::Schema> schema,
-                                                            std::vector<CachedBatch> batches);
+  /// `pool`, when given, is the pool every batch buffer was allocated from;
+  /// the dataset keeps it alive and reports its bytes as the dataset's size.
+  static arrow::Result<std::shared_ptr<CachedDataset>> Make(
+      std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
+      std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool = nullptr);
 
   const std::string& name() const { return name_; }
   uint64_t generation() const { return generation_; }
@@ -52,6 +54,7 @@ class CachedDataset {
 
  private:
   CachedDataset() = default;
+  std::shared_ptr<arrow::MemoryPool> pool_;  // declared first: outlives the batches
   std::string name_;
   uint64_t generation_ = 0;
   std::shared_ptr<arrow::Schema> schema_;

@@ -1,0 +1,148 @@
+#include "icefloe/common/security.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <arrow/flight/server_middleware.h>
+#include <arrow/flight/types.h>
+
+#include "icefloe/common/hmac.h"
+
+namespace icefloe {
+
+namespace flight = arrow::flight;
+
+std::string SecurityOptions::TicketKey() const {
+  if (!ticket_key.empty()) return ticket_key;
+  if (token.empty()) return "";
+  HmacDigest d = HmacSha256(token, "icefloe ticket key v1");
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+arrow::Result<std::string> ReadSecretFile(const std::string& path, bool trim) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return arrow::Status::IOError("cannot read ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  if (trim) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+    if (s.empty()) return arrow::Status::Invalid(path, " is empty");
+  }
+  return s;
+}
+
+arrow::Result<SecurityOptions> LoadSecurity(const SecurityFlags& flags) {
+  SecurityOptions s;
+  if (!flags.token_file.empty()) {
+    ARROW_ASSIGN_OR_RAISE(s.token, ReadSecretFile(flags.token_file, true));
+  } else {
+    s.token = flags.token_env;
+  }
+  if (!flags.ticket_key_file.empty()) {
+    ARROW_ASSIGN_OR_RAISE(s.ticket_key, ReadSecretFile(flags.ticket_key_file, true));
+  }
+  if (flags.tls_cert_file.empty() != flags.tls_key_file.empty()) {
+    return arrow::Status::Invalid("--tls-cert and --tls-key must be given together");
+  }
+  if (!flags.tls_cert_file.empty()) {
+    ARROW_ASSIGN_OR_RAISE(s.tls_cert_pem, ReadSecretFile(flags.tls_cert_file, false));
+    ARROW_ASSIGN_OR_RAISE(s.tls_key_pem, ReadSecretFile(flags.tls_key_file, false));
+  }
+  if (!flags.tls_client_ca_file.empty()) {
+    if (s.tls_cert_pem.empty()) return arrow::Status::Invalid("--tls-client-ca needs --tls-cert");
+    ARROW_ASSIGN_OR_RAISE(s.tls_client_ca_pem, ReadSecretFile(flags.tls_client_ca_file, false));
+  }
+  if (!flags.tls_root_certs_file.empty()) {
+    ARROW_ASSIGN_OR_RAISE(s.tls_root_certs_pem, ReadSecretFile(flags.tls_root_certs_file, false));
+  }
+  return s;
+}
+
+std::string SignAction(const std::string& key, const std::string& type, const std::string& body) {
+  HmacDigest d = HmacSha256(key, type + "\n" + body);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : d) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0xF]);
+  }
+  return out;
+}
+
+arrow::Status VerifyActionSignature(const std::string& key,
+                                    const flight::ServerCallContext& context,
+                                    const std::string& type, const std::string& body) {
+  if (key.empty()) return arrow::Status::OK();
+  const auto& headers = context.incoming_headers();
+  auto it = headers.find(kActionSignatureHeader);
+  if (it == headers.end() || !ConstantTimeEquals(it->second, SignAction(key, type, body))) {
+    return flight::MakeFlightError(flight::FlightStatusCode::Unauthorized,
+                                   "action '" + type + "' is only accepted from the head");
+  }
+  return arrow::Status::OK();
+}
+
+namespace {
+
+class TokenMiddlewareFactory : public flight::ServerMiddlewareFactory {
+ public:
+  explicit TokenMiddlewareFactory(std::string token) : expected_("Bearer " + std::move(token)) {}
+
+  arrow::Status StartCall(const flight::CallInfo&, const flight::ServerCallContext& context,
+                          std::shared_ptr<flight::ServerMiddleware>* middleware) override {
+    const auto& headers = context.incoming_headers();
+    auto it = headers.find("authorization");
+    if (it == headers.end()) {
+      return flight::MakeFlightError(flight::FlightStatusCode::Unauthenticated,
+                                     "missing token: this cluster requires authorization: Bearer "
+                                     "<token>");
+    }
+    if (!ConstantTimeEquals(it->second, expected_)) {
+      return flight::MakeFlightError(flight::FlightStatusCode::Unauthenticated, "invalid token");
+    }
+    return arrow::Status::OK();
+  }
+
+ private:
+  std::string expected_;
+};
+
+}  // namespace
+
+std::shared_ptr<flight::ServerMiddlewareFactory> MakeTokenMiddleware(std::string token) {
+  return std::make_shared<TokenMiddlewareFactory>(std::move(token));
+}
+
+void ApplyServerSecurity(const SecurityOptions& security, flight::FlightServerOptions* options) {
+  if (security.tls()) {
+    options->tls_certificates.push_back({security.tls_cert_pem, security.tls_key_pem});
+    if (!security.tls_client_ca_pem.empty()) {
+      options->verify_client = true;
+      options->root_certificates = security.tls_client_ca_pem;
+    }
+  }
+  if (!security.token.empty()) {
+    options->middleware.emplace_back("icefloe-token", MakeTokenMiddleware(security.token));
+  }
+}
+
+flight::FlightClientOptions ClientOptions(const SecurityOptions& security) {
+  auto options = flight::FlightClientOptions::Defaults();
+  options.tls_root_certs = security.tls_root_certs_pem;
+  if (!security.tls_client_ca_pem.empty()) {
+    options.cert_chain = security.tls_cert_pem;
+    options.private_key = security.tls_key_pem;
+  }
+  return options;
+}
+
+flight::FlightCallOptions CallOptions(const SecurityOptions& security, double timeout_s) {
+  flight::FlightCallOptions call;
+  call.timeout = flight::TimeoutDuration{timeout_s};
+  if (!security.token.empty())
+    call.headers.emplace_back("authorization", "Bearer " + security.token);
+  return call;
+}
+
+}  // namespace icefloe

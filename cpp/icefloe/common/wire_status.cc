@@ -1,0 +1,48 @@
+#include "icefloe/common/wire_status.h"
+
+#include <arrow/flight/types.h>
+
+namespace icefloe {
+
+namespace flight = arrow::flight;
+
+arrow::Status ToWireStatus(const arrow::Status& status) {
+  if (status.ok()) return status;
+  if (auto detail = flight::FlightStatusDetail::UnwrapStatus(status)) {
+    // Unavailable from a peer that slipped through: not this server's state.
+    if (detail->code() != flight::FlightStatusCode::Unavailable) return status;
+    return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
+                                   kErrorNodeUnavailable);
+  }
+  switch (status.code()) {
+    case arrow::StatusCode::IndexError:
+      return arrow::Status::Invalid(status.message());
+    case arrow::StatusCode::OutOfMemory:
+      return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
+                                     kErrorOutOfMemory);
+    case arrow::StatusCode::IOError:
+      return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
+                                     kErrorStorage);
+    default:
+      return status;
+  }
+}
+
+arrow::Status PeerError(const arrow::Status& status, const std::string& peer) {
+  if (status.ok()) return status;
+  auto detail = flight::FlightStatusDetail::UnwrapStatus(status);
+  if (detail && (detail->code() == flight::FlightStatusCode::Unavailable ||
+                 detail->code() == flight::FlightStatusCode::TimedOut)) {
+    return flight::MakeFlightError(flight::FlightStatusCode::Failed,
+                                   "node " + peer + " is unreachable: " + status.message(),
+                                   kErrorNodeUnavailable);
+  }
+  return status.WithMessage("node ", peer, ": ", status.message());
+}
+
+bool IsPeerUnavailable(const arrow::Status& status) {
+  auto detail = flight::FlightStatusDetail::UnwrapStatus(status);
+  return detail && detail->extra_info() == kErrorNodeUnavailable;
+}
+
+}  // namespace icefloe

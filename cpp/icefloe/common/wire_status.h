@@ -1,0 +1,32 @@
+// Errors on the wire: every server method passes its status through
+// ToWireStatus so clients can tell what failed.
+//
+// Flight carries Invalid, KeyError and NotImplemented (and its own codes:
+// Unauthenticated, Unavailable, ...) as themselves; other Arrow codes would
+// arrive as a generic server error. Those are sent as FlightStatusCode::Failed
+// with extra_info naming the kind ("icefloe:OutOfMemory", "icefloe:IOError",
+// "icefloe:NodeUnavailable"), which the Python client maps to
+// icefloe.OutOfMemory, icefloe.StorageError and icefloe.Unavailable.
+#pragma once
+
+#include <string>
+
+#include <arrow/status.h>
+
+namespace icefloe {
+
+inline constexpr const char* kErrorOutOfMemory = "icefloe:OutOfMemory";
+inline constexpr const char* kErrorStorage = "icefloe:IOError";
+inline constexpr const char* kErrorNodeUnavailable = "icefloe:NodeUnavailable";
+
+arrow::Status ToWireStatus(const arrow::Status& status);
+
+/// A failure to reach another icefloe server (as the head calling a node):
+/// a plain IOError naming the peer, without the peer's Flight code (so the
+/// caller does not look unavailable itself).
+arrow::Status PeerError(const arrow::Status& status, const std::string& peer);
+
+/// True for a PeerError that says the peer could not be reached.
+bool IsPeerUnavailable(const arrow::Status& status);
+
+}  // namespace icefloe

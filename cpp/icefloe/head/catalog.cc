@@ -1,0 +1,110 @@
+#include "icefloe/head/catalog.h"
+
+#include <arrow/buffer.h>
+#include <arrow/ipc/writer.h>
+#include <arrow/type.h>
+#include <arrow/util/base64.h>
+
+namespace icefloe {
+
+using json = nlohmann::json;
+
+std::string SchemaToBase64(const arrow::Schema& schema) {
+  auto buffer = arrow::ipc::SerializeSchema(schema);
+  if (!buffer.ok()) return "";
+  return arrow::util::base64_encode((*buffer)->ToString());
+}
+
+json DatasetEntry::ToJson(bool with_slices) const {
+  json j = {{"name", name},
+            {"state", state},
+            {"source", request.source},
+            {"metadata_location", metadata_location},
+            {"snapshot_id", snapshot_id ? json(*snapshot_id) : json(nullptr)},
+            {"columns", request.columns},
+            {"filter", request.filter},
+            {"batch_rows", request.batch_rows},
+            {"replication", request.replication},
+            {"generation", generation},
+            {"rows", num_rows},
+            {"bytes", nbytes},
+            {"estimated_bytes", estimated_bytes},
+            {"tasks", tasks_total},
+            {"load_seconds", load_seconds},
+            {"scan",
+             {{"manifests_total", scan.manifests_total},
+              {"manifests_pruned", scan.manifests_pruned},
+              {"data_files_total", scan.data_files_total},
+              {"data_files_pruned_by_partition", scan.data_files_pruned_by_partition},
+              {"data_files_pruned_by_bounds", scan.data_files_pruned_by_bounds},
+              {"delete_files", scan.delete_files},
+              {"row_groups_total", scan.row_groups_total},
+              {"row_groups_read", scan.row_groups_read},
+              {"planning_ms", scan.planning_ms}}}};
+  if (schema) {
+    j["schema"] = SchemaToBase64(*schema);
+    j["schema_text"] = schema->ToString();
+  }
+  if (!error.empty()) j["error"] = error;
+  if (with_slices) {
+    json slices = json::array();
+    for (const auto& s : this->slices) {
+      slices.push_back({{"start", s.start}, {"stop", s.stop}, {"nodes", s.nodes}});
+    }
+    j["slices"] = slices;
+  }
+  return j;
+}
+
+std::shared_ptr<const DatasetEntry> Catalog::Find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const DatasetEntry> Catalog::FindByKey(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, e] : entries_) {
+    if (e->key == key && e->state == "ready") return e;
+  }
+  return nullptr;
+}
+
+void Catalog::Put(std::shared_ptr<const DatasetEntry> entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[entry->name] = std::move(entry);
+}
+
+std::pair<std::shared_ptr<const DatasetEntry>, bool> Catalog::Remove(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return {nullptr, false};
+  auto entry = it->second;
+  entries_.erase(it);
+  for (const auto& [other, e] : entries_) {
+    if (e->storage_name == entry->storage_name && e->generation == entry->generation) {
+      return {entry, false};
+    }
+  }
+  return {entry, true};
+}
+
+std::vector<std::shared_ptr<const DatasetEntry>> Catalog::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const DatasetEntry>> out;
+  for (const auto& [name, e] : entries_) out.push_back(e);
+  return out;
+}
+
+bool Catalog::StorageShared(const std::string& name, const std::string& storage_name,
+                            uint64_t generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [other, e] : entries_) {
+    if (other != name && e->storage_name == storage_name && e->generation == generation) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace icefloe

@@ -1,0 +1,79 @@
+// The head's catalog: every dataset it knows, where its slices live, and the
+// state of its load.
+//
+// An entry is created when a load starts (state "loading"), filled in when
+// it ends ("ready" or "failed"), and removed by evict. Entries are shared_ptr
+// snapshots: readers take a copy under the catalog lock and never see a
+// half-updated entry. Several names may share one cached copy (the same
+// table, snapshot, columns and filter): they share `storage_name`.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/type_fwd.h>
+#include <nlohmann/json.hpp>
+
+#include "icefloe/iceberg/scan.h"
+#include "icefloe/protocol/messages.h"
+
+namespace icefloe {
+
+/// A contiguous run of global rows and the nodes holding it (primary first).
+struct SliceLocation {
+  uint64_t start = 0;
+  uint64_t stop = 0;
+  std::vector<std::string> nodes;
+};
+
+struct DatasetEntry {
+  std::string name;
+  std::string storage_name;  ///< the name nodes store it under (tickets use it)
+  std::string key;           ///< identity of the cached copy (dedup)
+  uint64_t generation = 0;
+  std::string state;  ///< "loading", "ready", "failed"
+  LoadRequest request;
+  std::string metadata_location;
+  std::optional<int64_t> snapshot_id;
+  std::shared_ptr<arrow::Schema> schema;
+  int64_t num_rows = 0;
+  int64_t nbytes = 0;  ///< memory used on nodes, all replicas
+  std::vector<SliceLocation> slices;
+  iceberg::ScanMetrics scan;
+  int64_t tasks_total = 0;
+  int64_t estimated_bytes = 0;
+  double load_seconds = 0;
+  std::string error;
+
+  /// Description for clients; `with_slices` adds the slice map.
+  nlohmann::json ToJson(bool with_slices) const;
+};
+
+class Catalog {
+ public:
+  std::shared_ptr<const DatasetEntry> Find(const std::string& name) const;
+  /// A ready entry with this key, if any (for dedup).
+  std::shared_ptr<const DatasetEntry> FindByKey(const std::string& key) const;
+  void Put(std::shared_ptr<const DatasetEntry> entry);
+  /// Removes `name`; returns the entry and whether its storage is now unused.
+  std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name);
+  std::vector<std::shared_ptr<const DatasetEntry>> All() const;
+  /// Whether another entry than `name` uses `storage_name` at `generation`.
+  bool StorageShared(const std::string& name, const std::string& storage_name,
+                     uint64_t generation) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const DatasetEntry>> entries_;
+};
+
+/// Base64 of the Arrow IPC serialization of a schema (for JSON bodies).
+std::string SchemaToBase64(const arrow::Schema& schema);
+
+}  // namespace icefloe

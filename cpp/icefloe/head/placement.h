@@ -1,0 +1,37 @@
+// Placement: which data nodes hold which scan tasks. Pure functions.
+//
+// Tasks keep their global order; each node gets contiguous runs of tasks so
+// a contiguous row range touches few nodes. Runs are balanced by estimated
+// bytes (within one task's size of the ideal share) and never exceed a node's
+// available bytes. With replication r, run i is also placed on the next r-1
+// nodes (in node order), so every task lives on r distinct nodes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+
+namespace icefloe {
+
+struct PlacementNode {
+  std::string location;
+  int64_t available_bytes = 0;
+};
+
+struct Placement {
+  /// For each task, the indices (into the node list) of the nodes holding it;
+  /// the first is the primary.
+  std::vector<std::vector<int32_t>> task_nodes;
+  /// Estimated bytes placed on each node.
+  std::vector<int64_t> node_bytes;
+};
+
+/// Places tasks with estimated sizes `task_bytes` on `nodes`. OutOfMemory when
+/// the dataset cannot fit, stating needed vs available bytes; Invalid when
+/// replication exceeds the number of nodes or there are no nodes.
+arrow::Result<Placement> PlaceTasks(const std::vector<int64_t>& task_bytes,
+                                    const std::vector<PlacementNode>& nodes, int32_t replication);
+
+}  // namespace icefloe

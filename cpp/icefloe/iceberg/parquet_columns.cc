@@ -1,0 +1,546 @@
+#include "icefloe/iceberg/parquet_columns.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include <arrow/array.h>
+#include <arrow/array/util.h>
+#include <arrow/compute/api_scalar.h>
+#include <arrow/compute/cast.h>
+#include <arrow/scalar.h>
+#include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+#include <parquet/properties.h>
+#include <parquet/statistics.h>
+
+namespace icefloe::iceberg {
+
+namespace cp = arrow::compute;
+
+namespace {
+
+std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
+  const auto& metadata = field.metadata();
+  if (metadata == nullptr) return std::nullopt;
+  int index = metadata->FindKey("PARQUET:field_id");
+  if (index < 0) return std::nullopt;
+  const std::string& text = metadata->value(index);
+  int32_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+bool Matches(const arrow::Field& file_field, const NestedField& field, bool by_id) {
+  if (by_id) return FieldIdOf(file_field) == field.id;
+  return file_field.name() == field.name;
+}
+
+void AllLeaves(const parquet::arrow::SchemaField& node, std::vector<int>* out) {
+  if (node.is_leaf()) {
+    out->push_back(node.column_index);
+    return;
+  }
+  for (const auto& child : node.children) AllLeaves(child, out);
+}
+
+// The leaves to read for `node` as table type `type`: struct fields the table
+// no longer has are skipped. A struct keeps at least one leaf so its own
+// validity is still read.
+void NeededLeaves(const parquet::arrow::SchemaField& node, const Type& type, bool by_id,
+                  std::vector<int>* out) {
+  if (node.is_leaf() || type.id != TypeId::kStruct ||
+      node.field->type()->id() != arrow::Type::STRUCT) {
+    AllLeaves(node, out);
+    return;
+  }
+  const size_t before = out->size();
+  for (const auto& child : node.children) {
+    for (const auto& table_child : type.fields) {
+      if (Matches(*child.field, table_child, by_id)) {
+        NeededLeaves(child, *table_child.type, by_id, out);
+        break;
+      }
+    }
+  }
+  if (out->size() == before) {
+    std::vector<int> all;
+    AllLeaves(node, &all);
+    if (!all.empty()) out->push_back(all.front());
+  }
+}
+
+// Whether values of Arrow type `file` may be read as table type `table`:
+// Iceberg's promotions plus representation differences between writers.
+bool CanRead(const arrow::DataType& file, const arrow::DataType& table) {
+  using T = arrow::Type;
+  const T::type f = file.id();
+  switch (table.id()) {
+    case T::INT32:
+      return f == T::INT8 || f == T::INT16 || f == T::UINT8 || f == T::UINT16;
+    case T::INT64:
+      return f == T::INT8 || f == T::INT16 || f == T::INT32 || f == T::UINT8 || f == T::UINT16 ||
+             f == T::UINT32;
+    case T::DOUBLE:
+      return f == T::FLOAT;
+    case T::DECIMAL128: {
+      if (!arrow::is_decimal(f)) return false;
+      const auto& from = static_cast<const arrow::DecimalType&>(file);
+      const auto& to = static_cast<const arrow::DecimalType&>(table);
+      return from.scale() == to.scale() && from.precision() <= to.precision();
+    }
+    case T::STRING:
+    case T::BINARY:
+      return f == T::STRING || f == T::LARGE_STRING || f == T::STRING_VIEW || f == T::BINARY ||
+             f == T::LARGE_BINARY || f == T::BINARY_VIEW;
+    case T::TIMESTAMP:
+      // Another unit is a representation choice; a time zone (or none) is not.
+      return f == T::TIMESTAMP &&
+             static_cast<const arrow::TimestampType&>(file).timezone().empty() ==
+                 static_cast<const arrow::TimestampType&>(table).timezone().empty();
+    case T::TIME64:
+      return f == T::TIME32 || f == T::TIME64;
+    default:
+      return false;
+  }
+}
+
+arrow::Status CannotRead(const std::string& path, const arrow::DataType& file, const Type& type,
+                         const arrow::DataType& target) {
+  return arrow::Status::Invalid("cannot read column '", path, "' of file type ", file.ToString(),
+                                " as Iceberg type ", type.ToString(), " (", target.ToString(), ")");
+}
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> Conform(
+    std::shared_ptr<arrow::ArrayData> data, const Type& type,
+    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    cp::ExecContext* ctx);
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> NullData(
+    const std::shared_ptr<arrow::DataType>& type, int64_t length, cp::ExecContext* ctx) {
+  ARROW_ASSIGN_OR_RAISE(auto array, arrow::MakeArrayOfNull(type, length, ctx->memory_pool()));
+  return array->data();
+}
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformStruct(
+    const std::shared_ptr<arrow::ArrayData>& data, const Type& type,
+    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    cp::ExecContext* ctx) {
+  const arrow::DataType& file_type = *data->type;
+  std::vector<std::shared_ptr<arrow::ArrayData>> children;
+  for (size_t k = 0; k < type.fields.size(); ++k) {
+    const NestedField& child = type.fields[k];
+    const auto& child_target = target->field(static_cast<int>(k))->type();
+    int found = -1;
+    for (int j = 0; j < file_type.num_fields() && found < 0; ++j) {
+      if (Matches(*file_type.field(j), child, by_id)) found = j;
+    }
+    std::shared_ptr<arrow::ArrayData> out;
+    if (found < 0) {
+      // Struct children are indexed with the parent's offset.
+      ARROW_ASSIGN_OR_RAISE(out, NullData(child_target, data->offset + data->length, ctx));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(out, Conform(data->child_data[found], *child.type, child_target, by_id,
+                                         path + "." + child.name, ctx));
+    }
+    children.push_back(std::move(out));
+  }
+  return arrow::ArrayData::Make(target, data->length, {data->buffers[0]}, std::move(children),
+                                data->null_count, data->offset);
+}
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformList(
+    std::shared_ptr<arrow::ArrayData> data, const Type& type,
+    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    cp::ExecContext* ctx) {
+  if (data->type->id() == arrow::Type::LARGE_LIST) {
+    auto as_list = arrow::list(data->type->field(0));
+    ARROW_ASSIGN_OR_RAISE(auto cast,
+                          cp::Cast(arrow::Datum(data), as_list, cp::CastOptions::Safe(), ctx));
+    data = cast.array();
+  }
+  const auto& element_target = target->field(0)->type();
+  ARROW_ASSIGN_OR_RAISE(auto values, Conform(data->child_data[0], *type.fields[0].type,
+                                             element_target, by_id, path + ".element", ctx));
+  return arrow::ArrayData::Make(target, data->length, {data->buffers[0], data->buffers[1]},
+                                {std::move(values)}, data->null_count, data->offset);
+}
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformMap(
+    const std::shared_ptr<arrow::ArrayData>& data, const Type& type,
+    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    cp::ExecContext* ctx) {
+  const auto& map_type = static_cast<const arrow::MapType&>(*target);
+  const auto& entries = data->child_data[0];
+  ARROW_ASSIGN_OR_RAISE(auto keys, Conform(entries->child_data[0], *type.fields[0].type,
+                                           map_type.key_type(), by_id, path + ".key", ctx));
+  ARROW_ASSIGN_OR_RAISE(auto items, Conform(entries->child_data[1], *type.fields[1].type,
+                                            map_type.item_type(), by_id, path + ".value", ctx));
+  auto new_entries = arrow::ArrayData::Make(
+      map_type.value_type(), entries->length, {entries->buffers[0]},
+      {std::move(keys), std::move(items)}, entries->null_count, entries->offset);
+  return arrow::ArrayData::Make(target, data->length, {data->buffers[0], data->buffers[1]},
+                                {std::move(new_entries)}, data->null_count, data->offset);
+}
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> Conform(
+    std::shared_ptr<arrow::ArrayData> data, const Type& type,
+    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    cp::ExecContext* ctx) {
+  if (data->type->id() == arrow::Type::NA) return NullData(target, data->length, ctx);
+  if (data->type->id() == arrow::Type::DICTIONARY) {
+    const auto& value_type = static_cast<const arrow::DictionaryType&>(*data->type).value_type();
+    ARROW_ASSIGN_OR_RAISE(auto decoded,
+                          cp::Cast(arrow::Datum(data), value_type, cp::CastOptions::Safe(), ctx));
+    data = decoded.array();
+  }
+  const arrow::Type::type file_id = data->type->id();
+  switch (type.id) {
+    case TypeId::kStruct:
+      if (file_id != arrow::Type::STRUCT) return CannotRead(path, *data->type, type, *target);
+      return ConformStruct(data, type, target, by_id, path, ctx);
+    case TypeId::kList:
+      if (file_id != arrow::Type::LIST && file_id != arrow::Type::LARGE_LIST) {
+        return CannotRead(path, *data->type, type, *target);
+      }
+      return ConformList(std::move(data), type, target, by_id, path, ctx);
+    case TypeId::kMap:
+      if (file_id != arrow::Type::MAP) return CannotRead(path, *data->type, type, *target);
+      return ConformMap(data, type, target, by_id, path, ctx);
+    default:
+      break;
+  }
+  if (data->type->Equals(*target)) return data;
+  if (!CanRead(*data->type, *target)) return CannotRead(path, *data->type, type, *target);
+  ARROW_ASSIGN_OR_RAISE(auto cast,
+                        cp::Cast(arrow::Datum(data), target, cp::CastOptions::Safe(), ctx));
+  return cast.array();
+}
+
+// Streams row counts without reading anything, for reads that need no column
+// of the file (every requested column was added after the file was written).
+class RowCountReader : public arrow::RecordBatchReader {
+ public:
+  RowCountReader(int64_t rows, int64_t batch_rows) : rows_(rows), batch_rows_(batch_rows) {}
+  std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
+  arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* out) override {
+    if (rows_ == 0) {
+      *out = nullptr;
+      return arrow::Status::OK();
+    }
+    const int64_t n = std::min(rows_, batch_rows_);
+    rows_ -= n;
+    *out = arrow::RecordBatch::Make(schema_, n, arrow::ArrayVector{});
+    return arrow::Status::OK();
+  }
+
+ private:
+  std::shared_ptr<arrow::Schema> schema_ = arrow::schema(arrow::FieldVector{});
+  int64_t rows_;
+  int64_t batch_rows_;
+};
+
+// Adds the file's location to errors raised while decoding.
+class LocatedReader : public arrow::RecordBatchReader {
+ public:
+  LocatedReader(std::unique_ptr<arrow::RecordBatchReader> inner, std::string location)
+      : inner_(std::move(inner)), location_(std::move(location)) {}
+  std::shared_ptr<arrow::Schema> schema() const override { return inner_->schema(); }
+  arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* out) override {
+    arrow::Status st = inner_->ReadNext(out);
+    if (!st.ok()) return st.WithMessage("reading Parquet file ", location_, ": ", st.message());
+    return st;
+  }
+
+ private:
+  std::unique_ptr<arrow::RecordBatchReader> inner_;
+  std::string location_;
+};
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+bool References(const cp::Expression& expr, const std::string& column) {
+  for (const auto& ref : cp::FieldsInExpression(expr)) {
+    if (ref.name() != nullptr && *ref.name() == column) return true;
+  }
+  return false;
+}
+
+// Whether `expr` cannot become true because `column` holds NaN: it uses the
+// column only through comparisons (false for NaN), null tests and casts,
+// combined with AND/OR. Only then may the column's min/max statistics, which
+// leave NaN out, prune row groups. `NOT (x < 5)` or `x IS NAN` may not.
+bool NaNNeverMatches(const cp::Expression& expr, const std::string& column) {
+  const cp::Expression::Call* call = expr.call();
+  if (call == nullptr) return true;
+  static const std::set<std::string> kSafe = {
+      "and",     "and_kleene",    "or",       "or_kleene", "equal", "less", "less_equal",
+      "greater", "greater_equal", "is_valid", "is_null",   "cast"};
+  bool safe = kSafe.count(call->function_name) > 0;
+  if (safe && call->function_name == "is_null" && call->options) {
+    const auto* null_options = dynamic_cast<const cp::NullOptions*>(call->options.get());
+    safe = null_options != nullptr && !null_options->nan_is_null;
+  }
+  if (!safe) return !References(expr, column);
+  return std::all_of(call->arguments.begin(), call->arguments.end(),
+                     [&](const cp::Expression& arg) { return NaNNeverMatches(arg, column); });
+}
+
+bool IsNaN(const arrow::Scalar& scalar) {
+  if (scalar.type->id() == arrow::Type::DOUBLE) {
+    return std::isnan(static_cast<const arrow::DoubleScalar&>(scalar).value);
+  }
+  if (scalar.type->id() == arrow::Type::FLOAT) {
+    return std::isnan(static_cast<const arrow::FloatScalar&>(scalar).value);
+  }
+  return false;
+}
+
+// A decimal bound from Parquet's plain encoding: an unscaled integer (INT32,
+// INT64) or big-endian two's complement bytes (FIXED_LEN_BYTE_ARRAY,
+// BYTE_ARRAY). The scale is the table's: CanRead only widens precision.
+std::shared_ptr<arrow::Scalar> DecimalBound(parquet::Type::type physical, const std::string& bytes,
+                                            const std::shared_ptr<arrow::DataType>& type) {
+  arrow::Decimal128 value;
+  if (physical == parquet::Type::INT32 && bytes.size() == 4) {
+    int32_t v;
+    std::memcpy(&v, bytes.data(), 4);
+    value = arrow::Decimal128(v);
+  } else if (physical == parquet::Type::INT64 && bytes.size() == 8) {
+    int64_t v;
+    std::memcpy(&v, bytes.data(), 8);
+    value = arrow::Decimal128(v);
+  } else if ((physical == parquet::Type::FIXED_LEN_BYTE_ARRAY ||
+              physical == parquet::Type::BYTE_ARRAY) &&
+             !bytes.empty() && bytes.size() <= 16) {
+    auto decoded = arrow::Decimal128::FromBigEndian(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                    static_cast<int32_t>(bytes.size()));
+    if (!decoded.ok()) return nullptr;
+    value = *decoded;
+  } else {
+    return nullptr;
+  }
+  return std::make_shared<arrow::Decimal128Scalar>(value, type);
+}
+
+// The min and max of `stats` as scalars of the table type, or nulls.
+std::pair<std::shared_ptr<arrow::Scalar>, std::shared_ptr<arrow::Scalar>> Bounds(
+    const parquet::Statistics& stats, const std::shared_ptr<arrow::DataType>& type) {
+  if (type->id() == arrow::Type::DECIMAL128) {
+    return {DecimalBound(stats.physical_type(), stats.EncodeMin(), type),
+            DecimalBound(stats.physical_type(), stats.EncodeMax(), type)};
+  }
+  std::shared_ptr<arrow::Scalar> min, max;
+  if (!parquet::arrow::StatisticsAsScalars(stats, &min, &max).ok()) return {};
+  auto typed_min = min->CastTo(type);
+  auto typed_max = max->CastTo(type);
+  if (!typed_min.ok() || !typed_max.ok()) return {};
+  return {std::move(*typed_min), std::move(*typed_max)};
+}
+
+// What a row group's statistics guarantee about one primitive column, as
+// conjunction members on the column's table name (none when unknown).
+void StatisticsGuarantee(const parquet::RowGroupMetaData& row_group, const ColumnMatch& column,
+                         const cp::Expression& filter, std::vector<cp::Expression>* out) {
+  cp::Expression ref = cp::field_ref(column.field.name);
+  auto chunk = row_group.ColumnChunk(column.leaves[0]);
+  if (!chunk->is_stats_set()) return;
+  std::shared_ptr<parquet::Statistics> stats = chunk->statistics();
+  if (stats == nullptr) return;
+  const bool may_have_nulls = !stats->HasNullCount() || stats->null_count() > 0;
+  if (stats->HasNullCount() && stats->num_values() == 0 && stats->null_count() > 0) {
+    out->push_back(cp::is_null(ref));
+    return;
+  }
+  if (!may_have_nulls) out->push_back(cp::is_valid(ref));
+  if (!stats->HasMinMax()) return;
+  const auto& type = column.arrow_field->type();
+  const bool is_float = type->id() == arrow::Type::FLOAT || type->id() == arrow::Type::DOUBLE;
+  if (is_float && !NaNNeverMatches(filter, column.field.name)) return;
+  auto [min, max] = Bounds(*stats, type);
+  if (min == nullptr || max == nullptr || IsNaN(*min) || IsNaN(*max)) return;
+  cp::Expression lower = cp::greater_equal(ref, cp::literal(std::move(min)));
+  cp::Expression upper = cp::less_equal(ref, cp::literal(std::move(max)));
+  if (may_have_nulls) {
+    // The form SimplifyWithGuarantee understands for nullable columns.
+    lower = cp::or_(std::move(lower), cp::is_null(ref));
+    upper = cp::or_(std::move(upper), cp::is_null(ref));
+  }
+  out->push_back(std::move(lower));
+  out->push_back(std::move(upper));
+}
+
+}  // namespace
+
+FileOpener FileSystemOpener(std::shared_ptr<arrow::fs::FileSystem> fs) {
+  return [fs = std::move(fs)](const std::string& location)
+             -> arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> {
+    return fs->OpenInputFile(location);
+  };
+}
+
+arrow::Status CheckParquetFormat(const std::string& file_format, const std::string& location) {
+  if (EqualsIgnoreCase(file_format, "PARQUET")) return arrow::Status::OK();
+  return arrow::Status::NotImplemented("cannot read ", file_format, " file ", location,
+                                       ": only Parquet files are supported");
+}
+
+arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& open,
+                                                            const std::string& location,
+                                                            int64_t batch_rows,
+                                                            arrow::MemoryPool* pool) {
+  if (!open) return arrow::Status::Invalid("no FileOpener to open ", location);
+  auto input = open(location);
+  if (!input.ok()) {
+    return input.status().WithMessage("opening ", location, ": ", input.status().message());
+  }
+  auto with_location = [&](const arrow::Status& st) {
+    return st.WithMessage("reading Parquet file ", location, ": ", st.message());
+  };
+  parquet::ArrowReaderProperties properties;
+  properties.set_batch_size(batch_rows);
+  properties.set_use_threads(false);
+  // Reads each row group's column chunks in a few coalesced requests.
+  properties.set_pre_buffer(true);
+  // Iceberg timestamps are microseconds; INT96 appears in imported files.
+  properties.set_coerce_int96_timestamp_unit(arrow::TimeUnit::MICRO);
+  parquet::arrow::FileReaderBuilder builder;
+  arrow::Status st = builder.Open(*input, parquet::ReaderProperties(pool));
+  if (!st.ok()) return with_location(st);
+  auto file = std::make_unique<ParquetFile>();
+  file->location = location;
+  auto reader = builder.memory_pool(pool)->properties(properties)->Build();
+  if (!reader.ok()) return with_location(reader.status());
+  file->reader = std::move(*reader);
+  for (const auto& root : file->reader->manifest().schema_fields) {
+    if (FieldIdOf(*root.field).has_value()) file->has_field_ids = true;
+  }
+  return file;
+}
+
+arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
+                                                     const std::vector<NestedField>& fields) {
+  const auto& roots = file.reader->manifest().schema_fields;
+  const bool by_id = file.has_field_ids;
+  std::vector<ColumnMatch> columns;
+  std::set<int> used_roots;
+  for (const NestedField& field : fields) {
+    ColumnMatch column;
+    column.field = field;
+    ARROW_ASSIGN_OR_RAISE(column.arrow_field, ToArrowField(field));
+    for (size_t i = 0; i < roots.size(); ++i) {
+      if (Matches(*roots[i].field, field, by_id)) {
+        column.file_root = static_cast<int>(i);
+        break;
+      }
+    }
+    if (column.file_root >= 0) {
+      if (!used_roots.insert(column.file_root).second) {
+        return arrow::Status::Invalid("Parquet file ", file.location, ": column ",
+                                      roots[column.file_root].field->name(),
+                                      " matches two table columns");
+      }
+      NeededLeaves(roots[column.file_root], *field.type, by_id, &column.leaves);
+    }
+    columns.push_back(std::move(column));
+  }
+  // parquet::arrow returns the roots of the leaves read in file order.
+  for (auto& column : columns) {
+    if (column.file_root >= 0) {
+      column.batch_index =
+          static_cast<int>(std::distance(used_roots.begin(), used_roots.find(column.file_root)));
+    }
+  }
+  return columns;
+}
+
+std::vector<int> LeavesOf(const std::vector<ColumnMatch>& columns) {
+  std::vector<int> leaves;
+  for (const auto& column : columns) {
+    leaves.insert(leaves.end(), column.leaves.begin(), column.leaves.end());
+  }
+  std::sort(leaves.begin(), leaves.end());
+  leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
+  return leaves;
+}
+
+arrow::Result<std::unique_ptr<arrow::RecordBatchReader>> ReadRowGroup(
+    ParquetFile& file, int row_group, const std::vector<int>& leaves) {
+  if (leaves.empty()) {
+    const int64_t rows = file.reader->parquet_reader()->metadata()->RowGroup(row_group)->num_rows();
+    return std::make_unique<RowCountReader>(rows, file.reader->properties().batch_size());
+  }
+  auto reader = file.reader->GetRecordBatchReader({row_group}, leaves);
+  if (!reader.ok()) {
+    return reader.status().WithMessage("reading Parquet file ", file.location, ": ",
+                                       reader.status().message());
+  }
+  return std::make_unique<LocatedReader>(std::move(*reader), file.location);
+}
+
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
+    const arrow::RecordBatch& file_batch, const std::vector<ColumnMatch>& columns, bool match_by_id,
+    const std::shared_ptr<arrow::Schema>& schema, cp::ExecContext* ctx) {
+  const int64_t rows = file_batch.num_rows();
+  arrow::ArrayVector arrays;
+  arrays.reserve(columns.size());
+  for (const auto& column : columns) {
+    const auto& target = column.arrow_field->type();
+    std::shared_ptr<arrow::ArrayData> data;
+    if (column.batch_index < 0) {
+      ARROW_ASSIGN_OR_RAISE(data, NullData(target, rows, ctx));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(
+          data, Conform(file_batch.column_data(column.batch_index), *column.field.type, target,
+                        match_by_id, column.field.name, ctx));
+    }
+    arrays.push_back(arrow::MakeArray(std::move(data)));
+  }
+  return arrow::RecordBatch::Make(schema, rows, std::move(arrays));
+}
+
+arrow::Result<bool> RowGroupMayMatch(const ParquetFile& file, int row_group,
+                                     const std::vector<ColumnMatch>& columns,
+                                     const cp::Expression& bound_filter) {
+  auto metadata = file.reader->parquet_reader()->metadata()->RowGroup(row_group);
+  if (metadata->num_rows() == 0) return false;
+  std::set<std::string> referenced;
+  for (const auto& ref : cp::FieldsInExpression(bound_filter)) {
+    if (ref.name() != nullptr) referenced.insert(*ref.name());
+  }
+  std::vector<cp::Expression> guarantee;
+  for (const auto& column : columns) {
+    if (referenced.count(column.field.name) == 0) continue;
+    if (column.file_root < 0) {
+      guarantee.push_back(cp::is_null(cp::field_ref(column.field.name)));
+    } else if (column.field.type->is_primitive() && column.leaves.size() == 1) {
+      StatisticsGuarantee(*metadata, column, bound_filter, &guarantee);
+    }
+  }
+  if (guarantee.empty()) return true;
+  ARROW_ASSIGN_OR_RAISE(auto simplified,
+                        cp::SimplifyWithGuarantee(bound_filter, cp::and_(guarantee)));
+  return simplified.IsSatisfiable();
+}
+
+int64_t ColumnChunkBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves) {
+  auto metadata = file.reader->parquet_reader()->metadata()->RowGroup(row_group);
+  int64_t bytes = 0;
+  for (int leaf : leaves) bytes += metadata->ColumnChunk(leaf)->total_compressed_size();
+  return bytes;
+}
+
+}  // namespace icefloe::iceberg

@@ -1,0 +1,110 @@
+// Parquet columns by Iceberg field id: the pieces the scan-task reader and the
+// delete-file loaders share.
+//
+// An Iceberg table names its columns by field id; Parquet files written by
+// Iceberg writers carry those ids (`PARQUET:field_id` on the Arrow fields that
+// parquet::arrow derives from the file schema). `MatchColumns` finds each
+// table column in a file by id, `ReadRowGroup` streams a row group's matched
+// columns, `ConformBatch` turns what the file holds into the table's Arrow
+// types (renames, promotions, added and nested fields), and
+// `RowGroupMayMatch` decides from row-group statistics whether a filter can
+// match any row of a row group.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/compute/expression.h>
+#include <arrow/filesystem/filesystem.h>
+#include <arrow/io/interfaces.h>
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <parquet/arrow/reader.h>
+
+#include "icefloe/iceberg/types.h"
+
+namespace icefloe::iceberg {
+
+/// Opens a file named by a table location (a path or URI) for random access.
+/// A missing file should be an IOError. Must be callable from any thread.
+using FileOpener = std::function<arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>>(
+    const std::string& location)>;
+
+/// A FileOpener that passes locations unchanged to `fs->OpenInputFile`.
+FileOpener FileSystemOpener(std::shared_ptr<arrow::fs::FileSystem> fs);
+
+/// An open Parquet file. Not thread-safe.
+struct ParquetFile {
+  std::string location;
+  std::unique_ptr<parquet::arrow::FileReader> reader;
+  /// Whether any column of the file carries a field id. Files without any are
+  /// matched by column name instead (see MatchColumns).
+  bool has_field_ids = false;
+};
+
+/// Opens `location` as Parquet, reading batches of at most `batch_rows` rows.
+/// Errors name the location: the opener's status (IOError when missing), or
+/// IOError/Invalid when the file is not Parquet or its footer is corrupt.
+arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& open,
+                                                            const std::string& location,
+                                                            int64_t batch_rows,
+                                                            arrow::MemoryPool* pool);
+
+/// NotImplemented naming the file unless `file_format` is PARQUET (any case).
+arrow::Status CheckParquetFormat(const std::string& file_format, const std::string& location);
+
+/// Where one top-level table column lives in a file.
+struct ColumnMatch {
+  NestedField field;                          ///< the table column
+  std::shared_ptr<arrow::Field> arrow_field;  ///< ToArrowField(field)
+  int file_root = -1;       ///< top-level column index in the file, -1 when absent
+  int batch_index = -1;     ///< column index in batches from ReadRowGroup, -1 when absent
+  std::vector<int> leaves;  ///< Parquet leaf column indices read for it
+};
+
+/// The table columns `fields` (top-level) as found in `file`, plus the leaf
+/// columns to read for them. Columns are matched by field id; a file with no
+/// field ids at all (imported Parquet) is matched by the columns' current
+/// names instead. Nested columns read only the leaves of struct fields the
+/// table still has. A column whose id is not in the file is absent (read as
+/// nulls); columns of the file that are not asked for are not read.
+arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
+                                                     const std::vector<NestedField>& fields);
+
+/// Every leaf of `columns`, sorted: what ReadRowGroup reads.
+std::vector<int> LeavesOf(const std::vector<ColumnMatch>& columns);
+
+/// Streams one row group's `leaves` in batches of at most the file's batch
+/// rows. When `leaves` is empty no data is read: batches carry no columns,
+/// only row counts. The file must outlive the reader.
+arrow::Result<std::unique_ptr<arrow::RecordBatchReader>> ReadRowGroup(
+    ParquetFile& file, int row_group, const std::vector<int>& leaves);
+
+/// Turns a batch from ReadRowGroup into `schema` (the Arrow schema of
+/// `columns`' table fields, in that order): dictionaries decoded, types
+/// promoted (int->long, float->double, decimal precision widening), struct
+/// children matched by id (or name) and renamed, absent columns and fields
+/// all null. Invalid naming the column and both types when the file's type
+/// cannot be read as the table's.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
+    const arrow::RecordBatch& file_batch, const std::vector<ColumnMatch>& columns, bool match_by_id,
+    const std::shared_ptr<arrow::Schema>& schema, arrow::compute::ExecContext* ctx);
+
+/// Whether any row of `row_group` may satisfy `bound_filter` (bound to the
+/// columns' table schema), judged from the row group's min/max and null-count
+/// statistics of the top-level primitive `columns`; absent columns are known
+/// to be all null. False only when no row can match. A float or double
+/// column's bounds are used only when NaN in that column cannot make the
+/// filter true, since Parquet statistics leave NaN out.
+arrow::Result<bool> RowGroupMayMatch(const ParquetFile& file, int row_group,
+                                     const std::vector<ColumnMatch>& columns,
+                                     const arrow::compute::Expression& bound_filter);
+
+/// Compressed bytes of the column chunks of `leaves` in `row_group`.
+int64_t ColumnChunkBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves);
+
+}  // namespace icefloe::iceberg

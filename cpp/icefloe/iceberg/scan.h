@@ -1,0 +1,68 @@
+// Scan planning: from a table location and options to the scan tasks that
+// produce exactly the table's rows (at a snapshot, projected and filtered).
+//
+// metadata.json -> snapshot -> manifest list (pruned by partition summaries)
+// -> manifests (entries pruned by partition values and column bounds) -> live
+// data files, each with the delete files that apply to it. Tasks come out in
+// a deterministic order (manifest-list order, then manifest entry order), so
+// the same inputs always give the same global row order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+#include "icefloe/iceberg/data_file.h"
+#include "icefloe/iceberg/file_io.h"
+#include "icefloe/iceberg/types.h"
+
+namespace icefloe::iceberg {
+
+struct ScanOptions {
+  std::optional<int64_t> snapshot_id;
+  std::optional<std::string> ref;    ///< branch or tag name
+  std::optional<int64_t> as_of_ms;   ///< latest snapshot at or before this time
+  std::vector<std::string> columns;  ///< projection by name; empty = all columns
+  std::string filter;                ///< SQL-style predicate; empty = all rows
+};
+
+struct ScanMetrics {
+  int64_t manifests_total = 0;
+  int64_t manifests_pruned = 0;  ///< skipped by partition summaries
+  int64_t data_files_total = 0;  ///< live data files in the snapshot
+  int64_t data_files_pruned_by_partition = 0;
+  int64_t data_files_pruned_by_bounds = 0;
+  int64_t delete_files = 0;  ///< live delete files considered
+  int64_t row_groups_total = 0;  ///< filled in by loads: row groups in the files read
+  int64_t row_groups_read = 0;   ///< of those, decoded (the others pruned by statistics)
+  double planning_ms = 0;
+};
+
+struct ScanPlan {
+  std::string metadata_location;  ///< the metadata.json actually read
+  std::string table_uuid;
+  int32_t format_version = 0;
+  std::optional<int64_t> snapshot_id;           ///< empty for a table with no snapshot
+  Schema schema;                                ///< the schema rows are read with
+  std::vector<int32_t> projection;              ///< top-level field ids, in output order
+  std::string filter;                           ///< the filter text (re-bound by readers)
+  std::shared_ptr<arrow::Schema> arrow_schema;  ///< output schema (projected)
+  std::vector<ScanTask> tasks;
+  ScanMetrics metrics;
+
+  int64_t total_records() const;  ///< before deletes and filter
+  int64_t total_bytes() const;    ///< data file sizes
+};
+
+/// Plans a scan. `location` is a metadata.json location or a table directory.
+/// Errors: IOError for unreadable files (naming them), Invalid for malformed
+/// metadata/manifests or a bad filter/column (with the position), KeyError
+/// for unknown snapshot ids/refs.
+arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
+                                 const ScanOptions& options);
+
+}  // namespace icefloe::iceberg

@@ -1,0 +1,89 @@
+#include "icefloe/loader/task_loader.h"
+
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <arrow/compute/initialize.h>
+
+#include "icefloe/iceberg/expr.h"
+#include "icefloe/iceberg/reader.h"
+#include "icefloe/iceberg/types.h"
+
+namespace icefloe {
+
+namespace {
+
+arrow::Status InitializeCompute() {
+  static std::once_flag once;
+  static arrow::Status status;
+  std::call_once(once, [] { status = arrow::compute::Initialize(); });
+  return status;
+}
+
+}  // namespace
+
+arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
+                                     std::shared_ptr<TrackingPool> pool, int32_t threads,
+                                     LoadProgress* progress) {
+  ARROW_RETURN_NOT_OK(InitializeCompute());
+  ARROW_ASSIGN_OR_RAISE(iceberg::Schema schema, iceberg::ParseSchema(request.schema));
+  std::optional<arrow::compute::Expression> filter;
+  if (!request.filter.empty()) {
+    ARROW_ASSIGN_OR_RAISE(auto parsed, iceberg::ParseFilter(request.filter));
+    ARROW_ASSIGN_OR_RAISE(auto bound, iceberg::Bind(parsed, schema));
+    ARROW_ASSIGN_OR_RAISE(filter, iceberg::ToArrowExpression(bound));
+  }
+
+  LoadedTasks out;
+  out.pool = pool;
+  ARROW_ASSIGN_OR_RAISE(out.schema, iceberg::ToArrowSchema(schema, &request.projection));
+  const size_t n = request.tasks.size();
+  out.batches.resize(n);
+  out.rows.assign(n, 0);
+  progress->tasks_total = static_cast<int64_t>(n);
+
+  iceberg::ReadOptions options;
+  options.open = [&io](const std::string& location) { return io.OpenInput(location); };
+  options.schema = &schema;
+  options.projection = request.projection;
+  options.filter = filter;
+  options.batch_rows = request.batch_rows;
+  options.pool = pool.get();
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  arrow::Status error;
+  auto worker = [&] {
+    while (!failed.load()) {
+      size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      iceberg::ReadStats stats;
+      auto batches = iceberg::ReadScanTask(request.tasks[i].task, options, &stats);
+      if (!batches.ok()) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (error.ok()) error = batches.status();
+        failed = true;
+        return;
+      }
+      int64_t rows = 0;
+      for (const auto& b : *batches) rows += b->num_rows();
+      out.rows[i] = rows;
+      out.batches[i] = std::move(*batches);
+      progress->rows += rows;
+      progress->bytes_read += stats.bytes_read + stats.delete_bytes_read;
+      progress->row_groups_total += stats.row_groups_total;
+      progress->row_groups_read += stats.row_groups_read;
+      progress->tasks_done += 1;
+    }
+  };
+  const int32_t workers = std::max<int32_t>(1, std::min<int32_t>(threads, static_cast<int32_t>(n)));
+  std::vector<std::thread> pool_threads;
+  for (int32_t t = 0; t < workers; ++t) pool_threads.emplace_back(worker);
+  for (auto& t : pool_threads) t.join();
+  ARROW_RETURN_NOT_OK(error);
+  return out;
+}
+
+}  // namespace icefloe

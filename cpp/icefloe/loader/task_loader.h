@@ -1,0 +1,48 @@
+// Loading a node's scan tasks into memory.
+//
+// A node is handed scan tasks (data file + delete files) by the head. This
+// reads them with a bounded number of threads through the Iceberg reader
+// (field-id matching, projection, filter, deletes), charging every byte to
+// the node's memory budget, and returns each task's batches in task order.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+
+#include "icefloe/common/memory.h"
+#include "icefloe/iceberg/file_io.h"
+#include "icefloe/protocol/messages.h"
+
+namespace icefloe {
+
+/// Counters a load updates as it goes; read concurrently for progress.
+struct LoadProgress {
+  std::atomic<int64_t> tasks_total{0};
+  std::atomic<int64_t> tasks_done{0};
+  std::atomic<int64_t> rows{0};
+  std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
+  std::atomic<int64_t> row_groups_total{0};
+  std::atomic<int64_t> row_groups_read{0};  ///< the others were pruned by statistics
+};
+
+struct LoadedTasks {
+  std::shared_ptr<TrackingPool> pool;  ///< owns every buffer below
+  std::shared_ptr<arrow::Schema> schema;
+  /// Per task (request order): batches of at most batch_rows rows.
+  std::vector<std::vector<std::shared_ptr<arrow::RecordBatch>>> batches;
+  std::vector<int64_t> rows;  ///< exact rows per task after deletes and filter
+  int64_t bytes() const { return pool ? pool->bytes_allocated() : 0; }
+};
+
+/// Reads every task of `request`. The first failing task stops the load; its
+/// error names the file (OutOfMemory when the budget is exhausted).
+arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
+                                     std::shared_ptr<TrackingPool> pool, int32_t threads,
+                                     LoadProgress* progress);
+
+}  // namespace icefloe

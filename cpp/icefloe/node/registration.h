@@ -1,0 +1,50 @@
+// A data node announcing itself to the head: "node.register" right away and
+// then every interval as a heartbeat, so a restarted head finds its nodes
+// again. Calls are signed with the cluster key and bounded by a timeout.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <arrow/status.h>
+#include <nlohmann/json.hpp>
+
+#include "icefloe/common/security.h"
+
+namespace icefloe {
+
+class HeadRegistration {
+ public:
+  using StatusFn = std::function<nlohmann::json()>;
+
+  HeadRegistration(std::string head_location, std::string self_location, SecurityOptions security,
+                   StatusFn status, double interval_s = 1.0);
+  ~HeadRegistration();
+
+  void Start();
+  void Stop();
+  /// Whether the last heartbeat reached the head.
+  bool connected() const { return connected_.load(); }
+
+ private:
+  void Beat();
+  void LogDebugOnce(const arrow::Status& st);
+
+  std::string head_;
+  std::string self_;
+  SecurityOptions security_;
+  StatusFn status_;
+  double interval_s_;
+  std::atomic<bool> connected_{false};
+  bool warned_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace icefloe
