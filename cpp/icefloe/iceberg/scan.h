@@ -36,7 +36,7 @@ struct ScanMetrics {
   int64_t data_files_total = 0;  ///< live data files in the snapshot
   int64_t data_files_pruned_by_partition = 0;
   int64_t data_files_pruned_by_bounds = 0;
-  int64_t delete_files = 0;  ///< live delete files considered
+  int64_t delete_files = 0;      ///< live delete files considered
   int64_t row_groups_total = 0;  ///< filled in by loads: row groups in the files read
   int64_t row_groups_read = 0;   ///< of those, decoded (the others pruned by statistics)
   double planning_ms = 0;
