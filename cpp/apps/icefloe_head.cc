@@ -1,10 +1,12 @@
 // icefloe-head: the head. Knows the datasets and where their slices live.
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/flags.h"
 #include "icefloe/common/http_server.h"
+#include "icefloe/common/kubeflow.h"
 #include "icefloe/common/log.h"
 #include "icefloe/common/server_flags.h"
 #include "icefloe/common/server_util.h"
@@ -17,10 +19,35 @@ namespace {
 
 struct Flags {
   ServerFlags server;
+  bool kubeflow = false;  // started as `head`: Kubeflow's data-cache contract
+  std::string default_dataset;
   std::vector<std::string> nodes;
   int64_t heartbeat_timeout_ms = 5000;
   int64_t max_loads = 4;
+  int64_t startup_timeout_s = 600;
 };
+
+std::string Metrics(const HeadServer& server) {
+  auto status = server.ClusterStatus();
+  int64_t alive = 0, rows = 0, bytes = 0;
+  for (const auto& n : status["nodes"]) alive += n["state"] == "alive" ? 1 : 0;
+  for (const auto& d : status["datasets"]) {
+    rows += d["rows"].get<int64_t>();
+    bytes += d["bytes"].get<int64_t>();
+  }
+  std::string out;
+  auto gauge = [&out](const char* name, int64_t v) {
+    out += std::string("# TYPE ") + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
+  };
+  gauge("icefloe_head_nodes", static_cast<int64_t>(status["nodes"].size()));
+  gauge("icefloe_head_nodes_alive", alive);
+  gauge("icefloe_head_datasets", static_cast<int64_t>(status["datasets"].size()));
+  gauge("icefloe_head_loads_running", static_cast<int64_t>(status["loads"].size()));
+  gauge("icefloe_head_dataset_rows", rows);
+  gauge("icefloe_head_dataset_bytes", bytes);
+  gauge("icefloe_head_ready", status["ready"].get<bool>() ? 1 : 0);
+  return out;
+}
 
 arrow::Status Run(const Flags& flags) {
   ARROW_ASSIGN_OR_RAISE(ServerSettings settings, ResolveServerFlags(flags.server));
@@ -30,6 +57,24 @@ arrow::Status Run(const Flags& flags) {
   options.io.s3 = iceberg::S3SettingsFromEnv();
   options.registry.dead_after_s = static_cast<double>(flags.heartbeat_timeout_ms) / 1000.0;
   options.max_concurrent_loads = static_cast<int32_t>(flags.max_loads);
+  options.default_dataset = flags.default_dataset;
+  options.startup_timeout_s = static_cast<double>(flags.startup_timeout_s);
+  if (flags.kubeflow) {
+    // Kubeflow mode: the table named by the environment, loaded at start-up.
+    ARROW_ASSIGN_OR_RAISE(KubeflowEnv env, KubeflowEnv::FromEnvironment(/*for_head=*/true));
+    // Workers by the LWS naming rule, unless listed explicitly (--node / ICEFLOE_NODES).
+    if (options.nodes.empty()) {
+      ARROW_ASSIGN_OR_RAISE(options.nodes, env.WorkerLocations(settings.port));
+    }
+    options.default_dataset = env.DatasetName();
+    LoadRequest load;
+    load.name = env.DatasetName();
+    load.source = env.metadata_loc;
+    options.startup_load = load;
+    LogInfo("kubeflow mode", {{"dataset", load.name},
+                              {"metadata", env.metadata_loc},
+                              {"workers", std::to_string(options.nodes.size())}});
+  }
   HeadServer server(options);
   arrow::flight::FlightServerOptions flight_options(settings.listen);
   ApplyServerSecurity(settings.security, &flight_options);
@@ -45,6 +90,9 @@ arrow::Status Run(const Flags& flags) {
     auto [ready, reason] = server.Ready();
     return ready ? HttpResponse{200, "ready"} : HttpResponse{503, "not ready: " + reason};
   });
+  http.Get("/metrics", [&server] {
+    return HttpResponse{200, Metrics(server), "text/plain; version=0.0.4"};
+  });
   http.Get("/status", [&server] {
     return HttpResponse{200, server.ClusterStatus().dump(2), "application/json"};
   });
@@ -52,9 +100,26 @@ arrow::Status Run(const Flags& flags) {
 
   AnnounceReady("icefloe-head", AdvertisedLocation(settings, server.port()),
                 settings.advertise_host, health_port);
-  ARROW_RETURN_NOT_OK(ServeUntilSignal(&server));
-  http.Stop();
+  // A start-up load that can never succeed ends the process with its error,
+  // so the pod restarts visibly instead of serving a cache with missing rows.
+  arrow::Status startup_error;
+  std::thread startup;
+  if (options.startup_load) {
+    startup = std::thread([&] {
+      arrow::Status st = server.RunStartupLoad();
+      if (!st.ok() && !st.IsCancelled()) {
+        LogError("start-up load failed", {{"error", st.ToString()}});
+        startup_error = st;
+        (void)server.Shutdown();
+      }
+    });
+  }
+  arrow::Status served = ServeUntilSignal(&server);
   server.StopBackground();
+  if (startup.joinable()) startup.join();
+  http.Stop();
+  ARROW_RETURN_NOT_OK(served);
+  ARROW_RETURN_NOT_OK(startup_error);
   return server.Shutdown();
 }
 
@@ -152,6 +217,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "plan") return icefloe::PlanMain(argc - 1, argv + 1);
   icefloe::InitLogging("head");
   icefloe::Flags flags;
+  flags.kubeflow = icefloe::InvokedAs(argv[0], "head");
+  if (flags.kubeflow) flags.server.health_port = 8080;
   icefloe::FlagParser parser("icefloe-head",
                              "The icefloe head: plans datasets onto data nodes and answers "
                              "GetFlightInfo with the endpoints consumers read.");
@@ -161,6 +228,12 @@ int main(int argc, char** argv) {
   parser.Int("heartbeat-timeout-ms", &flags.heartbeat_timeout_ms,
              "A node silent this long is marked dead.");
   parser.Int("max-loads", &flags.max_loads, "Loads that may run at once.");
+  parser.Int("startup-timeout-s", &flags.startup_timeout_s,
+             "Kubeflow mode: give up (exit non-zero) when the start-up load has not succeeded "
+             "within this many seconds.",
+             "ICEFLOE_STARTUP_TIMEOUT");
+  parser.String("default-dataset", &flags.default_dataset,
+                "Dataset that Kubeflow-style PATH [index, total] descriptors shard.");
   if (auto st = parser.Parse(argc, argv); !st.ok()) {
     std::fprintf(stderr, "icefloe-head: %s\n", st.message().c_str());
     return 2;

@@ -8,6 +8,7 @@
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/flags.h"
 #include "icefloe/common/http_server.h"
+#include "icefloe/common/kubeflow.h"
 #include "icefloe/common/log.h"
 #include "icefloe/common/server_flags.h"
 #include "icefloe/common/server_util.h"
@@ -20,6 +21,7 @@ namespace {
 
 struct Flags {
   ServerFlags server;
+  std::string default_dataset;
   int64_t memory_limit = 0;
   int64_t load_threads = std::max(1u, std::thread::hardware_concurrency());
   std::string head;
@@ -77,6 +79,7 @@ arrow::Status Run(const Flags& flags) {
   options.memory_limit_bytes = flags.memory_limit;
   options.load_threads = static_cast<int32_t>(std::clamp<int64_t>(flags.load_threads, 1, 64));
   options.io.s3 = iceberg::S3SettingsFromEnv();
+  options.default_dataset = flags.default_dataset;
   NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
@@ -91,7 +94,10 @@ arrow::Status Run(const Flags& flags) {
 
   HttpServer http;
   http.Get("/healthz", [] { return HttpResponse{200, "ok"}; });
-  http.Get("/ready", [] { return HttpResponse{200, "ready"}; });
+  http.Get("/ready", [&server] {
+    auto [ready, reason] = server.Ready();
+    return ready ? HttpResponse{200, "ready"} : HttpResponse{503, "not ready: " + reason};
+  });
   http.Get("/metrics", [&server] {
     return HttpResponse{200, Metrics(server), "text/plain; version=0.0.4"};
   });
@@ -122,6 +128,12 @@ arrow::Status Run(const Flags& flags) {
 int main(int argc, char** argv) {
   icefloe::InitLogging("node");
   icefloe::Flags flags;
+  if (icefloe::InvokedAs(argv[0], "worker")) {
+    // Kubeflow mode: health on 8080, the table named by the environment.
+    flags.server.health_port = 8080;
+    auto env = icefloe::KubeflowEnv::FromEnvironment(/*for_head=*/false);
+    if (env.ok()) flags.default_dataset = env->DatasetName();
+  }
   icefloe::FlagParser parser("icefloe-node",
                              "An icefloe data node: caches dataset slices in RAM and serves them "
                              "over Arrow Flight.");
@@ -132,6 +144,8 @@ int main(int argc, char** argv) {
   parser.Int("load-threads", &flags.load_threads, "Files loaded in parallel.");
   parser.String("head", &flags.head, "Head location to register with (grpc://host:port).",
                 "ICEFLOE_HEAD");
+  parser.String("default-dataset", &flags.default_dataset,
+                "Dataset that Kubeflow-format tickets read; /ready waits for it.");
   parser.String("parquet", &flags.parquet, "Debug: serve this local Parquet file as --name.");
   parser.String("name", &flags.name, "Dataset name for --parquet.");
   parser.Int("batch-rows", &flags.batch_rows, "Rows per cached record batch for --parquet.");

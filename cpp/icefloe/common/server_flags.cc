@@ -42,6 +42,7 @@ arrow::Result<ServerSettings> ResolveServerFlags(const ServerFlags& flags) {
   if (const char* token = std::getenv("ICEFLOE_TOKEN")) security.token_env = token;
   ARROW_ASSIGN_OR_RAISE(s.security, LoadSecurity(security));
   ARROW_ASSIGN_OR_RAISE(s.listen, ListenLocation(flags.host, port, s.security.tls()));
+  s.port = port;
   if (flags.health_port < 0 || flags.health_port > 65535) {
     return arrow::Status::Invalid("health port ", flags.health_port, " is out of range");
   }

@@ -27,6 +27,7 @@ void AddServerFlags(FlagParser* parser, ServerFlags* flags);
 /// What the flags resolve to.
 struct ServerSettings {
   arrow::flight::Location listen;
+  int port = 0;  ///< as given (0 = pick a free one)
   std::string advertise_host;
   int health_port = 0;
   SecurityOptions security;

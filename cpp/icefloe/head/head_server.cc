@@ -5,17 +5,17 @@
 #include <arrow/flight/types.h>
 #include <arrow/type.h>
 
+#include "icefloe/common/kubeflow.h"
 #include "icefloe/common/log.h"
 #include "icefloe/common/ticket.h"
 #include "icefloe/common/wire_status.h"
+#include "icefloe/head/load_job.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
 
 namespace flight = arrow::flight;
 using json = nlohmann::json;
-
-struct LoadJob;  // load_job.cc
 
 namespace {
 
@@ -52,6 +52,10 @@ void HeadServer::StartBackground() {
 }
 
 void HeadServer::StopBackground() {
+  {
+    std::lock_guard<std::mutex> lock(startup_mu_);
+    stopping_ = true;
+  }
   registry_.Stop();
   std::vector<std::thread> threads;
   {
@@ -60,6 +64,64 @@ void HeadServer::StopBackground() {
   }
   for (auto& t : threads) {
     if (t.joinable()) t.join();
+  }
+}
+
+arrow::Status HeadServer::RunStartupLoad() {
+  if (!options_.startup_load) return arrow::Status::OK();
+  const LoadRequest& request = *options_.startup_load;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.startup_timeout_s);
+  // Records progress for /ready; true when the server is shutting down.
+  auto set_state = [this](std::string state) {
+    std::lock_guard<std::mutex> lock(startup_mu_);
+    startup_state_ = std::move(state);
+    return stopping_;
+  };
+  double backoff_s = 0.5;
+  arrow::Status last;
+  while (true) {
+    bool all_nodes = !registry_.Alive().empty();
+    for (const auto& n : registry_.Snapshot()) {
+      if (n.is_static && n.state != NodeState::kAlive) all_nodes = false;
+    }
+    if (all_nodes) {
+      if (set_state("loading")) return arrow::Status::Cancelled("shutting down");
+      auto job = StartLoad(request);
+      if (job.ok()) {
+        while (!WaitForLoad(**job, std::chrono::milliseconds(500))) {
+        }
+        auto outcome = LoadOutcome(**job);
+        if (outcome.ok()) {
+          set_state("ready");
+          LogInfo("start-up dataset loaded", {{"dataset", request.name}});
+          return arrow::Status::OK();
+        }
+        last = outcome.status();
+      } else {
+        last = job.status();
+      }
+      LogWarn("start-up load failed", {{"dataset", request.name}, {"error", last.ToString()}});
+      // Errors in the table or the request will not heal by retrying.
+      if (last.IsInvalid() || last.IsKeyError() || last.IsNotImplemented() ||
+          last.IsOutOfMemory()) {
+        set_state("failed: " + last.ToString());
+        return last;
+      }
+      if (set_state("retrying after: " + last.ToString())) {
+        return arrow::Status::Cancelled("shutting down");
+      }
+    } else {
+      last = arrow::Status::IOError("waiting for every data node to answer");
+      if (set_state(last.message())) return arrow::Status::Cancelled("shutting down");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      set_state("failed: " + last.ToString());
+      return last.WithMessage("start-up load of '", request.name, "' did not succeed within ",
+                              options_.startup_timeout_s, "s: ", last.message());
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(backoff_s));
+    backoff_s = std::min(backoff_s * 2, 10.0);
   }
 }
 
@@ -74,6 +136,13 @@ std::pair<bool, std::string> HeadServer::Ready() const {
     }
   }
   if (alive == 0) return {false, "no data node registered"};
+  if (options_.startup_load) {
+    auto entry = catalog_.Find(options_.startup_load->name);
+    if (!entry || entry->state != "ready") {
+      std::lock_guard<std::mutex> lock(startup_mu_);
+      return {false, "loading " + options_.startup_load->name + ": " + startup_state_};
+    }
+  }
   return {true, "ready"};
 }
 
@@ -172,7 +241,43 @@ arrow::Status HeadServer::GetFlightInfo(const flight::ServerCallContext&,
   return arrow::Status::OK();
 }
 
+arrow::Result<flight::FlightInfo> HeadServer::KubeflowInfo(
+    const flight::FlightDescriptor& request) const {
+  if (options_.default_dataset.empty()) {
+    return arrow::Status::Invalid(
+        "this head has no default dataset for PATH [index, total] "
+        "descriptors (start it with --default-dataset)");
+  }
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(options_.default_dataset));
+  ARROW_ASSIGN_OR_RAISE(KubeflowShard shard,
+                        KubeflowShardOf(request.path, static_cast<uint64_t>(entry->num_rows)));
+  // One endpoint per node holding rows of the shard, each with the whole
+  // shard's ticket: nodes return only the rows they hold.
+  const std::string ticket = EncodeKubeflowTicket({shard.first, shard.last});
+  std::vector<std::string> nodes;
+  for (const auto& s : entry->slices) {
+    if (s.stop <= shard.first || s.start > shard.last) continue;
+    if (std::find(nodes.begin(), nodes.end(), s.nodes[0]) == nodes.end()) {
+      nodes.push_back(s.nodes[0]);
+    }
+  }
+  std::vector<flight::FlightEndpoint> endpoints;
+  for (const auto& n : nodes) {
+    flight::FlightEndpoint e;
+    e.ticket.ticket = ticket;
+    e.app_metadata = ticket;
+    ARROW_ASSIGN_OR_RAISE(auto loc, flight::Location::Parse(n));
+    e.locations.push_back(std::move(loc));
+    endpoints.push_back(std::move(e));
+  }
+  return flight::FlightInfo::Make(*entry->schema, request, endpoints, -1, -1);
+}
+
 arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescriptor& request) const {
+  if (request.type == flight::FlightDescriptor::PATH &&
+      (request.path.size() != 1 || !catalog_.Find(request.path[0]))) {
+    return KubeflowInfo(request);
+  }
   uint64_t start = 0;
   std::optional<uint64_t> stop;
   if (request.type == flight::FlightDescriptor::CMD) {
@@ -258,9 +363,6 @@ class LoadProgressStream : public flight::ResultStream {
 };
 
 }  // namespace
-
-bool WaitForLoad(LoadJob& job, std::chrono::milliseconds timeout);
-arrow::Result<json> LoadOutcome(LoadJob& job);
 
 arrow::Status HeadServer::DoAction(const flight::ServerCallContext& context,
                                    const flight::Action& action,

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,12 @@ struct HeadOptions {
   /// Multiplier from Parquet column bytes to in-memory Arrow bytes for
   /// variable-width columns when estimating whether a dataset fits.
   double size_estimate_factor = 3.0;
+  /// Dataset that Kubeflow PATH descriptors [index, total] shard.
+  std::string default_dataset;
+  /// A dataset to load at start-up (Kubeflow mode), retried with backoff
+  /// until `startup_timeout_s`; /ready waits for it.
+  std::optional<LoadRequest> startup_load;
+  double startup_timeout_s = 600;
 };
 
 /// Shared state of one running load (progress, completion).
@@ -61,8 +68,12 @@ class HeadServer : public arrow::flight::FlightServerBase {
   /// Evicts a dataset: nodes free its memory (unless another name shares it).
   arrow::Result<nlohmann::json> Evict(const std::string& name);
   nlohmann::json ClusterStatus() const;
-  /// Ready when at least one node is alive and no static node is missing.
+  /// Ready when at least one node is alive, no static node is missing and the
+  /// start-up dataset (if any) is loaded.
   std::pair<bool, std::string> Ready() const;
+  /// Loads options.startup_load, retrying with backoff until its deadline.
+  /// Returns the final error when it never succeeds.
+  arrow::Status RunStartupLoad();
 
   arrow::Status ListFlights(const arrow::flight::ServerCallContext& context,
                             const arrow::flight::Criteria* criteria,
@@ -80,6 +91,8 @@ class HeadServer : public arrow::flight::FlightServerBase {
                             std::vector<arrow::flight::ActionType>* actions) override;
 
  private:
+  arrow::Result<arrow::flight::FlightInfo> KubeflowInfo(
+      const arrow::flight::FlightDescriptor& request) const;
   arrow::Result<arrow::flight::FlightInfo> Info(
       const arrow::flight::FlightDescriptor& request) const;
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
@@ -107,6 +120,9 @@ class HeadServer : public arrow::flight::FlightServerBase {
   mutable std::mutex jobs_mu_;
   std::map<std::string, std::shared_ptr<LoadJob>> jobs_;  // running, by name
   std::vector<std::thread> threads_;
+  mutable std::mutex startup_mu_;
+  std::string startup_state_ = "not started";
+  bool stopping_ = false;
 };
 
 }  // namespace icefloe

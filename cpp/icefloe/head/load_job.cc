@@ -10,6 +10,8 @@
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
+#include "icefloe/head/load_job.h"
+
 #include "icefloe/head/head_server.h"
 #include "icefloe/head/placement.h"
 #include "icefloe/iceberg/types.h"
@@ -17,22 +19,6 @@
 namespace icefloe {
 
 using json = nlohmann::json;
-
-struct LoadJob {
-  std::shared_ptr<DatasetEntry> entry;  // owned by the job until published
-  iceberg::ScanPlan plan;
-  Placement placement;
-  std::vector<std::string> node_locations;       // index -> location, as placed
-  std::shared_ptr<const DatasetEntry> previous;  // the generation a reload replaces
-  std::atomic<int64_t> tasks_done{0};
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  arrow::Status status;
-  std::shared_ptr<const DatasetEntry> result;
-};
 
 namespace {
 
@@ -203,14 +189,14 @@ arrow::Status HeadServer::ExecuteLoad(LoadJob* job) {
   const auto& plan = job->plan;
   const size_t num_nodes = job->node_locations.size();
 
-  // Phase 1: every node loads its tasks, in parallel.
+  // Phase 1: every node loads its tasks, in parallel. Nodes without tasks
+  // still take part: they then hold the dataset, empty (Kubeflow readiness).
   std::vector<std::vector<int64_t>> node_tasks(num_nodes);
   for (size_t t = 0; t < plan.tasks.size(); ++t) {
     for (int32_t n : job->placement.task_nodes[t]) node_tasks[n].push_back(static_cast<int64_t>(t));
   }
   std::vector<std::future<arrow::Result<json>>> loads(num_nodes);
   for (size_t n = 0; n < num_nodes; ++n) {
-    if (node_tasks[n].empty()) continue;
     NodeLoadRequest req;
     req.dataset = entry.storage_name;
     req.generation = entry.generation;
@@ -228,7 +214,6 @@ arrow::Status HeadServer::ExecuteLoad(LoadJob* job) {
   std::vector<int64_t> task_rows(plan.tasks.size(), -1);
   arrow::Status first_error;
   for (size_t n = 0; n < num_nodes; ++n) {
-    if (node_tasks[n].empty()) continue;
     auto r = loads[n].get();
     if (!r.ok()) {
       if (IsPeerUnavailable(r.status()))
@@ -271,7 +256,6 @@ arrow::Status HeadServer::ExecuteLoad(LoadJob* job) {
   // Phase 2: commit on every node, in parallel.
   std::vector<std::future<arrow::Result<json>>> commits(num_nodes);
   for (size_t n = 0; n < num_nodes; ++n) {
-    if (node_tasks[n].empty()) continue;
     json task_starts = json::array();
     for (int64_t t : node_tasks[n]) task_starts.push_back(starts[t]);
     json body = {{"v", kProtocolVersion},
@@ -284,7 +268,6 @@ arrow::Status HeadServer::ExecuteLoad(LoadJob* job) {
   }
   int64_t bytes = 0;
   for (size_t n = 0; n < num_nodes; ++n) {
-    if (node_tasks[n].empty()) continue;
     auto r = commits[n].get();
     if (!r.ok()) {
       if (first_error.ok()) first_error = r.status();

@@ -41,7 +41,8 @@ struct DataFile {
 
 /// One data file to read and the delete files that apply to it (position
 /// deletes with data sequence number >= the file's; equality deletes with a
-/// strictly greater one; same partition, or global for unpartitioned deletes).
+/// strictly greater one; same partition, or global for equality deletes of
+/// an unpartitioned spec).
 struct ScanTask {
   DataFile data_file;
   std::vector<DataFile> deletes;

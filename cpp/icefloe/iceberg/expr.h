@@ -166,8 +166,10 @@ struct BoundExpr {
   /// The operands of kAnd, kOr and kNot.
   std::vector<BoundExpr> children;
 
+  /// Constants: every row, no row.
   static BoundExpr True();
   static BoundExpr False();
+  /// Connectives over the children as given (Normalize folds and flattens them).
   static BoundExpr And(std::vector<BoundExpr> children);
   static BoundExpr Or(std::vector<BoundExpr> children);
   static BoundExpr Not(BoundExpr child);

@@ -1,5 +1,7 @@
 #include "icefloe/iceberg/manifest.h"
 
+#include <limits>
+
 #include <arrow/buffer.h>
 
 #include "icefloe/iceberg/avro.h"
@@ -124,8 +126,12 @@ arrow::Result<DataFile> ReadDataFile(const AvroValue& df, const ManifestFile& ma
   }
   if (const AvroValue* ids = df.FindField(135); ids && ids->array()) {
     for (const auto& s : *ids->array()) {
-      ARROW_ASSIGN_OR_RAISE(int32_t id, s.As<int32_t>("equality id"));
-      f.equality_ids.push_back(id);
+      // The spec says int; pyiceberg's manifest schema declares long.
+      ARROW_ASSIGN_OR_RAISE(int64_t id, s.As<int64_t>("equality id"));
+      if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+        return arrow::Status::Invalid("equality id ", id, " is not a field id");
+      }
+      f.equality_ids.push_back(static_cast<int32_t>(id));
     }
   }
   ARROW_ASSIGN_OR_RAISE(auto referenced, df.GetOptional<std::string_view>(143));

@@ -146,19 +146,22 @@ bool SamePartition(const DataFile& a, const DataFile& b) {
 
 struct DeleteIndex {
   std::vector<DataFile> deletes;
-  // Spec ids whose partition tuple is empty: their deletes apply globally.
+  // Spec ids whose partition tuple is empty: their equality deletes apply
+  // globally.
   std::map<int32_t, bool> unpartitioned_spec;
 
   std::vector<DataFile> For(const DataFile& data) const {
     std::vector<DataFile> out;
     for (const auto& d : deletes) {
-      auto it = unpartitioned_spec.find(d.spec_id);
-      bool global = it != unpartitioned_spec.end() && it->second;
-      if (!global && !SamePartition(data, d)) continue;
       if (d.content == FileContent::kPositionDeletes) {
+        // Same spec and partition values, even for an unpartitioned spec.
+        if (!SamePartition(data, d)) continue;
         if (data.data_sequence_number > d.data_sequence_number) continue;
         if (d.referenced_data_file && *d.referenced_data_file != data.file_path) continue;
       } else {
+        auto it = unpartitioned_spec.find(d.spec_id);
+        bool global = it != unpartitioned_spec.end() && it->second;
+        if (!global && !SamePartition(data, d)) continue;
         if (data.data_sequence_number >= d.data_sequence_number) continue;
       }
       out.push_back(d);

@@ -111,6 +111,16 @@ json NodeServer::Status() const {
           {"staged", staged_.size()}};
 }
 
+std::pair<bool, std::string> NodeServer::Ready() const {
+  if (options_.default_dataset.empty()) return {true, "ready"};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (datasets_.count(options_.default_dataset)) return {true, "ready"};
+  if (loading_.count(options_.default_dataset)) {
+    return {false, "loading " + options_.default_dataset};
+  }
+  return {false, "waiting for the head to assign " + options_.default_dataset};
+}
+
 bool NodeServer::Idle() const {
   std::lock_guard<std::mutex> lock(mu_);
   return loading_.empty() && staged_.empty();
@@ -151,8 +161,19 @@ arrow::Status NodeServer::DoGet(const flight::ServerCallContext& context,
 arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
                                       std::unique_ptr<flight::FlightDataStream>* stream) {
   if (!IsNativeTicket(request.ticket)) {
-    ARROW_RETURN_NOT_OK(DecodeKubeflowTicket(request.ticket).status());
-    return arrow::Status::NotImplemented("Kubeflow-format tickets are not served by this node yet");
+    // Kubeflow's ticket: inclusive global rows [start, end] of the default
+    // dataset; this node streams the rows of that range it holds.
+    ARROW_ASSIGN_OR_RAISE(KubeflowTicket kf, DecodeKubeflowTicket(request.ticket));
+    if (options_.default_dataset.empty()) {
+      return arrow::Status::Invalid(
+          "Kubeflow-format ticket, but this node has no default dataset (--default-dataset)");
+    }
+    ARROW_ASSIGN_OR_RAISE(auto dataset, Get(options_.default_dataset));
+    RowRange range{kf.start, kf.end < kf.start ? kf.start : kf.end + 1};
+    if (kf.end == UINT64_MAX) range.stop = UINT64_MAX;
+    *stream = std::make_unique<flight::RecordBatchStream>(
+        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range)));
+    return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(NativeTicket ticket, DecodeNativeTicket(request.ticket, ticket_key_));
   if (ticket.header.kind != TicketKind::kRange) {

@@ -34,6 +34,8 @@ struct NodeOptions {
   int64_t memory_limit_bytes = 0;  ///< 0 = unlimited
   int32_t load_threads = 2;
   iceberg::FileIOOptions io;
+  /// Dataset that Kubeflow-format tickets read; when set, /ready waits for it.
+  std::string default_dataset;
 };
 
 class NodeServer : public arrow::flight::FlightServerBase {
@@ -54,6 +56,8 @@ class NodeServer : public arrow::flight::FlightServerBase {
   nlohmann::json Status() const;
   /// True when no load is staged or running (the node holds what it was given).
   bool Idle() const;
+  /// Ready to serve: holds the default dataset when one is configured.
+  std::pair<bool, std::string> Ready() const;
 
   arrow::Status ListFlights(const arrow::flight::ServerCallContext& context,
                             const arrow::flight::Criteria* criteria,

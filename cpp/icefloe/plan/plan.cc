@@ -1,0 +1,311 @@
+#include "icefloe/plan/plan.h"
+
+#include <algorithm>
+
+#include "icefloe/plan/permutation.h"
+#include "icefloe/plan/slice_map.h"
+
+namespace icefloe {
+
+namespace {
+
+// Domain tags: each use of the (seed, epoch) key gets its own permutation.
+constexpr uint64_t kTagBlocks = 1;
+constexpr uint64_t kTagWithinBlock = 2;
+constexpr uint64_t kTagSample = 3;
+
+uint64_t OrderKey(const EpochOrder& order, uint64_t tag) {
+  return MixKey(MixKey(order.seed, order.epoch), tag);
+}
+
+uint64_t Workers(const PlanParams& params) { return std::max<uint64_t>(params.num_workers, 1); }
+
+// Evaluates G for one validated EpochOrder. Block mode: blocks are numbered
+// by their rows (block b holds [b*B, min((b+1)*B, N))), slots by their place
+// in G; slot k holds block blocks_.Forward(k). Only the last block may be
+// short, and it may land in any slot, so positions after that slot shift.
+class OrderEval {
+ public:
+  explicit OrderEval(const EpochOrder& order) : order_(order), blocks_(0, 0), rows_(0, 0) {
+    const uint64_t n = order.num_rows;
+    if (order.mode == ShuffleMode::kBlock) {
+      const uint64_t b = order.block_rows;
+      num_blocks_ = n / b + (n % b != 0);
+      blocks_ = Permutation(num_blocks_, OrderKey(order, kTagBlocks));
+      if (num_blocks_ > 0) {
+        short_length_ = n - (num_blocks_ - 1) * b;
+        short_slot_ = blocks_.Inverse(num_blocks_ - 1);
+      }
+    } else if (order.mode == ShuffleMode::kSample) {
+      rows_ = Permutation(n, OrderKey(order, kTagSample));
+    }
+  }
+
+  // Calls visit(base, first, count, within) for the pieces of positions
+  // [begin, end): rows base + f(first) ... base + f(first + count - 1), where
+  // f is `within` (a per-block permutation) or the identity when null.
+  template <typename Visit>
+  void ForEachPiece(uint64_t begin, uint64_t end, Visit&& visit) const {
+    switch (order_.mode) {
+      case ShuffleMode::kNone:
+        if (begin < end) visit(begin, 0, end - begin, nullptr);
+        return;
+      case ShuffleMode::kSample:
+        for (uint64_t p = begin; p < end; ++p) visit(rows_.Forward(p), 0, 1, nullptr);
+        return;
+      case ShuffleMode::kBlock:
+        break;
+    }
+    const uint64_t b = order_.block_rows;
+    for (uint64_t p = begin; p < end;) {
+      uint64_t slot;
+      uint64_t offset;
+      Locate(p, &slot, &offset);
+      const uint64_t block = blocks_.Forward(slot);
+      const uint64_t length = block == num_blocks_ - 1 ? short_length_ : b;
+      const uint64_t count = std::min(end - p, length - offset);
+      if (order_.shuffle_within_block) {
+        const Permutation within(length, MixKey(OrderKey(order_, kTagWithinBlock), block));
+        visit(block * b, offset, count, &within);
+      } else {
+        visit(block * b + offset, 0, count, nullptr);
+      }
+      p += count;
+    }
+  }
+
+  uint64_t Row(uint64_t position) const {
+    uint64_t row = 0;
+    ForEachPiece(position, position + 1,
+                 [&](uint64_t base, uint64_t first, uint64_t, const Permutation* within) {
+                   row = base + (within ? within->Forward(first) : first);
+                 });
+    return row;
+  }
+
+  void AppendRows(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const {
+    ForEachPiece(begin, end,
+                 [&](uint64_t base, uint64_t first, uint64_t count, const Permutation* within) {
+                   for (uint64_t i = first; i < first + count; ++i) {
+                     out->push_back(base + (within ? within->Forward(i) : i));
+                   }
+                 });
+  }
+
+  void AppendRuns(uint64_t begin, uint64_t end, std::vector<RowRange>* out) const {
+    ForEachPiece(begin, end,
+                 [&](uint64_t base, uint64_t first, uint64_t count, const Permutation* within) {
+                   if (within == nullptr) {
+                     AppendRun(out, base + first, base + first + count);
+                     return;
+                   }
+                   for (uint64_t i = first; i < first + count; ++i) {
+                     const uint64_t row = base + within->Forward(i);
+                     AppendRun(out, row, row + 1);
+                   }
+                 });
+  }
+
+ private:
+  // The slot holding `position` and the offset into its block.
+  void Locate(uint64_t position, uint64_t* slot, uint64_t* offset) const {
+    const uint64_t b = order_.block_rows;
+    const uint64_t short_begin = short_slot_ * b;
+    if (position >= short_begin && position < short_begin + short_length_) {
+      *slot = short_slot_;
+      *offset = position - short_begin;
+      return;
+    }
+    // Past the short block, positions are b - short_length_ behind where
+    // full blocks would put them.
+    const uint64_t p = position < short_begin ? position : position + (b - short_length_);
+    *slot = p / b;
+    *offset = p % b;
+  }
+
+  EpochOrder order_;
+  Permutation blocks_;  // Block mode: slot -> block.
+  Permutation rows_;    // Sample mode: position -> row.
+  uint64_t num_blocks_ = 0;
+  uint64_t short_length_ = 0;  // Rows in the last block (== block_rows when it is full).
+  uint64_t short_slot_ = 0;    // Slot the last block lands in.
+};
+
+arrow::Status CheckPositions(const EpochOrder& order, uint64_t begin, uint64_t end) {
+  if (begin > end || end > order.num_rows) {
+    return arrow::Status::Invalid("positions [", begin, ", ", end, ") are not within the epoch's ",
+                                  order.num_rows, " rows");
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+std::string_view ShuffleModeName(ShuffleMode mode) {
+  switch (mode) {
+    case ShuffleMode::kNone:
+      return "none";
+    case ShuffleMode::kBlock:
+      return "block";
+    case ShuffleMode::kSample:
+      return "sample";
+  }
+  return "unknown";
+}
+
+arrow::Result<ShuffleMode> ParseShuffleMode(std::string_view name) {
+  for (ShuffleMode m : {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample}) {
+    if (name == ShuffleModeName(m)) return m;
+  }
+  return arrow::Status::Invalid("unknown shuffle mode '", name,
+                                "'; expected 'none', 'block' or 'sample'");
+}
+
+arrow::Status ValidateOrder(const EpochOrder& order) {
+  if (order.mode != ShuffleMode::kNone && order.mode != ShuffleMode::kBlock &&
+      order.mode != ShuffleMode::kSample) {
+    return arrow::Status::Invalid("unknown shuffle mode ", static_cast<int>(order.mode));
+  }
+  if (order.num_rows > kMaxPlanRows) {
+    return arrow::Status::Invalid("num_rows ", order.num_rows, " exceeds the supported maximum ",
+                                  kMaxPlanRows);
+  }
+  if (order.mode == ShuffleMode::kBlock) {
+    if (order.block_rows == 0) {
+      return arrow::Status::Invalid("block_rows must be at least 1 in block shuffle mode");
+    }
+    if (order.block_rows > kMaxPlanRows) {
+      return arrow::Status::Invalid("block_rows ", order.block_rows,
+                                    " exceeds the supported maximum ", kMaxPlanRows);
+    }
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status ValidatePlan(const PlanParams& params) {
+  ARROW_RETURN_NOT_OK(ValidateOrder(params.order));
+  if (params.world_size == 0) return arrow::Status::Invalid("world_size must be at least 1");
+  if (params.rank >= params.world_size) {
+    return arrow::Status::Invalid("rank ", params.rank, " is out of range for world_size ",
+                                  params.world_size);
+  }
+  if (params.worker >= Workers(params)) {
+    return arrow::Status::Invalid("worker ", params.worker, " is out of range for num_workers ",
+                                  params.num_workers,
+                                  params.num_workers == 0 ? " (0 means one worker, 0)" : "");
+  }
+  if (params.batch_size == 0) return arrow::Status::Invalid("batch_size must be at least 1");
+  if (params.batch_size > kMaxPlanRows / params.world_size) {
+    return arrow::Status::Invalid("world_size * batch_size (", params.world_size, " * ",
+                                  params.batch_size, ") exceeds the supported maximum ",
+                                  kMaxPlanRows);
+  }
+  if (params.start > params.order.num_rows) {
+    return arrow::Status::Invalid("start ", params.start, " is past the end of the epoch (",
+                                  params.order.num_rows, " rows)");
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<EpochShape> Shape(const PlanParams& params) {
+  ARROW_RETURN_NOT_OK(ValidatePlan(params));
+  EpochShape s;
+  s.remaining_rows = params.order.num_rows - params.start;
+  s.step_rows = params.world_size * params.batch_size;
+  if (params.drop_last) {
+    s.steps = s.remaining_rows / s.step_rows;
+    s.dropped_rows = s.remaining_rows - s.steps * s.step_rows;
+  } else {
+    s.steps = s.remaining_rows / s.step_rows + (s.remaining_rows % s.step_rows != 0);
+    s.padded_rows = s.steps * s.step_rows - s.remaining_rows;
+  }
+  const uint64_t k = Workers(params);
+  s.worker_batches = s.steps > params.worker ? (s.steps - params.worker + k - 1) / k : 0;
+  return s;
+}
+
+arrow::Result<uint64_t> GlobalRow(const EpochOrder& order, uint64_t position) {
+  ARROW_RETURN_NOT_OK(ValidateOrder(order));
+  if (position >= order.num_rows) {
+    return arrow::Status::Invalid("position ", position, " is past the end of the epoch (",
+                                  order.num_rows, " rows)");
+  }
+  return OrderEval(order).Row(position);
+}
+
+arrow::Result<std::vector<uint64_t>> PositionRows(const EpochOrder& order, uint64_t begin,
+                                                  uint64_t end) {
+  ARROW_RETURN_NOT_OK(ValidateOrder(order));
+  ARROW_RETURN_NOT_OK(CheckPositions(order, begin, end));
+  std::vector<uint64_t> rows;
+  rows.reserve(end - begin);
+  OrderEval(order).AppendRows(begin, end, &rows);
+  return rows;
+}
+
+arrow::Result<std::vector<RowRange>> PositionRuns(const EpochOrder& order, uint64_t begin,
+                                                  uint64_t end) {
+  ARROW_RETURN_NOT_OK(ValidateOrder(order));
+  ARROW_RETURN_NOT_OK(CheckPositions(order, begin, end));
+  std::vector<RowRange> runs;
+  OrderEval(order).AppendRuns(begin, end, &runs);
+  return runs;
+}
+
+uint64_t StepOfBatch(const PlanParams& params, uint64_t batch) {
+  return params.worker + batch * Workers(params);
+}
+
+arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& params, uint64_t batch) {
+  ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(params));
+  if (batch >= shape.worker_batches) {
+    return arrow::Status::Invalid("batch ", batch, " is out of range: worker ", params.worker,
+                                  " of rank ", params.rank, " reads ", shape.worker_batches,
+                                  " batch(es) this epoch");
+  }
+  // Padding reads G again from its first position: position q >= N reads
+  // G[q mod N], so a resumed job of the same shape pads exactly as the
+  // uninterrupted one would have.
+  const uint64_t n = params.order.num_rows;
+  const uint64_t begin =
+      params.start + StepOfBatch(params, batch) * shape.step_rows + params.rank * params.batch_size;
+  const uint64_t end = begin + params.batch_size;
+  std::vector<PositionRange> out;
+  for (uint64_t q = begin; q < end;) {
+    const uint64_t position = q % n;
+    const uint64_t count = std::min(end - q, n - position);
+    out.push_back({position, position + count});
+    q += count;
+  }
+  return out;
+}
+
+arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch) {
+  ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
+  const OrderEval eval(params.order);
+  std::vector<uint64_t> rows;
+  rows.reserve(params.batch_size);
+  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &rows);
+  return rows;
+}
+
+arrow::Result<std::vector<RowRange>> BatchRuns(const PlanParams& params, uint64_t batch) {
+  ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
+  const OrderEval eval(params.order);
+  std::vector<RowRange> runs;
+  for (const PositionRange& p : positions) eval.AppendRuns(p.start, p.stop, &runs);
+  return runs;
+}
+
+uint64_t PositionAfterSteps(const PlanParams& params, uint64_t steps) {
+  const uint64_t n = params.order.num_rows;
+  if (params.start >= n) return n;
+  uint64_t rows;
+  if (__builtin_mul_overflow(steps, uint64_t{params.world_size} * params.batch_size, &rows) ||
+      rows >= n - params.start) {
+    return n;
+  }
+  return params.start + rows;
+}
+
+}  // namespace icefloe

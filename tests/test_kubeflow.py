@@ -1,0 +1,197 @@
+"""Kubeflow Trainer's data-cache contract, exercised by a client written from it.
+
+The servers run as `head` and `worker` (symlinks to icefloe-head/icefloe-node,
+as in the image) with Kubeflow's environment; the client below follows
+shared/design/kubeflow-compat.md: PATH descriptors [index, total], varint
+tickets, sequential DoGet per endpoint, re-chunking to 128 rows and an
+overridable from_arrow_rb_to_tensor hook.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+from iceberg_util import Warehouse
+
+from icefloe._bin import bin_path
+from icefloe._process import ServerProcess
+
+ROWS = 1000
+
+
+def encode_varint(v: int) -> bytes:
+    if v <= 250:
+        return bytes([v])
+    if v <= 0xFFFF:
+        return b"\xfb" + v.to_bytes(2, "little")
+    if v <= 0xFFFFFFFF:
+        return b"\xfc" + v.to_bytes(4, "little")
+    return b"\xfd" + v.to_bytes(8, "little")
+
+
+class KubeflowStyleDataset:
+    """The Kubeflow example's reading loop, from the contract."""
+
+    def __init__(self, head: str, world_size: int, rank: int, num_workers: int, worker: int,
+                 seed: int = 0, batch_size: int = 128) -> None:
+        self.head = head
+        self.total = num_workers * world_size
+        self.index = (worker * world_size + rank + seed) % self.total
+        self.batch_size = batch_size
+
+    def from_arrow_rb_to_tensor(self, chunk: pa.RecordBatch):
+        yield {"id": np.asarray(chunk.column("id"))}
+
+    def __iter__(self):
+        client = flight.connect(self.head)
+        info = client.get_flight_info(
+            flight.FlightDescriptor.for_path(str(self.index), str(self.total)))
+        for endpoint in info.endpoints:
+            reader = flight.connect(endpoint.locations[0].uri.decode()).do_get(endpoint.ticket)
+            for batch in reader:
+                rb = batch.data
+                for start in range(0, rb.num_rows, self.batch_size):
+                    yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
+
+
+@pytest.fixture(scope="module")
+def kubeflow_cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kubeflow")
+    wh = Warehouse(root / "wh")
+    ids = np.arange(ROWS, dtype=np.int64)
+    table = wh.create("t", pa.table({"id": ids[:400], "v": ids[:400] * 2.0}))
+    table.append(pa.table({"id": ids[400:700], "v": ids[400:700] * 2.0}))
+    table.append(pa.table({"id": ids[700:], "v": ids[700:] * 2.0}))
+    bindir = root / "bin"
+    bindir.mkdir()
+    os.symlink(bin_path("icefloe-head"), bindir / "head")
+    os.symlink(bin_path("icefloe-node"), bindir / "worker")
+    env = {**os.environ, "METADATA_LOC": table.metadata_location, "SCHEMA_NAME": "db",
+           "TABLE_NAME": "t", "LWS_LEADER_ADDRESS": "job-cache-0.job-cache.ns",
+           "LWS_GROUP_SIZE": "3", "HEALTH_PORT": "0"}
+    procs: list[ServerProcess] = []
+    try:
+        for i in range(2):
+            procs.append(ServerProcess(name=f"worker-{i}", argv=[str(bindir / "worker"),
+                                       "127.0.0.1", "0"], log_path=root / f"w{i}.log",
+                                       env=env).start())
+        head_env = {**env, "ICEFLOE_NODES": ",".join(p.location for p in procs)}
+        head = ServerProcess(name="head", argv=[str(bindir / "head"), "127.0.0.1", "0"],
+                             log_path=root / "head.log", env=head_env).start()
+        procs.append(head)
+        wait_ready(head.health, 60)
+        yield head, procs[:2], table
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def wait_ready(health: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(health + "/ready", timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not ready: {exc.read().decode()}") from exc
+        time.sleep(0.05)
+
+
+def test_every_row_exactly_once_across_ranks_and_workers(kubeflow_cache):
+    head, _, _ = kubeflow_cache
+    for world_size in (1, 2, 3, 4):
+        for num_workers in (1, 2, 3):
+            for seed in (0, 5):
+                total = world_size * num_workers
+                per = -(-ROWS // total)
+                seen: list[int] = []
+                for rank in range(world_size):
+                    for worker in range(num_workers):
+                        ds = KubeflowStyleDataset(head.location, world_size, rank, num_workers,
+                                                  worker, seed)
+                        if ds.index * per >= ROWS:
+                            with pytest.raises(pa.ArrowInvalid, match="Invalid partition range"):
+                                list(ds)
+                            continue
+                        chunks = list(ds)
+                        assert all(len(c["id"]) <= 128 for c in chunks)
+                        got = np.concatenate([c["id"] for c in chunks]).tolist()
+                        first = ds.index * per
+                        assert len(got) == min(first + per, ROWS) - first
+                        seen += got
+                assert sorted(seen) == list(range(ROWS)), (world_size, num_workers, seed)
+
+
+def test_flight_info_and_tickets_follow_the_contract(kubeflow_cache):
+    head, workers, _ = kubeflow_cache
+    client = flight.connect(head.location)
+    info = client.get_flight_info(flight.FlightDescriptor.for_path("1", "4"))
+    expected_ticket = encode_varint(250) + encode_varint(499)
+    assert len(info.endpoints) >= 1
+    for e in info.endpoints:
+        assert e.ticket.ticket == expected_ticket
+        assert e.app_metadata == expected_ticket
+        assert len(e.locations) == 1
+        assert e.locations[0].uri.decode() in {w.location for w in workers}
+    assert "id" in info.schema.names and "v" in info.schema.names
+    # A hand-made ticket straight to a worker returns the rows it holds.
+    rows = []
+    for w in workers:
+        t = flight.connect(w.location).do_get(flight.Ticket(b"\x00\x18")).read_all()
+        rows += t.column("id").to_pylist()
+    assert len(rows) == 25 and len(set(rows)) == 25
+
+
+@pytest.mark.parametrize("path, message", [
+    ((), "Missing local_rank in path"),
+    (("0",), "Missing total in path"),
+    (("x", "2"), "Invalid local_rank value"),
+    (("0", "y"), "Invalid total value"),
+    (("0", "0"), "Invalid partition range"),
+    (("5", "5"), "Invalid partition range"),
+])
+def test_errors_as_the_contract_words_them(kubeflow_cache, path, message):
+    head, _, _ = kubeflow_cache
+    with pytest.raises(pa.ArrowInvalid, match=message):
+        flight.connect(head.location).get_flight_info(flight.FlightDescriptor.for_path(*path))
+
+
+def test_bad_ticket_and_worker_readiness(kubeflow_cache):
+    _, workers, _ = kubeflow_cache
+    for w in workers:
+        with urllib.request.urlopen(w.health + "/ready", timeout=5) as resp:
+            assert resp.read() == b"ready"
+        with pytest.raises(pa.ArrowInvalid, match="Invalid ticket format"):
+            flight.connect(w.location).do_get(flight.Ticket(b"\xfe\x01")).read_all()
+
+
+def test_head_fails_loudly_on_a_missing_table(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(bin_path("icefloe-head"), bindir / "head")
+    os.symlink(bin_path("icefloe-node"), bindir / "worker")
+    env = {**os.environ, "METADATA_LOC": str(tmp_path / "nope.metadata.json"),
+           "LWS_LEADER_ADDRESS": "x", "LWS_GROUP_SIZE": "2", "HEALTH_PORT": "0",
+           "ICEFLOE_STARTUP_TIMEOUT": "2"}
+    worker = ServerProcess(name="w", argv=[str(bindir / "worker"), "127.0.0.1", "0"],
+                           log_path=tmp_path / "w.log", env=env).start()
+    try:
+        head = ServerProcess(name="head", argv=[str(bindir / "head"), "127.0.0.1", "0"],
+                             log_path=tmp_path / "h.log",
+                             env={**env, "ICEFLOE_NODES": worker.location}).start()
+        code = head.popen.wait(timeout=60)
+        assert code != 0
+        assert "nope.metadata.json" in Path(tmp_path / "h.log").read_text()
+        head.stop()
+    finally:
+        worker.stop()
