@@ -21,8 +21,11 @@ PY="$VENV/bin/python"
 #   libcpp-httplib-dev   the HTTP side port (/ready, /healthz, /metrics)
 #   clang-format         formatting check
 #   iperf3               loopback baseline for the wire benchmark
+#   debootstrap, umoci   container image without Docker (deploy/image/build.sh)
+#   iproute2             ip netns / veth / bridge for the image test (tests/test_image.py)
+#   openssl              its TLS certificate
 APT_PACKAGES=(g++ pkgconf libgtest-dev nlohmann-json3-dev libssl-dev libcpp-httplib-dev
-              clang-format iperf3)
+              clang-format iperf3 debootstrap umoci iproute2 openssl)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 

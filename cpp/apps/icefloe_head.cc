@@ -62,9 +62,11 @@ arrow::Status Run(const Flags& flags) {
   if (flags.kubeflow) {
     // Kubeflow mode: the table named by the environment, loaded at start-up.
     ARROW_ASSIGN_OR_RAISE(KubeflowEnv env, KubeflowEnv::FromEnvironment(/*for_head=*/true));
-    // Workers by the LWS naming rule, unless listed explicitly (--node / ICEFLOE_NODES).
+    // Workers by the LWS naming rule, unless listed explicitly (--node / ICEFLOE_NODES);
+    // they serve TLS when the head does.
     if (options.nodes.empty()) {
-      ARROW_ASSIGN_OR_RAISE(options.nodes, env.WorkerLocations(settings.port));
+      ARROW_ASSIGN_OR_RAISE(options.nodes,
+                            env.WorkerLocations(settings.port, settings.security.tls()));
     }
     options.default_dataset = env.DatasetName();
     LoadRequest load;

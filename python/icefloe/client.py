@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +21,33 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from .errors import Unavailable, map_error
+from .errors import Error, Unavailable, map_error
 
 PROTOCOL_VERSION = 1
+
+# gRPC (inside Arrow Flight) cannot be used in a process forked after it was
+# used: the child hangs. We remember which process first used it so a forked
+# DataLoader worker fails with a clear error instead (see check_fork_safe).
+_flight_pid: int | None = None
+
+
+class ForkedAfterFlightError(Error, RuntimeError):
+    """This process was forked after its parent used Arrow Flight."""
+
+
+def check_fork_safe() -> None:
+    """Raises ForkedAfterFlightError in a process forked after Flight was used."""
+    if _flight_pid is not None and _flight_pid != os.getpid():
+        raise ForkedAfterFlightError(
+            "this process was forked after its parent used Arrow Flight (gRPC), which "
+            "cannot work after fork; give the DataLoader multiprocessing_context='forkserver' "
+            "(or 'spawn'), or create it before the parent talks to the cluster")
+
+
+def _note_flight_use() -> None:
+    global _flight_pid
+    check_fork_safe()
+    _flight_pid = os.getpid()
 
 
 @contextmanager
@@ -90,6 +115,7 @@ class Client:
         roots = _pem(tls_root_certs)
         if roots:
             self._connect_kwargs["tls_root_certs"] = roots
+        _note_flight_use()
         with mapped_errors():
             self._head = flight.connect(head_uri, **self._connect_kwargs)
         self._nodes: dict[str, flight.FlightClient] = {}
@@ -222,6 +248,75 @@ class Client:
         with ThreadPoolExecutor(max_workers=min(self._parallelism, len(endpoints))) as pool:
             tables = list(pool.map(self.read_endpoint, endpoints))
         return pa.concat_tables(tables)
+
+    # -- epochs and random access -------------------------------------------
+
+    def epoch_info(self, name: str, **plan: Any) -> tuple[flight.FlightInfo, dict[str, Any]]:
+        """The endpoints of one consumer's epoch plan and its shape.
+
+        ``plan`` holds the plan coordinates: seed, epoch, shuffle ("none",
+        "block", "sample"), block_rows, shuffle_within_block, world_size, rank,
+        num_workers, worker, batch_size, drop_last, start (docs/epochs.md).
+        """
+        cmd = {"v": PROTOCOL_VERSION, "kind": "epoch", "dataset": name,
+               **{k: v for k, v in plan.items() if v is not None}}
+        descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
+        with mapped_errors():
+            info = self._head.get_flight_info(descriptor, options=self.call_options())
+        return info, json.loads(info.app_metadata or b"{}")
+
+    def _endpoint_reader(self, endpoint: flight.FlightEndpoint) -> Callable[[], Any]:
+        def open_reader() -> Any:
+            last: BaseException | None = None
+            for location in endpoint.locations:
+                try:
+                    with mapped_errors():
+                        return self.node(location.uri.decode()).do_get(
+                            endpoint.ticket, options=self.call_options())
+                except Unavailable as exc:
+                    last = exc
+            assert last is not None
+            raise last
+
+        return open_reader
+
+    def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 4,
+                   as_numpy: bool = False, **plan: Any) -> Iterator[Any]:
+        """This consumer's batches of one epoch, in order.
+
+        Reads every endpoint in parallel (a bounded ``prefetch`` of pieces per
+        endpoint) and assembles each batch from its pieces. Yields record
+        batches, or with ``as_numpy`` dicts of numpy arrays: framework-neutral,
+        for JAX or ``tf.data.Dataset.from_generator``.
+        """
+        from ._pieces import merged_batches
+
+        info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
+        readers = [self._endpoint_reader(e) for e in info.endpoints]
+        for batch in merged_batches(readers, int(shape["worker_batches"]),
+                                    depth=max(1, prefetch), first=int(shape.get("first_batch", 0))):
+            if as_numpy:
+                yield {n: c.to_numpy(zero_copy_only=False)
+                       for n, c in zip(batch.schema.names, batch.columns, strict=True)}
+            else:
+                yield batch
+
+    def take(self, name: str, rows: list[int] | Any) -> pa.Table:
+        """Rows by global id (any order, duplicates allowed), in that order.
+
+        One gather per node holding any of them, done by the nodes.
+        """
+        from ._pieces import merged_batches
+
+        ids = [int(r) for r in rows]
+        if not ids:
+            return self.flight_info(name, 0, 0).schema.empty_table()
+        cmd = {"v": PROTOCOL_VERSION, "kind": "rows", "dataset": name, "rows": ids}
+        descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
+        with mapped_errors():
+            info = self._head.get_flight_info(descriptor, options=self.call_options())
+        readers = [self._endpoint_reader(e) for e in info.endpoints]
+        return pa.Table.from_batches(list(merged_batches(readers, 1)))
 
     def close(self) -> None:
         with self._lock:

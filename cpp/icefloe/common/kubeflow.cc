@@ -54,15 +54,16 @@ std::string KubeflowEnv::DatasetName() const {
   return schema_name + "." + table_name;
 }
 
-arrow::Result<std::vector<std::string>> KubeflowEnv::WorkerLocations(int port) const {
+arrow::Result<std::vector<std::string>> KubeflowEnv::WorkerLocations(int port, bool tls) const {
   size_t dot = leader_address.find('.');
   std::string first = leader_address.substr(0, dot);
   std::string rest = dot == std::string::npos ? "" : leader_address.substr(dot);
   if (first.empty())
     return arrow::Status::Invalid("LWS_LEADER_ADDRESS '", leader_address, "' has no host name");
+  const std::string scheme = tls ? "grpc+tls://" : "grpc://";
   std::vector<std::string> out;
   for (int i = 1; i < group_size; ++i) {
-    out.push_back("grpc://" + first + "-" + std::to_string(i) + rest + ":" + std::to_string(port));
+    out.push_back(scheme + first + "-" + std::to_string(i) + rest + ":" + std::to_string(port));
   }
   return out;
 }

@@ -30,8 +30,9 @@ struct KubeflowEnv {
   /// The name the table is cached under: "<schema>.<table>", or "default".
   std::string DatasetName() const;
 
-  /// grpc://<first label>-<i>.<rest>:<port> for workers i = 1 .. group_size-1.
-  arrow::Result<std::vector<std::string>> WorkerLocations(int port) const;
+  /// grpc://<first label>-<i>.<rest>:<port> for workers i = 1 .. group_size-1
+  /// (grpc+tls:// when `tls`: the workers serve TLS like the head).
+  arrow::Result<std::vector<std::string>> WorkerLocations(int port, bool tls = false) const;
 };
 
 /// The Kubeflow shard a PATH descriptor [index, total] names, as inclusive

@@ -46,6 +46,8 @@ TEST(KubeflowEnv, WorkerLocationsFollowTheLwsNamingRule) {
   auto locs = *env.WorkerLocations(50051);
   EXPECT_EQ(locs, (std::vector<std::string>{"grpc://job-cache-0-1.job-cache.ns:50051",
                                             "grpc://job-cache-0-2.job-cache.ns:50051"}));
+  EXPECT_EQ((*env.WorkerLocations(50051, /*tls=*/true))[1],
+            "grpc+tls://job-cache-0-2.job-cache.ns:50051");
   env.schema_name = "db";
   env.table_name = "t";
   EXPECT_EQ(env.DatasetName(), "db.t");

@@ -283,8 +283,11 @@ arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescripto
   if (request.type == flight::FlightDescriptor::CMD) {
     ARROW_ASSIGN_OR_RAISE(json j, ParseBody(request.cmd, "descriptor"));
     std::string kind = j.value("kind", "range");
+    if (kind == "epoch") return EpochInfo(j, request);
+    if (kind == "rows") return RowsInfo(j, request);
     if (kind != "range") {
-      return arrow::Status::NotImplemented("descriptor kind '", kind, "' is not served yet");
+      return arrow::Status::Invalid("unknown descriptor kind '", kind,
+                                    "' (expected range, epoch or rows)");
     }
     ARROW_ASSIGN_OR_RAISE(auto command, ParseRangeCommand(j));
     start = command.start;

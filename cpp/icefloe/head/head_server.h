@@ -93,6 +93,12 @@ class HeadServer : public arrow::flight::FlightServerBase {
  private:
   arrow::Result<arrow::flight::FlightInfo> KubeflowInfo(
       const arrow::flight::FlightDescriptor& request) const;
+  /// Epoch descriptors (epoch_info.cc): one plan ticket per replica set.
+  arrow::Result<arrow::flight::FlightInfo> EpochInfo(
+      const nlohmann::json& command, const arrow::flight::FlightDescriptor& request) const;
+  /// Row descriptors (epoch_info.cc): one gather per replica set.
+  arrow::Result<arrow::flight::FlightInfo> RowsInfo(
+      const nlohmann::json& command, const arrow::flight::FlightDescriptor& request) const;
   arrow::Result<arrow::flight::FlightInfo> Info(
       const arrow::flight::FlightDescriptor& request) const;
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,

@@ -4,7 +4,11 @@
 
 #include <unordered_set>
 
+#include <arrow/array/builder_primitive.h>
+#include <arrow/compute/api_vector.h>
+#include <arrow/compute/exec.h>
 #include <arrow/memory_pool.h>
+#include <arrow/table.h>
 
 #include <arrow/array/data.h>
 
@@ -53,6 +57,14 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     ds->batches_.push_back(std::move(b));
   }
   if (ds->pool_) ds->nbytes_ = ds->pool_->bytes_allocated();
+  std::vector<std::shared_ptr<arrow::RecordBatch>> plain;
+  int64_t local = 0;
+  for (const auto& b : ds->batches_) {
+    ds->local_starts_.push_back(local);
+    local += b.batch->num_rows();
+    plain.push_back(b.batch);
+  }
+  ARROW_ASSIGN_OR_RAISE(ds->table_, arrow::Table::FromRecordBatches(ds->schema_, plain));
   return ds;
 }
 
@@ -81,6 +93,27 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Slice(RowRange r
     }
   }
   return out;
+}
+
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Gather(
+    const std::vector<uint64_t>& rows, arrow::MemoryPool* pool) const {
+  arrow::Int64Builder indices(pool);
+  ARROW_RETURN_NOT_OK(indices.Reserve(static_cast<int64_t>(rows.size())));
+  for (uint64_t row : rows) {
+    auto it = FirstEndingAfter(batches_, row);
+    if (it == batches_.end() || it->global_start > row) {
+      return arrow::Status::KeyError("row ", row, " of dataset '", name_,
+                                     "' is not held by this node");
+    }
+    size_t i = static_cast<size_t>(it - batches_.begin());
+    indices.UnsafeAppend(local_starts_[i] + static_cast<int64_t>(row - it->global_start));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
+  arrow::compute::ExecContext ctx(pool);
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
+                        arrow::compute::Take(table_, index_array,
+                                             arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
+  return taken.table()->CombineChunksToBatch(pool);
 }
 
 uint64_t CachedDataset::CountRows(RowRange range) const {

@@ -52,6 +52,11 @@ class CachedDataset {
   /// Number of rows this node holds within `range`.
   uint64_t CountRows(RowRange range) const;
 
+  /// Copies the given global rows (any order, duplicates allowed) into one
+  /// record batch, in that order. KeyError naming a row this node does not hold.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Gather(const std::vector<uint64_t>& rows,
+                                                            arrow::MemoryPool* pool) const;
+
  private:
   CachedDataset() = default;
   std::shared_ptr<arrow::MemoryPool> pool_;  // declared first: outlives the batches
@@ -59,6 +64,8 @@ class CachedDataset {
   uint64_t generation_ = 0;
   std::shared_ptr<arrow::Schema> schema_;
   std::vector<CachedBatch> batches_;
+  std::vector<int64_t> local_starts_;    // index of each batch's first row among held rows
+  std::shared_ptr<arrow::Table> table_;  // the batches as one table, for gathers
   int64_t num_rows_ = 0;
   int64_t nbytes_ = 0;
 };

@@ -9,6 +9,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/ticket.h"
 #include "icefloe/common/wire_status.h"
+#include "icefloe/node/piece_stream.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -176,17 +177,23 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(NativeTicket ticket, DecodeNativeTicket(request.ticket, ticket_key_));
-  if (ticket.header.kind != TicketKind::kRange) {
-    return arrow::Status::NotImplemented("ticket kind ", static_cast<int>(ticket.header.kind),
-                                         " is not served yet");
-  }
-  ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));
   ARROW_ASSIGN_OR_RAISE(auto dataset, Get(ticket.header.dataset));
   if (dataset->generation() != ticket.header.generation) {
     return arrow::Status::Invalid("stale ticket: dataset '", dataset->name(), "' generation ",
                                   ticket.header.generation, " was replaced by generation ",
                                   dataset->generation(), "; ask the head for new endpoints");
   }
+  if (ticket.header.kind == TicketKind::kPlan) {
+    ARROW_ASSIGN_OR_RAISE(PlanTicket plan, DecodePlanBody(ticket.body));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan)));
+    return arrow::Status::OK();
+  }
+  if (ticket.header.kind == TicketKind::kRows) {
+    ARROW_ASSIGN_OR_RAISE(RowsTicket rows, DecodeRowsBody(ticket.body));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows)));
+    return arrow::Status::OK();
+  }
+  ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));
   auto batches = dataset->Slice(range);
   auto reader = std::make_shared<SnapshotReader>(dataset, std::move(batches));
   *stream = std::make_unique<flight::RecordBatchStream>(std::move(reader));

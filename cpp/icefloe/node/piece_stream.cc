@@ -1,0 +1,168 @@
+#include "icefloe/node/piece_stream.h"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <optional>
+
+#include <arrow/buffer.h>
+#include <arrow/ipc/writer.h>
+#include <arrow/record_batch.h>
+
+namespace icefloe {
+
+namespace flight = arrow::flight;
+
+namespace {
+
+struct Piece {
+  std::shared_ptr<arrow::RecordBatch> batch;
+  PieceInfo info;
+};
+
+// Batches with more scattered runs than this are gathered into one piece.
+constexpr size_t kMaxSlicePieces = 8;
+// Rows per gathered piece of a row ticket.
+constexpr size_t kRowsPerPiece = 64 * 1024;
+
+// A FlightDataStream over pieces produced on demand by `next_`: each call
+// appends the pieces of one more unit of work, or returns false at the end.
+class PieceStream : public flight::FlightDataStream {
+ public:
+  using Producer = std::function<arrow::Result<bool>(std::deque<Piece>*)>;
+
+  PieceStream(std::shared_ptr<const CachedDataset> dataset, Producer next)
+      : dataset_(std::move(dataset)), next_(std::move(next)), mapper_(*dataset_->schema()) {}
+
+  std::shared_ptr<arrow::Schema> schema() override { return dataset_->schema(); }
+
+  arrow::Result<flight::FlightPayload> GetSchemaPayload() override {
+    flight::FlightPayload payload;
+    ARROW_RETURN_NOT_OK(
+        arrow::ipc::GetSchemaPayload(*dataset_->schema(), options_, mapper_, &payload.ipc_message));
+    return payload;
+  }
+
+  arrow::Result<flight::FlightPayload> Next() override {
+    while (pending_.empty()) {
+      ARROW_ASSIGN_OR_RAISE(bool more, next_(&pending_));
+      if (!more) return flight::FlightPayload{};  // end of stream: null metadata
+    }
+    Piece piece = std::move(pending_.front());
+    pending_.pop_front();
+    flight::FlightPayload payload;
+    ARROW_RETURN_NOT_OK(
+        arrow::ipc::GetRecordBatchPayload(*piece.batch, options_, &payload.ipc_message));
+    payload.app_metadata = arrow::Buffer::FromString(EncodePieceMetadata(piece.info));
+    return payload;
+  }
+
+ private:
+  std::shared_ptr<const CachedDataset> dataset_;  // keeps buffers (and pool) alive
+  Producer next_;
+  arrow::ipc::DictionaryFieldMapper mapper_;
+  arrow::ipc::IpcWriteOptions options_ = arrow::ipc::IpcWriteOptions::Defaults();
+  std::deque<Piece> pending_;
+};
+
+void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t length) {
+  if (!runs->empty() && runs->back().offset + runs->back().length == offset) {
+    runs->back().length += length;
+  } else {
+    runs->push_back({offset, length});
+  }
+}
+
+// The pieces of one consumer batch that fall in the owned ranges.
+arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
+                          std::deque<Piece>* out) {
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
+  const uint32_t batch_rows = static_cast<uint32_t>(ticket.params.batch_size);
+  struct SubRun {
+    uint32_t offset;
+    RowRange rows;
+  };
+  std::vector<SubRun> subruns;
+  uint64_t offset = 0;
+  const auto& owned = ticket.owned;
+  for (const auto& run : runs) {
+    auto it = std::upper_bound(owned.begin(), owned.end(), run.start,
+                               [](uint64_t v, const RowRange& r) { return v < r.stop; });
+    for (; it != owned.end() && it->start < run.stop; ++it) {
+      uint64_t a = std::max(run.start, it->start), z = std::min(run.stop, it->stop);
+      if (a < z) subruns.push_back({static_cast<uint32_t>(offset + a - run.start), {a, z}});
+    }
+    offset += run.size();
+  }
+  if (subruns.empty()) return arrow::Status::OK();
+
+  if (subruns.size() <= kMaxSlicePieces) {
+    for (const auto& s : subruns) {
+      if (dataset.CountRows(s.rows) != s.rows.size()) {
+        return arrow::Status::KeyError("rows [", s.rows.start, ", ", s.rows.stop, ") of dataset '",
+                                       dataset.name(), "' are not all held by this node");
+      }
+      uint32_t piece_offset = s.offset;
+      for (auto& slice : dataset.Slice(s.rows)) {
+        uint32_t n = static_cast<uint32_t>(slice->num_rows());
+        out->push_back({std::move(slice), {batch, batch_rows, {{piece_offset, n}}}});
+        piece_offset += n;
+      }
+    }
+    return arrow::Status::OK();
+  }
+  std::vector<uint64_t> rows;
+  PieceInfo info{batch, batch_rows, {}};
+  for (const auto& s : subruns) {
+    for (uint64_t r = s.rows.start; r < s.rows.stop; ++r) rows.push_back(r);
+    AppendPieceRun(&info.runs, s.offset, static_cast<uint32_t>(s.rows.size()));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.Gather(rows, arrow::default_memory_pool()));
+  out->push_back({std::move(gathered), std::move(info)});
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
+    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket) {
+  ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
+  if (ticket.batch_end > shape.worker_batches) {
+    return arrow::Status::Invalid("plan ticket asks for batches up to ", ticket.batch_end,
+                                  " but this consumer has ", shape.worker_batches);
+  }
+  if (ticket.params.batch_size > UINT32_MAX) {
+    return arrow::Status::Invalid("batch_size ", ticket.params.batch_size, " is too large");
+  }
+  auto next_batch = std::make_shared<uint64_t>(ticket.batch_begin);
+  const CachedDataset* ds = dataset.get();
+  auto producer = [ds, ticket = std::move(ticket),
+                   next_batch](std::deque<Piece>* out) -> arrow::Result<bool> {
+    if (*next_batch >= ticket.batch_end) return false;
+    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, out));
+    return true;
+  };
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
+}
+
+arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
+    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket) {
+  auto next = std::make_shared<size_t>(0);
+  const CachedDataset* ds = dataset.get();
+  auto producer = [ds, ticket = std::move(ticket),
+                   next](std::deque<Piece>* out) -> arrow::Result<bool> {
+    if (*next >= ticket.rows.size()) return false;
+    size_t end = std::min(ticket.rows.size(), *next + kRowsPerPiece);
+    std::vector<uint64_t> rows(ticket.rows.begin() + static_cast<ptrdiff_t>(*next),
+                               ticket.rows.begin() + static_cast<ptrdiff_t>(end));
+    PieceInfo info{0, ticket.total, {}};
+    for (size_t i = *next; i < end; ++i) AppendPieceRun(&info.runs, ticket.positions[i], 1);
+    ARROW_ASSIGN_OR_RAISE(auto gathered, ds->Gather(rows, arrow::default_memory_pool()));
+    out->push_back({std::move(gathered), std::move(info)});
+    *next = end;
+    return true;
+  };
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
+}
+
+}  // namespace icefloe

@@ -1,0 +1,30 @@
+// Streams for plan and row tickets: record batches tagged with where their
+// rows go (plan/plan_ticket.h's piece metadata).
+//
+// Pieces are produced lazily, one consumer batch at a time, so a stream over
+// a whole epoch holds at most one batch's pieces in memory. Runs of rows held
+// contiguously are sent as zero-copy slices of cached batches; scattered rows
+// (sample shuffle, random access) are gathered into one batch (one copy).
+#pragma once
+
+#include <memory>
+
+#include <arrow/flight/server.h>
+#include <arrow/result.h>
+
+#include "icefloe/node/dataset.h"
+#include "icefloe/plan/plan_ticket.h"
+
+namespace icefloe {
+
+/// The stream for a plan ticket: every batch in [batch_begin, batch_end) of
+/// the consumer, restricted to the ticket's owned ranges. KeyError when the
+/// node lacks owned rows it is asked for (a stale or misrouted ticket).
+arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
+    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket);
+
+/// The stream for a row ticket: the requested rows, gathered, in chunks.
+arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
+    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket);
+
+}  // namespace icefloe

@@ -1,0 +1,62 @@
+// Bodies of plan tickets (kind kPlan) and row tickets (kind kRows), and the
+// app_metadata that tags each record batch a node streams for them.
+//
+// A plan ticket carries a consumer's PlanParams, a range of its batches and
+// the global row ranges this endpoint answers for (the slices whose replicas
+// it names), so a node serves it without state: for each batch it streams the
+// rows of the batch that fall in those ranges. Each record batch it sends is
+// a *piece* of one consumer batch, tagged with where its rows go:
+//
+//   "IFP1" | u64 batch | u32 batch_rows | u32 runs | runs x (u32 offset, u32 length)
+//
+// (little-endian): the piece's rows, in order, fill positions
+// [offset, offset + length) of batch `batch`, run after run. A consumer
+// assembles every batch from the pieces of all endpoints (docs/protocol.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "icefloe/common/ticket.h"
+#include "icefloe/plan/plan.h"
+
+namespace icefloe {
+
+struct PlanTicket {
+  PlanParams params;
+  uint64_t batch_begin = 0;     ///< First of this worker's batches to serve.
+  uint64_t batch_end = 0;       ///< One past the last.
+  std::vector<RowRange> owned;  ///< Global rows this endpoint answers for, sorted, disjoint.
+};
+std::string EncodePlanBody(const PlanTicket& ticket);
+/// Invalid("Invalid ticket format: ...") for malformed bodies, an unknown order
+/// version, or parameters ValidatePlan rejects.
+arrow::Result<PlanTicket> DecodePlanBody(std::string_view body);
+
+/// A random-access request: rows[i] goes to position positions[i] of the answer.
+struct RowsTicket {
+  uint32_t total = 0;  ///< Rows in the whole answer (all endpoints).
+  std::vector<uint32_t> positions;
+  std::vector<uint64_t> rows;
+};
+std::string EncodeRowsBody(const RowsTicket& ticket);
+arrow::Result<RowsTicket> DecodeRowsBody(std::string_view body);
+
+/// Where a piece's rows go in its consumer batch.
+struct PieceRun {
+  uint32_t offset = 0;
+  uint32_t length = 0;
+};
+struct PieceInfo {
+  uint64_t batch = 0;
+  uint32_t batch_rows = 0;
+  std::vector<PieceRun> runs;
+};
+std::string EncodePieceMetadata(const PieceInfo& piece);
+arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes);
+
+}  // namespace icefloe

@@ -1,0 +1,142 @@
+"""Assembling consumer batches from the pieces nodes stream (docs/protocol.md).
+
+For plan and row tickets a node sends record batches tagged with app_metadata
+``"IFP1" | u64 batch | u32 batch_rows | u32 n | n x (u32 offset, u32 length)``:
+the piece's rows fill those positions of consumer batch ``batch``. Every
+endpoint streams pieces in increasing batch order, so a batch is complete when
+``batch_rows`` rows have arrived, and it is yielded as soon as it is.
+"""
+
+from __future__ import annotations
+
+import queue
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import InvalidArgument, map_error
+
+_HEADER = struct.Struct("<4sQII")
+_MAGIC = b"IFP1"
+_DONE = object()
+
+
+@dataclass
+class Piece:
+    batch: int
+    batch_rows: int
+    runs: np.ndarray  # (n, 2) uint32: offset, length
+    data: pa.RecordBatch
+
+
+def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece:
+    if metadata is None or metadata.size < _HEADER.size:
+        raise InvalidArgument("a node sent a batch without piece metadata")
+    raw = metadata.to_pybytes()
+    magic, batch, batch_rows, n = _HEADER.unpack_from(raw)
+    if magic != _MAGIC or len(raw) != _HEADER.size + 8 * n:
+        raise InvalidArgument("a node sent malformed piece metadata")
+    runs = np.frombuffer(raw, dtype="<u4", count=2 * n, offset=_HEADER.size).reshape(n, 2)
+    return Piece(batch, batch_rows, runs, data)
+
+
+def assemble(pieces: list[Piece]) -> pa.RecordBatch:
+    """One consumer batch from its pieces; zero-copy when a single piece fills it in order."""
+    if len(pieces) == 1 and len(pieces[0].runs) == 1 and pieces[0].runs[0][0] == 0:
+        return pieces[0].data
+    pieces.sort(key=lambda p: int(p.runs[0][0]) if len(p.runs) else 0)
+    positions = np.concatenate([
+        np.concatenate([np.arange(o, o + n, dtype=np.int64) for o, n in p.runs])
+        for p in pieces
+    ])
+    combined = pa.concat_batches([p.data for p in pieces])
+    if np.all(positions[1:] > positions[:-1]):
+        return combined  # pieces already in position order
+    return combined.take(pa.array(np.argsort(positions, kind="stable")))
+
+
+class _Stream:
+    """Reads one endpoint on a thread into a bounded queue of pieces."""
+
+    def __init__(self, open_reader: Callable[[], object], depth: int) -> None:
+        self.queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._open = open_reader
+        self._stop = threading.Event()
+        self.head: Piece | None = None
+        self.done = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            reader = self._open()
+            while not self._stop.is_set():
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    break
+                if not self._put(parse_piece(chunk.data, chunk.app_metadata)):
+                    return
+            self._put(_DONE)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._put(map_error(exc))
+
+    def peek(self) -> Piece | None:
+        """The next piece (blocking), or None at the end of the stream."""
+        if self.head is None and not self.done:
+            item = self.queue.get()
+            if item is _DONE:
+                self.done = True
+            elif isinstance(item, BaseException):
+                self.done = True
+                raise item
+            else:
+                self.head = item
+        return self.head
+
+    def take(self) -> Piece:
+        piece, self.head = self.head, None
+        assert piece is not None
+        return piece
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def merged_batches(readers: list[Callable[[], object]], num_batches: int,
+                   depth: int = 4, first: int = 0) -> Iterator[pa.RecordBatch]:
+    """Batches first..num_batches-1, assembled from the pieces of every reader."""
+    streams = [_Stream(r, depth) for r in readers]
+    try:
+        for b in range(first, num_batches):
+            # Streams send pieces in batch order: one pass takes all of batch b.
+            pieces: list[Piece] = []
+            rows, need = 0, None
+            for s in streams:
+                piece = s.peek()
+                while piece is not None and piece.batch == b:
+                    pieces.append(s.take())
+                    rows += piece.data.num_rows
+                    need = piece.batch_rows
+                    piece = s.peek()
+            if need is None or rows != need:
+                raise InvalidArgument(
+                    f"batch {b} is incomplete: {rows} of {need} rows arrived; "
+                    "the cluster changed under this epoch (was the dataset reloaded?)")
+            yield assemble(pieces)
+    finally:
+        for s in streams:
+            s.close()

@@ -1,0 +1,372 @@
+"""PyTorch datasets over an icefloe cache.
+
+- :class:`CacheDataset`: an ``IterableDataset`` that reads this consumer's
+  share of each epoch (exact sharding over ranks x DataLoader workers, per-epoch
+  shuffling, resumable). Use it with ``DataLoader(ds, batch_size=None)``.
+- :class:`DataCacheDataset`: Kubeflow Trainer's data-cache example usage
+  (``from_arrow_rb_to_tensor`` hook, 128-row chunks), over Kubeflow's protocol.
+- :class:`CacheMapDataset`: map-style, batched random access, any sampler.
+
+``torch`` is imported when this module is, never by ``import icefloe``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from .client import Client
+
+ORDER_VERSION = 1
+
+__all__ = ["CacheDataset", "CacheMapDataset", "DataCacheDataset", "batch_to_tensors",
+           "distributed_coordinates"]
+
+
+def distributed_coordinates() -> tuple[int, int]:
+    """(rank, world_size): torch.distributed when initialised, else RANK/WORLD_SIZE, else 0/1."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _live_coordinates() -> tuple[int, int] | None:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return None
+
+
+def _column_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> None:
+    t = col.type
+    if col.null_count:
+        # Nulls are explicit: values with nulls filled (NaN for floats, else 0)
+        # plus a boolean `<name>_valid` mask.
+        out[f"{name}_valid"] = torch.from_numpy(col.is_valid().to_numpy(zero_copy_only=False))
+        fill = float("nan") if pa.types.is_floating(t) else 0
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+            col = col.fill_null(pa.scalar(fill, t) if not pa.types.is_boolean(t) else False)
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        out[name] = torch.utils.dlpack.from_dlpack(col) if not col.null_count else \
+            torch.from_numpy(col.to_numpy(zero_copy_only=False).copy())
+    elif pa.types.is_boolean(t):
+        out[name] = torch.from_numpy(col.to_numpy(zero_copy_only=False))
+    elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or \
+            pa.types.is_duration(t):
+        width = pa.int64() if t.bit_width == 64 else pa.int32()
+        out[name] = torch.utils.dlpack.from_dlpack(col.view(width)) if not col.null_count else \
+            torch.from_numpy(col.view(width).to_numpy(zero_copy_only=False).copy())
+    elif pa.types.is_decimal(t):
+        out[name] = torch.from_numpy(col.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    elif isinstance(t, pa.FixedShapeTensorType) or pa.types.is_fixed_size_list(t):
+        storage = col.storage if isinstance(t, pa.FixedShapeTensorType) else col
+        shape = tuple(t.shape) if isinstance(t, pa.FixedShapeTensorType) else (t.list_size,)
+        values = storage.flatten()
+        tensor = torch.utils.dlpack.from_dlpack(values) if not values.null_count else \
+            torch.from_numpy(values.to_numpy(zero_copy_only=False).copy())
+        out[name] = tensor.reshape((len(col), *shape))
+    else:
+        # Strings, binary, nested lists, maps, structs: Python objects.
+        out[name] = col.to_pylist()
+
+
+def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
+    """The default conversion of a record batch to a dict of tensors.
+
+    Fixed-width numeric, temporal, fixed-size-list and fixed-shape-tensor
+    columns without nulls become tensors that share the Arrow buffers (zero
+    copy, via DLPack); columns with nulls are copied with nulls filled and get
+    a ``<name>_valid`` mask; strings and other types become Python lists.
+    """
+    out: dict[str, Any] = {}
+    for name, col in zip(batch.schema.names, batch.columns, strict=True):
+        _column_to_tensor(name, col, out)
+    return out
+
+
+class CacheDataset(IterableDataset):
+    """This consumer's batches of each epoch of a cached dataset.
+
+    Rank and world size come from ``torch.distributed`` when initialised
+    (else ``RANK``/``WORLD_SIZE``, else 0/1); the DataLoader worker from
+    ``get_worker_info()``. Every rank gets the same number of batches and,
+    across all consumers, every row is read exactly once per epoch (minus the
+    dropped tail with ``drop_last``, plus documented padding without it).
+
+    ``shuffle`` is ``"none"``, ``"block"`` (blocks of ``block_rows`` rows,
+    default the cached batch size, permuted per epoch; zero-copy) or
+    ``"sample"`` (a uniform pseudo-random permutation per epoch). Call
+    :meth:`set_epoch` before each epoch. Override :meth:`to_tensors` to change
+    how a record batch becomes a sample.
+    """
+
+    def __init__(
+        self,
+        head_uri: str,
+        dataset: str,
+        batch_size: int,
+        shuffle: str = "block",
+        seed: int = 0,
+        drop_last: bool = True,
+        columns: list[str] | None = None,
+        token: str | None = None,
+        prefetch: int = 4,
+        *,
+        tls_root_certs: str | bytes | None = None,
+        block_rows: int | None = None,
+        shuffle_within_block: bool = False,
+    ) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        if shuffle not in ("none", "block", "sample"):
+            raise ValueError(f"shuffle must be 'none', 'block' or 'sample', not {shuffle!r}")
+        self.head_uri = head_uri
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.columns = columns
+        self.prefetch = prefetch
+        self.block_rows = block_rows
+        self.shuffle_within_block = shuffle_within_block
+        self._token = token
+        self._tls_root_certs = tls_root_certs
+        self.epoch = 0
+        self._start = 0          # position of the epoch's order to start from (resume)
+        self._first_batch = 0    # per-worker resume (StatefulDataLoader)
+        self._yielded = 0        # batches yielded by this process in this epoch
+        self._client: Client | None = None
+        # DataLoader workers do not see torch.distributed: remember the rank
+        # where it is known (here, and in set_epoch, both in the main process).
+        self._dist = _live_coordinates()
+
+    # -- configuration -----------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch to read next (its own shuffle); resets resume state."""
+        if epoch != self.epoch:
+            self._start = 0
+            self._first_batch = 0
+        self.epoch = epoch
+        self._yielded = 0
+        self._dist = _live_coordinates() or self._dist
+
+    def to_tensors(self, batch: pa.RecordBatch) -> Any:
+        """Turns one record batch into what the loop receives; override freely."""
+        return batch_to_tensors(batch)
+
+    # -- plan ----------------------------------------------------------------
+
+    def _coordinates(self) -> dict[str, Any]:
+        rank, world_size = _live_coordinates() or self._dist or distributed_coordinates()
+        info = get_worker_info()
+        num_workers, worker = (info.num_workers, info.id) if info is not None else (0, 0)
+        return {"world_size": world_size, "rank": rank, "num_workers": num_workers,
+                "worker": worker}
+
+    def _plan(self, **overrides: Any) -> dict[str, Any]:
+        plan = {"seed": self.seed, "epoch": self.epoch, "shuffle": self.shuffle,
+                "batch_size": self.batch_size, "drop_last": self.drop_last,
+                "start": self._start, "block_rows": self.block_rows,
+                "shuffle_within_block": self.shuffle_within_block, **self._coordinates()}
+        plan.update(overrides)
+        return plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled for spawn/forkserver DataLoader workers, in the main process:
+        # the moment to pin the rank they cannot discover themselves.
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state["_dist"] = distributed_coordinates()
+        return state
+
+    def client(self) -> Client:
+        # One client per process: Flight clients must not cross a fork.
+        pid = os.getpid()
+        if self._client is None or getattr(self, "_client_pid", None) != pid:
+            self._client = Client(self.head_uri, token=self._token,
+                                  tls_root_certs=self._tls_root_certs)
+            self._client_pid = pid
+        return self._client
+
+    def __len__(self) -> int:
+        """Batches this rank reads in the current epoch (from the resume point)."""
+        plan = self._plan(num_workers=0, worker=0)
+        plan.pop("batch_size")
+        _, shape = self.client().epoch_info(self.dataset, batch_size=self.batch_size, **plan)
+        return int(shape["steps"])
+
+    def __iter__(self) -> Iterator[Any]:
+        plan = self._plan(first_batch=self._first_batch)
+        plan.pop("batch_size")
+        self._yielded = self._first_batch
+        for batch in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
+                                               prefetch=self.prefetch, **plan):
+            if self.columns is not None:
+                batch = batch.select(self.columns)
+            self._yielded += 1
+            yield self.to_tensors(batch)
+
+    # -- resume --------------------------------------------------------------
+
+    def state_dict(self, steps: int | None = None) -> dict[str, Any]:
+        """A small resume state: seed, epoch and the global position consumed.
+
+        ``steps`` is how many batches this rank's training loop has taken in
+        this epoch (the same on every rank). Without it the count of batches
+        this process yielded is used: exact with ``num_workers=0``; inside a
+        DataLoader worker (torchdata's StatefulDataLoader calls this there) the
+        state also records the worker's own batch count, for resuming the same
+        topology.
+        """
+        coords = self._coordinates()
+        info = get_worker_info()
+        state: dict[str, Any] = {"dataset": self.dataset, "seed": self.seed,
+                                 "epoch": self.epoch, "shuffle": self.shuffle,
+                                 "order_version": ORDER_VERSION, "start": self._start}
+        if steps is not None or info is None:
+            done = steps if steps is not None else self._yielded
+            step_rows = coords["world_size"] * self.batch_size
+            state["position"] = self._start + int(done) * step_rows
+        else:
+            state["worker"] = {"id": info.id, "num_workers": info.num_workers,
+                               "batches": self._yielded}
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes from :meth:`state_dict`'s output, with any world size,
+        batch size or worker count when the state has a ``position``."""
+        if state.get("order_version", ORDER_VERSION) != ORDER_VERSION:
+            raise ValueError("state was saved with another epoch-order version")
+        if state.get("dataset", self.dataset) != self.dataset:
+            raise ValueError(f"state is for dataset {state['dataset']!r}, not {self.dataset!r}")
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self.shuffle = state.get("shuffle", self.shuffle)
+        self._yielded = 0
+        if "position" in state:
+            self._start = int(state["position"])
+            self._first_batch = 0
+        else:
+            self._start = int(state.get("start", 0))
+            self._first_batch = int(state["worker"]["batches"])
+
+
+class DataCacheDataset(IterableDataset):
+    """Kubeflow Trainer's data-cache dataset usage, over Kubeflow's protocol.
+
+    Reads shard ``(worker * world_size + rank + seed) % total`` of
+    ``total = num_workers * world_size`` from the head (PATH descriptors),
+    re-chunks every record batch to ``batch_size`` rows and yields what
+    :meth:`from_arrow_rb_to_tensor` yields for each chunk. Use with
+    ``DataLoader(ds, batch_size=None)``. The head defaults to
+    ``grpc://$TRAIN_JOB_NAME-cache-service:50051``.
+    """
+
+    def __init__(self, head_uri: str | None = None, batch_size: int = 128, seed: int = 0,
+                 token: str | None = None, tls_root_certs: str | bytes | None = None) -> None:
+        super().__init__()
+        if head_uri is None:
+            head_uri = f"grpc://{os.environ['TRAIN_JOB_NAME']}-cache-service:50051"
+        self.head_uri = head_uri
+        self.batch_size = batch_size
+        self.seed = seed
+        self._token = token
+        self._tls_root_certs = tls_root_certs
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_dist"] = distributed_coordinates()  # workers cannot discover it
+        return state
+
+    def set_epoch(self, epoch: int) -> None:
+        """Kubeflow's per-epoch "shuffle": rotate which shard a consumer reads."""
+        self.seed += epoch
+
+    def from_arrow_rb_to_tensor(self, chunk: pa.RecordBatch) -> Iterator[Any]:
+        """Override to turn a chunk into samples; the default yields one dict of tensors."""
+        yield batch_to_tensors(chunk)
+
+    def __iter__(self) -> Iterator[Any]:
+        import pyarrow.flight as flight
+
+        rank, world_size = _live_coordinates() or getattr(self, "_dist", None) or \
+            distributed_coordinates()
+        info = get_worker_info()
+        num_workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        total = num_workers * world_size
+        index = (worker * world_size + rank + self.seed) % total
+        client = Client(self.head_uri, token=self._token, tls_root_certs=self._tls_root_certs)
+        try:
+            flight_info = client._head.get_flight_info(
+                flight.FlightDescriptor.for_path(str(index), str(total)),
+                options=client.call_options())
+            for endpoint in flight_info.endpoints:
+                reader = client.node(endpoint.locations[0].uri.decode()).do_get(
+                    endpoint.ticket, options=client.call_options())
+                for chunk in reader:
+                    rb = chunk.data
+                    for start in range(0, rb.num_rows, self.batch_size):
+                        yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
+        finally:
+            client.close()
+
+
+class CacheMapDataset(Dataset):
+    """Map-style access to a cached dataset by global row id, for any sampler.
+
+    ``ds[i]`` is one row as a dict; ``__getitems__`` (used by DataLoader for
+    a whole sampled batch) fetches all rows in one gather per node. With
+    ``batched=True`` it returns one dict of tensors for the batch; pair it
+    with ``collate_fn=lambda batch: batch``.
+    """
+
+    def __init__(self, head_uri: str, dataset: str, columns: list[str] | None = None,
+                 token: str | None = None, tls_root_certs: str | bytes | None = None,
+                 batched: bool = False) -> None:
+        self.head_uri = head_uri
+        self.dataset = dataset
+        self.columns = columns
+        self.batched = batched
+        self._token = token
+        self._tls_root_certs = tls_root_certs
+        self._client: Client | None = None
+        self._len: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        return state
+
+    def client(self) -> Client:
+        pid = os.getpid()
+        if self._client is None or getattr(self, "_client_pid", None) != pid:
+            self._client = Client(self.head_uri, token=self._token,
+                                  tls_root_certs=self._tls_root_certs)
+            self._client_pid = pid
+        return self._client
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = int(self.client().describe(self.dataset)["rows"])
+        return self._len
+
+    def _take(self, indices: list[int]) -> pa.Table:
+        table = self.client().take(self.dataset, indices)
+        return table.select(self.columns) if self.columns is not None else table
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self._take([int(index)]).to_pylist()[0]
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        table = self._take([int(i) for i in indices])
+        if self.batched:
+            return batch_to_tensors(table.combine_chunks().to_batches()[0]) if table.num_rows \
+                else {}
+        return table.to_pylist()

@@ -1,0 +1,252 @@
+"""Epochs for distributed training: sharding, shuffling, resume, random access, PyTorch."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from contextlib import contextmanager
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+import torch.multiprocessing as mp
+from iceberg_util import Warehouse
+from torch.utils.data import DataLoader, RandomSampler
+
+import icefloe
+from icefloe.torch import CacheDataset, CacheMapDataset, DataCacheDataset, batch_to_tensors
+
+N = 1000
+# This test process talks to the cluster, and gRPC cannot be used after fork:
+# DataLoader workers start from a forkserver.
+CONTEXT = "forkserver"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("epochs")
+    wh = Warehouse(root / "wh")
+    ids = np.arange(N, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    data = pa.table({"id": ids, "x": rng.standard_normal(N).astype(np.float32),
+                     "y": (ids % 2).astype(np.float32),
+                     "name": pa.array([f"r{i}" for i in ids])})
+    table = wh.create("t", data.slice(0, 250))
+    for k in range(1, 4):
+        table.append(data.slice(k * 250, 250))
+    with icefloe.LocalCluster(num_nodes=2, log_dir=root / "logs",
+                              head_args=["--default-dataset", "t"],
+                              node_args=[["--default-dataset", "t"]] * 2) as c:
+        with c.client() as client:
+            client.load("t", table.metadata_location, batch_size=50)
+        yield c
+
+
+@contextmanager
+def as_rank(rank: int, world_size: int):
+    """Plays one rank of a job in this process (via RANK/WORLD_SIZE)."""
+    old = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size)})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_ddp_exactly_once_equal_steps_and_shuffles(cluster, tmp_path, world_size):
+    configs = []
+    for num_workers in (0, 1, 2):
+        for drop_last in (True, False):
+            configs.append({"num_workers": num_workers, "drop_last": drop_last,
+                            "batch_size": 16, "shuffle": "block", "epochs": [0, 1, 0]})
+    configs.append({"num_workers": 2, "drop_last": True, "batch_size": 10, "shuffle": "sample",
+                    "epochs": [0, 1], "seed": 3})
+    mp.start_processes(__import__("ddp_util").ddp_epochs, nprocs=world_size, join=True,
+                       start_method="spawn",
+                       args=(world_size, str(tmp_path / "init"), cluster.head_uri, "t",
+                             str(tmp_path), configs))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world_size)]
+    for c, cfg in enumerate(configs):
+        step_rows = world_size * cfg["batch_size"]
+        for e in range(len(cfg["epochs"])):
+            per_rank = [ranks[r][c]["epochs"][e] for r in range(world_size)]
+            assert len({len(b) for b in per_rank}) == 1, "unequal batch counts per rank"
+            rows = Counter(i for batches in per_rank for b in batches for i in b)
+            if cfg["drop_last"]:
+                assert max(rows.values()) == 1
+                assert sum(rows.values()) == (N // step_rows) * step_rows
+            else:
+                assert set(rows) == set(range(N))
+                assert sum(rows.values()) == -(-N // step_rows) * step_rows
+        orders = [[i for b in ranks[0][c]["epochs"][e] for i in b]
+                  for e in range(len(cfg["epochs"]))]
+        assert orders[0] != orders[1], "epochs must shuffle differently"
+        if len(orders) == 3:
+            assert orders[0] == orders[2], "the same seed and epoch must reproduce"
+
+
+@pytest.mark.parametrize("new_world, new_batch, new_workers", [(2, 16, 0), (3, 8, 2)])
+def test_resume_with_same_or_different_topology(cluster, new_world, new_batch, new_workers):
+    k = 7  # steps taken before the job stops (world 2, batch 16)
+    first = []
+    for r in range(2):
+        with as_rank(r, 2):
+            ds = CacheDataset(cluster.head_uri, "t", batch_size=16, shuffle="sample", seed=9)
+            ds.set_epoch(4)
+            batches = [b["id"].tolist() for b in ds]
+            first += [i for b in batches[:k] for i in b]
+            state = ds.state_dict(steps=k)
+    assert state["position"] == k * 2 * 16 and state["epoch"] == 4
+    state = torch.load(_roundtrip(state), weights_only=False)
+    resumed = Counter()
+    for r in range(new_world):
+        with as_rank(r, new_world):
+            ds2 = CacheDataset(cluster.head_uri, "t", batch_size=new_batch, shuffle="sample")
+            ds2.load_state_dict(state)
+            for b in DataLoader(ds2, batch_size=None, num_workers=new_workers,
+                                multiprocessing_context=CONTEXT if new_workers else None):
+                resumed.update(b["id"].tolist())
+    assert len(first) == k * 32 and len(set(first)) == k * 32
+    assert not set(first) & set(resumed), "a consumed row was read again"
+    assert max(resumed.values()) == 1
+    remaining = N - k * 2 * 16
+    assert sum(resumed.values()) == remaining - remaining % (new_world * new_batch)
+
+
+def _roundtrip(obj):
+    import io
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    buf.seek(0)
+    return buf
+
+
+def test_stateful_dataloader_round_trip(cluster):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader():
+        ds = CacheDataset(cluster.head_uri, "t", batch_size=20, shuffle="block", seed=1)
+        return StatefulDataLoader(ds, batch_size=None, num_workers=2,
+                                  multiprocessing_context=CONTEXT)
+
+    full = [b["id"].tolist() for b in loader()]
+    it = iter(first_loader := loader())
+    head = [next(it)["id"].tolist() for _ in range(5)]
+    state = first_loader.state_dict()
+    del it
+    second = loader()
+    second.load_state_dict(state)
+    rest = [b["id"].tolist() for b in second]
+    assert head + rest == full
+
+
+def test_two_jobs_share_one_cached_copy(cluster):
+    results = {}
+
+    def job(name, world, shuffle, batch):
+        rows = Counter()
+        for r in range(world):
+            with cluster.client() as client:
+                for b in client.iter_epoch("t", batch_size=batch, shuffle=shuffle, seed=5,
+                                           world_size=world, rank=r):
+                    rows.update(b.column("id").to_pylist())
+        results[name] = rows
+
+    threads = [threading.Thread(target=job, args=("a", 2, "sample", 25)),
+               threading.Thread(target=job, args=("b", 3, "none", 8))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sum(results["a"].values()) == 1000 and max(results["a"].values()) == 1
+    assert sum(results["b"].values()) == 984 and max(results["b"].values()) == 1
+
+
+def test_training_loop_with_persistent_workers(cluster):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ds = CacheDataset(cluster.head_uri, "t", batch_size=32, shuffle="block", columns=["x", "y"])
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
+                        pin_memory=False, multiprocessing_context=CONTEXT)
+    steps = 0
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        for batch in loader:
+            loss = torch.nn.functional.mse_loss(model(batch["x"][:, None]).squeeze(1), batch["y"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+    assert steps == 2 * (N // 32)
+
+
+def test_float_column_is_zero_copy(cluster):
+    with cluster.client() as client:
+        batch = next(client.iter_epoch("t", batch_size=50, shuffle="none"))
+    tensors = batch_to_tensors(batch)
+    col = batch.column(batch.schema.get_field_index("x"))
+    assert tensors["x"].dtype == torch.float32
+    assert tensors["x"].data_ptr() == col.buffers()[1].address + col.offset * 4
+    assert tensors["name"][0].startswith("r")
+
+
+def test_random_access_and_map_dataset(cluster):
+    with cluster.client() as client:
+        whole = client.read("t")
+        ids = [999, 3, 3, 512, 0]
+        got = client.take("t", ids)
+        assert got.column("id").to_pylist() == [whole.column("id")[i].as_py() for i in ids]
+        with pytest.raises(icefloe.InvalidArgument, match="outside"):
+            client.take("t", [N])
+    ds = CacheMapDataset(cluster.head_uri, "t", columns=["id"], batched=True)
+    assert len(ds) == N
+    seen = []
+    for batch in DataLoader(ds, batch_size=64, sampler=RandomSampler(ds),
+                            collate_fn=lambda b: b):
+        seen += batch["id"].tolist()
+    assert sorted(seen) == list(range(N))
+    assert CacheMapDataset(cluster.head_uri, "t")[5]["id"] == whole.column("id")[5].as_py()
+
+
+class Ids(DataCacheDataset):
+    """The Kubeflow example's override point, used as users do."""
+
+    def from_arrow_rb_to_tensor(self, chunk):
+        yield torch.from_numpy(chunk.column("id").to_numpy())
+
+
+def test_kubeflow_style_dataset_reads_everything(cluster):
+    seen = []
+    for chunk in DataLoader(Ids(cluster.head_uri, batch_size=128), batch_size=None,
+                            num_workers=2, multiprocessing_context=CONTEXT):
+        assert len(chunk) <= 128
+        seen += chunk.tolist()
+    assert sorted(seen) == list(range(N))
+
+
+def test_forked_worker_fails_clearly_instead_of_hanging(cluster):
+    ds = CacheDataset(cluster.head_uri, "t", batch_size=10)
+    with cluster.client():
+        pass  # this process has used Flight now
+    with pytest.raises(Exception, match="forked after its parent used Arrow Flight"):
+        list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
+
+
+def test_bad_plans_are_clear_errors(cluster):
+    with cluster.client() as client:
+        with pytest.raises(icefloe.InvalidArgument, match="rank"):
+            list(client.iter_epoch("t", batch_size=4, world_size=2, rank=2))
+        with pytest.raises(icefloe.InvalidArgument, match="shuffle"):
+            list(client.iter_epoch("t", batch_size=4, shuffle="zigzag"))
+        with pytest.raises(icefloe.NotFound):
+            list(client.iter_epoch("nope", batch_size=4))
