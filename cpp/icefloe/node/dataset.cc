@@ -1,14 +1,20 @@
 #include "icefloe/node/dataset.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <unordered_set>
 
 #include <arrow/array/builder_primitive.h>
+#include <arrow/array/concatenate.h>
+#include <arrow/array/util.h>
+#include <arrow/buffer.h>
 #include <arrow/compute/api_vector.h>
 #include <arrow/compute/exec.h>
 #include <arrow/memory_pool.h>
 #include <arrow/table.h>
+#include <arrow/type_traits.h>
+#include <arrow/util/bit_util.h>
 
 #include <arrow/array/data.h>
 
@@ -95,25 +101,144 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Slice(RowRange r
   return out;
 }
 
+namespace {
+
+// Where a gathered row lives: a cached batch and a row within it.
+struct GatherSource {
+  size_t batch = 0;
+  int64_t row = 0;
+};
+
+// Columns laid out as [validity, values] with whole-byte values: gathered by
+// copying values straight from the cached batches.
+int GatherWidth(const arrow::DataType& type) {
+  if (!arrow::is_fixed_width(type.id()) || type.id() == arrow::Type::DICTIONARY ||
+      type.id() == arrow::Type::BOOL) {
+    return 0;
+  }
+  return std::max(0, type.byte_width());
+}
+
+template <int kWidth>
+void CopyValues(const std::vector<const uint8_t*>& base, const std::vector<GatherSource>& where,
+                const std::vector<uint32_t>& order, int width, uint8_t* out) {
+  const int w = kWidth > 0 ? kWidth : width;
+  // Reads in storage order (monotone addresses: ~4x faster than random order
+  // on a large dataset), writes to each row's place in the small output.
+  for (uint32_t k : order) {
+    std::memcpy(out + static_cast<size_t>(k) * w, base[where[k].batch] + where[k].row * w, w);
+  }
+}
+
+// One fixed-width column of the gathered rows.
+arrow::Result<std::shared_ptr<arrow::ArrayData>> GatherFixedWidth(
+    const std::vector<CachedBatch>& batches, int column, int width,
+    const std::vector<GatherSource>& where, const std::vector<uint32_t>& order,
+    arrow::MemoryPool* pool) {
+  const int64_t n = static_cast<int64_t>(where.size());
+  std::vector<const uint8_t*> base(batches.size());
+  bool nulls = false;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const arrow::ArrayData& a = *batches[b].batch->column_data(column);
+    base[b] = a.buffers[1]->data() + a.offset * width;
+    nulls = nulls || a.GetNullCount() > 0;
+  }
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> values,
+                        arrow::AllocateBuffer(n * width, pool));
+  uint8_t* out = values->mutable_data();
+  switch (width) {
+    case 1:
+      CopyValues<1>(base, where, order, width, out);
+      break;
+    case 2:
+      CopyValues<2>(base, where, order, width, out);
+      break;
+    case 4:
+      CopyValues<4>(base, where, order, width, out);
+      break;
+    case 8:
+      CopyValues<8>(base, where, order, width, out);
+      break;
+    case 16:
+      CopyValues<16>(base, where, order, width, out);
+      break;
+    default:
+      CopyValues<0>(base, where, order, width, out);
+  }
+  std::shared_ptr<arrow::Buffer> validity;
+  int64_t null_count = 0;
+  if (nulls) {
+    ARROW_ASSIGN_OR_RAISE(validity, arrow::AllocateEmptyBitmap(n, pool));
+    uint8_t* bits = validity->mutable_data();
+    for (int64_t k = 0; k < n; ++k) {
+      const arrow::ArrayData& a = *batches[where[k].batch].batch->column_data(column);
+      const uint8_t* src = a.buffers[0] ? a.buffers[0]->data() : nullptr;
+      if (src == nullptr || arrow::bit_util::GetBit(src, a.offset + where[k].row)) {
+        arrow::bit_util::SetBit(bits, k);
+      } else {
+        ++null_count;
+      }
+    }
+  }
+  return arrow::ArrayData::Make(batches.front().batch->schema()->field(column)->type(), n,
+                                {std::move(validity), std::move(values)}, null_count);
+}
+
+}  // namespace
+
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Gather(
     const std::vector<uint64_t>& rows, arrow::MemoryPool* pool) const {
-  arrow::Int64Builder indices(pool);
-  ARROW_RETURN_NOT_OK(indices.Reserve(static_cast<int64_t>(rows.size())));
-  for (uint64_t row : rows) {
-    auto it = FirstEndingAfter(batches_, row);
-    if (it == batches_.end() || it->global_start > row) {
-      return arrow::Status::KeyError("row ", row, " of dataset '", name_,
+  // Where each row lives: (cached batch, row in it).
+  std::vector<GatherSource> where(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    auto it = FirstEndingAfter(batches_, rows[k]);
+    if (it == batches_.end() || it->global_start > rows[k]) {
+      return arrow::Status::KeyError("row ", rows[k], " of dataset '", name_,
                                      "' is not held by this node");
     }
-    size_t i = static_cast<size_t>(it - batches_.begin());
-    indices.UnsafeAppend(local_starts_[i] + static_cast<int64_t>(row - it->global_start));
+    where[k] = {static_cast<size_t>(it - batches_.begin()),
+                static_cast<int64_t>(rows[k] - it->global_start)};
   }
-  ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
-  arrow::compute::ExecContext ctx(pool);
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
-                        arrow::compute::Take(table_, index_array,
-                                             arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
-  return taken.table()->CombineChunksToBatch(pool);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
+  std::vector<uint32_t> order(rows.size());  // the rows in storage order
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<uint32_t>(k);
+  std::sort(order.begin(), order.end(), [&where](uint32_t a, uint32_t b) {
+    return where[a].batch != where[b].batch ? where[a].batch < where[b].batch
+                                            : where[a].row < where[b].row;
+  });
+  std::vector<std::shared_ptr<arrow::Array>> columns(schema_->num_fields());
+  std::shared_ptr<arrow::Array> indices;  // for the other columns, made when first needed
+  for (int c = 0; c < schema_->num_fields(); ++c) {
+    int width = batches_.empty() ? 0 : GatherWidth(*schema_->field(c)->type());
+    if (width > 0) {
+      // Fixed width: copy the values row by row, O(rows) whatever the dataset's size.
+      ARROW_ASSIGN_OR_RAISE(auto data, GatherFixedWidth(batches_, c, width, where, order, pool));
+      columns[c] = arrow::MakeArray(std::move(data));
+      continue;
+    }
+    // Other types (strings, nested, dictionaries, booleans): Arrow's take over
+    // the column's chunks.
+    if (indices == nullptr) {
+      arrow::Int64Builder builder(pool);
+      ARROW_RETURN_NOT_OK(builder.Reserve(n));
+      for (const auto& w : where) builder.UnsafeAppend(local_starts_[w.batch] + w.row);
+      ARROW_ASSIGN_OR_RAISE(indices, builder.Finish());
+    }
+    arrow::compute::ExecContext ctx(pool);
+    ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
+                          arrow::compute::Take(table_->column(c), indices,
+                                               arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
+    const auto& chunks = taken.chunked_array()->chunks();
+    if (chunks.size() == 1) {
+      columns[c] = chunks[0];
+    } else if (chunks.empty()) {
+      ARROW_ASSIGN_OR_RAISE(columns[c], arrow::MakeEmptyArray(schema_->field(c)->type(), pool));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(columns[c], arrow::Concatenate(chunks, pool));
+    }
+  }
+  return arrow::RecordBatch::Make(schema_, n, std::move(columns));
 }
 
 uint64_t CachedDataset::CountRows(RowRange range) const {

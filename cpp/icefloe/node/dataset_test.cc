@@ -1,6 +1,8 @@
 #include "icefloe/node/dataset.h"
 
+#include <arrow/array/builder_binary.h>
 #include <arrow/array/builder_primitive.h>
+#include <arrow/scalar.h>
 #include <arrow/type.h>
 #include <gtest/gtest.h>
 
@@ -61,6 +63,65 @@ TEST(CachedDataset, RejectsOverlapAndSchemaMismatch) {
       CachedDataset::Make("d", 1, TestSchema(), {Batch(0, 10), Batch(5, 10)}).status().IsInvalid());
   auto other = arrow::schema({arrow::field("x", arrow::int32())});
   EXPECT_TRUE(CachedDataset::Make("d", 1, other, {Batch(0, 10)}).status().IsInvalid());
+}
+
+namespace {
+
+// Rows with an int64 id, a float32 with nulls (every 3rd row), an int8 and a
+// string (null every 5th row): the gather's fixed-width and fallback paths.
+std::shared_ptr<arrow::Schema> MixedSchema() {
+  return arrow::schema({arrow::field("id", arrow::int64()), arrow::field("x", arrow::float32()),
+                        arrow::field("b", arrow::int8()), arrow::field("s", arrow::utf8())});
+}
+
+std::shared_ptr<arrow::RecordBatch> MixedRows(int64_t start, int64_t rows) {
+  arrow::Int64Builder id;
+  arrow::FloatBuilder x;
+  arrow::Int8Builder b;
+  arrow::StringBuilder s;
+  for (int64_t r = start; r < start + rows; ++r) {
+    EXPECT_TRUE(id.Append(r).ok());
+    EXPECT_TRUE((r % 3 == 0 ? x.AppendNull() : x.Append(static_cast<float>(r) / 2)).ok());
+    EXPECT_TRUE(b.Append(static_cast<int8_t>(r % 100)).ok());
+    EXPECT_TRUE((r % 5 == 0 ? s.AppendNull() : s.Append("s" + std::to_string(r))).ok());
+  }
+  return arrow::RecordBatch::Make(MixedSchema(), rows,
+                                  {*id.Finish(), *x.Finish(), *b.Finish(), *s.Finish()});
+}
+
+}  // namespace
+
+TEST(CachedDataset, GatherCopiesRowsInRequestOrder) {
+  // Batches are slices (non-zero offsets) of bigger batches, with a gap of
+  // rows [40, 50) held elsewhere.
+  auto big = MixedRows(0, 40);
+  auto tail = MixedRows(45, 20);
+  auto ds = *CachedDataset::Make(
+      "d", 1, MixedSchema(),
+      {{0, big->Slice(0, 17)}, {17, big->Slice(17, 23)}, {50, tail->Slice(5, 15)}});
+  std::vector<uint64_t> rows = {63, 0, 17, 16, 3, 3, 50, 39, 5, 64, 21};
+  auto got = ds->Gather(rows, arrow::default_memory_pool());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE((*got)->ValidateFull().ok());
+  ASSERT_EQ((*got)->num_rows(), static_cast<int64_t>(rows.size()));
+  for (size_t k = 0; k < rows.size(); ++k) {
+    auto want = MixedRows(static_cast<int64_t>(rows[k]), 1);
+    for (int c = 0; c < want->num_columns(); ++c) {
+      auto expected = *want->column(c)->GetScalar(0);
+      auto actual = *(*got)->column(c)->GetScalar(static_cast<int64_t>(k));
+      EXPECT_TRUE(actual->Equals(*expected))
+          << "row " << rows[k] << " column " << c << ": " << actual->ToString() << " vs "
+          << expected->ToString();
+    }
+  }
+  int64_t nulls = 0;
+  for (uint64_t r : rows) nulls += r % 3 == 0;
+  EXPECT_EQ((*got)->column(1)->null_count(), nulls);
+  EXPECT_TRUE(ds->Gather({45}, arrow::default_memory_pool()).status().IsKeyError());
+  EXPECT_TRUE(ds->Gather({65}, arrow::default_memory_pool()).status().IsKeyError());
+  auto none = ds->Gather({}, arrow::default_memory_pool());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)->num_rows(), 0);
 }
 
 }  // namespace icefloe

@@ -1,0 +1,99 @@
+"""Epoch to tensors: one training process reads a whole epoch into torch tensors.
+
+icefloe's CacheDataset (shuffle none / block / sample, DataLoader with
+num_workers=0) against what a user would run instead, each turning batches
+into tensors with icefloe.torch.batch_to_tensors:
+
+- pyarrow.dataset over the table's Parquet files in S3 (moto on loopback);
+- the same over local disk (files in the page cache: the best case of the
+  "copy to local SSD" recipe);
+- a plain Python pyarrow.flight server holding the table in memory (one stream);
+- Kubeflow-style serving: the head's PATH [0, 1] descriptor, 1024-row cached
+  batches, one stream per endpoint, read sequentially (icefloe.torch.DataCacheDataset).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import common
+from .common import Env
+
+NAME = "epoch"
+CACHE_NODES = 2
+
+
+def run(env: Env) -> dict[str, Any]:
+    import icefloe
+
+    cfg, log, table = env.cfg, env.log, env.table
+    s3 = env.s3
+    B = cfg.batch_size
+    with icefloe.LocalCluster(num_nodes=CACHE_NODES, memory_limit=None,
+                              head_args=["--default-dataset", "kf"],
+                              node_args=[["--default-dataset", "kf"]] * CACHE_NODES,
+                              log_dir=env.log_dir("epoch")) as cluster, cluster.client() as client:
+        desc = client.load("epoch", table.metadata_location)
+        client.load("kf", table.metadata_location, batch_size=1024)
+        head = cluster.head_uri
+        pyflight = common.start_pyflight(table.files, B, env.log_dir("epoch") / "pyflight.log")
+        try:
+            variants: dict[str, tuple[str, dict[str, Any]]] = {
+                "icefloe none": ("icefloe", {"shuffle": "none"}),
+                "icefloe block": ("icefloe", {"shuffle": "block"}),
+                "icefloe sample": ("icefloe", {"shuffle": "sample"}),
+                "Parquet S3 (moto)": ("parquet-s3", {"paths": s3.keys,
+                                                     "endpoint": s3.endpoint}),
+                "Parquet local disk": ("parquet-local", {"paths": table.files}),
+                "pyarrow.flight server": ("pyflight", {"location": pyflight.location}),
+                "Kubeflow-style (1024-row, 1 stream)": ("kubeflow", {}),
+            }
+            base = {"head": head, "dataset": "epoch", "batch_size": B, "columns": common.COLUMNS}
+
+            def measure(v: str, r: int) -> dict[str, Any]:
+                kind, args = variants[v]
+                return common.run_worker("epoch", {"kind": kind, **base, "epoch": r, **args})
+
+            log(f"epoch: {desc['rows']:,} rows, {desc['bytes'] / 1e9:.2f} GB on "
+                f"{CACHE_NODES} nodes; batch {B} rows")
+            got = common.interleaved(list(variants), cfg.repeats, measure, log)
+        finally:
+            pyflight.stop()
+
+    med = {k: common.median(r["gbps"] for r in v) for k, v in got.items()}
+    rps = {k: common.median(r["rows_per_s"] for r in v) for k, v in got.items()}
+    s3_gbps, local_gbps = med["Parquet S3 (moto)"], med["Parquet local disk"]
+    rows_out = []
+    for k, v in got.items():
+        rows_out.append([k, rps[k], med[k], min(r["gbps"] for r in v), max(r["gbps"] for r in v),
+                         med[k] / s3_gbps, med[k] / local_gbps])
+    text = common.print_table(
+        f"epoch -> torch tensors, 1 process, batch {B} rows "
+        f"({desc['bytes'] / 1e9:.2f} GB, {desc['rows']:,} rows)",
+        ["variant", "rows/s", "GB/s", "min", "max", "x S3 Parquet", "x local Parquet"],
+        rows_out)
+    icefloe_gbps = med["icefloe block"]
+    targets = [
+        common.target("epoch to tensors, icefloe (block shuffle) / Parquet from S3 (moto)",
+                      ">=", 8, icefloe_gbps / s3_gbps),
+        common.target("epoch to tensors, icefloe (block shuffle) / local-disk Parquet",
+                      ">=", 2, icefloe_gbps / local_gbps),
+        common.target("sample-shuffled epoch / sequential epoch (icefloe)", ">=", 0.5,
+                      med["icefloe sample"] / med["icefloe none"]),
+    ]
+    labels = list(got)
+    common.bar_plot(cfg, NAME, f"epoch -> torch tensors, 1 process (GB/s, batch {B})", labels,
+                    [med[k] for k in labels],
+                    lows=[min(r["gbps"] for r in got[k]) for k in labels],
+                    highs=[max(r["gbps"] for r in got[k]) for k in labels],
+                    colors=["#4477aa" if k.startswith("icefloe") else "#999999"
+                            for k in labels])
+    result = {"name": NAME, "rows": desc["rows"], "bytes": desc["bytes"], "batch_size": B,
+              "runs": got, "median_gbps": med, "median_rows_per_s": rps, "targets": targets,
+              "notes": ["Local Parquet is read from the page cache (files just written): the "
+                        "best case for local disk.",
+                        "The Parquet baselines read in file order; icefloe's target figure "
+                        "uses block shuffle (CacheDataset's default)."],
+              "table": text}
+    common.write_result(cfg, NAME, result)
+    return result

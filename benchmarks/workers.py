@@ -1,0 +1,333 @@
+"""Measured clients. Each runs in a fresh interpreter (common.run_worker):
+
+    python -m benchmarks.workers NAME '{"arg": ...}'
+
+and prints one JSON line with its measurements. Every epoch reader turns each
+batch into torch tensors the same way (icefloe.torch.batch_to_tensors).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.flight as flight
+
+# -- epoch sources: each yields dicts of tensors ------------------------------------
+
+
+def _tensor_bytes(tensors: dict[str, Any]) -> tuple[int, int]:
+    rows, nbytes = 0, 0
+    for t in tensors.values():
+        if hasattr(t, "element_size"):
+            nbytes += t.element_size() * t.nelement()
+            rows = len(t)
+    return rows, nbytes
+
+
+def _s3fs(endpoint: str):
+    from pyarrow import fs
+
+    host = endpoint.split("://", 1)[1]
+    return fs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
+                           endpoint_override=host, scheme="http")
+
+
+def _parquet(paths: list[str], batch_size: int, columns: list[str] | None,
+             endpoint: str | None = None) -> Iterator[dict[str, Any]]:
+    """pyarrow.dataset over Parquet files (local, or S3 when endpoint is given)."""
+    import pyarrow.dataset as ds
+
+    from icefloe.torch import batch_to_tensors
+
+    filesystem = _s3fs(endpoint) if endpoint else None
+    dataset = ds.dataset(paths, format="parquet", filesystem=filesystem)
+    for batch in dataset.to_batches(columns=columns, batch_size=batch_size):
+        if batch.num_rows:
+            yield batch_to_tensors(batch)
+
+
+def _icefloe(head: str, dataset: str, batch_size: int, shuffle: str, seed: int = 0,
+             epoch: int = 0, **plan: Any) -> Iterator[dict[str, Any]]:
+    """icefloe's PyTorch dataset, one process (num_workers=0)."""
+    from torch.utils.data import DataLoader
+
+    from icefloe.torch import CacheDataset
+
+    ds = CacheDataset(head, dataset, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                      drop_last=False, **plan)
+    ds.set_epoch(epoch)
+    yield from DataLoader(ds, batch_size=None, num_workers=0)
+
+
+def _pyflight(location: str) -> Iterator[dict[str, Any]]:
+    """A plain pyarrow.flight server holding the table (benchmarks/pyflight_server.py)."""
+    from icefloe.torch import batch_to_tensors
+
+    client = flight.connect(location)
+    reader = client.do_get(flight.Ticket(b"all"))
+    for chunk in reader:
+        yield batch_to_tensors(chunk.data)
+
+
+def _kubeflow(head: str, batch_size: int) -> Iterator[dict[str, Any]]:
+    """Kubeflow Trainer's data-cache usage: PATH [0, 1], one stream per endpoint,
+    sequential, the server's 1024-row batches re-chunked to batch_size."""
+    from torch.utils.data import DataLoader
+
+    from icefloe.torch import DataCacheDataset
+
+    yield from DataLoader(DataCacheDataset(head, batch_size=batch_size), batch_size=None,
+                          num_workers=0)
+
+
+def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    # Imports happen here, before any clock starts (torch takes a second).
+    import pyarrow.dataset  # noqa: F401
+    import torch.utils.data  # noqa: F401
+
+    import icefloe.torch  # noqa: F401
+
+    if kind == "icefloe":
+        return _icefloe(a["head"], a["dataset"], a["batch_size"], a.get("shuffle", "none"),
+                        seed=a.get("seed", 0), epoch=a.get("epoch", 0))
+    if kind == "parquet-s3":
+        return _parquet(a["paths"], a["batch_size"], a.get("columns"), a["endpoint"])
+    if kind == "parquet-local":
+        return _parquet(a["paths"], a["batch_size"], a.get("columns"))
+    if kind == "pyflight":
+        return _pyflight(a["location"])
+    if kind == "kubeflow":
+        return _kubeflow(a["head"], a.get("kf_batch_size", 1024))
+    raise ValueError(kind)
+
+
+def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]:
+    """One whole epoch (or its first max_batches batches) into tensors: rows/s and
+    GB/s of tensor bytes delivered."""
+    rows = nbytes = batches = 0
+    first = None
+    source = _source(kind, a)
+    t0 = time.perf_counter()
+    for tensors in source:
+        if first is None:
+            first = time.perf_counter() - t0
+        r, b = _tensor_bytes(tensors)
+        rows += r
+        nbytes += b
+        batches += 1
+        if max_batches is not None and batches >= max_batches:
+            break
+    dt = time.perf_counter() - t0
+    return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
+            "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first}
+
+
+def stall(kind: str, step_s: float, max_steps: int, **a: Any) -> dict[str, Any]:
+    """A training loop whose step takes step_s (a sleep: the accelerator computes
+    while the CPU is free for the input pipeline): share of wall time spent
+    waiting for the next batch."""
+    it = _source(kind, a)
+    wait = compute = first_wait = 0.0
+    steps = 0
+    t_start = time.perf_counter()
+    while steps < max_steps:
+        t0 = time.perf_counter()
+        try:
+            next(it)
+        except StopIteration:
+            break
+        t1 = time.perf_counter()
+        wait += t1 - t0
+        if steps == 0:
+            first_wait = t1 - t0
+        deadline = t1 + step_s
+        time.sleep(max(0.0, step_s - 0.0002))
+        while time.perf_counter() < deadline:
+            pass
+        compute += time.perf_counter() - t1
+        steps += 1
+    wall = time.perf_counter() - t_start
+    return {"steps": steps, "wall_s": wall, "wait_s": wait, "compute_s": compute,
+            "first_wait_s": first_wait, "stall_share": wait / wall,
+            "steady_stall_share": (wait - first_wait) / (wall - first_wait)}
+
+
+# -- wire ----------------------------------------------------------------------------
+
+
+def wire(location: str, tickets: list[str], streams: int, repeat: int,
+         shared_connection: bool = False) -> list[dict[str, Any]]:
+    """`streams` parallel DoGet streams read into Arrow record batches (no conversion)."""
+    options = [] if shared_connection else [("grpc.use_local_subchannel_pool", 1)]
+    clients = [flight.FlightClient(location, generic_options=options) for _ in range(streams)]
+    for c in clients:
+        c.wait_for_available(timeout=10)
+    out = []
+
+    def read(i: int, counts: list[int], errors: list[BaseException]) -> None:
+        try:
+            reader = clients[i].do_get(flight.Ticket(bytes.fromhex(tickets[i % len(tickets)])))
+            n = 0
+            while True:
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    break
+                n += chunk.data.nbytes
+            counts[i] = n
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
+    for _ in range(repeat):
+        counts = [0] * streams
+        errors: list[BaseException] = []
+        threads = [threading.Thread(target=read, args=(i, counts, errors)) for i in range(streams)]
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        dt = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        if errors:
+            raise errors[0]
+        out.append({"streams": streams, "bytes": sum(counts), "seconds": dt,
+                    "gbps": sum(counts) / dt / 1e9, "cpu_seconds": cpu})
+    for c in clients:
+        c.close()
+    return out
+
+
+# -- latency -------------------------------------------------------------------------
+
+
+def first_batch(head: str, dataset: str, rows: int, batch_size: int, n: int) -> dict[str, Any]:
+    """Warm cache: GetFlightInfo -> first record batch, in ms.
+
+    `range`: a connected client asks for one batch-sized range and reads its first
+    batch; `new_client`: the same with a new connection each time; `epoch`: the
+    first batch of a sample-shuffled epoch plan (iter_epoch)."""
+    from icefloe import Client
+
+    def one_range(client: Client, i: int) -> float:
+        start = (i * 7919 * batch_size) % max(1, rows - batch_size)
+        t0 = time.perf_counter()
+        info = client.flight_info(dataset, start, start + batch_size)
+        ep = info.endpoints[0]
+        reader = client.node(ep.locations[0].uri.decode()).do_get(
+            ep.ticket, options=client.call_options())
+        reader.read_chunk()
+        dt = time.perf_counter() - t0
+        reader.cancel()
+        return dt * 1e3
+
+    out: dict[str, list[float]] = {"range": [], "new_client": [], "epoch": []}
+    with Client(head) as client:
+        one_range(client, 0)  # connect to the head and the nodes once
+        for i in range(n):
+            out["range"].append(one_range(client, i + 1))
+        for i in range(n):
+            t0 = time.perf_counter()
+            it = client.iter_epoch(dataset, batch_size=batch_size, shuffle="sample", seed=i)
+            next(it)
+            out["epoch"].append((time.perf_counter() - t0) * 1e3)
+            it.close()
+    for i in range(n):
+        t0 = time.perf_counter()
+        with Client(head) as fresh:
+            one_range(fresh, i + 1)
+        out["new_client"].append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+# -- cold load baseline ---------------------------------------------------------------
+
+
+def pyarrow_scan(paths: list[str], columns: list[str], label_below: int | None,
+                 endpoint: str | None = None) -> dict[str, Any]:
+    """pyarrow.dataset reading the files with the same projection and filter."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    filesystem = _s3fs(endpoint) if endpoint else None
+    expr = pc.field("label") < label_below if label_below is not None else None
+    times = []
+    for _ in range(2):  # the second read runs in a warm process (threads, allocator)
+        t0 = time.perf_counter()
+        dataset = ds.dataset(paths, format="parquet", filesystem=filesystem)
+        table = dataset.to_table(columns=columns, filter=expr)
+        times.append(time.perf_counter() - t0)
+        rows, nbytes = table.num_rows, table.nbytes
+        del table
+    return {"seconds": min(times), "first_seconds": times[0], "rows": rows, "bytes": nbytes}
+
+
+# -- many readers ----------------------------------------------------------------------
+
+
+def job(head: str, dataset: str, world_size: int, batch_size: int, shuffle: str, seed: int,
+        start_at: float, ranks: list[int] | None = None) -> dict[str, Any]:
+    """One training job of `world_size` ranks, emulated by reading each rank's plan
+    (ranks run one after another, each to tensors), starting at wall time start_at."""
+    from icefloe import Client
+    from icefloe.torch import batch_to_tensors
+
+    client = Client(head)
+    client.describe(dataset)  # connect before the start line
+    time.sleep(max(0.0, start_at - time.time()))
+    t0 = time.time()
+    rows = nbytes = 0
+    for rank in ranks if ranks is not None else range(world_size):
+        for batch in client.iter_epoch(dataset, batch_size=batch_size, shuffle=shuffle,
+                                       seed=seed, world_size=world_size, rank=rank,
+                                       drop_last=False):
+            r, b = _tensor_bytes(batch_to_tensors(batch))
+            rows += r
+            nbytes += b
+    t1 = time.time()
+    client.close()
+    return {"rows": rows, "bytes": nbytes, "start": t0, "end": t1, "seconds": t1 - t0,
+            "gbps": nbytes / (t1 - t0) / 1e9}
+
+
+def wait_nodes(head: str, n: int, timeout_s: float = 60) -> dict[str, Any]:
+    from icefloe import Client
+
+    deadline = time.monotonic() + timeout_s
+    with Client(head) as client:
+        while True:
+            alive = [x for x in client.status()["nodes"] if x["state"] == "alive"]
+            if len(alive) >= n:
+                return {"nodes": [x["location"] for x in alive]}
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(alive)} of {n} nodes registered")
+            time.sleep(0.1)
+
+
+def load(head: str, name: str, source: str, filter: str | None = None,  # noqa: A002
+         batch_size: int | None = None) -> dict[str, Any]:
+    from icefloe import Client
+
+    with Client(head) as client:
+        t0 = time.perf_counter()
+        desc = client.load(name, source, filter=filter, batch_size=batch_size)
+        dt = time.perf_counter() - t0
+        desc.pop("schema", None)
+        return {"seconds": dt, **json.loads(json.dumps(desc, default=str))}
+
+
+def main() -> None:
+    name, args = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    result = globals()[name](**args)
+    sys.stdout.write("\n" + json.dumps(result, default=float) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
