@@ -258,9 +258,6 @@ arrow::Result<json> NodeServer::HandleLoad(const std::string& body) {
                       {"tasks", std::to_string(request.tasks.size())}});
   auto pool = NewPool("dataset '" + request.dataset + "'");
   auto loaded = LoadTasks(request, io_, pool, options_.load_threads, progress.get());
-  // Decoding left freed buffers (Parquet pages, column chunks) in the
-  // allocator's caches; hand them back to the OS so RSS tracks cached bytes.
-  arrow::default_memory_pool()->ReleaseUnused();
   std::lock_guard<std::mutex> lock(mu_);
   loading_.erase(request.dataset);
   if (!loaded.ok()) {
