@@ -78,26 +78,13 @@ arrow::Status Run(const Flags& flags) {
                               {"workers", std::to_string(options.nodes.size())}});
   }
   HeadServer server(options);
-  arrow::flight::FlightServerOptions flight_options(settings.listen);
-  ApplyServerSecurity(settings.security, &flight_options);
-  auto st = server.Init(flight_options);
-  if (!st.ok()) {
-    return st.WithMessage("cannot listen on ", settings.listen.ToString(), ": ", st.message());
-  }
+  ARROW_RETURN_NOT_OK(InitFlightServer(&server, settings));
   server.StartBackground();
 
   HttpServer http;
-  http.Get("/healthz", [] { return HttpResponse{200, "ok"}; });
-  http.Get("/ready", [&server] {
-    auto [ready, reason] = server.Ready();
-    return ready ? HttpResponse{200, "ready"} : HttpResponse{503, "not ready: " + reason};
-  });
-  http.Get("/metrics", [&server] {
-    return HttpResponse{200, Metrics(server), "text/plain; version=0.0.4"};
-  });
-  http.Get("/status", [&server] {
-    return HttpResponse{200, server.ClusterStatus().dump(2), "application/json"};
-  });
+  AddHealthRoutes(&http,
+                  {[&server] { return server.Ready(); }, [&server] { return Metrics(server); },
+                   [&server] { return server.ClusterStatus().dump(2); }});
   ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
   AnnounceReady("icefloe-head", AdvertisedLocation(settings, server.port()),
@@ -236,19 +223,6 @@ int main(int argc, char** argv) {
              "ICEFLOE_STARTUP_TIMEOUT");
   parser.String("default-dataset", &flags.default_dataset,
                 "Dataset that Kubeflow-style PATH [index, total] descriptors shard.");
-  if (auto st = parser.Parse(argc, argv); !st.ok()) {
-    std::fprintf(stderr, "icefloe-head: %s\n", st.message().c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::cout << parser.Usage();
-    return 0;
-  }
-  auto st = icefloe::Run(flags);
-  icefloe::FinalizeProcess();
-  if (!st.ok()) {
-    std::fprintf(stderr, "icefloe-head: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return icefloe::ServerMain("icefloe-head", &parser, argc, argv,
+                             [&flags] { return icefloe::Run(flags); });
 }

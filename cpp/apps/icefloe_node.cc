@@ -83,27 +83,14 @@ arrow::Status Run(const Flags& flags) {
   NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
-  arrow::flight::FlightServerOptions flight_options(settings.listen);
-  ApplyServerSecurity(settings.security, &flight_options);
-  auto st = server.Init(flight_options);
-  if (!st.ok()) {
-    return st.WithMessage("cannot listen on ", settings.listen.ToString(), ": ", st.message());
-  }
+  ARROW_RETURN_NOT_OK(InitFlightServer(&server, settings));
   const std::string location = AdvertisedLocation(settings, server.port());
   server.set_advertised_location(location);
 
   HttpServer http;
-  http.Get("/healthz", [] { return HttpResponse{200, "ok"}; });
-  http.Get("/ready", [&server] {
-    auto [ready, reason] = server.Ready();
-    return ready ? HttpResponse{200, "ready"} : HttpResponse{503, "not ready: " + reason};
-  });
-  http.Get("/metrics", [&server] {
-    return HttpResponse{200, Metrics(server), "text/plain; version=0.0.4"};
-  });
-  http.Get("/status", [&server] {
-    return HttpResponse{200, server.Status().dump(2), "application/json"};
-  });
+  AddHealthRoutes(&http,
+                  {[&server] { return server.Ready(); }, [&server] { return Metrics(server); },
+                   [&server] { return server.Status().dump(2); }});
   ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
   std::unique_ptr<HeadRegistration> registration;
@@ -149,19 +136,6 @@ int main(int argc, char** argv) {
   parser.String("parquet", &flags.parquet, "Debug: serve this local Parquet file as --name.");
   parser.String("name", &flags.name, "Dataset name for --parquet.");
   parser.Int("batch-rows", &flags.batch_rows, "Rows per cached record batch for --parquet.");
-  if (auto st = parser.Parse(argc, argv); !st.ok()) {
-    std::fprintf(stderr, "icefloe-node: %s\n", st.message().c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::cout << parser.Usage();
-    return 0;
-  }
-  auto st = icefloe::Run(flags);
-  icefloe::FinalizeProcess();
-  if (!st.ok()) {
-    std::fprintf(stderr, "icefloe-node: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return icefloe::ServerMain("icefloe-node", &parser, argc, argv,
+                             [&flags] { return icefloe::Run(flags); });
 }

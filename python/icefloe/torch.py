@@ -88,7 +88,32 @@ def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
     return out
 
 
-class CacheDataset(IterableDataset):
+class _ClusterClient:
+    """One Client per process (Flight clients must not cross a fork), never pickled."""
+
+    head_uri: str
+    _token: str | None
+    _tls_root_certs: str | bytes | None
+    _client: Client | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled for spawn/forkserver DataLoader workers, in the main process:
+        # the moment to pin the rank they cannot discover themselves.
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state["_dist"] = distributed_coordinates()
+        return state
+
+    def client(self) -> Client:
+        pid = os.getpid()
+        if self._client is None or getattr(self, "_client_pid", None) != pid:
+            self._client = Client(self.head_uri, token=self._token,
+                                  tls_root_certs=self._tls_root_certs)
+            self._client_pid = pid
+        return self._client
+
+
+class CacheDataset(_ClusterClient, IterableDataset):
     """This consumer's batches of each epoch of a cached dataset.
 
     Rank and world size come from ``torch.distributed`` when initialised
@@ -178,23 +203,6 @@ class CacheDataset(IterableDataset):
         plan.update(overrides)
         return plan
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Pickled for spawn/forkserver DataLoader workers, in the main process:
-        # the moment to pin the rank they cannot discover themselves.
-        state = self.__dict__.copy()
-        state["_client"] = None
-        state["_dist"] = distributed_coordinates()
-        return state
-
-    def client(self) -> Client:
-        # One client per process: Flight clients must not cross a fork.
-        pid = os.getpid()
-        if self._client is None or getattr(self, "_client_pid", None) != pid:
-            self._client = Client(self.head_uri, token=self._token,
-                                  tls_root_certs=self._tls_root_certs)
-            self._client_pid = pid
-        return self._client
-
     def __len__(self) -> int:
         """Batches this rank reads in the current epoch (from the resume point)."""
         plan = self._plan(num_workers=0, worker=0)
@@ -258,7 +266,7 @@ class CacheDataset(IterableDataset):
             self._first_batch = int(state["worker"]["batches"])
 
 
-class DataCacheDataset(IterableDataset):
+class DataCacheDataset(_ClusterClient, IterableDataset):
     """Kubeflow Trainer's data-cache dataset usage, over Kubeflow's protocol.
 
     Reads shard ``(worker * world_size + rank + seed) % total`` of
@@ -279,11 +287,6 @@ class DataCacheDataset(IterableDataset):
         self.seed = seed
         self._token = token
         self._tls_root_certs = tls_root_certs
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_dist"] = distributed_coordinates()  # workers cannot discover it
-        return state
 
     def set_epoch(self, epoch: int) -> None:
         """Kubeflow's per-epoch "shuffle": rotate which shard a consumer reads."""
@@ -318,7 +321,7 @@ class DataCacheDataset(IterableDataset):
             client.close()
 
 
-class CacheMapDataset(Dataset):
+class CacheMapDataset(_ClusterClient, Dataset):
     """Map-style access to a cached dataset by global row id, for any sampler.
 
     ``ds[i]`` is one row as a dict; ``__getitems__`` (used by DataLoader for
@@ -338,19 +341,6 @@ class CacheMapDataset(Dataset):
         self._tls_root_certs = tls_root_certs
         self._client: Client | None = None
         self._len: int | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_client"] = None
-        return state
-
-    def client(self) -> Client:
-        pid = os.getpid()
-        if self._client is None or getattr(self, "_client_pid", None) != pid:
-            self._client = Client(self.head_uri, token=self._token,
-                                  tls_root_certs=self._tls_root_certs)
-            self._client_pid = pid
-        return self._client
 
     def __len__(self) -> int:
         if self._len is None:

@@ -1,6 +1,7 @@
 #include "icefloe/common/server_flags.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 #include "icefloe/common/server_util.h"
@@ -56,6 +57,50 @@ arrow::Result<ServerSettings> ResolveServerFlags(const ServerFlags& flags) {
 std::string AdvertisedLocation(const ServerSettings& settings, int port) {
   return std::string(settings.security.tls() ? "grpc+tls://" : "grpc://") +
          settings.advertise_host + ":" + std::to_string(port);
+}
+
+arrow::Status InitFlightServer(arrow::flight::FlightServerBase* server,
+                               const ServerSettings& settings) {
+  arrow::flight::FlightServerOptions options(settings.listen);
+  ApplyServerSecurity(settings.security, &options);
+  auto st = server->Init(options);
+  if (!st.ok()) {
+    return st.WithMessage("cannot listen on ", settings.listen.ToString(), ": ", st.message());
+  }
+  return arrow::Status::OK();
+}
+
+void AddHealthRoutes(HttpServer* http, HealthRoutes routes) {
+  http->Get("/healthz", [] { return HttpResponse{200, "ok"}; });
+  http->Get("/ready", [ready = routes.ready] {
+    auto [ok, reason] = ready();
+    return ok ? HttpResponse{200, "ready"} : HttpResponse{503, "not ready: " + reason};
+  });
+  http->Get("/metrics", [metrics = routes.metrics] {
+    return HttpResponse{200, metrics(), "text/plain; version=0.0.4"};
+  });
+  http->Get("/status", [status = routes.status] {
+    return HttpResponse{200, status(), "application/json"};
+  });
+}
+
+int ServerMain(const char* program, FlagParser* parser, int argc, char** argv,
+               const std::function<arrow::Status()>& run) {
+  if (auto st = parser->Parse(argc, argv); !st.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program, st.message().c_str());
+    return 2;
+  }
+  if (parser->help_requested()) {
+    std::fputs(parser->Usage().c_str(), stdout);
+    return 0;
+  }
+  arrow::Status st = run();
+  FinalizeProcess();
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program, st.ToString().c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace icefloe

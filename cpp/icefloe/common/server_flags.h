@@ -2,12 +2,15 @@
 // registered and interpreted in one place.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
 
 #include <arrow/flight/types.h>
 #include <arrow/result.h>
 
 #include "icefloe/common/flags.h"
+#include "icefloe/common/http_server.h"
 #include "icefloe/common/security.h"
 
 namespace icefloe {
@@ -36,5 +39,25 @@ arrow::Result<ServerSettings> ResolveServerFlags(const ServerFlags& flags);
 
 /// grpc[+tls]://<advertise host>:<port> for a started server.
 std::string AdvertisedLocation(const ServerSettings& settings, int port);
+
+/// Init()s a Flight server on the resolved address with its TLS and token
+/// settings; an error names the address.
+arrow::Status InitFlightServer(arrow::flight::FlightServerBase* server,
+                               const ServerSettings& settings);
+
+/// What the HTTP side port reports: /ready, /metrics and /status bodies.
+struct HealthRoutes {
+  std::function<std::pair<bool, std::string>()> ready;
+  std::function<std::string()> metrics;  ///< Prometheus text
+  std::function<std::string()> status;   ///< JSON
+};
+/// Registers /healthz, /ready (200 "ready" or 503 "not ready: <reason>"),
+/// /metrics and /status.
+void AddHealthRoutes(HttpServer* http, HealthRoutes routes);
+
+/// The common main(): parses flags (exit 2 with the message on bad ones),
+/// prints --help, runs, finalizes process state, and exits 1 with the error.
+int ServerMain(const char* program, FlagParser* parser, int argc, char** argv,
+               const std::function<arrow::Status()>& run);
 
 }  // namespace icefloe
