@@ -43,6 +43,15 @@ class SnapshotReader : public arrow::RecordBatchReader {
   size_t next_ = 0;
 };
 
+// Cached data lives for hours while loads churn through decode buffers:
+// jemalloc hands those back to the OS (RSS stays near the Arrow bytes held),
+// where the default allocator keeps them.
+arrow::MemoryPool* BasePool() {
+  arrow::MemoryPool* pool = nullptr;
+  if (arrow::jemalloc_memory_pool(&pool).ok() && pool != nullptr) return pool;
+  return arrow::default_memory_pool();
+}
+
 std::unique_ptr<flight::ResultStream> JsonResult(const json& j) {
   std::vector<flight::Result> results(1);
   results[0].body = arrow::Buffer::FromString(j.dump());
@@ -55,6 +64,7 @@ NodeServer::NodeServer(NodeOptions options)
     : options_(std::move(options)),
       ticket_key_(options_.security.TicketKey()),
       budget_(std::make_shared<MemoryBudget>(options_.memory_limit_bytes)),
+      base_pool_(BasePool()),
       io_(options_.io) {}
 
 void NodeServer::set_advertised_location(std::string location) {
@@ -76,7 +86,7 @@ arrow::Result<std::shared_ptr<const CachedDataset>> NodeServer::Get(const std::s
 }
 
 std::shared_ptr<TrackingPool> NodeServer::NewPool(const std::string& label) {
-  return std::make_shared<TrackingPool>(budget_, label);
+  return std::make_shared<TrackingPool>(budget_, label, base_pool_);
 }
 
 json NodeServer::Status() const {
@@ -270,6 +280,7 @@ arrow::Result<json> NodeServer::HandleLoad(const std::string& body) {
                 {"bytes_read", progress->bytes_read.load()}};
   int64_t bytes = loaded->bytes();
   staged_[request.dataset] = StagedLoad{request.generation, std::move(*loaded)};
+  base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
   LogInfo("staged", {{"dataset", request.dataset}, {"bytes", FormatBytes(bytes)}});
   return json{{"task_rows", rows}, {"bytes", bytes}, {"stats", stats}};
 }

@@ -91,6 +91,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
   NodeOptions options_;
   std::string ticket_key_;
   std::shared_ptr<MemoryBudget> budget_;
+  arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
   iceberg::FileIO io_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_;
