@@ -53,7 +53,7 @@ class Config:
         files = files or (4 if quick else 8)
         work = work or Path(tempfile.gettempdir()) / f"icefloe-bench-{rows}-{files}"
         return cls(quick=quick, out=out, rows=rows, files=files, work=work,
-                   fresh_data=fresh_data)
+                   fresh_data=fresh_data, repeats=2 if quick else 3)
 
 
 # -- the table ---------------------------------------------------------------

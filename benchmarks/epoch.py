@@ -14,6 +14,7 @@ into tensors with icefloe.torch.batch_to_tensors:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from . import common
@@ -50,28 +51,54 @@ def run(env: Env) -> dict[str, Any]:
             }
             base = {"head": head, "dataset": "epoch", "batch_size": B, "columns": common.COLUMNS}
 
+            servers = [n.popen.pid for n in cluster.nodes] + [cluster.head.popen.pid]
+
+            def server_cpu(kind: str) -> float:
+                """CPU seconds so far of what serves this variant (moto runs in this
+                process; local Parquet has no server)."""
+                if kind in ("icefloe", "kubeflow"):
+                    return sum(common.cpu_seconds(p) for p in servers)
+                if kind == "pyflight":
+                    return common.cpu_seconds(pyflight.popen.pid)
+                if kind == "parquet-s3":
+                    return time.process_time()
+                return 0.0
+
             def measure(v: str, r: int) -> dict[str, Any]:
                 kind, args = variants[v]
-                return common.run_worker("epoch", {"kind": kind, **base, "epoch": r, **args})
+                cpu0 = server_cpu(kind)
+                res = common.run_worker("epoch", {"kind": kind, **base, "epoch": r, **args})
+                res["server_cpu_s_per_gb"] = (server_cpu(kind) - cpu0) / (res["bytes"] / 1e9)
+                return res
 
             log(f"epoch: {desc['rows']:,} rows, {desc['bytes'] / 1e9:.2f} GB on "
                 f"{CACHE_NODES} nodes; batch {B} rows")
             got = common.interleaved(list(variants), cfg.repeats, measure, log)
         finally:
             pyflight.stop()
+    limits = common.run_worker("memory_path", {"rows": desc["rows"] // CACHE_NODES,
+                                               "batch_size": B})
 
     med = {k: common.median(r["gbps"] for r in v) for k, v in got.items()}
     rps = {k: common.median(r["rows_per_s"] for r in v) for k, v in got.items()}
     s3_gbps, local_gbps = med["Parquet S3 (moto)"], med["Parquet local disk"]
+    cpu_client = {k: common.median(r["cpu_s_per_gb"] for r in v) for k, v in got.items()}
+    cpu_server = {k: common.median(r["server_cpu_s_per_gb"] for r in v) for k, v in got.items()}
     rows_out = []
     for k, v in got.items():
         rows_out.append([k, rps[k], med[k], min(r["gbps"] for r in v), max(r["gbps"] for r in v),
-                         med[k] / s3_gbps, med[k] / local_gbps])
+                         med[k] / s3_gbps, med[k] / local_gbps, cpu_client[k], cpu_server[k]])
+    for name, key in [("limit: copy sequential batches (numpy, 1 core)", "sequential_gbps"),
+                      ("limit: gather random rows (numpy, 1 core)", "random_gbps")]:
+        g = limits[key]
+        rows_out.append([name, g * 1e9 / common.ROW_BYTES, g, g, g, g / s3_gbps, g / local_gbps,
+                         1 / g, "-"])
     text = common.print_table(
         f"epoch -> torch tensors, 1 process, batch {B} rows "
-        f"({desc['bytes'] / 1e9:.2f} GB, {desc['rows']:,} rows)",
-        ["variant", "rows/s", "GB/s", "min", "max", "x S3 Parquet", "x local Parquet"],
-        rows_out)
+        f"({desc['bytes'] / 1e9:.2f} GB, {desc['rows']:,} rows); limits: the same columns "
+        f"held in one process ({desc['rows'] // CACHE_NODES:,} rows, a node's share)",
+        ["variant", "rows/s", "GB/s", "min", "max", "x S3 Parquet", "x local Parquet",
+         "client CPU s/GB", "server CPU s/GB"], rows_out)
     icefloe_gbps = med["icefloe block"]
     targets = [
         common.target("epoch to tensors, icefloe (block shuffle) / Parquet from S3 (moto)",
@@ -81,6 +108,7 @@ def run(env: Env) -> dict[str, Any]:
         common.target("sample-shuffled epoch / sequential epoch (icefloe)", ">=", 0.5,
                       med["icefloe sample"] / med["icefloe none"]),
     ]
+    ceiling = 2 / (cpu_client["icefloe block"] + cpu_server["icefloe block"])
     labels = list(got)
     common.bar_plot(cfg, NAME, f"epoch -> torch tensors, 1 process (GB/s, batch {B})", labels,
                     [med[k] for k in labels],
@@ -89,11 +117,25 @@ def run(env: Env) -> dict[str, Any]:
                     colors=["#4477aa" if k.startswith("icefloe") else "#999999"
                             for k in labels])
     result = {"name": NAME, "rows": desc["rows"], "bytes": desc["bytes"], "batch_size": B,
-              "runs": got, "median_gbps": med, "median_rows_per_s": rps, "targets": targets,
+              "runs": got, "median_gbps": med, "median_rows_per_s": rps, "limits": limits,
+              "median_client_cpu_s_per_gb": cpu_client, "median_server_cpu_s_per_gb": cpu_server,
+              "targets": targets,
               "notes": ["Local Parquet is read from the page cache (files just written): the "
                         "best case for local disk.",
                         "The Parquet baselines read in file order; icefloe's target figure "
-                        "uses block shuffle (CacheDataset's default)."],
+                        "uses block shuffle (CacheDataset's default).",
+                        f"Sample shuffle gathers every row from a random place: "
+                        f"{common.FEATURES + 2} columns mean {common.FEATURES + 2} cache misses "
+                        f"per {common.ROW_BYTES}-byte row. One core gathers random rows at "
+                        f"{limits['random_gbps']:.2f} GB/s in numpy "
+                        f"({limits['random_ns_per_row']:.0f} ns/row) vs "
+                        f"{limits['sequential_gbps']:.1f} GB/s sequentially; the nodes and the "
+                        "training process share 2 cores.",
+                        f"CPU per GB delivered, icefloe block: training process "
+                        f"{cpu_client['icefloe block']:.2f} s, nodes "
+                        f"{cpu_server['icefloe block']:.2f} s; two free cores allow at most "
+                        f"{ceiling:.2f} GB/s = {ceiling / s3_gbps:.1f}x the S3 baseline on "
+                        "this machine."],
               "table": text}
     common.write_result(cfg, NAME, result)
     return result

@@ -39,8 +39,13 @@ def summarize(cfg: common.Config, results: dict[str, Any], errors: dict[str, str
     for name, res in results.items():
         for t in res.get("targets", []):
             targets.append({"benchmark": name, **t})
+    # The suite's time: what each benchmark took when it last ran (a run of a
+    # subset merges with the earlier results of the others).
+    bench_s = sum(float(res.get("seconds", 0)) for res in results.values())
     summary = {"machine": info, "quick": cfg.quick, "rows": cfg.rows,
                "arrow_bytes": cfg.rows * common.ROW_BYTES, "wall_seconds": wall_s,
+               "benchmark_seconds": {n: res.get("seconds") for n, res in results.items()},
+               "suite_seconds": bench_s,
                "targets": targets, "errors": errors,
                "notes": {name: res.get("notes", []) for name, res in results.items()}}
     (cfg.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -50,8 +55,10 @@ def summarize(cfg: common.Config, results: dict[str, Any], errors: dict[str, str
         f"Machine: {info['cpus']} cores ({info['cpu']}), {info['memory_gib']} GiB RAM, "
         f"{info['os']}, kernel {info['kernel']}, loopback networking; shared with other "
         f"jobs (load average {info['loadavg_at_start'][0]:.2f} at start). Table: "
-        f"{cfg.rows:,} rows, {cfg.rows * common.ROW_BYTES / 1e9:.2f} GB in Arrow. Suite "
-        f"wall time {wall_s / 60:.1f} min.",
+        f"{cfg.rows:,} rows, {cfg.rows * common.ROW_BYTES / 1e9:.2f} GB in Arrow. The "
+        f"benchmarks took {bench_s / 60:.1f} min ("
+        + ", ".join(f"{n} {float(r.get('seconds', 0)):.0f} s" for n, r in results.items())
+        + ").",
         "",
         "| benchmark | figure | target | measured | pass |",
         "|---|---|---|---|---|",
@@ -109,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 module = importlib.import_module(f"benchmarks.{name}")
                 results[name] = module.run(env)
                 results[name]["seconds"] = time.perf_counter() - t
+                common.write_result(cfg, name, results[name])
                 log(f"=== {name}: {time.perf_counter() - t:.0f} s")
             except KeyboardInterrupt:
                 raise

@@ -112,6 +112,7 @@ def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]
     rows = nbytes = batches = 0
     first = None
     source = _source(kind, a)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for tensors in source:
         if first is None:
@@ -123,8 +124,10 @@ def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]
         if max_batches is not None and batches >= max_batches:
             break
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
-            "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first}
+            "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
+            "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9)}
 
 
 def stall(kind: str, step_s: float, max_steps: int, **a: Any) -> dict[str, Any]:
@@ -155,6 +158,33 @@ def stall(kind: str, step_s: float, max_steps: int, **a: Any) -> dict[str, Any]:
     return {"steps": steps, "wall_s": wall, "wait_s": wait, "compute_s": compute,
             "first_wait_s": first_wait, "stall_share": wait / wall,
             "steady_stall_share": (wait - first_wait) / (wall - first_wait)}
+
+
+def memory_path(rows: int, batch_size: int, batches: int = 200) -> dict[str, Any]:
+    """The memory path's limits on this machine, one core: copying batches of the
+    same columns (int64, int32, 16 float32) out of `rows` rows held in memory,
+    sequential batches vs batches of uniformly random rows (numpy)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    cols = [np.arange(rows, dtype=np.int64), rng.integers(0, 10, rows, dtype=np.int32)]
+    cols += [rng.standard_normal(rows, dtype=np.float32) for _ in range(16)]
+    row_bytes = sum(c.itemsize for c in cols)
+    batches = min(batches, rows // batch_size)
+    t0 = time.perf_counter()
+    for b in range(batches):
+        for c in cols:
+            c[b * batch_size:(b + 1) * batch_size].copy()
+    seq = time.perf_counter() - t0
+    idx = [rng.integers(0, rows, batch_size) for _ in range(batches)]
+    t0 = time.perf_counter()
+    for i in idx:
+        for c in cols:
+            c[i]
+    rand = time.perf_counter() - t0
+    nbytes = batches * batch_size * row_bytes
+    return {"sequential_gbps": nbytes / seq / 1e9, "random_gbps": nbytes / rand / 1e9,
+            "random_ns_per_row": rand / (batches * batch_size) * 1e9}
 
 
 # -- wire ----------------------------------------------------------------------------
