@@ -7,12 +7,16 @@ icefloe, and compare what icefloe returns with pyiceberg's own scan.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
+
+from icefloe._bin import bin_path
 
 
 class Warehouse:
@@ -62,3 +66,11 @@ def assert_same_rows(ours: pa.Table, theirs: pa.Table, key: str = "id") -> None:
     if not a.equals(b):
         for name in a.column_names:
             assert a.column(name).equals(b.column(name)), name
+
+
+def plan(location: str, *args: str) -> dict:
+    """`icefloe-head plan LOCATION --json ARGS...`: what a load would read and prune."""
+    out = subprocess.run([bin_path("icefloe-head"), "plan", location, "--json", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)

@@ -8,13 +8,12 @@ cluster and checks that ``Client.read`` returns exactly the rows of
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import date, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from iceberg_util import Warehouse, assert_same_rows
+from iceberg_util import Warehouse, assert_same_rows, plan
 from pyiceberg.expressions import GreaterThanOrEqual
 from pyiceberg.transforms import (
     BucketTransform,
@@ -26,7 +25,6 @@ from pyiceberg.transforms import (
 from pyiceberg.types import DoubleType, LongType
 
 import icefloe
-from icefloe._bin import bin_path
 
 
 def make_rows(n: int, start: int = 0, seed: int = 0) -> pa.Table:
@@ -61,13 +59,6 @@ def cluster(tmp_path_factory):
 def client(cluster):
     with cluster.client() as c:
         yield c
-
-
-def plan(location: str, *args: str) -> dict:
-    out = subprocess.run([bin_path("icefloe-head"), "plan", location, "--json", *args],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
 
 
 def check(client, name: str, table, *, scan_kwargs=None, **load_kwargs) -> dict:

@@ -11,9 +11,6 @@ data file with the oracle's, and the exact row count icefloe reports.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,11 +26,10 @@ from iceberg_deletes_util import (
     write_equality_deletes,
     write_position_deletes,
 )
-from iceberg_util import Warehouse, assert_same_rows
+from iceberg_util import Warehouse, assert_same_rows, plan
 from pyiceberg.transforms import IdentityTransform
 
 import icefloe
-from icefloe._bin import bin_path
 
 ROW_KEY = [("id", "ascending"), ("value", "ascending")]
 
@@ -65,13 +61,6 @@ def cluster(tmp_path_factory):
 def client(cluster):
     with cluster.client() as c:
         yield c
-
-
-def plan(location: str, *args: str) -> dict:
-    out = subprocess.run([bin_path("icefloe-head"), "plan", location, "--json", *args],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
 
 
 def data_files(table) -> list[str]:
