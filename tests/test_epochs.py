@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import Counter
 from contextlib import contextmanager
 
@@ -250,3 +251,62 @@ def test_bad_plans_are_clear_errors(cluster):
             list(client.iter_epoch("t", batch_size=4, shuffle="zigzag"))
         with pytest.raises(icefloe.NotFound):
             list(client.iter_epoch("nope", batch_size=4))
+
+
+class CallerThreadTensors(CacheDataset):
+    """An override of to_tensors records the thread it runs on."""
+
+    threads: set[str] = set()
+
+    def to_tensors(self, batch):
+        CallerThreadTensors.threads.add(threading.current_thread().name)
+        return batch_to_tensors(batch)
+
+
+def _assembly_threads() -> int:
+    return sum(t.name == "icefloe-assemble" for t in threading.enumerate())
+
+
+def test_background_assembly_matches_the_caller_thread_and_stops_early(cluster):
+    with cluster.client() as client:
+        plan = {"batch_size": 40, "shuffle": "sample", "seed": 3, "epoch": 1}
+        inline = [b.column("id").to_pylist() for b in client.iter_epoch("t", ahead=0, **plan)]
+        ahead = [b.column("id").to_pylist() for b in client.iter_epoch("t", ahead=3, **plan)]
+        assert ahead == inline
+        assert sorted(i for b in inline for i in b) == list(range(N))
+        as_np = next(client.iter_epoch("t", as_numpy=True, **plan))
+        assert as_np["id"].tolist() == inline[0]
+        # Leaving an epoch early stops its assembly thread.
+        epoch = client.iter_epoch("t", ahead=2, **plan)
+        next(epoch)
+        assert _assembly_threads() >= 1
+        epoch.close()
+        deadline = time.monotonic() + 5
+        while _assembly_threads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _assembly_threads() == 0
+    # The default conversion runs in the background; an override on the loop's thread.
+    CallerThreadTensors.threads.clear()
+    ds = CallerThreadTensors(cluster.head_uri, "t", batch_size=100, shuffle="block")
+    got = [t["id"] for t in DataLoader(ds, batch_size=None)]
+    assert sorted(torch.cat(got).tolist()) == list(range(N))
+    assert CallerThreadTensors.threads == {threading.current_thread().name}
+
+
+def test_malformed_pieces_are_rejected():
+    from icefloe._pieces import Piece, assemble
+
+    data = pa.record_batch({"id": pa.array([1, 2], pa.int64())})
+
+    def piece(positions):
+        runs = np.array([[p, 1] for p in positions], dtype=np.uint32)
+        return Piece(0, 4, runs, data)
+
+    ok = assemble([piece([3, 0]), piece([1, 2])])
+    assert ok.column("id").to_pylist() == [2, 1, 2, 1]
+    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
+        assemble([piece([0, 1]), piece([1, 3])])
+    with pytest.raises(icefloe.InvalidArgument, match="outside"):
+        assemble([piece([0, 1]), piece([3, 4])])
+    with pytest.raises(icefloe.InvalidArgument, match="do not match"):
+        assemble([piece([0, 1, 2])])

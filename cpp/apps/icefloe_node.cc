@@ -1,9 +1,11 @@
 // icefloe-node: a data node. Holds dataset slices in memory and serves DoGet.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include <arrow/filesystem/localfs.h>
+#include <arrow/memory_pool.h>
 
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/flags.h"
@@ -101,7 +103,8 @@ arrow::Status Run(const Flags& flags) {
   }
   LogInfo("node started", {{"memory_limit", flags.memory_limit > 0 ? FormatBytes(flags.memory_limit)
                                                                    : std::string("unlimited")},
-                           {"load_threads", std::to_string(options.load_threads)}});
+                           {"load_threads", std::to_string(options.load_threads)},
+                           {"allocator", arrow::default_memory_pool()->backend_name()}});
   AnnounceReady("icefloe-node", location, settings.advertise_host, health_port);
   ARROW_RETURN_NOT_OK(ServeUntilSignal(&server));
   if (registration) registration->Stop();
@@ -113,6 +116,12 @@ arrow::Status Run(const Flags& flags) {
 }  // namespace icefloe
 
 int main(int argc, char** argv) {
+  // Loads churn through buffers Arrow allocates from its default pool (file
+  // reads, decompression) while cached data stays for hours: jemalloc returns
+  // those to the OS, where the wheel's default (mimalloc) keeps ~0.3 bytes per
+  // cached byte resident (benchmarks/memory.py). Arrow reads this on first
+  // use; an explicit setting wins.
+  setenv("ARROW_DEFAULT_MEMORY_POOL", "jemalloc", /*overwrite=*/0);
   icefloe::InitLogging("node");
   icefloe::Flags flags;
   if (icefloe::InvokedAs(argv[0], "worker")) {

@@ -14,9 +14,11 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import InvalidArgument, map_error
 
@@ -60,9 +62,30 @@ def assemble(pieces: list[Piece]) -> pa.RecordBatch:
     pieces.sort(key=lambda p: int(p.runs[0][0]) if len(p.runs) else 0)
     positions = np.concatenate([run_positions(p.runs) for p in pieces])
     combined = pa.concat_batches([p.data for p in pieces])
+    n = len(positions)
+    if n != combined.num_rows:
+        raise InvalidArgument("a node sent a piece whose positions do not match its rows")
+    if n and (positions.min() < 0 or positions.max() >= n):
+        raise InvalidArgument("a node sent piece positions outside their batch")
     if np.all(positions[1:] > positions[:-1]):
         return combined  # pieces already in position order
-    return combined.take(pa.array(np.argsort(positions, kind="stable")))
+    # Row at each position: the inverse of positions, by a scatter (O(n), no sort).
+    inverse = np.full(n, -1, dtype=np.int64)
+    inverse[positions] = np.arange(n, dtype=np.int64)
+    if inverse.min() < 0:
+        raise InvalidArgument("a node sent two pieces for one position")
+    return pc.take(combined, pa.array(inverse), boundscheck=False)
+
+
+def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:
+    """Puts into a bounded queue, giving up once ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 class _Stream:
@@ -78,13 +101,7 @@ class _Stream:
         self.thread.start()
 
     def _put(self, item: object) -> bool:
-        while not self._stop.is_set():
-            try:
-                self.queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return _put(self.queue, item, self._stop)
 
     def _run(self) -> None:
         try:
@@ -123,8 +140,55 @@ class _Stream:
 
 
 def merged_batches(readers: list[Callable[[], object]], num_batches: int,
-                   depth: int = 4, first: int = 0) -> Iterator[pa.RecordBatch]:
-    """Batches first..num_batches-1, assembled from the pieces of every reader."""
+                   depth: int = 4, first: int = 0, transform: Callable[[pa.RecordBatch], Any]
+                   | None = None, ahead: int = 0) -> Iterator[Any]:
+    """Batches first..num_batches-1, assembled from the pieces of every reader
+    (each passed through ``transform`` when given).
+
+    With ``ahead`` > 0 a background thread assembles and transforms up to
+    ``ahead`` batches before the consumer asks: the consumer's thread only
+    takes finished batches off a queue, which keeps a training loop's step
+    free of input work.
+    """
+    merged = _merge(readers, num_batches, depth, first)
+    if ahead <= 0:
+        try:
+            for batch in merged:
+                yield transform(batch) if transform is not None else batch
+        finally:
+            merged.close()
+        return
+    stop = threading.Event()
+    ready: queue.Queue = queue.Queue(maxsize=ahead)
+
+    def produce() -> None:
+        try:
+            for batch in merged:
+                item = transform(batch) if transform is not None else batch
+                if not _put(ready, item, stop):
+                    return
+            _put(ready, _DONE, stop)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            _put(ready, exc, stop)
+        finally:
+            merged.close()
+
+    thread = threading.Thread(target=produce, name="icefloe-assemble", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
+def _merge(readers: list[Callable[[], object]], num_batches: int, depth: int,
+           first: int) -> Iterator[pa.RecordBatch]:
     streams = [_Stream(r, depth) for r in readers]
     try:
         for b in range(first, num_batches):

@@ -281,25 +281,30 @@ class Client:
         return open_reader
 
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 4,
-                   as_numpy: bool = False, **plan: Any) -> Iterator[Any]:
+                   as_numpy: bool = False, ahead: int = 2,
+                   transform: Callable[[pa.RecordBatch], Any] | None = None,
+                   **plan: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
         Reads every endpoint in parallel (a bounded ``prefetch`` of pieces per
-        endpoint) and assembles each batch from its pieces. Yields record
-        batches, or with ``as_numpy`` dicts of numpy arrays: framework-neutral,
-        for JAX or ``tf.data.Dataset.from_generator``.
+        endpoint) and assembles each batch from its pieces on a background
+        thread, up to ``ahead`` batches before they are asked for (0: on the
+        caller's thread). Yields record batches, or with ``as_numpy`` dicts of
+        numpy arrays (framework-neutral, for JAX or
+        ``tf.data.Dataset.from_generator``), or what ``transform`` makes of
+        each batch (applied on the background thread).
         """
         from ._pieces import merged_batches
 
+        if as_numpy and transform is not None:
+            raise ValueError("as_numpy and transform exclude each other")
+        if as_numpy:
+            transform = _to_numpy
         info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
         readers = [self._endpoint_reader(e) for e in info.endpoints]
-        for batch in merged_batches(readers, int(shape["worker_batches"]),
-                                    depth=max(1, prefetch), first=int(shape.get("first_batch", 0))):
-            if as_numpy:
-                yield {n: c.to_numpy(zero_copy_only=False)
-                       for n, c in zip(batch.schema.names, batch.columns, strict=True)}
-            else:
-                yield batch
+        yield from merged_batches(readers, int(shape["worker_batches"]),
+                                  depth=max(1, prefetch), first=int(shape.get("first_batch", 0)),
+                                  transform=transform, ahead=max(0, ahead))
 
     def take(self, name: str, rows: list[int] | Any) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
@@ -330,3 +335,8 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:
+    return {n: c.to_numpy(zero_copy_only=False)
+            for n, c in zip(batch.schema.names, batch.columns, strict=True)}

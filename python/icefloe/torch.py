@@ -127,6 +127,11 @@ class CacheDataset(_ClusterClient, IterableDataset):
     ``"sample"`` (a uniform pseudo-random permutation per epoch). Call
     :meth:`set_epoch` before each epoch. Override :meth:`to_tensors` to change
     how a record batch becomes a sample.
+
+    Batches are assembled (and, with the default :meth:`to_tensors`, turned
+    into tensors) on a background thread, ``ahead`` batches (default 2) before
+    the loop asks for them; ``prefetch`` bounds the pieces buffered per node
+    stream.
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         tls_root_certs: str | bytes | None = None,
         block_rows: int | None = None,
         shuffle_within_block: bool = False,
+        ahead: int = 2,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -158,6 +164,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         self.drop_last = drop_last
         self.columns = columns
         self.prefetch = prefetch
+        self.ahead = ahead
         self.block_rows = block_rows
         self.shuffle_within_block = shuffle_within_block
         self._token = token
@@ -214,12 +221,22 @@ class CacheDataset(_ClusterClient, IterableDataset):
         plan = self._plan(first_batch=self._first_batch)
         plan.pop("batch_size")
         self._yielded = self._first_batch
-        for batch in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
-                                               prefetch=self.prefetch, **plan):
-            if self.columns is not None:
-                batch = batch.select(self.columns)
+        columns = self.columns
+        # The default conversion runs with the assembly on the background
+        # thread; an override runs here, on the loop's thread (it may use
+        # per-thread state such as the current CUDA device).
+        default = type(self).to_tensors is CacheDataset.to_tensors
+
+        def prepare(batch: pa.RecordBatch) -> Any:
+            if columns is not None:
+                batch = batch.select(columns)
+            return batch_to_tensors(batch) if default else batch
+
+        for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
+                                              prefetch=self.prefetch, transform=prepare,
+                                              ahead=self.ahead, **plan):
             self._yielded += 1
-            yield self.to_tensors(batch)
+            yield item if default else self.to_tensors(item)
 
     # -- resume --------------------------------------------------------------
 
