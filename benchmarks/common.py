@@ -250,6 +250,13 @@ def interleaved(variants: Sequence[str], repeats: int,
     return out
 
 
+def paired_ratio(got: dict[str, list[dict[str, Any]]], a: str, b: str,
+                 key: str = "gbps") -> float:
+    """Median over rounds of a / b, both measured in the same round of
+    `interleaved`: the machine is shared, and a slow phase slows both of a pair."""
+    return median(x[key] / y[key] for x, y in zip(got[a], got[b], strict=True))
+
+
 def _fmt(x: Any) -> str:
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 

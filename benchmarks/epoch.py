@@ -99,14 +99,16 @@ def run(env: Env) -> dict[str, Any]:
         f"held in one process ({desc['rows'] // CACHE_NODES:,} rows, a node's share)",
         ["variant", "rows/s", "GB/s", "min", "max", "x S3 Parquet", "x local Parquet",
          "client CPU s/GB", "server CPU s/GB"], rows_out)
-    icefloe_gbps = med["icefloe block"]
+    def ratio(a: str, b: str) -> float:
+        return common.paired_ratio(got, a, b)
+
     targets = [
         common.target("epoch to tensors, icefloe (block shuffle) / Parquet from S3 (moto)",
-                      ">=", 8, icefloe_gbps / s3_gbps),
+                      ">=", 8, ratio("icefloe block", "Parquet S3 (moto)")),
         common.target("epoch to tensors, icefloe (block shuffle) / local-disk Parquet",
-                      ">=", 2, icefloe_gbps / local_gbps),
+                      ">=", 2, ratio("icefloe block", "Parquet local disk")),
         common.target("sample-shuffled epoch / sequential epoch (icefloe)", ">=", 0.5,
-                      med["icefloe sample"] / med["icefloe none"]),
+                      ratio("icefloe sample", "icefloe none")),
     ]
     ceiling = 2 / (cpu_client["icefloe block"] + cpu_server["icefloe block"])
     labels = list(got)

@@ -270,14 +270,14 @@ def _assembly_threads() -> int:
 def test_background_assembly_matches_the_caller_thread_and_stops_early(cluster):
     with cluster.client() as client:
         plan = {"batch_size": 40, "shuffle": "sample", "seed": 3, "epoch": 1}
-        inline = [b.column("id").to_pylist() for b in client.iter_epoch("t", ahead=0, **plan)]
-        ahead = [b.column("id").to_pylist() for b in client.iter_epoch("t", ahead=3, **plan)]
+        inline = [b.column("id").to_pylist() for b in client.iter_epoch("t", prefetch=0, **plan)]
+        ahead = [b.column("id").to_pylist() for b in client.iter_epoch("t", prefetch=3, **plan)]
         assert ahead == inline
         assert sorted(i for b in inline for i in b) == list(range(N))
         as_np = next(client.iter_epoch("t", as_numpy=True, **plan))
         assert as_np["id"].tolist() == inline[0]
         # Leaving an epoch early stops its assembly thread.
-        epoch = client.iter_epoch("t", ahead=2, **plan)
+        epoch = client.iter_epoch("t", prefetch=2, **plan)
         next(epoch)
         assert _assembly_threads() >= 1
         epoch.close()

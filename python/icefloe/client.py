@@ -280,19 +280,19 @@ class Client:
 
         return open_reader
 
-    def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 4,
-                   as_numpy: bool = False, ahead: int = 2,
+    def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
+                   as_numpy: bool = False,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
                    **plan: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
-        Reads every endpoint in parallel (a bounded ``prefetch`` of pieces per
-        endpoint) and assembles each batch from its pieces on a background
-        thread, up to ``ahead`` batches before they are asked for (0: on the
-        caller's thread). Yields record batches, or with ``as_numpy`` dicts of
-        numpy arrays (framework-neutral, for JAX or
-        ``tf.data.Dataset.from_generator``), or what ``transform`` makes of
-        each batch (applied on the background thread).
+        Reads every endpoint at once and assembles each batch from its pieces
+        on a background thread, up to ``prefetch`` batches before they are
+        asked for (0: on the caller's thread, when it has nothing else to do).
+        Yields record batches, or with ``as_numpy`` dicts of numpy arrays
+        (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
+        what ``transform`` makes of each batch (run on the same thread as the
+        assembly).
         """
         from ._pieces import merged_batches
 
@@ -303,8 +303,8 @@ class Client:
         info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
         readers = [self._endpoint_reader(e) for e in info.endpoints]
         yield from merged_batches(readers, int(shape["worker_batches"]),
-                                  depth=max(1, prefetch), first=int(shape.get("first_batch", 0)),
-                                  transform=transform, ahead=max(0, ahead))
+                                  first=int(shape.get("first_batch", 0)), transform=transform,
+                                  prefetch=max(0, prefetch))
 
     def take(self, name: str, rows: list[int] | Any) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.

@@ -128,10 +128,12 @@ class CacheDataset(_ClusterClient, IterableDataset):
     :meth:`set_epoch` before each epoch. Override :meth:`to_tensors` to change
     how a record batch becomes a sample.
 
-    Batches are assembled (and, with the default :meth:`to_tensors`, turned
-    into tensors) on a background thread, ``ahead`` batches (default 2) before
-    the loop asks for them; ``prefetch`` bounds the pieces buffered per node
-    stream.
+    In the training process batches are assembled (and, with the default
+    :meth:`to_tensors`, turned into tensors) on a background thread,
+    ``prefetch`` batches (default 2) before the loop asks for them, so the
+    loop's step overlaps the input work; inside DataLoader workers, which do
+    nothing else and which the DataLoader already runs ahead, the default is
+    to assemble on the worker's own thread (``prefetch=0``).
     """
 
     def __init__(
@@ -144,12 +146,11 @@ class CacheDataset(_ClusterClient, IterableDataset):
         drop_last: bool = True,
         columns: list[str] | None = None,
         token: str | None = None,
-        prefetch: int = 4,
+        prefetch: int | None = None,
         *,
         tls_root_certs: str | bytes | None = None,
         block_rows: int | None = None,
         shuffle_within_block: bool = False,
-        ahead: int = 2,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -164,7 +165,6 @@ class CacheDataset(_ClusterClient, IterableDataset):
         self.drop_last = drop_last
         self.columns = columns
         self.prefetch = prefetch
-        self.ahead = ahead
         self.block_rows = block_rows
         self.shuffle_within_block = shuffle_within_block
         self._token = token
@@ -232,9 +232,11 @@ class CacheDataset(_ClusterClient, IterableDataset):
                 batch = batch.select(columns)
             return batch_to_tensors(batch) if default else batch
 
+        prefetch = self.prefetch
+        if prefetch is None:
+            prefetch = 2 if get_worker_info() is None else 0
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
-                                              prefetch=self.prefetch, transform=prepare,
-                                              ahead=self.ahead, **plan):
+                                              prefetch=prefetch, transform=prepare, **plan):
             self._yielded += 1
             yield item if default else self.to_tensors(item)
 
