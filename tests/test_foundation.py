@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
+import sys
 import urllib.request
 
 import pyarrow as pa
@@ -117,3 +119,21 @@ def test_tampered_ticket_is_rejected(parquet_node):
     # The node keeps serving after bad input.
     info = next(iter(node.list_flights()))
     assert node.do_get(info.endpoints[0].ticket).read_all().num_rows == 50_000
+
+
+@pytest.mark.parametrize("env, applied", [
+    ({}, True),
+    ({"ICEFLOE_MALLOC_TUNING": "0"}, False),
+    ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"}, False),
+    ({"MALLOC_MMAP_THRESHOLD_": "1048576"}, False),
+])
+def test_client_malloc_tuning_is_once_and_yields_to_the_user(env, applied):
+    # A fresh interpreter: the tuning is per process. The second call is a no-op.
+    code = ("from icefloe import _malloc; "
+            "print(_malloc.tune_for_streaming(), _malloc.tune_for_streaming())")
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("ICEFLOE_MALLOC_TUNING", "GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_",
+                          "MALLOC_TRIM_THRESHOLD_")}
+    out = subprocess.run([sys.executable, "-c", code], env={**clean, **env},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(applied), "False"]

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from . import _malloc
 from .errors import Error, Unavailable, map_error
 
 PROTOCOL_VERSION = 1
@@ -116,6 +117,7 @@ class Client:
         if roots:
             self._connect_kwargs["tls_root_certs"] = roots
         _note_flight_use()
+        _malloc.tune_for_streaming()
         with mapped_errors():
             self._head = flight.connect(head_uri, **self._connect_kwargs)
         self._nodes: dict[str, flight.FlightClient] = {}
