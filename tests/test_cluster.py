@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
+import time
 import urllib.request
 
 import numpy as np
@@ -164,3 +167,33 @@ def test_node_dying_during_load_is_a_clear_error(warehouse, tmp_path):
             again = c.load("lost", warehouse.table("multi").metadata_location)
             assert again["rows"] == 12_000
             assert {n for s in again["slices"] for n in s["nodes"]} == {cluster.node_uris[0]}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.split()[1:2] == ["Z"] for line in f if line.startswith("State:"))
+    except FileNotFoundError:
+        return True
+
+
+def test_servers_exit_when_the_cluster_owner_is_killed(tmp_path):
+    # A process that starts a LocalCluster and is then SIGKILLed cannot stop it:
+    # the servers notice they lost their parent and shut down by themselves.
+    code = ("import icefloe, json, sys, time\n"
+            f"c = icefloe.LocalCluster(num_nodes=1, log_dir={str(tmp_path)!r}).start()\n"
+            "print(json.dumps([c.head.popen.pid] + [n.popen.pid for n in c.nodes]), flush=True)\n"
+            "time.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(owner.stdout.readline())
+        assert len(pids) == 2 and not any(_gone(p) for p in pids)
+    finally:
+        owner.kill()
+        owner.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(_gone(p) for p in pids), "servers outlived the process that started them"
+    logs = "".join(p.read_text() for p in tmp_path.glob("*.log"))
+    assert "parent process is gone" in logs

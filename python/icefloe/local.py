@@ -63,6 +63,8 @@ class LocalCluster:
         self.tls = tls
         self._env = {**os.environ, **(env or {})}
         self._env.pop("ICEFLOE_TOKEN", None)
+        # The servers shut down if this process dies without stopping them.
+        self._env["ICEFLOE_PARENT_PID"] = str(os.getpid())
         self._node_args = node_args or [[] for _ in range(num_nodes)]
         if len(self._node_args) != num_nodes:
             raise ValueError("node_args needs one list per node")

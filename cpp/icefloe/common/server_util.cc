@@ -1,7 +1,14 @@
 #include "icefloe/common/server_util.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
 
 #include <arrow/filesystem/s3fs.h>
 
@@ -23,8 +30,34 @@ void AnnounceReady(const std::string& component, const std::string& location,
   LogInfo("listening", {{"location", location}, {"health_port", std::to_string(health_port)}});
 }
 
+namespace {
+
+// A server started for one process (LocalCluster sets ICEFLOE_PARENT_PID)
+// shuts down when that process is gone, killed or crashed without stopping it,
+// instead of holding its memory and ports: it is then no longer our parent.
+void WatchParent() {
+  const char* env = std::getenv("ICEFLOE_PARENT_PID");
+  if (env == nullptr || *env == '\0') return;
+  char* end = nullptr;
+  const long parent = std::strtol(env, &end, 10);
+  if (*end != '\0' || parent <= 1) {
+    LogWarn("ignoring ICEFLOE_PARENT_PID: not a process id", {{"value", env}});
+    return;
+  }
+  std::thread([parent] {
+    while (getppid() == static_cast<pid_t>(parent)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    LogWarn("parent process is gone; shutting down", {{"parent_pid", std::to_string(parent)}});
+    kill(getpid(), SIGTERM);  // the same clean shutdown as a signal from outside
+  }).detach();
+}
+
+}  // namespace
+
 arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server) {
   ARROW_RETURN_NOT_OK(server->SetShutdownOnSignals({SIGINT, SIGTERM}));
+  WatchParent();
   ARROW_RETURN_NOT_OK(server->Serve());
   if (int sig = server->GotSignal(); sig != 0) {
     LogInfo("shutting down", {{"signal", std::to_string(sig)}});

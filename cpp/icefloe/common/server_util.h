@@ -18,7 +18,9 @@ arrow::Result<arrow::flight::Location> ListenLocation(const std::string& host, i
 void AnnounceReady(const std::string& component, const std::string& location,
                    const std::string& health_host, int health_port);
 
-/// Serves until SIGINT or SIGTERM, then returns OK (a clean shutdown).
+/// Serves until SIGINT or SIGTERM, then returns OK (a clean shutdown). With
+/// ICEFLOE_PARENT_PID set, also shuts down once that process is no longer the
+/// parent (it exited without stopping the server).
 arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server);
 
 /// Finalizes process-wide Arrow state (the S3 client) before exit.
