@@ -100,10 +100,7 @@ class _Stream:
         self.done = False
 
     def open(self) -> None:
-        try:
-            self._reader = self._open()
-        except BaseException as exc:  # noqa: BLE001 - raised as icefloe errors
-            raise map_error(exc)  # noqa: B904 - map_error chains the cause
+        self._reader = self._open()  # raises icefloe errors (Client._endpoint_reader)
 
     def peek(self) -> Piece | None:
         """The next piece, or None at the end of the stream."""
@@ -144,10 +141,10 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
     step free of input work.
     """
     merged = _merge(readers, num_batches, first)
+    items = merged if transform is None else map(transform, merged)
     if prefetch <= 0:
         try:
-            for batch in merged:
-                yield transform(batch) if transform is not None else batch
+            yield from items
         finally:
             merged.close()
         return
@@ -156,8 +153,7 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
 
     def produce() -> None:
         try:
-            for batch in merged:
-                item = transform(batch) if transform is not None else batch
+            for item in items:
                 if not _put(ready, item, stop):
                     return
             _put(ready, _DONE, stop)
