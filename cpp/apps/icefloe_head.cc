@@ -62,8 +62,9 @@ arrow::Status Run(const Flags& flags) {
   if (flags.kubeflow) {
     // Kubeflow mode: the table named by the environment, loaded at start-up.
     ARROW_ASSIGN_OR_RAISE(KubeflowEnv env, KubeflowEnv::FromEnvironment(/*for_head=*/true));
-    // Workers by the LWS naming rule, unless listed explicitly (--node / ICEFLOE_NODES);
-    // they serve TLS when the head does.
+    // Workers by the LWS naming rule (in local mode, RUNTIME_ENV set: the two
+    // local workers), unless listed explicitly (--node / ICEFLOE_NODES); they
+    // serve TLS when the head does.
     if (options.nodes.empty()) {
       ARROW_ASSIGN_OR_RAISE(options.nodes,
                             env.WorkerLocations(settings.port, settings.security.tls()));
@@ -73,9 +74,12 @@ arrow::Status Run(const Flags& flags) {
     load.name = env.DatasetName();
     load.source = env.metadata_loc;
     options.startup_load = load;
+    std::string workers;
+    for (const auto& node : options.nodes) workers += (workers.empty() ? "" : ",") + node;
     LogInfo("kubeflow mode", {{"dataset", load.name},
                               {"metadata", env.metadata_loc},
-                              {"workers", std::to_string(options.nodes.size())}});
+                              {"local", env.local ? "true" : "false"},
+                              {"workers", workers}});
   }
   HeadServer server(options);
   ARROW_RETURN_NOT_OK(InitFlightServer(&server, settings));

@@ -32,10 +32,11 @@ arrow::Result<KubeflowEnv> KubeflowEnv::FromEnvironment(bool for_head) {
   env.schema_name = Env("SCHEMA_NAME");
   env.table_name = Env("TABLE_NAME");
   env.leader_address = Env("LWS_LEADER_ADDRESS");
+  env.local = !Env("RUNTIME_ENV").empty();
   if (for_head && env.metadata_loc.empty()) {
     return arrow::Status::Invalid("METADATA_LOC is not set (the Iceberg metadata.json to cache)");
   }
-  if (for_head) {
+  if (for_head && !env.local) {
     if (env.leader_address.empty()) return arrow::Status::Invalid("LWS_LEADER_ADDRESS is not set");
     std::string size = Env("LWS_GROUP_SIZE");
     uint64_t n = 0;
@@ -55,12 +56,17 @@ std::string KubeflowEnv::DatasetName() const {
 }
 
 arrow::Result<std::vector<std::string>> KubeflowEnv::WorkerLocations(int port, bool tls) const {
+  const std::string scheme = tls ? "grpc+tls://" : "grpc://";
+  if (local) {
+    std::vector<std::string> out;
+    for (int p : kKubeflowLocalWorkerPorts) out.push_back(scheme + "localhost:" + std::to_string(p));
+    return out;
+  }
   size_t dot = leader_address.find('.');
   std::string first = leader_address.substr(0, dot);
   std::string rest = dot == std::string::npos ? "" : leader_address.substr(dot);
   if (first.empty())
     return arrow::Status::Invalid("LWS_LEADER_ADDRESS '", leader_address, "' has no host name");
-  const std::string scheme = tls ? "grpc+tls://" : "grpc://";
   std::vector<std::string> out;
   for (int i = 1; i < group_size; ++i) {
     out.push_back(scheme + first + "-" + std::to_string(i) + rest + ":" + std::to_string(port));

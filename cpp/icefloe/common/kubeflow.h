@@ -21,19 +21,27 @@ struct KubeflowEnv {
   std::string table_name;    ///< TABLE_NAME
   std::string leader_address;  ///< LWS_LEADER_ADDRESS, e.g. job-cache-0.job-cache.ns
   int group_size = 0;          ///< LWS_GROUP_SIZE: workers + 1
+  /// RUNTIME_ENV is set: Kubeflow's local mode, where the head and two
+  /// workers run on one machine outside Kubernetes (no LWS variables).
+  bool local = false;
 
   /// Reads the variables. Invalid naming the first missing one (only
-  /// METADATA_LOC and, for the head, LWS_LEADER_ADDRESS/LWS_GROUP_SIZE are
-  /// required).
+  /// METADATA_LOC and, for the head outside local mode,
+  /// LWS_LEADER_ADDRESS/LWS_GROUP_SIZE are required).
   static arrow::Result<KubeflowEnv> FromEnvironment(bool for_head);
 
   /// The name the table is cached under: "<schema>.<table>", or "default".
   std::string DatasetName() const;
 
   /// grpc://<first label>-<i>.<rest>:<port> for workers i = 1 .. group_size-1
-  /// (grpc+tls:// when `tls`: the workers serve TLS like the head).
+  /// (grpc+tls:// when `tls`: the workers serve TLS like the head). In local
+  /// mode the two workers that Kubeflow's local scripts start:
+  /// localhost:50052 and localhost:50053, whatever `port`.
   arrow::Result<std::vector<std::string>> WorkerLocations(int port, bool tls = false) const;
 };
+
+/// The worker ports of Kubeflow's local mode.
+inline constexpr int kKubeflowLocalWorkerPorts[] = {50052, 50053};
 
 /// The Kubeflow shard a PATH descriptor [index, total] names, as inclusive
 /// global rows [first, last] of a dataset with `rows` rows. Errors as the

@@ -62,4 +62,24 @@ TEST(KubeflowEnv, NamesTheMissingVariable) {
   EXPECT_FALSE(InvokedAs("/usr/bin/icefloe-head", "head"));
 }
 
+TEST(KubeflowEnv, LocalModeUsesTheTwoLocalWorkers) {
+  ::setenv("METADATA_LOC", "/tmp/t/metadata/v1.metadata.json", 1);
+  ::unsetenv("LWS_LEADER_ADDRESS");
+  ::unsetenv("LWS_GROUP_SIZE");
+  ::unsetenv("RUNTIME_ENV");
+  auto outside = KubeflowEnv::FromEnvironment(/*for_head=*/true);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("LWS_LEADER_ADDRESS"), std::string::npos);
+
+  ::setenv("RUNTIME_ENV", "local", 1);
+  auto env = KubeflowEnv::FromEnvironment(/*for_head=*/true);
+  ::unsetenv("RUNTIME_ENV");
+  ::unsetenv("METADATA_LOC");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_TRUE(env->local);
+  EXPECT_EQ(*env->WorkerLocations(50051),
+            (std::vector<std::string>{"grpc://localhost:50052", "grpc://localhost:50053"}));
+  EXPECT_EQ((*env->WorkerLocations(50051, /*tls=*/true))[0], "grpc+tls://localhost:50052");
+}
+
 }  // namespace icefloe

@@ -201,6 +201,7 @@ arrow::Status HeadServer::ExecuteLoad(LoadJob* job) {
     req.dataset = entry.storage_name;
     req.generation = entry.generation;
     req.schema = iceberg::SchemaToJson(plan.schema);
+    req.name_mapping = plan.name_mapping;
     req.projection = plan.projection;
     req.filter = plan.filter;
     req.batch_rows = entry.request.batch_rows;

@@ -18,6 +18,15 @@ namespace icefloe::iceberg {
 
 enum class FileContent : int32_t { kData = 0, kPositionDeletes = 1, kEqualityDeletes = 2 };
 
+/// The value an identity partition field gives a table column for every row of
+/// a data file. The spec's column projection rule 1: a column the file does not
+/// hold (a Hive-migrated or `add_files` table) reads as this constant.
+struct PartitionValue {
+  int32_t source_id = 0;  ///< the table column's field id
+  TypePtr type;           ///< the column's type in the schema the scan reads with
+  Literal value;          ///< null for a null partition value
+};
+
 struct DataFile {
   FileContent content = FileContent::kData;         // 134
   std::string file_path;                            // 100, a full location
@@ -35,14 +44,25 @@ struct DataFile {
   std::vector<int64_t> split_offsets;               // 132
   std::vector<int32_t> equality_ids;                // 135
   std::optional<std::string> referenced_data_file;  // 143
+  std::optional<int64_t> content_offset;            // 144, a deletion vector's blob
+  std::optional<int64_t> content_size_in_bytes;     // 145
   int64_t data_sequence_number = 0;  // entry 3, inherited from the manifest when null
   int64_t file_sequence_number = 0;  // entry 4, inherited likewise
+  /// Filled in by the planner for data files: the identity partition values of
+  /// the file's partition spec, by source column (not part of the manifest).
+  std::vector<PartitionValue> identity_values;
+
+  /// A v3 deletion vector: a position delete stored as a Puffin blob.
+  bool is_deletion_vector() const {
+    return content == FileContent::kPositionDeletes && file_format == "PUFFIN";
+  }
 };
 
 /// One data file to read and the delete files that apply to it (position
 /// deletes with data sequence number >= the file's; equality deletes with a
 /// strictly greater one; same partition, or global for equality deletes of
-/// an unpartitioned spec).
+/// an unpartitioned spec). When a deletion vector applies, it replaces the
+/// position delete files (the spec has writers merge those into it).
 struct ScanTask {
   DataFile data_file;
   std::vector<DataFile> deletes;

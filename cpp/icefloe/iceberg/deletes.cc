@@ -9,6 +9,8 @@
 #include <arrow/compute/api_vector.h>
 #include <arrow/util/bit_util.h>
 
+#include "icefloe/iceberg/puffin.h"
+
 namespace icefloe::iceberg {
 
 namespace cp = arrow::compute;
@@ -17,16 +19,25 @@ namespace {
 
 std::vector<NestedField> PositionDeleteFields() {
   return {
-      {kDeleteFilePathFieldId, "file_path", true, MakePrimitive(TypeId::kString), ""},
-      {kDeletePosFieldId, "pos", true, MakePrimitive(TypeId::kLong), ""},
+      {kDeleteFilePathFieldId, "file_path", true, MakePrimitive(TypeId::kString), "", ""},
+      {kDeletePosFieldId, "pos", true, MakePrimitive(TypeId::kLong), "", ""},
   };
+}
+
+// The spec fixes the names of the position delete columns as well as their
+// ids, so files written without ids still read.
+const NameMapping& PositionDeleteMapping() {
+  static const NameMapping mapping{{{kDeleteFilePathFieldId, {"file_path"}, {}},
+                                    {kDeletePosFieldId, {"pos"}, {}}}};
+  return mapping;
 }
 
 // Appends the positions that `file` deletes from `data_path`.
 arrow::Status ReadPositionDeletes(const DataFile& file, const std::string& data_path,
                                   const FileOpener& open, int64_t batch_rows,
                                   arrow::MemoryPool* pool, DeleteFilter* out) {
-  ARROW_ASSIGN_OR_RAISE(auto parquet, OpenParquetFile(open, file.file_path, batch_rows, pool));
+  ARROW_ASSIGN_OR_RAISE(auto parquet, OpenParquetFile(open, file.file_path, batch_rows, pool,
+                                                      &PositionDeleteMapping()));
   ARROW_ASSIGN_OR_RAISE(auto columns, MatchColumns(*parquet, PositionDeleteFields()));
   for (const auto& column : columns) {
     if (column.file_root < 0) {
@@ -52,7 +63,7 @@ arrow::Status ReadPositionDeletes(const DataFile& file, const std::string& data_
       ARROW_RETURN_NOT_OK(reader->ReadNext(&file_batch));
       if (file_batch == nullptr) break;
       ARROW_ASSIGN_OR_RAISE(
-          auto batch, ConformBatch(*file_batch, columns, parquet->has_field_ids, schema, &ctx));
+          auto batch, ConformBatch(*file_batch, columns, schema, &ctx));
       ARROW_ASSIGN_OR_RAISE(arrow::Datum mask,
                             cp::CallFunction("equal", {batch->column(0), path_scalar}, &ctx));
       ARROW_ASSIGN_OR_RAISE(
@@ -65,6 +76,50 @@ arrow::Status ReadPositionDeletes(const DataFile& file, const std::string& data_
       }
     }
   }
+  return arrow::Status::OK();
+}
+
+// Appends the positions that deletion vector `dv` deletes from `data`: the
+// blob at content_offset, content_size_in_bytes of its Puffin file.
+arrow::Status ReadDeletionVector(const DataFile& dv, const DataFile& data, const FileOpener& open,
+                                 DeleteFilter* out) {
+  const std::string& location = dv.file_path;
+  auto bad = [&](auto&&... why) {
+    return arrow::Status::Invalid("deletion vector in Puffin file ", location, ": ", why...);
+  };
+  if (!dv.content_offset || !dv.content_size_in_bytes || *dv.content_offset < 0 ||
+      *dv.content_size_in_bytes < 0) {
+    return bad("the manifest gives no content_offset and content_size_in_bytes");
+  }
+  if (dv.referenced_data_file != data.file_path) {
+    return bad("it applies to ", dv.referenced_data_file.value_or("(no referenced_data_file)"),
+               ", not ", data.file_path);
+  }
+  if (!open) return arrow::Status::Invalid("no FileOpener to open ", location);
+  auto input = open(location);
+  if (!input.ok()) {
+    return input.status().WithMessage("opening ", location, ": ", input.status().message());
+  }
+  auto blob = (*input)->ReadAt(*dv.content_offset, *dv.content_size_in_bytes);
+  if (!blob.ok()) {
+    return blob.status().WithMessage("reading Puffin file ", location, ": ",
+                                     blob.status().message());
+  }
+  if ((*blob)->size() != *dv.content_size_in_bytes) {
+    return bad("the file ends before the blob at offset ", *dv.content_offset, " of ",
+               *dv.content_size_in_bytes, " bytes (truncated?)");
+  }
+  ARROW_ASSIGN_OR_RAISE(
+      std::vector<int64_t> positions,
+      DecodeDeletionVector(std::string_view(reinterpret_cast<const char*>((*blob)->data()),
+                                            static_cast<size_t>((*blob)->size())),
+                           data.record_count, location));
+  // A deletion vector's record_count is its cardinality.
+  if (static_cast<int64_t>(positions.size()) != dv.record_count) {
+    return bad("it holds ", positions.size(), " positions, the manifest says ", dv.record_count);
+  }
+  out->bytes_read += (*blob)->size();
+  out->positions.insert(out->positions.end(), positions.begin(), positions.end());
   return arrow::Status::OK();
 }
 
@@ -106,9 +161,10 @@ arrow::Result<std::unique_ptr<EqualityDeleteSet>> EqualityDeleteSet::Make(
 }
 
 arrow::Result<int64_t> EqualityDeleteSet::AddFile(const DataFile& file, const FileOpener& open,
-                                                  int64_t batch_rows) {
-  ARROW_ASSIGN_OR_RAISE(auto parquet,
-                        OpenParquetFile(open, file.file_path, batch_rows, ctx_->memory_pool()));
+                                                  int64_t batch_rows,
+                                                  const NameMapping* name_mapping) {
+  ARROW_ASSIGN_OR_RAISE(auto parquet, OpenParquetFile(open, file.file_path, batch_rows,
+                                                      ctx_->memory_pool(), name_mapping));
   ARROW_ASSIGN_OR_RAISE(auto columns, MatchColumns(*parquet, fields_));
   for (const auto& column : columns) {
     if (column.file_root < 0) {
@@ -125,8 +181,7 @@ arrow::Result<int64_t> EqualityDeleteSet::AddFile(const DataFile& file, const Fi
       std::shared_ptr<arrow::RecordBatch> file_batch;
       ARROW_RETURN_NOT_OK(reader->ReadNext(&file_batch));
       if (file_batch == nullptr) break;
-      ARROW_ASSIGN_OR_RAISE(auto batch, ConformBatch(*file_batch, columns, parquet->has_field_ids,
-                                                     schema_, ctx_.get()));
+      ARROW_ASSIGN_OR_RAISE(auto batch, ConformBatch(*file_batch, columns, schema_, ctx_.get()));
       cp::ExecBatch keys(*batch);
       ARROW_RETURN_NOT_OK(grouper_->Populate(cp::ExecSpan(keys)));
     }
@@ -160,10 +215,14 @@ std::vector<int32_t> DeleteFilter::EqualityFieldIds() const {
 
 arrow::Result<DeleteFilter> LoadDeletes(const ScanTask& task, const Schema& schema,
                                         const FileOpener& open, int64_t batch_rows,
-                                        arrow::MemoryPool* pool) {
+                                        arrow::MemoryPool* pool, const NameMapping* name_mapping) {
   DeleteFilter filter;
   std::map<std::vector<int32_t>, EqualityDeleteSet*> sets;
   for (const DataFile& file : task.deletes) {
+    if (file.is_deletion_vector()) {
+      ARROW_RETURN_NOT_OK(ReadDeletionVector(file, task.data_file, open, &filter));
+      continue;
+    }
     ARROW_RETURN_NOT_OK(CheckParquetFormat(file.file_format, file.file_path));
     switch (file.content) {
       case FileContent::kPositionDeletes:
@@ -189,7 +248,8 @@ arrow::Result<DeleteFilter> LoadDeletes(const ScanTask& task, const Schema& sche
           it = sets.emplace(ids, set.get()).first;
           filter.equality.push_back(std::move(set));
         }
-        ARROW_ASSIGN_OR_RAISE(int64_t bytes, it->second->AddFile(file, open, batch_rows));
+        ARROW_ASSIGN_OR_RAISE(int64_t bytes,
+                              it->second->AddFile(file, open, batch_rows, name_mapping));
         filter.bytes_read += bytes;
         break;
       }

@@ -1,4 +1,5 @@
-// Row-level deletes (Iceberg v2): position deletes and equality deletes.
+// Row-level deletes: position deletes, deletion vectors (v3) and equality
+// deletes.
 //
 // The scan planner already chose, per data file, the delete files that apply
 // to it (by sequence number and partition). This file reads them:
@@ -6,6 +7,8 @@
 //  - a position delete file is Parquet with `file_path` (field id 2147483546)
 //    and `pos` (2147483545); its rows naming this data file's path delete
 //    those 0-based row positions of the file;
+//  - a deletion vector is a blob of a Puffin file (puffin.h) listing the
+//    deleted positions of the one data file it references;
 //  - an equality delete file is Parquet with the columns named by its
 //    `equality_ids`; a data row whose values in those columns equal a delete
 //    row's values is deleted (null equals null).
@@ -45,9 +48,10 @@ class EqualityDeleteSet {
                                                                 arrow::MemoryPool* pool);
 
   /// Adds the keys of an equality delete file, reading its columns by field
-  /// id; returns the compressed bytes read. Invalid when the file lacks one of
-  /// the fields.
-  arrow::Result<int64_t> AddFile(const DataFile& file, const FileOpener& open, int64_t batch_rows);
+  /// id (through `name_mapping` when it has none); returns the compressed
+  /// bytes read. Invalid when the file lacks one of the fields.
+  arrow::Result<int64_t> AddFile(const DataFile& file, const FileOpener& open, int64_t batch_rows,
+                                 const NameMapping* name_mapping = nullptr);
 
   /// For each row of `keys` (one array per field, in fields() order, of the
   /// table types), whether the row is kept: true unless its key was deleted.
@@ -83,11 +87,17 @@ struct DeleteFilter {
 /// Reads the delete files of `task`. `schema` types the equality keys: each
 /// equality id must be a top-level primitive column of it (NotImplemented for
 /// nested ids, Invalid for unknown ones). Position delete row groups whose
-/// `file_path` statistics exclude the data file are skipped. NotImplemented
-/// for delete files that are not Parquet (deletion vectors included).
+/// `file_path` statistics exclude the data file are skipped. A deletion
+/// vector is read from its blob alone; Invalid naming the Puffin file when the
+/// blob is truncated or corrupt (length, magic, CRC, bitmap), names another
+/// data file, deletes a position past the data file's rows or holds another
+/// number of positions than its manifest entry's record_count.
+/// NotImplemented for other delete files that are not Parquet.
+/// `name_mapping` (may be null) gives ids to equality delete files without them.
 arrow::Result<DeleteFilter> LoadDeletes(const ScanTask& task, const Schema& schema,
                                         const FileOpener& open, int64_t batch_rows,
-                                        arrow::MemoryPool* pool);
+                                        arrow::MemoryPool* pool,
+                                        const NameMapping* name_mapping = nullptr);
 
 /// The positions in [first_row, first_row + num_rows) that `sorted_positions`
 /// leaves in, as a boolean keep mask; nullptr when none of them is deleted.

@@ -118,6 +118,15 @@ struct Expr {
   std::string ToString() const;
 };
 
+/// Reads a value written in Iceberg's JSON single-value serialization (as
+/// metadata.json writes `initial-default`) as a literal of primitive `type`:
+/// booleans and numbers as JSON values, decimals as strings ("14.20"), dates,
+/// times, timestamps and UUIDs as ISO-8601 / 8-4-4-4-12 strings, binary and
+/// fixed as hex strings, null as a null literal. Invalid naming `what` when
+/// the value does not fit the type; NotImplemented for nested types.
+arrow::Result<Literal> LiteralFromJson(const Type& type, std::string_view json_text,
+                                       std::string_view what);
+
 /// Parses a filter. Grammar (keywords are case-insensitive; NOT binds tighter
 /// than AND, AND tighter than OR):
 ///

@@ -136,6 +136,9 @@ arrow::Result<DataFile> ReadDataFile(const AvroValue& df, const ManifestFile& ma
   }
   ARROW_ASSIGN_OR_RAISE(auto referenced, df.GetOptional<std::string_view>(143));
   if (referenced) f.referenced_data_file = std::string(*referenced);
+  // v3 deletion vectors; row lineage's first_row_id (142) is not needed to read.
+  ARROW_ASSIGN_OR_RAISE(f.content_offset, df.GetOptional<int64_t>(144));
+  ARROW_ASSIGN_OR_RAISE(f.content_size_in_bytes, df.GetOptional<int64_t>(145));
   return f;
 }
 

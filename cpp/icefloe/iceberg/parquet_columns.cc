@@ -21,6 +21,8 @@
 #include <parquet/properties.h>
 #include <parquet/statistics.h>
 
+#include "icefloe/iceberg/expr.h"
+
 namespace icefloe::iceberg {
 
 namespace cp = arrow::compute;
@@ -39,9 +41,55 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
   return id;
 }
 
-bool Matches(const arrow::Field& file_field, const NestedField& field, bool by_id) {
-  if (by_id) return FieldIdOf(file_field) == field.id;
-  return file_field.name() == field.name;
+// How a file's fields get their ids at one nesting level: from the file
+// (`mapping` null), or for files without ids from the name mapping entries of
+// that level. An empty level maps nothing, so such fields stay unmatched.
+using MappingLevel = const std::vector<MappedField>*;
+
+const std::vector<MappedField> kNoMapping;
+
+bool Matches(const arrow::Field& file_field, const NestedField& field, MappingLevel mapping) {
+  if (mapping == nullptr) return FieldIdOf(file_field) == field.id;
+  const MappedField* mapped = NameMapping::Find(*mapping, file_field.name());
+  return mapped != nullptr && mapped->field_id == field.id;
+}
+
+// The mapping level of `name`'s children (struct fields, a list's "element",
+// a map's "key" and "value"), or null when matching by id.
+MappingLevel ChildLevel(MappingLevel mapping, std::string_view name) {
+  if (mapping == nullptr) return nullptr;
+  const MappedField* mapped = NameMapping::Find(*mapping, name);
+  return mapped == nullptr ? &kNoMapping : &mapped->fields;
+}
+
+// The value of rows that lack `field`: its initial-default, else null.
+arrow::Result<std::shared_ptr<arrow::Scalar>> DefaultValue(
+    const NestedField& field, const std::shared_ptr<arrow::DataType>& type) {
+  if (field.initial_default.empty()) return arrow::MakeNullScalar(type);
+  ARROW_ASSIGN_OR_RAISE(
+      Literal value,
+      LiteralFromJson(*field.type, field.initial_default, "initial-default of '" + field.name + "'"));
+  return ToArrowScalar(value, *field.type);
+}
+
+// The value of every row of `data_file` in top-level column `field`, which
+// the file does not hold (spec "Column Projection"): the identity partition
+// value, else the initial-default, else null.
+arrow::Result<std::shared_ptr<arrow::Scalar>> AbsentValue(
+    const NestedField& field, const std::shared_ptr<arrow::Field>& arrow_field,
+    const DataFile* data_file) {
+  if (data_file != nullptr) {
+    for (const auto& partition : data_file->identity_values) {
+      if (partition.source_id != field.id) continue;
+      auto scalar = ToArrowScalar(partition.value, *field.type);
+      if (!scalar.ok()) {
+        return scalar.status().WithMessage("partition value of column '", field.name, "' for ",
+                                           data_file->file_path, ": ", scalar.status().message());
+      }
+      return scalar;
+    }
+  }
+  return DefaultValue(field, arrow_field->type());
 }
 
 void AllLeaves(const parquet::arrow::SchemaField& node, std::vector<int>* out) {
@@ -55,8 +103,8 @@ void AllLeaves(const parquet::arrow::SchemaField& node, std::vector<int>* out) {
 // The leaves to read for `node` as table type `type`: struct fields the table
 // no longer has are skipped. A struct keeps at least one leaf so its own
 // validity is still read.
-void NeededLeaves(const parquet::arrow::SchemaField& node, const Type& type, bool by_id,
-                  std::vector<int>* out) {
+void NeededLeaves(const parquet::arrow::SchemaField& node, const Type& type,
+                  MappingLevel mapping, std::vector<int>* out) {
   if (node.is_leaf() || type.id != TypeId::kStruct ||
       node.field->type()->id() != arrow::Type::STRUCT) {
     AllLeaves(node, out);
@@ -65,8 +113,8 @@ void NeededLeaves(const parquet::arrow::SchemaField& node, const Type& type, boo
   const size_t before = out->size();
   for (const auto& child : node.children) {
     for (const auto& table_child : type.fields) {
-      if (Matches(*child.field, table_child, by_id)) {
-        NeededLeaves(child, *table_child.type, by_id, out);
+      if (Matches(*child.field, table_child, mapping)) {
+        NeededLeaves(child, *table_child.type, ChildLevel(mapping, child.field->name()), out);
         break;
       }
     }
@@ -121,7 +169,7 @@ arrow::Status CannotRead(const std::string& path, const arrow::DataType& file, c
 
 arrow::Result<std::shared_ptr<arrow::ArrayData>> Conform(
     std::shared_ptr<arrow::ArrayData> data, const Type& type,
-    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    const std::shared_ptr<arrow::DataType>& target, MappingLevel mapping, const std::string& path,
     cp::ExecContext* ctx);
 
 arrow::Result<std::shared_ptr<arrow::ArrayData>> NullData(
@@ -130,9 +178,18 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> NullData(
   return array->data();
 }
 
+// `length` copies of `value` (null when there is none).
+arrow::Result<std::shared_ptr<arrow::ArrayData>> ConstantData(
+    const std::shared_ptr<arrow::Scalar>& value, const std::shared_ptr<arrow::DataType>& type,
+    int64_t length, cp::ExecContext* ctx) {
+  if (value == nullptr || !value->is_valid) return NullData(type, length, ctx);
+  ARROW_ASSIGN_OR_RAISE(auto array, arrow::MakeArrayFromScalar(*value, length, ctx->memory_pool()));
+  return array->data();
+}
+
 arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformStruct(
     const std::shared_ptr<arrow::ArrayData>& data, const Type& type,
-    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    const std::shared_ptr<arrow::DataType>& target, MappingLevel mapping, const std::string& path,
     cp::ExecContext* ctx) {
   const arrow::DataType& file_type = *data->type;
   std::vector<std::shared_ptr<arrow::ArrayData>> children;
@@ -141,15 +198,19 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformStruct(
     const auto& child_target = target->field(static_cast<int>(k))->type();
     int found = -1;
     for (int j = 0; j < file_type.num_fields() && found < 0; ++j) {
-      if (Matches(*file_type.field(j), child, by_id)) found = j;
+      if (Matches(*file_type.field(j), child, mapping)) found = j;
     }
     std::shared_ptr<arrow::ArrayData> out;
     if (found < 0) {
       // Struct children are indexed with the parent's offset.
-      ARROW_ASSIGN_OR_RAISE(out, NullData(child_target, data->offset + data->length, ctx));
+      ARROW_ASSIGN_OR_RAISE(auto value, DefaultValue(child, child_target));
+      ARROW_ASSIGN_OR_RAISE(out,
+                            ConstantData(value, child_target, data->offset + data->length, ctx));
     } else {
-      ARROW_ASSIGN_OR_RAISE(out, Conform(data->child_data[found], *child.type, child_target, by_id,
-                                         path + "." + child.name, ctx));
+      ARROW_ASSIGN_OR_RAISE(
+          out, Conform(data->child_data[found], *child.type, child_target,
+                       ChildLevel(mapping, file_type.field(found)->name()), path + "." + child.name,
+                       ctx));
     }
     children.push_back(std::move(out));
   }
@@ -159,7 +220,7 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformStruct(
 
 arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformList(
     std::shared_ptr<arrow::ArrayData> data, const Type& type,
-    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    const std::shared_ptr<arrow::DataType>& target, MappingLevel mapping, const std::string& path,
     cp::ExecContext* ctx) {
   if (data->type->id() == arrow::Type::LARGE_LIST) {
     auto as_list = arrow::list(data->type->field(0));
@@ -168,22 +229,25 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformList(
     data = cast.array();
   }
   const auto& element_target = target->field(0)->type();
-  ARROW_ASSIGN_OR_RAISE(auto values, Conform(data->child_data[0], *type.fields[0].type,
-                                             element_target, by_id, path + ".element", ctx));
+  ARROW_ASSIGN_OR_RAISE(auto values,
+                        Conform(data->child_data[0], *type.fields[0].type, element_target,
+                                ChildLevel(mapping, "element"), path + ".element", ctx));
   return arrow::ArrayData::Make(target, data->length, {data->buffers[0], data->buffers[1]},
                                 {std::move(values)}, data->null_count, data->offset);
 }
 
 arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformMap(
     const std::shared_ptr<arrow::ArrayData>& data, const Type& type,
-    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    const std::shared_ptr<arrow::DataType>& target, MappingLevel mapping, const std::string& path,
     cp::ExecContext* ctx) {
   const auto& map_type = static_cast<const arrow::MapType&>(*target);
   const auto& entries = data->child_data[0];
   ARROW_ASSIGN_OR_RAISE(auto keys, Conform(entries->child_data[0], *type.fields[0].type,
-                                           map_type.key_type(), by_id, path + ".key", ctx));
+                                           map_type.key_type(), ChildLevel(mapping, "key"),
+                                           path + ".key", ctx));
   ARROW_ASSIGN_OR_RAISE(auto items, Conform(entries->child_data[1], *type.fields[1].type,
-                                            map_type.item_type(), by_id, path + ".value", ctx));
+                                            map_type.item_type(), ChildLevel(mapping, "value"),
+                                            path + ".value", ctx));
   auto new_entries = arrow::ArrayData::Make(
       map_type.value_type(), entries->length, {entries->buffers[0]},
       {std::move(keys), std::move(items)}, entries->null_count, entries->offset);
@@ -193,7 +257,7 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformMap(
 
 arrow::Result<std::shared_ptr<arrow::ArrayData>> Conform(
     std::shared_ptr<arrow::ArrayData> data, const Type& type,
-    const std::shared_ptr<arrow::DataType>& target, bool by_id, const std::string& path,
+    const std::shared_ptr<arrow::DataType>& target, MappingLevel mapping, const std::string& path,
     cp::ExecContext* ctx) {
   if (data->type->id() == arrow::Type::NA) return NullData(target, data->length, ctx);
   if (data->type->id() == arrow::Type::DICTIONARY) {
@@ -206,15 +270,15 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Conform(
   switch (type.id) {
     case TypeId::kStruct:
       if (file_id != arrow::Type::STRUCT) return CannotRead(path, *data->type, type, *target);
-      return ConformStruct(data, type, target, by_id, path, ctx);
+      return ConformStruct(data, type, target, mapping, path, ctx);
     case TypeId::kList:
       if (file_id != arrow::Type::LIST && file_id != arrow::Type::LARGE_LIST) {
         return CannotRead(path, *data->type, type, *target);
       }
-      return ConformList(std::move(data), type, target, by_id, path, ctx);
+      return ConformList(std::move(data), type, target, mapping, path, ctx);
     case TypeId::kMap:
       if (file_id != arrow::Type::MAP) return CannotRead(path, *data->type, type, *target);
-      return ConformMap(data, type, target, by_id, path, ctx);
+      return ConformMap(data, type, target, mapping, path, ctx);
     default:
       break;
   }
@@ -401,7 +465,8 @@ arrow::Status CheckParquetFormat(const std::string& file_format, const std::stri
 arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& open,
                                                             const std::string& location,
                                                             int64_t batch_rows,
-                                                            arrow::MemoryPool* pool) {
+                                                            arrow::MemoryPool* pool,
+                                                            const NameMapping* name_mapping) {
   if (!open) return arrow::Status::Invalid("no FileOpener to open ", location);
   auto input = open(location);
   if (!input.ok()) {
@@ -422,6 +487,7 @@ arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& op
   if (!st.ok()) return with_location(st);
   auto file = std::make_unique<ParquetFile>();
   file->location = location;
+  file->name_mapping = name_mapping;
   auto reader = builder.memory_pool(pool)->properties(properties)->Build();
   if (!reader.ok()) return with_location(reader.status());
   file->reader = std::move(*reader);
@@ -432,9 +498,18 @@ arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& op
 }
 
 arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
-                                                     const std::vector<NestedField>& fields) {
+                                                     const std::vector<NestedField>& fields,
+                                                     const DataFile* data_file) {
   const auto& roots = file.reader->manifest().schema_fields;
-  const bool by_id = file.has_field_ids;
+  MappingLevel mapping = nullptr;
+  if (!file.has_field_ids) {
+    if (file.name_mapping == nullptr) {
+      return arrow::Status::Invalid("Parquet file ", file.location,
+                                    " has no field ids and the table has no ",
+                                    kNameMappingProperty, " to match its columns by name");
+    }
+    mapping = &file.name_mapping->fields;
+  }
   std::vector<ColumnMatch> columns;
   std::set<int> used_roots;
   for (const NestedField& field : fields) {
@@ -442,7 +517,7 @@ arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
     column.field = field;
     ARROW_ASSIGN_OR_RAISE(column.arrow_field, ToArrowField(field));
     for (size_t i = 0; i < roots.size(); ++i) {
-      if (Matches(*roots[i].field, field, by_id)) {
+      if (Matches(*roots[i].field, field, mapping)) {
         column.file_root = static_cast<int>(i);
         break;
       }
@@ -453,7 +528,10 @@ arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
                                       roots[column.file_root].field->name(),
                                       " matches two table columns");
       }
-      NeededLeaves(roots[column.file_root], *field.type, by_id, &column.leaves);
+      column.mapping = ChildLevel(mapping, roots[column.file_root].field->name());
+      NeededLeaves(roots[column.file_root], *field.type, column.mapping, &column.leaves);
+    } else {
+      ARROW_ASSIGN_OR_RAISE(column.constant, AbsentValue(field, column.arrow_field, data_file));
     }
     columns.push_back(std::move(column));
   }
@@ -492,7 +570,7 @@ arrow::Result<std::unique_ptr<arrow::RecordBatchReader>> ReadRowGroup(
 }
 
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
-    const arrow::RecordBatch& file_batch, const std::vector<ColumnMatch>& columns, bool match_by_id,
+    const arrow::RecordBatch& file_batch, const std::vector<ColumnMatch>& columns,
     const std::shared_ptr<arrow::Schema>& schema, cp::ExecContext* ctx) {
   const int64_t rows = file_batch.num_rows();
   arrow::ArrayVector arrays;
@@ -501,11 +579,11 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
     const auto& target = column.arrow_field->type();
     std::shared_ptr<arrow::ArrayData> data;
     if (column.batch_index < 0) {
-      ARROW_ASSIGN_OR_RAISE(data, NullData(target, rows, ctx));
+      ARROW_ASSIGN_OR_RAISE(data, ConstantData(column.constant, target, rows, ctx));
     } else {
-      ARROW_ASSIGN_OR_RAISE(
-          data, Conform(file_batch.column_data(column.batch_index), *column.field.type, target,
-                        match_by_id, column.field.name, ctx));
+      ARROW_ASSIGN_OR_RAISE(data, Conform(file_batch.column_data(column.batch_index),
+                                          *column.field.type, target, column.mapping,
+                                          column.field.name, ctx));
     }
     arrays.push_back(arrow::MakeArray(std::move(data)));
   }
@@ -525,7 +603,13 @@ arrow::Result<bool> RowGroupMayMatch(const ParquetFile& file, int row_group,
   for (const auto& column : columns) {
     if (referenced.count(column.field.name) == 0) continue;
     if (column.file_root < 0) {
-      guarantee.push_back(cp::is_null(cp::field_ref(column.field.name)));
+      // Every row holds the column's constant (a partition value, a default or null).
+      cp::Expression ref = cp::field_ref(column.field.name);
+      if (column.constant == nullptr || !column.constant->is_valid) {
+        guarantee.push_back(cp::is_null(ref));
+      } else if (!IsNaN(*column.constant)) {
+        guarantee.push_back(cp::equal(ref, cp::literal(column.constant)));
+      }
     } else if (column.field.type->is_primitive() && column.leaves.size() == 1) {
       StatisticsGuarantee(*metadata, column, bound_filter, &guarantee);
     }

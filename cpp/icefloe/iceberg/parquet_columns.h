@@ -4,9 +4,10 @@
 // An Iceberg table names its columns by field id; Parquet files written by
 // Iceberg writers carry those ids (`PARQUET:field_id` on the Arrow fields that
 // parquet::arrow derives from the file schema). `MatchColumns` finds each
-// table column in a file by id, `ReadRowGroup` streams a row group's matched
-// columns, `ConformBatch` turns what the file holds into the table's Arrow
-// types (renames, promotions, added and nested fields), and
+// table column in a file by id (through the table's name mapping for files
+// written without ids), `ReadRowGroup` streams a row group's matched columns, `ConformBatch` turns what the file holds into the table's Arrow
+// types (renames, promotions, added and nested fields, columns absent from
+// the file as their partition value or default), and
 // `RowGroupMayMatch` decides from row-group statistics whether a filter can
 // match any row of a row group.
 #pragma once
@@ -25,6 +26,8 @@
 #include <arrow/result.h>
 #include <parquet/arrow/reader.h>
 
+#include "icefloe/iceberg/data_file.h"
+#include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/types.h"
 
 namespace icefloe::iceberg {
@@ -42,17 +45,20 @@ struct ParquetFile {
   std::string location;
   std::unique_ptr<parquet::arrow::FileReader> reader;
   /// Whether any column of the file carries a field id. Files without any are
-  /// matched by column name instead (see MatchColumns).
+  /// matched through `name_mapping` instead (see MatchColumns).
   bool has_field_ids = false;
+  /// The table's name mapping (not owned; may be null).
+  const NameMapping* name_mapping = nullptr;
 };
 
 /// Opens `location` as Parquet, reading batches of at most `batch_rows` rows.
-/// Errors name the location: the opener's status (IOError when missing), or
-/// IOError/Invalid when the file is not Parquet or its footer is corrupt.
-arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& open,
-                                                            const std::string& location,
-                                                            int64_t batch_rows,
-                                                            arrow::MemoryPool* pool);
+/// `name_mapping` (may be null; must outlive the file) gives ids to the
+/// columns of a file written without them. Errors name the location: the
+/// opener's status (IOError when missing), or IOError/Invalid when the file is
+/// not Parquet or its footer is corrupt.
+arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(
+    const FileOpener& open, const std::string& location, int64_t batch_rows,
+    arrow::MemoryPool* pool, const NameMapping* name_mapping = nullptr);
 
 /// NotImplemented naming the file unless `file_format` is PARQUET (any case).
 arrow::Status CheckParquetFormat(const std::string& file_format, const std::string& location);
@@ -64,16 +70,27 @@ struct ColumnMatch {
   int file_root = -1;       ///< top-level column index in the file, -1 when absent
   int batch_index = -1;     ///< column index in batches from ReadRowGroup, -1 when absent
   std::vector<int> leaves;  ///< Parquet leaf column indices read for it
+  /// Absent columns: the value of every row (null scalar or nullptr: null).
+  std::shared_ptr<arrow::Scalar> constant;
+  /// Files without field ids: the name mapping entries of the column's
+  /// children (null when the file has ids).
+  const std::vector<MappedField>* mapping = nullptr;
 };
 
 /// The table columns `fields` (top-level) as found in `file`, plus the leaf
-/// columns to read for them. Columns are matched by field id; a file with no
-/// field ids at all (imported Parquet) is matched by the columns' current
-/// names instead. Nested columns read only the leaves of struct fields the
-/// table still has. A column whose id is not in the file is absent (read as
-/// nulls); columns of the file that are not asked for are not read.
+/// columns to read for them. Columns are matched by field id; the columns of
+/// a file with no field ids at all (Hive-migrated, `add_files`) get their ids
+/// from the file's name mapping, as the spec says (unmapped ones are not
+/// read). Nested columns read only the leaves of struct fields the table
+/// still has. A column whose id is not in the file is absent and reads as a
+/// constant (spec "Column Projection"): the identity partition value that
+/// `data_file` (may be null) gives it, else its initial-default, else null.
+/// Columns of the file that are not asked for are not read. Invalid naming
+/// the file when it has no field ids and there is no name mapping (as
+/// pyiceberg refuses it).
 arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
-                                                     const std::vector<NestedField>& fields);
+                                                     const std::vector<NestedField>& fields,
+                                                     const DataFile* data_file = nullptr);
 
 /// Every leaf of `columns`, sorted: what ReadRowGroup reads.
 std::vector<int> LeavesOf(const std::vector<ColumnMatch>& columns);
@@ -87,17 +104,18 @@ arrow::Result<std::unique_ptr<arrow::RecordBatchReader>> ReadRowGroup(
 /// Turns a batch from ReadRowGroup into `schema` (the Arrow schema of
 /// `columns`' table fields, in that order): dictionaries decoded, types
 /// promoted (int->long, float->double, decimal precision widening), struct
-/// children matched by id (or name) and renamed, absent columns and fields
-/// all null. Invalid naming the column and both types when the file's type
-/// cannot be read as the table's.
+/// children matched by id (or the name mapping) and renamed, absent columns
+/// as their constant, absent struct fields as their initial-default or null.
+/// Invalid naming the column and both types when the file's type cannot be
+/// read as the table's.
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
-    const arrow::RecordBatch& file_batch, const std::vector<ColumnMatch>& columns, bool match_by_id,
+    const arrow::RecordBatch& file_batch, const std::vector<ColumnMatch>& columns,
     const std::shared_ptr<arrow::Schema>& schema, arrow::compute::ExecContext* ctx);
 
 /// Whether any row of `row_group` may satisfy `bound_filter` (bound to the
 /// columns' table schema), judged from the row group's min/max and null-count
 /// statistics of the top-level primitive `columns`; absent columns are known
-/// to be all null. False only when no row can match. A float or double
+/// to hold their constant. False only when no row can match. A float or double
 /// column's bounds are used only when NaN in that column cannot make the
 /// filter true, since Parquet statistics leave NaN out.
 arrow::Result<bool> RowGroupMayMatch(const ParquetFile& file, int row_group,

@@ -197,8 +197,8 @@ TEST(PartitionSpec, ParsesV1AndV2Forms) {
   EXPECT_EQ(v1->fields[1].field_id, 1001);
 
   Schema schema;
-  schema.fields = {{1, "id", true, MakePrimitive(TypeId::kLong), ""},
-                   {2, "ts", false, MakePrimitive(TypeId::kTimestamp), ""}};
+  schema.fields = {{1, "id", true, MakePrimitive(TypeId::kLong), "", ""},
+                   {2, "ts", false, MakePrimitive(TypeId::kTimestamp), "", ""}};
   auto type = v2->PartitionType(schema);
   ASSERT_TRUE(type.ok()) << type.status();
   EXPECT_EQ((*type)[0].type->ToString(), "int");

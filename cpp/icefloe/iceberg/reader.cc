@@ -145,15 +145,16 @@ arrow::Status ScanTaskReaderImpl::Init(const ScanTask& task, const ReadOptions& 
   const size_t num_output = fields.size();
   if (options.filter) ARROW_RETURN_NOT_OK(AddFilterFields(schema, *options.filter, &fields));
 
-  ARROW_ASSIGN_OR_RAISE(file_,
-                        OpenParquetFile(options.open, data_file.file_path, batch_rows_, pool));
-  ARROW_ASSIGN_OR_RAISE(deletes_, LoadDeletes(task, schema, options.open, batch_rows_, pool));
+  ARROW_ASSIGN_OR_RAISE(file_, OpenParquetFile(options.open, data_file.file_path, batch_rows_,
+                                               pool, options.name_mapping));
+  ARROW_ASSIGN_OR_RAISE(deletes_, LoadDeletes(task, schema, options.open, batch_rows_, pool,
+                                              options.name_mapping));
   stats_.delete_bytes_read = deletes_.bytes_read;
   for (const auto& set : deletes_.equality) {
     for (const auto& field : set->fields()) AddField(field, &fields);
   }
 
-  ARROW_ASSIGN_OR_RAISE(columns_, MatchColumns(*file_, fields));
+  ARROW_ASSIGN_OR_RAISE(columns_, MatchColumns(*file_, fields, &data_file));
   leaves_ = LeavesOf(columns_);
   arrow::FieldVector arrow_fields;
   for (const auto& column : columns_) arrow_fields.push_back(column.arrow_field);
@@ -238,8 +239,7 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ScanTaskReaderImpl::ApplyMask
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> ScanTaskReaderImpl::Process(
     const arrow::RecordBatch& file_batch, int64_t first_row) {
   stats_.rows_read += file_batch.num_rows();
-  ARROW_ASSIGN_OR_RAISE(auto batch, ConformBatch(file_batch, columns_, file_->has_field_ids,
-                                                 work_schema_, ctx_.get()));
+  ARROW_ASSIGN_OR_RAISE(auto batch, ConformBatch(file_batch, columns_, work_schema_, ctx_.get()));
   // Deletes first: positions name rows of the file, before any filtering.
   ARROW_ASSIGN_OR_RAISE(
       std::shared_ptr<arrow::Array> keep,

@@ -1,11 +1,14 @@
 // Reading one Iceberg scan task — a Parquet data file plus the delete files
-// that apply to it — as Arrow record batches of the table schema.
+// and deletion vectors that apply to it — as Arrow record batches of the
+// table schema.
 //
 // For each row group of the data file the reader
 //  1. skips it when its statistics show that no row can match the filter, or
 //     when position deletes remove every row;
 //  2. decodes only the leaf columns it needs (projection, filter columns,
-//     equality delete columns), matched to table columns by field id;
+//     equality delete columns), matched to table columns by field id (or
+//     the name mapping); columns the file lacks are constants: identity
+//     partition values, v3 initial-defaults or null;
 //  3. conforms them to the table's Arrow types (see parquet_columns.h);
 //  4. drops deleted rows (positions count rows of the whole file, so skipped
 //     row groups do not shift them), then rows failing the filter;
@@ -38,6 +41,9 @@ struct ReadOptions {
   /// The table schema to read with (ids -> names and types). Needed only
   /// during ScanTaskReader::Open.
   const Schema* schema = nullptr;
+  /// The table's `schema.name-mapping.default` (not owned; may be null):
+  /// field ids for files written without them (see MatchColumns).
+  const NameMapping* name_mapping = nullptr;
   /// Top-level field ids to return, in this order; empty = every top-level
   /// field of the schema.
   std::vector<int32_t> projection;

@@ -25,6 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "icefloe/iceberg/deletes.h"
+#include "icefloe/iceberg/name_mapping.h"
+#include "icefloe/iceberg/puffin.h"
 
 namespace icefloe::iceberg {
 namespace {
@@ -282,7 +284,7 @@ TEST_F(ReaderTest, ReadsNestedColumnsById) {
   ASSERT_OK_AND_ASSIGN(batch, ReadAll(Task(path), Options(schema, {2}), &without_dropped));
   Schema with_dropped = schema;
   auto loc_type = std::make_shared<Type>(*schema.fields[1].type);
-  loc_type->fields.push_back({16, "dropped", false, MakePrimitive(TypeId::kString), ""});
+  loc_type->fields.push_back({16, "dropped", false, MakePrimitive(TypeId::kString), "", ""});
   with_dropped.fields[1].type = loc_type;
   ReadStats stats;
   ASSERT_OK_AND_ASSIGN(batch, ReadAll(Task(path), Options(with_dropped, {2}), &stats));
@@ -317,17 +319,185 @@ TEST_F(ReaderTest, DecodesDictionaryColumns) {
   ExpectColumn(*batch, "color", R"(["red", "green", "red", null, "blue"])");
 }
 
-TEST_F(ReaderTest, MatchesByNameWhenTheFileHasNoFieldIds) {
-  auto file_schema =
-      arrow::schema({arrow::field("b", arrow::utf8()), arrow::field("a", arrow::int32())});
-  auto path = Write("imported.parquet", MakeTable(file_schema, {R"(["x", "y"])", "[1, 2]"}));
+TEST_F(ReaderTest, NameMappingGivesIdsToFilesWithoutThem) {
+  // A file written by a non-Iceberg writer: no field ids. The mapping maps
+  // "b" to 8 under its old name, "s.x" to 10, and leaves "u" unmapped.
+  auto file_struct = arrow::struct_({arrow::field("x", arrow::int32()),
+                                     arrow::field("w", arrow::utf8())});
+  auto file_schema = arrow::schema({arrow::field("b", arrow::utf8()),
+                                    arrow::field("a", arrow::int32()),
+                                    arrow::field("s", file_struct),
+                                    arrow::field("u", arrow::int64())});
+  auto path = Write("imported.parquet",
+                    MakeTable(file_schema, {R"(["x", "y"])", "[1, 2]",
+                                            R"([{"x": 5, "w": "p"}, null])", "[3, 4]"}));
   Schema schema = ParseTestSchema(R"({"type": "struct", "fields": [
       {"id": 7, "name": "a", "required": false, "type": "long"},
-      {"id": 8, "name": "c", "required": false, "type": "string"}]})");
+      {"id": 8, "name": "c", "required": false, "type": "string"},
+      {"id": 9, "name": "s", "required": false, "type": {"type": "struct", "fields": [
+          {"id": 10, "name": "x2", "required": false, "type": "long"},
+          {"id": 11, "name": "z", "required": false, "type": "string", "initial-default": "zz"}]}},
+      {"id": 12, "name": "u", "required": false, "type": "long"}]})");
+  ASSERT_OK_AND_ASSIGN(NameMapping mapping, ParseNameMapping(R"([
+      {"field-id": 7, "names": ["a"]},
+      {"field-id": 8, "names": ["c", "b"]},
+      {"field-id": 9, "names": ["s"], "fields": [{"field-id": 10, "names": ["x"]},
+                                                 {"names": ["w"]}]}])"));
+  ReadOptions options = Options(schema);
+  options.name_mapping = &mapping;
   std::shared_ptr<arrow::RecordBatch> batch;
-  ASSERT_OK_AND_ASSIGN(batch, ReadAll(Task(path), Options(schema)));
+  ASSERT_OK_AND_ASSIGN(batch, ReadAll(Task(path), options));
   ExpectColumn(*batch, "a", "[1, 2]");
-  ExpectColumn(*batch, "c", "[null, null]");
+  ExpectColumn(*batch, "c", R"(["x", "y"])");
+  ExpectColumn(*batch, "s", R"([{"x2": 5, "z": "zz"}, null])");
+  // Same name as a file column, but the mapping does not give it id 12.
+  ExpectColumn(*batch, "u", "[null, null]");
+
+  // Without a mapping such a file is refused, as pyiceberg refuses it.
+  auto refused = ReadAll(Task(path), Options(schema));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsInvalid());
+  EXPECT_NE(refused.status().message().find("imported.parquet"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("schema.name-mapping.default"), std::string::npos);
+}
+
+TEST(NameMapping, ParsesNestedEntriesAndRefusesMalformedOnes) {
+  auto mapping = ParseNameMapping(R"([{"field-id": 1, "names": ["id", "ID"]},
+      {"field-id": 2, "names": ["m"], "fields": [{"field-id": 3, "names": ["key"]},
+                                                 {"field-id": 4, "names": ["value"]}]}])");
+  ASSERT_TRUE(mapping.ok()) << mapping.status();
+  EXPECT_EQ(NameMapping::Find(mapping->fields, "ID")->field_id, 1);
+  EXPECT_EQ(NameMapping::Find(mapping->fields, "id")->field_id, 1);
+  EXPECT_EQ(NameMapping::Find(mapping->fields, "Id"), nullptr);  // case-sensitive
+  const MappedField* m = NameMapping::Find(mapping->fields, "m");
+  EXPECT_EQ(NameMapping::Find(m->fields, "value")->field_id, 4);
+  for (const char* bad : {"{}", "[1]", R"([{"field-id": 1}])", R"([{"names": "a"}])",
+                          R"([{"field-id": "1", "names": []}])", "[", R"([{"names": [1]}])"}) {
+    auto r = ParseNameMapping(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("schema.name-mapping.default"), std::string::npos);
+  }
+}
+
+TEST_F(ReaderTest, AbsentColumnsTakePartitionValuesAndDefaults) {
+  // A Hive-style file: the partition columns live only in the manifest.
+  auto file_schema = arrow::schema({F("id", arrow::int64(), 1)});
+  auto path = Write("part.parquet", MakeTable(file_schema, {"[1, 2, 3]"}));
+  Schema schema = ParseTestSchema(R"J({"type": "struct", "fields": [
+      {"id": 1, "name": "id", "required": false, "type": "long"},
+      {"id": 2, "name": "day", "required": false, "type": "date"},
+      {"id": 3, "name": "amount", "required": false, "type": "decimal(36,23)"},
+      {"id": 4, "name": "flag", "required": false, "type": "boolean"},
+      {"id": 5, "name": "ratio", "required": false, "type": "double"},
+      {"id": 6, "name": "name", "required": false, "type": "string"},
+      {"id": 7, "name": "added", "required": false, "type": "int", "initial-default": 42},
+      {"id": 8, "name": "missing", "required": false, "type": "string"}]})J");
+  ScanTask task = Task(path);
+  auto value = [](int32_t id, TypePtr type, Literal::Value v, int32_t scale = 0) {
+    Literal lit;
+    lit.type = type->id;
+    lit.value = std::move(v);
+    lit.scale = scale;
+    return PartitionValue{id, std::move(type), std::move(lit)};
+  };
+  ASSERT_OK_AND_ASSIGN(arrow::Decimal128 amount,
+                       arrow::Decimal128::FromString("123456789012.12345678901234567890123"));
+  task.data_file.identity_values = {
+      value(2, MakePrimitive(TypeId::kDate), int64_t{19723}),  // 2024-01-01
+      value(3, MakeDecimal(36, 23), amount, 23),
+      value(4, MakePrimitive(TypeId::kBoolean), true),
+      // A float partition value of a column promoted to double.
+      value(5, MakePrimitive(TypeId::kDouble), static_cast<double>(1.1f)),
+      value(6, MakePrimitive(TypeId::kString), std::string("click")),
+  };
+  std::shared_ptr<arrow::RecordBatch> batch;
+  ASSERT_OK_AND_ASSIGN(batch, ReadAll(task, Options(schema)));
+  ExpectColumn(*batch, "day", "[19723, 19723, 19723]");  // 2024-01-01
+  ExpectColumn(*batch, "amount", R"(["123456789012.12345678901234567890123",
+      "123456789012.12345678901234567890123", "123456789012.12345678901234567890123"])");
+  ExpectColumn(*batch, "flag", "[true, true, true]");
+  ExpectColumn(*batch, "ratio", "[1.100000023841858, 1.100000023841858, 1.100000023841858]");
+  ExpectColumn(*batch, "name", R"(["click", "click", "click"])");
+  ExpectColumn(*batch, "added", "[42, 42, 42]");
+  ExpectColumn(*batch, "missing", "[null, null, null]");
+
+  // Filters see the constants: matching ones keep every row, others prune
+  // the row group without reading it.
+  ReadOptions options = Options(schema, {1});
+  options.filter = cp::and_(cp::equal(cp::field_ref("name"), cp::literal("click")),
+                            cp::greater(cp::field_ref("amount"),
+                                        cp::literal(std::make_shared<arrow::Decimal128Scalar>(
+                                            arrow::Decimal128(0), arrow::decimal128(36, 23)))));
+  ReadStats stats;
+  ASSERT_OK_AND_ASSIGN(batch, ReadAll(task, options, &stats));
+  ExpectColumn(*batch, "id", "[1, 2, 3]");
+  options.filter = cp::equal(cp::field_ref("added"), cp::literal(41));
+  ASSERT_OK_AND_ASSIGN(batch, ReadAll(task, options, &stats));
+  EXPECT_EQ(batch->num_rows(), 0);
+  EXPECT_EQ(stats.row_groups_read, 0);
+  options.filter = cp::is_null(cp::field_ref("name"));
+  ASSERT_OK_AND_ASSIGN(batch, ReadAll(task, options, &stats));
+  EXPECT_EQ(stats.row_groups_read, 0);
+
+  // A malformed default names the column.
+  Schema bad = ParseTestSchema(R"({"type": "struct", "fields": [
+      {"id": 9, "name": "when", "required": false, "type": "date", "initial-default": "soon"}]})");
+  auto refused = ReadAll(task, Options(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("when"), std::string::npos) << refused.status();
+}
+
+TEST_F(ReaderTest, AppliesADeletionVector) {
+  auto file_schema = arrow::schema({F("id", arrow::int64(), 1)});
+  auto path = Write("dv-data.parquet", arrow::Table::Make(file_schema, {Int64Range(0, 100)}), 30);
+  Schema schema = ParseTestSchema(R"({"type": "struct", "fields": [
+      {"id": 1, "name": "id", "required": false, "type": "long"}]})");
+  // Two vectors in one Puffin file; the second is this file's.
+  std::vector<int64_t> offsets;
+  const std::string other = *EncodeDeletionVector({0, 1, 2});
+  const std::string mine = *EncodeDeletionVector({0, 5, 30, 31, 99});
+  const std::string puffin = WritePuffinFile(
+      {{std::string(kDeletionVectorBlobType), other, {}},
+       {std::string(kDeletionVectorBlobType), mine, {{"referenced-data-file", path}}}},
+      &offsets);
+  const std::string puffin_path = Path("deletes.puffin");
+  std::ofstream(puffin_path, std::ios::binary) << puffin;
+  ScanTask task = Task(path);
+  task.data_file.record_count = 100;
+  DataFile dv = DeleteFile(FileContent::kPositionDeletes, puffin_path);
+  dv.file_format = "PUFFIN";
+  dv.referenced_data_file = path;
+  dv.content_offset = offsets[1];
+  dv.content_size_in_bytes = static_cast<int64_t>(mine.size());
+  dv.record_count = 5;
+  task.deletes = {dv};
+  std::shared_ptr<arrow::RecordBatch> batch;
+  ASSERT_OK_AND_ASSIGN(batch, ReadAll(task, Options(schema)));
+  EXPECT_EQ(batch->num_rows(), 95);
+  auto ids = std::static_pointer_cast<arrow::Int64Array>(batch->column(0));
+  for (int64_t i = 0; i < ids->length(); ++i) {
+    for (int64_t gone : {0, 5, 30, 31, 99}) ASSERT_NE(ids->Value(i), gone);
+  }
+
+  auto expect_refused = [&](const ScanTask& t, const std::string& why) {
+    auto r = ReadAll(t, Options(schema));
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_NE(r.status().message().find(puffin_path), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status();
+  };
+  ScanTask wrong_count = task;
+  wrong_count.deletes[0].record_count = 4;
+  expect_refused(wrong_count, "the manifest says 4");
+  ScanTask wrong_offset = task;
+  wrong_offset.deletes[0].content_offset = offsets[1] + 1;
+  expect_refused(wrong_offset, "deletion vector");
+  ScanTask short_data = task;
+  short_data.data_file.record_count = 99;  // position 99 is past its rows
+  expect_refused(short_data, "limit");
+  // A truncated Puffin file.
+  std::ofstream(puffin_path, std::ios::binary | std::ios::trunc)
+      << puffin.substr(0, static_cast<size_t>(offsets[1]) + 10);
+  expect_refused(task, "truncated");
 }
 
 // 100 rows, ids 0..99 in row groups of 10, label "v<id>".

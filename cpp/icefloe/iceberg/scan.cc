@@ -1,14 +1,17 @@
 #include "icefloe/iceberg/scan.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <map>
+#include <tuple>
 
 #include <arrow/type.h>
 
 #include "icefloe/iceberg/expr.h"
 #include "icefloe/iceberg/manifest.h"
 #include "icefloe/iceberg/metadata.h"
+#include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/partition.h"
 
 namespace icefloe::iceberg {
@@ -145,15 +148,40 @@ bool SamePartition(const DataFile& a, const DataFile& b) {
 }
 
 struct DeleteIndex {
-  std::vector<DataFile> deletes;
+  std::vector<DataFile> deletes;  // delete files (Parquet)
+  // Deletion vectors by the data file they reference.
+  std::multimap<std::string, DataFile> vectors;
   // Spec ids whose partition tuple is empty: their equality deletes apply
   // globally.
   std::map<int32_t, bool> unpartitioned_spec;
 
-  std::vector<DataFile> For(const DataFile& data) const {
+  void Add(DataFile file) {
+    if (file.is_deletion_vector() && file.referenced_data_file) {
+      std::string key = *file.referenced_data_file;
+      vectors.emplace(std::move(key), std::move(file));
+    } else {
+      deletes.push_back(std::move(file));
+    }
+  }
+
+  arrow::Result<std::vector<DataFile>> For(const DataFile& data) const {
     std::vector<DataFile> out;
+    // A deletion vector holds every position delete of the file (writers
+    // merge older position delete files into it), so those are not read.
+    auto [begin, end] = vectors.equal_range(data.file_path);
+    for (auto it = begin; it != end; ++it) {
+      const DataFile& dv = it->second;
+      if (!SamePartition(data, dv) || data.data_sequence_number > dv.data_sequence_number) continue;
+      if (!out.empty()) {
+        return arrow::Status::Invalid("two deletion vectors apply to ", data.file_path, ": ",
+                                      out[0].file_path, " and ", dv.file_path);
+      }
+      out.push_back(dv);
+    }
+    const bool has_vector = !out.empty();
     for (const auto& d : deletes) {
       if (d.content == FileContent::kPositionDeletes) {
+        if (has_vector) continue;
         // Same spec and partition values, even for an unpartitioned spec.
         if (!SamePartition(data, d)) continue;
         if (data.data_sequence_number > d.data_sequence_number) continue;
@@ -169,6 +197,42 @@ struct DeleteIndex {
     return out;
   }
 };
+
+// The values that the identity fields of `file`'s partition spec give their
+// source columns (see PartitionValue). Each must have a binary form: that is
+// how it travels to the nodes.
+arrow::Result<std::vector<PartitionValue>> IdentityValues(
+    const DataFile& file, const PartitionSpec* spec,
+    const std::vector<NestedField>& partition_type) {
+  std::vector<PartitionValue> out;
+  if (spec == nullptr || spec->fields.size() != file.partition.size() ||
+      partition_type.size() != file.partition.size()) {
+    return out;
+  }
+  for (size_t i = 0; i < spec->fields.size(); ++i) {
+    if (spec->fields[i].transform.kind != Transform::kIdentity) continue;
+    const Literal& value = file.partition[i];
+    if (!value.is_null()) {
+      auto encoded = EncodeSingleValue(value, *partition_type[i].type);
+      if (!encoded.ok()) {
+        return encoded.status().WithMessage("partition value '", spec->fields[i].name, "' of ",
+                                            file.file_path, ": ", encoded.status().message());
+      }
+    }
+    out.push_back({spec->fields[i].source_id, partition_type[i].type, value});
+  }
+  return out;
+}
+
+// Oldest data first: data sequence number, then path. Files of one commit
+// share a sequence number; their paths order them the same way in every
+// load of the snapshot, whatever the manifests' order.
+void SortTasks(std::vector<ScanTask>* tasks) {
+  std::stable_sort(tasks->begin(), tasks->end(), [](const ScanTask& a, const ScanTask& b) {
+    return std::tie(a.data_file.data_sequence_number, a.data_file.file_path) <
+           std::tie(b.data_file.data_sequence_number, b.data_file.file_path);
+  });
+}
 
 }  // namespace
 
@@ -192,6 +256,12 @@ arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
   ARROW_ASSIGN_OR_RAISE(plan.projection, ResolveProjection(plan.schema, options.columns));
   ARROW_ASSIGN_OR_RAISE(plan.arrow_schema, ToArrowSchema(plan.schema, &plan.projection));
   plan.filter = options.filter;
+  if (auto it = metadata.properties.find(std::string(kNameMappingProperty));
+      it != metadata.properties.end()) {
+    // Checked here so that a malformed mapping fails the plan, not every node.
+    ARROW_RETURN_NOT_OK(ParseNameMapping(it->second).status());
+    plan.name_mapping = it->second;
+  }
 
   BoundExpr filter = BoundExpr::True();
   if (!options.filter.empty()) {
@@ -311,7 +381,7 @@ arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
   for (size_t i = 0; i < kept.size(); ++i) {
     for (auto& e : entries[i]) {
       if (e.file.content != FileContent::kData) {
-        deletes.deletes.push_back(std::move(e.file));
+        deletes.Add(std::move(e.file));
         plan.metrics.delete_files++;
         continue;
       }
@@ -368,16 +438,21 @@ arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
         plan.metrics.data_files_pruned_by_bounds++;
         continue;
       }
+      if (ptype.ok()) {
+        ARROW_ASSIGN_OR_RAISE(e.file.identity_values,
+                              IdentityValues(e.file, metadata.FindSpec(e.file.spec_id), *ptype));
+      }
       data_files.push_back(std::move(e.file));
     }
   }
 
   for (auto& f : data_files) {
     ScanTask task;
-    task.deletes = deletes.For(f);
+    ARROW_ASSIGN_OR_RAISE(task.deletes, deletes.For(f));
     task.data_file = std::move(f);
     plan.tasks.push_back(std::move(task));
   }
+  SortTasks(&plan.tasks);
   plan.metrics.planning_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return plan;

@@ -3,9 +3,12 @@
 //
 // metadata.json -> snapshot -> manifest list (pruned by partition summaries)
 // -> manifests (entries pruned by partition values and column bounds) -> live
-// data files, each with the delete files that apply to it. Tasks come out in
-// a deterministic order (manifest-list order, then manifest entry order), so
-// the same inputs always give the same global row order.
+// data files, each with the delete files and deletion vector that apply to
+// it. Tasks come out oldest data first: by data sequence number, then by file
+// path (rows keep their order within a file). The order depends only on the
+// snapshot's files, not on how manifests list them, so every load of a
+// snapshot gives the same global row order, and appended data gets the
+// highest row ids.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,8 @@ struct ScanPlan {
   Schema schema;                                ///< the schema rows are read with
   std::vector<int32_t> projection;              ///< top-level field ids, in output order
   std::string filter;                           ///< the filter text (re-bound by readers)
+  /// The table's `schema.name-mapping.default` JSON (validated), or empty.
+  std::string name_mapping;
   std::shared_ptr<arrow::Schema> arrow_schema;  ///< output schema (projected)
   std::vector<ScanTask> tasks;
   ScanMetrics metrics;

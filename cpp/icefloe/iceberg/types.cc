@@ -75,6 +75,10 @@ arrow::Result<NestedField> ParseField(const json& obj) {
     return parsed.status().WithMessage("field '", f.name, "': ", parsed.status().message());
   f.type = *parsed;
   if (obj.contains("doc") && obj["doc"].is_string()) f.doc = obj["doc"].get<std::string>();
+  // v3 default values; write-default only matters to writers.
+  if (auto d = obj.find("initial-default"); d != obj.end() && !d->is_null()) {
+    f.initial_default = d->dump();
+  }
   return f;
 }
 
@@ -239,6 +243,9 @@ json TypeToJson(const Type& type) {
                    {"required", f.required},
                    {"type", TypeToJson(*f.type)}};
         if (!f.doc.empty()) jf["doc"] = f.doc;
+        if (!f.initial_default.empty()) {
+          jf["initial-default"] = json::parse(f.initial_default, nullptr, false);
+        }
         fields.push_back(std::move(jf));
       }
       return {{"type", "struct"}, {"fields", std::move(fields)}};
@@ -446,93 +453,6 @@ arrow::Result<int> CompareLiterals(const Literal& a, const Literal& b) {
     return Cmp(x, y);
   }
   return arrow::Status::Invalid("cannot compare ", a.ToString(), " with ", b.ToString());
-}
-
-namespace {
-
-template <typename T>
-T ReadLE(std::string_view bytes) {
-  T v;
-  std::memcpy(&v, bytes.data(), sizeof(T));
-  return v;
-}
-
-}  // namespace
-
-arrow::Result<Literal> DecodeSingleValue(const Type& type, std::string_view bytes) {
-  Literal lit;
-  lit.type = type.id;
-  auto need = [&](size_t n) -> arrow::Status {
-    if (bytes.size() != n) {
-      return arrow::Status::Invalid("Iceberg ", type.ToString(), " bound has ", bytes.size(),
-                                    " bytes, expected ", n);
-    }
-    return arrow::Status::OK();
-  };
-  switch (type.id) {
-    case TypeId::kBoolean:
-      ARROW_RETURN_NOT_OK(need(1));
-      lit.value = bytes[0] != 0;
-      return lit;
-    case TypeId::kInt:
-    case TypeId::kDate:
-      // Iceberg may promote int->long: a long column's old files keep 4-byte bounds.
-      if (bytes.size() == 8) {
-        lit.value = ReadLE<int64_t>(bytes);
-        return lit;
-      }
-      ARROW_RETURN_NOT_OK(need(4));
-      lit.value = static_cast<int64_t>(ReadLE<int32_t>(bytes));
-      return lit;
-    case TypeId::kLong:
-    case TypeId::kTime:
-    case TypeId::kTimestamp:
-    case TypeId::kTimestampTz:
-    case TypeId::kTimestampNs:
-    case TypeId::kTimestampTzNs:
-      if (bytes.size() == 4) {
-        lit.value = static_cast<int64_t>(ReadLE<int32_t>(bytes));
-        return lit;
-      }
-      ARROW_RETURN_NOT_OK(need(8));
-      lit.value = ReadLE<int64_t>(bytes);
-      return lit;
-    case TypeId::kFloat:
-      if (bytes.size() == 8) {
-        lit.value = ReadLE<double>(bytes);
-        return lit;
-      }
-      ARROW_RETURN_NOT_OK(need(4));
-      lit.value = static_cast<double>(ReadLE<float>(bytes));
-      return lit;
-    case TypeId::kDouble:
-      if (bytes.size() == 4) {  // promoted from float
-        lit.value = static_cast<double>(ReadLE<float>(bytes));
-        return lit;
-      }
-      ARROW_RETURN_NOT_OK(need(8));
-      lit.value = ReadLE<double>(bytes);
-      return lit;
-    case TypeId::kString:
-    case TypeId::kBinary:
-    case TypeId::kFixed:
-    case TypeId::kUuid:
-      lit.value = std::string(bytes);
-      return lit;
-    case TypeId::kDecimal: {
-      if (bytes.empty() || bytes.size() > 16) {
-        return arrow::Status::Invalid("Iceberg decimal bound has ", bytes.size(), " bytes");
-      }
-      ARROW_ASSIGN_OR_RAISE(
-          auto d, arrow::Decimal128::FromBigEndian(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                   static_cast<int32_t>(bytes.size())));
-      lit.value = d;
-      lit.scale = type.scale;
-      return lit;
-    }
-    default:
-      return arrow::Status::NotImplemented("no single-value form for Iceberg ", type.ToString());
-  }
 }
 
 arrow::Result<std::shared_ptr<arrow::Scalar>> ToArrowScalar(const Literal& literal,

@@ -54,6 +54,11 @@ struct NestedField {
   bool required = false;
   TypePtr type;
   std::string doc;
+  /// v3 `initial-default` as JSON text (the spec's JSON single-value form):
+  /// the value of rows in files written before the field was added. Empty
+  /// when there is none (null). Kept as text so schemas round-trip exactly;
+  /// LiteralFromJson (expr.h) reads it.
+  std::string initial_default;
 };
 
 /// An Iceberg type. Primitive types use only `id` (plus precision/scale for
@@ -132,6 +137,9 @@ arrow::Result<int> CompareLiterals(const Literal& a, const Literal& b);
 /// Decodes Iceberg's single-value binary serialization (spec appendix D), as
 /// used by column lower/upper bounds and manifest-list partition summaries.
 arrow::Result<Literal> DecodeSingleValue(const Type& type, std::string_view bytes);
+/// The single-value binary serialization of a non-null literal of `type`
+/// (DecodeSingleValue reads it back). Invalid for a null or mistyped literal.
+arrow::Result<std::string> EncodeSingleValue(const Literal& literal, const Type& type);
 
 /// The Arrow scalar for a literal of `type` (a null scalar for a null literal).
 arrow::Result<std::shared_ptr<arrow::Scalar>> ToArrowScalar(const Literal& literal,

@@ -7,6 +7,7 @@
 #include <arrow/compute/initialize.h>
 
 #include "icefloe/iceberg/expr.h"
+#include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/reader.h"
 #include "icefloe/iceberg/types.h"
 
@@ -35,6 +36,11 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
     ARROW_ASSIGN_OR_RAISE(filter, iceberg::ToArrowExpression(bound));
   }
 
+  std::optional<iceberg::NameMapping> name_mapping;
+  if (!request.name_mapping.empty()) {
+    ARROW_ASSIGN_OR_RAISE(name_mapping, iceberg::ParseNameMapping(request.name_mapping));
+  }
+
   LoadedTasks out;
   out.pool = pool;
   ARROW_ASSIGN_OR_RAISE(out.schema, iceberg::ToArrowSchema(schema, &request.projection));
@@ -46,6 +52,7 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   iceberg::ReadOptions options;
   options.open = [&io](const std::string& location) { return io.OpenInput(location); };
   options.schema = &schema;
+  options.name_mapping = name_mapping ? &*name_mapping : nullptr;
   options.projection = request.projection;
   options.filter = filter;
   options.batch_rows = request.batch_rows;

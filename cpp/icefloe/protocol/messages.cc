@@ -107,6 +107,71 @@ arrow::Result<RangeCommand> ParseRangeCommand(const json& j) {
   return c;
 }
 
+namespace {
+
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+arrow::Result<std::string> FromHex(std::string_view hex) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0) return arrow::Status::Invalid("data file: odd-length hex value");
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return arrow::Status::Invalid("data file: bad hex value");
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
+// Identity partition values: {"id", "type" (Iceberg's spelling), "value" (the
+// single-value binary serialization in hex, or null)}.
+arrow::Result<json> PartitionValuesToJson(const std::vector<iceberg::PartitionValue>& values) {
+  json out = json::array();
+  for (const auto& v : values) {
+    json value;  // null
+    if (!v.value.is_null()) {
+      ARROW_ASSIGN_OR_RAISE(std::string bytes, iceberg::EncodeSingleValue(v.value, *v.type));
+      value = ToHex(bytes);
+    }
+    out.push_back({{"id", v.source_id}, {"type", v.type->ToString()}, {"value", value}});
+  }
+  return out;
+}
+
+arrow::Result<std::vector<iceberg::PartitionValue>> PartitionValuesFromJson(const json& j) {
+  constexpr std::string_view what = "data file partition value";
+  if (!j.is_array()) return arrow::Status::Invalid("data file: 'partition_values' is not a list");
+  std::vector<iceberg::PartitionValue> out;
+  for (const auto& item : j) {
+    iceberg::PartitionValue v;
+    ARROW_ASSIGN_OR_RAISE(v.source_id, Get<int32_t>(item, "id", what));
+    ARROW_ASSIGN_OR_RAISE(std::string type, Get<std::string>(item, "type", what));
+    ARROW_ASSIGN_OR_RAISE(v.type, iceberg::ParseType(json(type)));
+    if (!v.type->is_primitive()) return arrow::Status::Invalid(what, ": type ", type);
+    ARROW_ASSIGN_OR_RAISE(auto hex, GetOptional<std::string>(item, "value", what));
+    v.value.type = v.type->id;
+    v.value.scale = v.type->scale;
+    if (hex) {
+      ARROW_ASSIGN_OR_RAISE(std::string bytes, FromHex(*hex));
+      ARROW_ASSIGN_OR_RAISE(v.value, iceberg::DecodeSingleValue(*v.type, bytes));
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace
+
 json DataFileToJson(const iceberg::DataFile& f) {
   json j = {{"content", static_cast<int>(f.content)},
             {"path", f.file_path},
@@ -117,6 +182,14 @@ json DataFileToJson(const iceberg::DataFile& f) {
             {"seq", f.data_sequence_number}};
   if (!f.equality_ids.empty()) j["equality_ids"] = f.equality_ids;
   if (f.referenced_data_file) j["referenced_data_file"] = *f.referenced_data_file;
+  if (f.content_offset) j["content_offset"] = *f.content_offset;
+  if (f.content_size_in_bytes) j["content_size"] = *f.content_size_in_bytes;
+  if (!f.identity_values.empty()) {
+    // The planner checks that every value has a binary form. Should one not,
+    // null makes the node refuse the file instead of reading wrong values.
+    auto values = PartitionValuesToJson(f.identity_values);
+    j["partition_values"] = values.ok() ? std::move(*values) : json();
+  }
   return j;
 }
 
@@ -135,6 +208,11 @@ arrow::Result<iceberg::DataFile> DataFileFromJson(const json& j) {
   ARROW_ASSIGN_OR_RAISE(f.equality_ids, GetOr<std::vector<int32_t>>(j, "equality_ids", {}, what));
   ARROW_ASSIGN_OR_RAISE(f.referenced_data_file,
                         GetOptional<std::string>(j, "referenced_data_file", what));
+  ARROW_ASSIGN_OR_RAISE(f.content_offset, GetOptional<int64_t>(j, "content_offset", what));
+  ARROW_ASSIGN_OR_RAISE(f.content_size_in_bytes, GetOptional<int64_t>(j, "content_size", what));
+  if (j.contains("partition_values")) {
+    ARROW_ASSIGN_OR_RAISE(f.identity_values, PartitionValuesFromJson(j["partition_values"]));
+  }
   return f;
 }
 
@@ -146,9 +224,11 @@ json NodeLoadRequest::ToJson() const {
     tasks_json.push_back(
         {{"index", t.index}, {"data", DataFileToJson(t.task.data_file)}, {"deletes", deletes}});
   }
-  return {{"v", kProtocolVersion},    {"dataset", dataset},       {"generation", generation},
-          {"schema", schema},         {"projection", projection}, {"filter", filter},
-          {"batch_rows", batch_rows}, {"tasks", tasks_json}};
+  json j = {{"v", kProtocolVersion},    {"dataset", dataset},       {"generation", generation},
+            {"schema", schema},         {"projection", projection}, {"filter", filter},
+            {"batch_rows", batch_rows}, {"tasks", tasks_json}};
+  if (!name_mapping.empty()) j["name_mapping"] = name_mapping;
+  return j;
 }
 
 arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
@@ -162,6 +242,7 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
   r.schema = j["schema"];
   ARROW_ASSIGN_OR_RAISE(r.projection, GetOr<std::vector<int32_t>>(j, "projection", {}, what));
   ARROW_ASSIGN_OR_RAISE(r.filter, GetOr<std::string>(j, "filter", "", what));
+  ARROW_ASSIGN_OR_RAISE(r.name_mapping, GetOr<std::string>(j, "name_mapping", "", what));
   ARROW_ASSIGN_OR_RAISE(r.batch_rows, GetOr<int64_t>(j, "batch_rows", kDefaultBatchRows, what));
   if (!j.contains("tasks") || !j["tasks"].is_array()) {
     return arrow::Status::Invalid("node.load: missing 'tasks'");
