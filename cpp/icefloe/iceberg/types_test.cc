@@ -105,6 +105,59 @@ TEST(SingleValue, DecodesAppendixD) {
   EXPECT_FALSE(DecodeSingleValue(*MakePrimitive(TypeId::kInt), "abc").ok());
 }
 
+TEST(SingleValue, EncodesWhatItDecodes) {
+  auto round_trip = [](TypePtr type, Literal::Value value, int32_t scale = 0) {
+    Literal lit;
+    lit.type = type->id;
+    lit.value = value;
+    lit.scale = scale;
+    auto bytes = EncodeSingleValue(lit, *type);
+    EXPECT_TRUE(bytes.ok()) << type->ToString() << ": " << bytes.status();
+    auto back = DecodeSingleValue(*type, *bytes);
+    EXPECT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*CompareLiterals(lit, *back), 0) << type->ToString();
+    return *bytes;
+  };
+  round_trip(MakePrimitive(TypeId::kBoolean), true);
+  EXPECT_EQ(round_trip(MakePrimitive(TypeId::kInt), int64_t{-7}).size(), 4u);
+  round_trip(MakePrimitive(TypeId::kDate), int64_t{19723});
+  EXPECT_EQ(round_trip(MakePrimitive(TypeId::kLong), int64_t{1} << 40).size(), 8u);
+  round_trip(MakePrimitive(TypeId::kTimestampTz), int64_t{1700000000000000});
+  EXPECT_EQ(round_trip(MakePrimitive(TypeId::kFloat), static_cast<double>(1.1f)).size(), 4u);
+  round_trip(MakePrimitive(TypeId::kDouble), 2.222);
+  round_trip(MakePrimitive(TypeId::kString), std::string("impala"));
+  round_trip(MakePrimitive(TypeId::kUuid), std::string(16, '\x7f'));
+  // The minimal big-endian two's complement, up to 16 bytes.
+  EXPECT_EQ(round_trip(MakeDecimal(9, 2), arrow::Decimal128(1234), 2), std::string("\x04\xd2", 2));
+  EXPECT_EQ(round_trip(MakeDecimal(9, 2), arrow::Decimal128(-200), 2), std::string("\xff\x38", 2));
+  EXPECT_EQ(round_trip(MakeDecimal(9, 2), arrow::Decimal128(128), 2), std::string("\x00\x80", 2));
+  auto big = *arrow::Decimal128::FromString("-1000000000000.00000000000000000001000");
+  EXPECT_EQ(round_trip(MakeDecimal(36, 23), big, 23).size(), 15u);  // -10^35: 117 bits
+  Literal null;
+  EXPECT_FALSE(EncodeSingleValue(null, *MakePrimitive(TypeId::kLong)).ok());
+}
+
+TEST(Schema, KeepsInitialDefaultsAndNamesUnsupportedColumns) {
+  auto schema = ParseSchema(json::parse(R"({"type": "struct", "fields": [
+      {"id": 1, "name": "n", "required": false, "type": "int", "initial-default": 42},
+      {"id": 2, "name": "d", "required": false, "type": "date", "initial-default": null}]})"));
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  EXPECT_EQ(schema->fields[0].initial_default, "42");
+  EXPECT_EQ(schema->fields[1].initial_default, "");
+  auto again = *ParseSchema(SchemaToJson(*schema));
+  EXPECT_EQ(again.fields[0].initial_default, "42");
+  for (const char* type : {"variant", "geometry", "geography(srid:4326)"}) {
+    auto refused = ParseSchema(json{{"type", "struct"},
+                                    {"fields", json::array({{{"id", 3},
+                                                             {"name", "shape"},
+                                                             {"required", false},
+                                                             {"type", type}}})}});
+    ASSERT_FALSE(refused.ok()) << type;
+    EXPECT_TRUE(refused.status().IsNotImplemented());
+    EXPECT_NE(refused.status().message().find("'shape'"), std::string::npos);
+  }
+}
+
 TEST(Literal, ComparesAcrossForms) {
   Literal a{TypeId::kLong, int64_t{5}}, b{TypeId::kDouble, 5.5};
   EXPECT_EQ(*CompareLiterals(a, b), -1);
