@@ -31,6 +31,7 @@ from foreign_iceberg_util import (
     rows_of,
     sorted_rows,
     table_dirs,
+    written_root,
 )
 
 import icefloe
@@ -260,3 +261,53 @@ def test_unsupported_types_are_refused_by_name(name, foreign, client):
         client.load("r-" + name.replace("/", "-"), str(metadata))
     for words in REFUSED[name]:
         assert words in str(info.value)
+
+
+DV_TABLE = "duckdb-iceberg/multi_blob_deletion_vectors"
+PUFFIN = "multiple-deletion-vectors.puffin"
+
+
+def _corrupted_copy(cwd: Path, table_dir: Path, puffin: bytes) -> None:
+    """The DV table at its relative path under `cwd`, every file a symlink to
+    the original except the Puffin file, which holds `puffin`."""
+    root = cwd / written_root(table_dir)
+    for src in table_dir.rglob("*"):
+        if src.is_dir():
+            continue
+        dst = root / src.relative_to(table_dir)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.name == PUFFIN:
+            dst.write_bytes(puffin)
+        else:
+            dst.symlink_to(src)
+
+
+@pytest.mark.skipif(DV_TABLE not in TABLES, reason="no deletion-vector table")
+def test_corrupt_puffin_files_are_errors_naming_them(tmp_path):
+    table_dir = TABLES[DV_TABLE]
+    metadata = metadata_file(table_dir)
+    good = next(table_dir.rglob(PUFFIN)).read_bytes()
+    # Footer intact, second blob's bitmap flipped: the node's CRC check.
+    flipped = bytearray(good)
+    flipped[46 + 20] ^= 0xFF
+    cases = {
+        "truncated": (good[:60], "corrupt"),
+        "flipped": (bytes(flipped), "CRC-32"),
+    }
+    old_cwd = os.getcwd()
+    try:
+        for case, (puffin, words) in cases.items():
+            cwd = tmp_path / case
+            _corrupted_copy(cwd, table_dir, puffin)
+            os.chdir(cwd)
+            with icefloe.LocalCluster(num_nodes=1, memory_limit="256MiB",
+                                      log_dir=tmp_path / f"logs-{case}") as cluster, \
+                    cluster.client() as c:
+                with pytest.raises(icefloe.InvalidArgument) as info:
+                    c.load(case, str(metadata))
+                assert PUFFIN in str(info.value) and words in str(info.value), info.value
+                # The cluster keeps serving: the snapshot before the deletes loads.
+                before = _older_snapshots(metadata)[0][-1]
+                assert c.load(f"{case}-before", str(metadata), snapshot_id=before)["rows"] == 6
+    finally:
+        os.chdir(old_cwd)

@@ -13,6 +13,7 @@
 #include "icefloe/iceberg/metadata.h"
 #include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/partition.h"
+#include "icefloe/iceberg/puffin.h"
 
 namespace icefloe::iceberg {
 
@@ -222,6 +223,76 @@ arrow::Result<std::vector<PartitionValue>> IdentityValues(
     out.push_back({spec->fields[i].source_id, partition_type[i].type, value});
   }
   return out;
+}
+
+// Reads the footer of a Puffin file and checks that every deletion vector the
+// manifests place in it is a deletion-vector-v1 blob at that offset and
+// length, for the same data file and of the same cardinality: a table whose
+// manifests and Puffin files disagree fails to plan, naming the file, rather
+// than deleting the wrong rows.
+arrow::Status CheckPuffinFile(FileIO& io, const std::string& location,
+                              const std::vector<const DataFile*>& vectors) {
+  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(location));
+  ARROW_ASSIGN_OR_RAISE(PuffinFooter footer, ReadPuffinFooter(input.get(), location));
+  for (const DataFile* dv : vectors) {
+    auto bad = [&](auto&&... why) {
+      return arrow::Status::Invalid("deletion vector for ", *dv->referenced_data_file,
+                                    " in Puffin file ", location, ": ", why...);
+    };
+    if (!dv->content_offset || !dv->content_size_in_bytes) {
+      return bad("the manifest gives no content_offset and content_size_in_bytes");
+    }
+    const PuffinBlobMetadata* blob = nullptr;
+    for (const auto& b : footer.blobs) {
+      if (b.offset == *dv->content_offset && b.length == *dv->content_size_in_bytes) blob = &b;
+    }
+    if (blob == nullptr) {
+      return bad("the footer lists no blob at offset ", *dv->content_offset, " of ",
+                 *dv->content_size_in_bytes, " bytes");
+    }
+    if (blob->type != kDeletionVectorBlobType) return bad("the blob is a ", blob->type);
+    if (blob->compression_codec && *blob->compression_codec != "none") {
+      return bad("the blob is compressed (", *blob->compression_codec, ")");
+    }
+    auto property = [&](const char* key) -> const std::string* {
+      auto it = blob->properties.find(key);
+      return it == blob->properties.end() ? nullptr : &it->second;
+    };
+    if (const std::string* ref = property("referenced-data-file");
+        ref && *ref != *dv->referenced_data_file) {
+      return bad("the footer says it applies to ", *ref);
+    }
+    if (const std::string* cardinality = property("cardinality");
+        cardinality && *cardinality != std::to_string(dv->record_count)) {
+      return bad("the footer gives cardinality ", *cardinality, ", the manifest ",
+                 dv->record_count);
+    }
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status CheckDeletionVectors(FileIO& io, const DeleteIndex& deletes) {
+  std::map<std::string, std::vector<const DataFile*>> by_file;
+  for (const auto& [data_path, dv] : deletes.vectors) by_file[dv.file_path].push_back(&dv);
+  std::vector<const decltype(by_file)::value_type*> files;
+  for (const auto& entry : by_file) files.push_back(&entry);
+  // A few footers at a time, as manifests are read.
+  for (size_t begin = 0; begin < files.size(); begin += kManifestReadParallelism) {
+    const size_t end = std::min(files.size(), begin + kManifestReadParallelism);
+    std::vector<std::future<arrow::Status>> checks;
+    for (size_t i = begin; i < end; ++i) {
+      checks.push_back(std::async(std::launch::async, [&io, file = files[i]] {
+        return CheckPuffinFile(io, file->first, file->second);
+      }));
+    }
+    arrow::Status first_error;
+    for (auto& check : checks) {
+      arrow::Status st = check.get();
+      if (first_error.ok()) first_error = st;
+    }
+    ARROW_RETURN_NOT_OK(first_error);
+  }
+  return arrow::Status::OK();
 }
 
 // Oldest data first: data sequence number, then path. Files of one commit
@@ -446,6 +517,7 @@ arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
     }
   }
 
+  ARROW_RETURN_NOT_OK(CheckDeletionVectors(io, deletes));
   for (auto& f : data_files) {
     ScanTask task;
     ARROW_ASSIGN_OR_RAISE(task.deletes, deletes.For(f));
