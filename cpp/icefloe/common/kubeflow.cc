@@ -59,7 +59,8 @@ arrow::Result<std::vector<std::string>> KubeflowEnv::WorkerLocations(int port, b
   const std::string scheme = tls ? "grpc+tls://" : "grpc://";
   if (local) {
     std::vector<std::string> out;
-    for (int p : kKubeflowLocalWorkerPorts) out.push_back(scheme + "localhost:" + std::to_string(p));
+    for (int p : kKubeflowLocalWorkerPorts)
+      out.push_back(scheme + "localhost:" + std::to_string(p));
     return out;
   }
   size_t dot = leader_address.find('.');

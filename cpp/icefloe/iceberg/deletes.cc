@@ -27,8 +27,8 @@ std::vector<NestedField> PositionDeleteFields() {
 // The spec fixes the names of the position delete columns as well as their
 // ids, so files written without ids still read.
 const NameMapping& PositionDeleteMapping() {
-  static const NameMapping mapping{{{kDeleteFilePathFieldId, {"file_path"}, {}},
-                                    {kDeletePosFieldId, {"pos"}, {}}}};
+  static const NameMapping mapping{
+      {{kDeleteFilePathFieldId, {"file_path"}, {}}, {kDeletePosFieldId, {"pos"}, {}}}};
   return mapping;
 }
 
@@ -62,8 +62,7 @@ arrow::Status ReadPositionDeletes(const DataFile& file, const std::string& data_
       std::shared_ptr<arrow::RecordBatch> file_batch;
       ARROW_RETURN_NOT_OK(reader->ReadNext(&file_batch));
       if (file_batch == nullptr) break;
-      ARROW_ASSIGN_OR_RAISE(
-          auto batch, ConformBatch(*file_batch, columns, schema, &ctx));
+      ARROW_ASSIGN_OR_RAISE(auto batch, ConformBatch(*file_batch, columns, schema, &ctx));
       ARROW_ASSIGN_OR_RAISE(arrow::Datum mask,
                             cp::CallFunction("equal", {batch->column(0), path_scalar}, &ctx));
       ARROW_ASSIGN_OR_RAISE(

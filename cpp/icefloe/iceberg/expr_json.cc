@@ -94,8 +94,8 @@ arrow::Result<Literal> LiteralFromJson(const Type& type, std::string_view json_t
   // the forms filter literals use; coerce them the same way.
   if (!v.is_string()) return mismatch();
   ParsedLiteral parsed;
-  parsed.kind = type.id == TypeId::kDecimal ? ParsedLiteral::Kind::kFloat
-                                            : ParsedLiteral::Kind::kString;
+  parsed.kind =
+      type.id == TypeId::kDecimal ? ParsedLiteral::Kind::kFloat : ParsedLiteral::Kind::kString;
   parsed.text = v.get<std::string>();
   auto coerced = internal::CoerceLiteral(parsed, type, what);
   if (!coerced.ok()) return mismatch();

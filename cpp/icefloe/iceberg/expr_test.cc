@@ -602,21 +602,20 @@ TEST(LiteralFromJson, ReadsTheSpecsJsonSingleValues) {
   EXPECT_EQ(std::get<double>(read(MakePrimitive(TypeId::kFloat), "1.1").value),
             static_cast<double>(1.1f));
   EXPECT_EQ(read(MakeDecimal(9, 2), R"("14.20")").ToString(), "14.20");
-  EXPECT_EQ(std::get<int64_t>(read(MakePrimitive(TypeId::kDate), R"("2017-11-16")").value),
-            17486);
+  EXPECT_EQ(std::get<int64_t>(read(MakePrimitive(TypeId::kDate), R"("2017-11-16")").value), 17486);
   EXPECT_EQ(std::get<int64_t>(read(MakePrimitive(TypeId::kTime), R"("22:31:08.123456")").value),
             81068123456);
-  EXPECT_EQ(std::get<int64_t>(read(MakePrimitive(TypeId::kTimestampTz),
-                                   R"("2017-11-16T22:31:08.123456+00:00")")
-                                  .value),
-            1510871468123456);
+  EXPECT_EQ(
+      std::get<int64_t>(
+          read(MakePrimitive(TypeId::kTimestampTz), R"("2017-11-16T22:31:08.123456+00:00")").value),
+      1510871468123456);
   EXPECT_EQ(std::get<std::string>(read(MakePrimitive(TypeId::kBinary), R"("0102ff")").value),
             std::string("\x01\x02\xff", 3));
-  EXPECT_EQ(std::get<std::string>(
-                read(MakePrimitive(TypeId::kUuid), R"("f79c3e09-677c-4bbd-a479-3f349cb785e7")")
-                    .value)
-                .size(),
-            16u);
+  EXPECT_EQ(
+      std::get<std::string>(
+          read(MakePrimitive(TypeId::kUuid), R"("f79c3e09-677c-4bbd-a479-3f349cb785e7")").value)
+          .size(),
+      16u);
   EXPECT_TRUE(read(MakePrimitive(TypeId::kString), "null").is_null());
   for (auto [type, text] : std::vector<std::pair<TypePtr, const char*>>{
            {MakePrimitive(TypeId::kInt), "3000000000"},

@@ -24,7 +24,8 @@ arrow::Result<std::vector<MappedField>> ParseLevel(const json& list, const std::
     if (!entry.is_object()) return Bad(path, "an entry is not a JSON object");
     MappedField field;
     auto names = entry.find("names");
-    if (names == entry.end() || !names->is_array()) return Bad(path, "an entry has no 'names' list");
+    if (names == entry.end() || !names->is_array())
+      return Bad(path, "an entry has no 'names' list");
     for (const json& name : *names) {
       if (!name.is_string()) return Bad(path, "a name is not a string");
       field.names.push_back(name.get<std::string>());

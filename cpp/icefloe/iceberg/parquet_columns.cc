@@ -66,9 +66,8 @@ MappingLevel ChildLevel(MappingLevel mapping, std::string_view name) {
 arrow::Result<std::shared_ptr<arrow::Scalar>> DefaultValue(
     const NestedField& field, const std::shared_ptr<arrow::DataType>& type) {
   if (field.initial_default.empty()) return arrow::MakeNullScalar(type);
-  ARROW_ASSIGN_OR_RAISE(
-      Literal value,
-      LiteralFromJson(*field.type, field.initial_default, "initial-default of '" + field.name + "'"));
+  ARROW_ASSIGN_OR_RAISE(Literal value, LiteralFromJson(*field.type, field.initial_default,
+                                                       "initial-default of '" + field.name + "'"));
   return ToArrowScalar(value, *field.type);
 }
 
@@ -103,8 +102,8 @@ void AllLeaves(const parquet::arrow::SchemaField& node, std::vector<int>* out) {
 // The leaves to read for `node` as table type `type`: struct fields the table
 // no longer has are skipped. A struct keeps at least one leaf so its own
 // validity is still read.
-void NeededLeaves(const parquet::arrow::SchemaField& node, const Type& type,
-                  MappingLevel mapping, std::vector<int>* out) {
+void NeededLeaves(const parquet::arrow::SchemaField& node, const Type& type, MappingLevel mapping,
+                  std::vector<int>* out) {
   if (node.is_leaf() || type.id != TypeId::kStruct ||
       node.field->type()->id() != arrow::Type::STRUCT) {
     AllLeaves(node, out);
@@ -207,10 +206,9 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformStruct(
       ARROW_ASSIGN_OR_RAISE(out,
                             ConstantData(value, child_target, data->offset + data->length, ctx));
     } else {
-      ARROW_ASSIGN_OR_RAISE(
-          out, Conform(data->child_data[found], *child.type, child_target,
-                       ChildLevel(mapping, file_type.field(found)->name()), path + "." + child.name,
-                       ctx));
+      ARROW_ASSIGN_OR_RAISE(out, Conform(data->child_data[found], *child.type, child_target,
+                                         ChildLevel(mapping, file_type.field(found)->name()),
+                                         path + "." + child.name, ctx));
     }
     children.push_back(std::move(out));
   }
@@ -242,12 +240,12 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformMap(
     cp::ExecContext* ctx) {
   const auto& map_type = static_cast<const arrow::MapType&>(*target);
   const auto& entries = data->child_data[0];
-  ARROW_ASSIGN_OR_RAISE(auto keys, Conform(entries->child_data[0], *type.fields[0].type,
-                                           map_type.key_type(), ChildLevel(mapping, "key"),
-                                           path + ".key", ctx));
-  ARROW_ASSIGN_OR_RAISE(auto items, Conform(entries->child_data[1], *type.fields[1].type,
-                                            map_type.item_type(), ChildLevel(mapping, "value"),
-                                            path + ".value", ctx));
+  ARROW_ASSIGN_OR_RAISE(auto keys,
+                        Conform(entries->child_data[0], *type.fields[0].type, map_type.key_type(),
+                                ChildLevel(mapping, "key"), path + ".key", ctx));
+  ARROW_ASSIGN_OR_RAISE(auto items,
+                        Conform(entries->child_data[1], *type.fields[1].type, map_type.item_type(),
+                                ChildLevel(mapping, "value"), path + ".value", ctx));
   auto new_entries = arrow::ArrayData::Make(
       map_type.value_type(), entries->length, {entries->buffers[0]},
       {std::move(keys), std::move(items)}, entries->null_count, entries->offset);
@@ -505,8 +503,8 @@ arrow::Result<std::vector<ColumnMatch>> MatchColumns(const ParquetFile& file,
   if (!file.has_field_ids) {
     if (file.name_mapping == nullptr) {
       return arrow::Status::Invalid("Parquet file ", file.location,
-                                    " has no field ids and the table has no ",
-                                    kNameMappingProperty, " to match its columns by name");
+                                    " has no field ids and the table has no ", kNameMappingProperty,
+                                    " to match its columns by name");
     }
     mapping = &file.name_mapping->fields;
   }
@@ -581,9 +579,9 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
     if (column.batch_index < 0) {
       ARROW_ASSIGN_OR_RAISE(data, ConstantData(column.constant, target, rows, ctx));
     } else {
-      ARROW_ASSIGN_OR_RAISE(data, Conform(file_batch.column_data(column.batch_index),
-                                          *column.field.type, target, column.mapping,
-                                          column.field.name, ctx));
+      ARROW_ASSIGN_OR_RAISE(
+          data, Conform(file_batch.column_data(column.batch_index), *column.field.type, target,
+                        column.mapping, column.field.name, ctx));
     }
     arrays.push_back(arrow::MakeArray(std::move(data)));
   }

@@ -5,11 +5,10 @@
 // Iceberg writers carry those ids (`PARQUET:field_id` on the Arrow fields that
 // parquet::arrow derives from the file schema). `MatchColumns` finds each
 // table column in a file by id (through the table's name mapping for files
-// written without ids), `ReadRowGroup` streams a row group's matched columns, `ConformBatch` turns what the file holds into the table's Arrow
-// types (renames, promotions, added and nested fields, columns absent from
-// the file as their partition value or default), and
-// `RowGroupMayMatch` decides from row-group statistics whether a filter can
-// match any row of a row group.
+// written without ids), `ReadRowGroup` streams a row group's matched columns, `ConformBatch` turns
+// what the file holds into the table's Arrow types (renames, promotions, added and nested fields,
+// columns absent from the file as their partition value or default), and `RowGroupMayMatch` decides
+// from row-group statistics whether a filter can match any row of a row group.
 #pragma once
 
 #include <cstdint>

@@ -49,11 +49,10 @@ arrow::Result<std::string> Inflate(std::string_view payload, const std::string& 
       out.resize(std::min<size_t>(out.size() * 2, kMaxPuffinFooterBytes));
     }
     ARROW_ASSIGN_OR_RAISE(
-        auto r, decompressor->Decompress(
-                    static_cast<int64_t>(payload.size() - in_pos),
-                    reinterpret_cast<const uint8_t*>(payload.data() + in_pos),
-                    static_cast<int64_t>(out.size() - out_pos),
-                    reinterpret_cast<uint8_t*>(out.data() + out_pos)));
+        auto r, decompressor->Decompress(static_cast<int64_t>(payload.size() - in_pos),
+                                         reinterpret_cast<const uint8_t*>(payload.data() + in_pos),
+                                         static_cast<int64_t>(out.size() - out_pos),
+                                         reinterpret_cast<uint8_t*>(out.data() + out_pos)));
     in_pos += static_cast<size_t>(r.bytes_read);
     out_pos += static_cast<size_t>(r.bytes_written);
     if (r.bytes_read == 0 && r.bytes_written == 0 && !r.need_more_output) {
@@ -117,8 +116,8 @@ arrow::Result<PuffinFooter> ParsePuffinFooter(std::string_view tail, int64_t fil
                                               const std::string& location) {
   const auto min_size = static_cast<int64_t>(2 * kMagic.size()) + kFooterTrailerBytes;
   if (file_size < min_size || static_cast<int64_t>(tail.size()) > file_size) {
-    return Corrupt(location, "too short for a Puffin file (" + std::to_string(file_size) +
-                                 " bytes)");
+    return Corrupt(location,
+                   "too short for a Puffin file (" + std::to_string(file_size) + " bytes)");
   }
   if (tail.size() < static_cast<size_t>(kFooterTrailerBytes)) {
     return arrow::Status::IOError("Puffin file ", location, ": footer not read");
@@ -132,8 +131,8 @@ arrow::Result<PuffinFooter> ParsePuffinFooter(std::string_view tail, int64_t fil
   // Leading magic, footer magic, payload, trailer.
   if (payload_size < 0 || payload_size > kMaxPuffinFooterBytes ||
       payload_size > file_size - min_size) {
-    return Corrupt(location, "footer payload size " + std::to_string(payload_size) +
-                                 " does not fit the file");
+    return Corrupt(
+        location, "footer payload size " + std::to_string(payload_size) + " does not fit the file");
   }
   const int64_t footer_bytes = payload_size + kFooterTrailerBytes + 4;
   if (static_cast<int64_t>(tail.size()) < footer_bytes) {

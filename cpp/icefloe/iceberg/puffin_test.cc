@@ -49,9 +49,9 @@ TEST(Roaring64, ReadsAKnownSparkVector) {
 TEST(Roaring64, RoundTripsEveryContainerKind) {
   std::mt19937_64 rng(42);  // seed logged by value: 42
   std::vector<int64_t> values;
-  for (int64_t v = 0; v < 3000; v += 3) values.push_back(v);         // array
-  for (int64_t v = 70000; v < 80000; ++v) values.push_back(v);       // run or bitset
-  for (int64_t v = 200000; v < 262144; v += 2) values.push_back(v);  // bitset
+  for (int64_t v = 0; v < 3000; v += 3) values.push_back(v);                    // array
+  for (int64_t v = 70000; v < 80000; ++v) values.push_back(v);                  // run or bitset
+  for (int64_t v = 200000; v < 262144; v += 2) values.push_back(v);             // bitset
   for (int i = 0; i < 50; ++i) values.push_back((int64_t{5} << 32) + i * 977);  // high key 5
   std::vector<int64_t> random;
   for (int i = 0; i < 2000; ++i) random.push_back(static_cast<int64_t>(rng() % 500000) + 300000);
@@ -85,18 +85,26 @@ TEST(Roaring64, RefusesMalformedBitmaps) {
   bad[12] = 0x7f;
   EXPECT_FALSE(DecodeRoaring64(bad, 100000).ok());
   // An array container that is not ascending: {0: [5, 1]}.
-  std::string unsorted = Hex("0100000000000000000000003a300000010000000000010010000000") +
-                         Hex("05000100");
+  std::string unsorted =
+      Hex("0100000000000000000000003a300000010000000000010010000000") + Hex("05000100");
   auto r = DecodeRoaring64(unsorted, 100);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ascending"), std::string::npos);
   // A cardinality that disagrees with the container: header says 2, run holds 3.
-  std::string runs = Hex("0100000000000000000000003b30000001") + Hex("0000" "0100") +
-                     Hex("0100" "0000" "0200");
+  std::string runs = Hex("0100000000000000000000003b30000001") +
+                     Hex("0000"
+                         "0100") +
+                     Hex("0100"
+                         "0000"
+                         "0200");
   EXPECT_FALSE(DecodeRoaring64(runs, 100).ok());
   // A run past the container's end.
-  std::string overflow = Hex("0100000000000000000000003b30000001") + Hex("0000" "0100") +
-                         Hex("0100" "ffff" "0100");
+  std::string overflow = Hex("0100000000000000000000003b30000001") +
+                         Hex("0000"
+                             "0100") +
+                         Hex("0100"
+                             "ffff"
+                             "0100");
   EXPECT_FALSE(DecodeRoaring64(overflow, int64_t{1} << 40).ok());
   // A count of bitmaps the input cannot hold.
   EXPECT_FALSE(DecodeRoaring64(Hex("ffffffffffffff7f"), 100).ok());
@@ -140,8 +148,8 @@ TEST(Puffin, ReadsAFooterWithSeveralBlobs) {
   EXPECT_EQ(footer->blobs[1].length, static_cast<int64_t>(b.size()));
   EXPECT_EQ(footer->blobs[0].properties.at("referenced-data-file"), "a.parquet");
   const auto& second = footer->blobs[1];
-  auto positions = DecodeDeletionVector(
-      std::string_view(file).substr(second.offset, second.length), 10, "f.puffin");
+  auto positions = DecodeDeletionVector(std::string_view(file).substr(second.offset, second.length),
+                                        10, "f.puffin");
   ASSERT_TRUE(positions.ok());
   EXPECT_EQ(*positions, (std::vector<int64_t>{0, 1}));
   // A footer read from the file's tail only.

@@ -145,10 +145,10 @@ arrow::Status ScanTaskReaderImpl::Init(const ScanTask& task, const ReadOptions& 
   const size_t num_output = fields.size();
   if (options.filter) ARROW_RETURN_NOT_OK(AddFilterFields(schema, *options.filter, &fields));
 
-  ARROW_ASSIGN_OR_RAISE(file_, OpenParquetFile(options.open, data_file.file_path, batch_rows_,
-                                               pool, options.name_mapping));
-  ARROW_ASSIGN_OR_RAISE(deletes_, LoadDeletes(task, schema, options.open, batch_rows_, pool,
-                                              options.name_mapping));
+  ARROW_ASSIGN_OR_RAISE(file_, OpenParquetFile(options.open, data_file.file_path, batch_rows_, pool,
+                                               options.name_mapping));
+  ARROW_ASSIGN_OR_RAISE(
+      deletes_, LoadDeletes(task, schema, options.open, batch_rows_, pool, options.name_mapping));
   stats_.delete_bytes_read = deletes_.bytes_read;
   for (const auto& set : deletes_.equality) {
     for (const auto& field : set->fields()) AddField(field, &fields);

@@ -322,12 +322,11 @@ TEST_F(ReaderTest, DecodesDictionaryColumns) {
 TEST_F(ReaderTest, NameMappingGivesIdsToFilesWithoutThem) {
   // A file written by a non-Iceberg writer: no field ids. The mapping maps
   // "b" to 8 under its old name, "s.x" to 10, and leaves "u" unmapped.
-  auto file_struct = arrow::struct_({arrow::field("x", arrow::int32()),
-                                     arrow::field("w", arrow::utf8())});
-  auto file_schema = arrow::schema({arrow::field("b", arrow::utf8()),
-                                    arrow::field("a", arrow::int32()),
-                                    arrow::field("s", file_struct),
-                                    arrow::field("u", arrow::int64())});
+  auto file_struct =
+      arrow::struct_({arrow::field("x", arrow::int32()), arrow::field("w", arrow::utf8())});
+  auto file_schema =
+      arrow::schema({arrow::field("b", arrow::utf8()), arrow::field("a", arrow::int32()),
+                     arrow::field("s", file_struct), arrow::field("u", arrow::int64())});
   auto path = Write("imported.parquet",
                     MakeTable(file_schema, {R"(["x", "y"])", "[1, 2]",
                                             R"([{"x": 5, "w": "p"}, null])", "[3, 4]"}));
@@ -424,10 +423,10 @@ TEST_F(ReaderTest, AbsentColumnsTakePartitionValuesAndDefaults) {
   // Filters see the constants: matching ones keep every row, others prune
   // the row group without reading it.
   ReadOptions options = Options(schema, {1});
-  options.filter = cp::and_(cp::equal(cp::field_ref("name"), cp::literal("click")),
-                            cp::greater(cp::field_ref("amount"),
-                                        cp::literal(std::make_shared<arrow::Decimal128Scalar>(
-                                            arrow::Decimal128(0), arrow::decimal128(36, 23)))));
+  options.filter = cp::and_(
+      cp::equal(cp::field_ref("name"), cp::literal("click")),
+      cp::greater(cp::field_ref("amount"), cp::literal(std::make_shared<arrow::Decimal128Scalar>(
+                                               arrow::Decimal128(0), arrow::decimal128(36, 23)))));
   ReadStats stats;
   ASSERT_OK_AND_ASSIGN(batch, ReadAll(task, options, &stats));
   ExpectColumn(*batch, "id", "[1, 2, 3]");

@@ -49,10 +49,10 @@ struct ScanPlan {
   std::string metadata_location;  ///< the metadata.json actually read
   std::string table_uuid;
   int32_t format_version = 0;
-  std::optional<int64_t> snapshot_id;           ///< empty for a table with no snapshot
-  Schema schema;                                ///< the schema rows are read with
-  std::vector<int32_t> projection;              ///< top-level field ids, in output order
-  std::string filter;                           ///< the filter text (re-bound by readers)
+  std::optional<int64_t> snapshot_id;  ///< empty for a table with no snapshot
+  Schema schema;                       ///< the schema rows are read with
+  std::vector<int32_t> projection;     ///< top-level field ids, in output order
+  std::string filter;                  ///< the filter text (re-bound by readers)
   /// The table's `schema.name-mapping.default` JSON (validated), or empty.
   std::string name_mapping;
   std::shared_ptr<arrow::Schema> arrow_schema;  ///< output schema (projected)

@@ -147,11 +147,10 @@ TEST(Schema, KeepsInitialDefaultsAndNamesUnsupportedColumns) {
   auto again = *ParseSchema(SchemaToJson(*schema));
   EXPECT_EQ(again.fields[0].initial_default, "42");
   for (const char* type : {"variant", "geometry", "geography(srid:4326)"}) {
-    auto refused = ParseSchema(json{{"type", "struct"},
-                                    {"fields", json::array({{{"id", 3},
-                                                             {"name", "shape"},
-                                                             {"required", false},
-                                                             {"type", type}}})}});
+    auto refused = ParseSchema(
+        json{{"type", "struct"},
+             {"fields",
+              json::array({{{"id", 3}, {"name", "shape"}, {"required", false}, {"type", type}}})}});
     ASSERT_FALSE(refused.ok()) << type;
     EXPECT_TRUE(refused.status().IsNotImplemented());
     EXPECT_NE(refused.status().message().find("'shape'"), std::string::npos);
