@@ -156,13 +156,18 @@ struct DeleteIndex {
   // globally.
   std::map<int32_t, bool> unpartitioned_spec;
 
-  void Add(DataFile file) {
-    if (file.is_deletion_vector() && file.referenced_data_file) {
-      std::string key = *file.referenced_data_file;
-      vectors.emplace(std::move(key), std::move(file));
-    } else {
+  arrow::Status Add(DataFile file) {
+    if (!file.is_deletion_vector()) {
       deletes.push_back(std::move(file));
+      return arrow::Status::OK();
     }
+    if (!file.referenced_data_file) {
+      return arrow::Status::Invalid("deletion vector in Puffin file ", file.file_path,
+                                    ": the manifest gives no referenced_data_file");
+    }
+    std::string key = *file.referenced_data_file;
+    vectors.emplace(std::move(key), std::move(file));
+    return arrow::Status::OK();
   }
 
   arrow::Result<std::vector<DataFile>> For(const DataFile& data) const {
@@ -452,7 +457,7 @@ arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
   for (size_t i = 0; i < kept.size(); ++i) {
     for (auto& e : entries[i]) {
       if (e.file.content != FileContent::kData) {
-        deletes.Add(std::move(e.file));
+        ARROW_RETURN_NOT_OK(deletes.Add(std::move(e.file)));
         plan.metrics.delete_files++;
         continue;
       }
