@@ -37,6 +37,7 @@ def test_row_ids_follow_append_order(tmp_path, client):
         client.load(f"order-{load}", table.metadata_location)
         assert client.read(f"order-{load}")["id"].to_pylist() == list(range(APPENDS * ROWS))
     # Random access by row id: row 0 is the first row written.
+    assert client.take("order-first", [0])["id"].to_pylist() == [0]
     assert client.read("order-first", 0, 1)["id"].to_pylist() == [0]
     last = APPENDS * ROWS - 1
     assert client.read("order-first", last, last + 1)["id"].to_pylist() == [last]
