@@ -299,8 +299,8 @@ def _setup(sources: dict[str, dict], args: argparse.Namespace) -> str:
                    + (" (assembles on a background thread, 2 batches ahead)"
                       if not s["workers"] else ""))
         else:
-            where = "S3 (moto on loopback)" if s.get("s3") else "local disk"
-            how = (f"pyarrow.dataset over {len(s['files'])} files in {where}, projection and "
+            where = "in S3 (moto on loopback)" if s.get("s3") else "on local disk"
+            how = (f"pyarrow.dataset over {len(s['files'])} files {where}, projection and "
                    f"filter pushed down, shuffled file order, {s['workers']} DataLoader "
                    f"workers per rank")
         lines.append(f"  {kind:<14} {how}")
@@ -396,9 +396,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _start_s3():
+    import logging
+
     import boto3
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
