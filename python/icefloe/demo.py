@@ -264,7 +264,7 @@ def _steady(epochs: list[dict]) -> dict:
 def _row(kind: str, epoch: str, r: dict) -> str:
     seconds = max(r["seconds"], 1e-9)
     return (f"{kind:<14} {epoch:>7} {r['rows']:>11,} {r['seconds']:>8.2f} "
-            f"{r['bytes'] / 1e6 / seconds:>8,.1f} {r['rows'] / seconds:>11,.0f} "
+            f"{r['bytes'] / 1e6 / seconds:>8,.2f} {r['rows'] / seconds:>11,.0f} "
             f"{r['wait'] / max(r['busy'], 1e-9):>7.1%} {r['loss']:>6.3f}")
 
 
@@ -278,8 +278,9 @@ def _summary(results: dict[str, list[dict]]) -> str:
             lines.append(_row(kind, "warm-up" if e == 0 and len(epochs) > 1 else str(e), r))
     steady = {kind: _steady(epochs) for kind, epochs in results.items()}
     n = max(len(e) for e in results.values())
-    which = f"epochs 1-{n - 1}" if n > 2 else "epoch 1" if n == 2 else "epoch 0"
-    lines.append(f"\nsteady state ({which}, after the warm-up):")
+    which = (f"epochs 1-{n - 1}, after the warm-up" if n > 2 else
+             "epoch 1, after the warm-up" if n == 2 else "epoch 0, warm-up included")
+    lines.append(f"\nsteady state ({which}):")
     lines.extend(_row(kind, "steady", r) for kind, r in steady.items())
     if "icefloe" in steady:
         rate = {k: r["bytes"] / max(r["seconds"], 1e-9) for k, r in steady.items()}
