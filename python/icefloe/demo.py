@@ -25,6 +25,7 @@ the same training loop reading the table's Parquet files, side by side.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -144,7 +145,11 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
     dist.barrier()
     Path(out, f"{source['kind']}-rank{rank}.json").write_text(json.dumps(epochs))
     dist.destroy_process_group()
-    os._exit(0)  # DataLoader and gRPC threads need no teardown
+    # Persistent DataLoader workers are children of the forkserver, not of
+    # this process, and would outlive it: stop them before leaving.
+    del loader
+    gc.collect()
+    os._exit(0)  # gRPC threads need no teardown
 
 
 def _make_dataset(source: dict, args: dict):
