@@ -77,7 +77,9 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
 arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
                           std::deque<Piece>* out) {
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
-  const uint32_t batch_rows = static_cast<uint32_t>(ticket.params.batch_size);
+  uint64_t rows_in_batch = 0;
+  for (const auto& run : runs) rows_in_batch += run.size();
+  const uint32_t batch_rows = static_cast<uint32_t>(rows_in_batch);
   struct SubRun {
     uint32_t offset;
     RowRange rows;

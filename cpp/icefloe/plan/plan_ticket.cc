@@ -25,6 +25,7 @@ std::string EncodePlanBody(const PlanTicket& t) {
   w.U8(static_cast<uint8_t>(p.order.mode));
   w.U64(p.order.block_rows);
   w.U8(p.order.shuffle_within_block ? 1 : 0);
+  w.U64(p.order.window_blocks);
   w.U32(p.world_size);
   w.U32(p.rank);
   w.U32(p.num_workers);
@@ -55,13 +56,14 @@ arrow::Result<PlanTicket> DecodePlanBody(std::string_view body) {
   ARROW_ASSIGN_OR_RAISE(p.order.seed, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.order.epoch, r.U64());
   ARROW_ASSIGN_OR_RAISE(uint8_t mode, r.U8());
-  if (mode > static_cast<uint8_t>(ShuffleMode::kSample)) {
+  if (mode > static_cast<uint8_t>(ShuffleMode::kWindow)) {
     return arrow::Status::Invalid("Invalid ticket format: shuffle mode ", int{mode});
   }
   p.order.mode = static_cast<ShuffleMode>(mode);
   ARROW_ASSIGN_OR_RAISE(p.order.block_rows, r.U64());
   ARROW_ASSIGN_OR_RAISE(uint8_t within, r.U8());
   p.order.shuffle_within_block = within != 0;
+  ARROW_ASSIGN_OR_RAISE(p.order.window_blocks, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.world_size, r.U32());
   ARROW_ASSIGN_OR_RAISE(p.rank, r.U32());
   ARROW_ASSIGN_OR_RAISE(p.num_workers, r.U32());
