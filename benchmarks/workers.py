@@ -93,8 +93,9 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     import icefloe.torch  # noqa: F401
 
     if kind == "icefloe":
+        plan = {k: a[k] for k in ("block_rows", "window_blocks") if a.get(k) is not None}
         return _icefloe(a["head"], a["dataset"], a["batch_size"], a.get("shuffle", "none"),
-                        seed=a.get("seed", 0), epoch=a.get("epoch", 0))
+                        seed=a.get("seed", 0), epoch=a.get("epoch", 0), **plan)
     if kind == "parquet-s3":
         return _parquet(a["paths"], a["batch_size"], a.get("columns"), a["endpoint"])
     if kind == "parquet-local":

@@ -129,7 +129,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
     ``world_size - 1`` rows are read twice (none with one rank).
 
     ``shuffle`` is ``"window"`` (the default: each window of 4096 rows takes
-    one 16-row block from each of 256 equal parts of the table and is read
+    one 32-row block from each of 128 equal parts of the table and is read
     in a pseudo-random order; mixes like ``"sample"`` at near-sequential
     speed), ``"none"``, ``"block"`` (blocks of ``block_rows`` rows, default
     ``ceil(N / 64)`` up to 65536, permuted per epoch; zero-copy but batches

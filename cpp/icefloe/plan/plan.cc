@@ -94,9 +94,10 @@ class OrderEval {
     return row;
   }
 
-  void AppendRows(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const {
+  void AppendRows(uint64_t begin, uint64_t end, std::vector<uint64_t>* out,
+                  PlanCache* cache = nullptr) const {
     if (window_) {
-      window_->AppendRows(begin, end, out);
+      window_->AppendRows(begin, end, out, cache ? cache->window() : nullptr);
       return;
     }
     ForEachPiece(begin, end,
@@ -106,6 +107,9 @@ class OrderEval {
                    }
                  });
   }
+
+  // Window mode: the order's windows; null otherwise.
+  const WindowOrder* window() const { return window_ ? &*window_ : nullptr; }
 
   void AppendRuns(uint64_t begin, uint64_t end, std::vector<RowRange>* out) const {
     if (window_) {
@@ -360,15 +364,44 @@ arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& param
   return out;
 }
 
-arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch) {
+arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch,
+                                               PlanCache* cache) {
   ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
   const OrderEval eval(params.order);
   std::vector<uint64_t> rows;
   uint64_t total = 0;
   for (const PositionRange& p : positions) total += p.size();
   rows.reserve(total);
-  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &rows);
+  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &rows, cache);
   return rows;
+}
+
+arrow::Status BatchOwnedRows(const PlanParams& params, uint64_t batch,
+                             const std::vector<RowRange>& owned, PlanCache* cache,
+                             std::vector<uint64_t>* rows, std::vector<uint32_t>* offsets) {
+  ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
+  const OrderEval eval(params.order);
+  uint64_t offset = 0;
+  rows->reserve(rows->size() + params.batch_size);
+  offsets->reserve(offsets->size() + params.batch_size);
+  if (const WindowOrder* window = eval.window()) {
+    for (const PositionRange& p : positions) {
+      window->AppendOwnedRows(p.start, p.stop, owned, offset, rows, offsets,
+                              cache ? cache->window() : nullptr);
+      offset += p.size();
+    }
+    return arrow::Status::OK();
+  }
+  std::vector<uint64_t> all;
+  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &all, cache);
+  for (uint64_t i = 0; i < all.size(); ++i) {
+    auto it = std::upper_bound(owned.begin(), owned.end(), all[i],
+                               [](uint64_t v, const RowRange& r) { return v < r.stop; });
+    if (it == owned.end() || it->start > all[i]) continue;
+    rows->push_back(all[i]);
+    offsets->push_back(static_cast<uint32_t>(i));
+  }
+  return arrow::Status::OK();
 }
 
 arrow::Result<std::vector<RowRange>> BatchRuns(const PlanParams& params, uint64_t batch) {

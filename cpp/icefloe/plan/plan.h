@@ -40,6 +40,7 @@
 #include <arrow/status.h>
 
 #include "icefloe/common/ticket.h"
+#include "icefloe/plan/window_order.h"
 
 namespace icefloe {
 
@@ -89,10 +90,13 @@ struct EpochOrder {
   uint64_t window_blocks = 0;
 };
 
-/// Window mode's defaults: 16-row blocks (a 64-byte cache line of a 4-byte
-/// column), 256 per window (4096 rows).
-inline constexpr uint64_t kDefaultWindowBlockRows = 16;
-inline constexpr uint64_t kDefaultWindowBlocks = 256;
+/// Window mode's defaults: 32-row blocks (two 64-byte cache lines of a
+/// 4-byte column), 128 per window: 4096 rows, a power of four (its
+/// permutation needs no cycle walking) no larger than common batches (a
+/// batch holding whole windows is gathered as whole blocks), with strata
+/// fine enough that batches of 1024 rows mix as well as uniform samples.
+inline constexpr uint64_t kDefaultWindowBlockRows = 32;
+inline constexpr uint64_t kDefaultWindowBlocks = 128;
 /// Block mode's default: ceil(N / 64) rows per block, at most 65536, so a
 /// small table still has 64 blocks to permute.
 inline constexpr uint64_t kDefaultBlockCount = 64;
@@ -175,8 +179,29 @@ uint64_t BatchLength(const PlanParams& params, const EpochShape& shape, uint64_t
 /// worker_batches. To address a rank's steps directly, pass num_workers 0.
 arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& params, uint64_t batch);
 
+/// Scratch state for evaluating many batches of one plan faster (a node
+/// serving a plan ticket's stream); results never depend on it. Not
+/// thread-safe: one per stream.
+class PlanCache {
+ public:
+  WindowCache* window() { return &window_; }
+
+ private:
+  WindowCache window_;
+};
+
 /// Row ids of this worker's batch `batch`, in order (BatchLength of them).
-arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch);
+arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch,
+                                               PlanCache* cache = nullptr);
+
+/// The rows of this worker's batch `batch` that lie in `owned` (sorted,
+/// disjoint ranges), and the offset of each in the batch: what one endpoint
+/// serves of it, in no particular order. In window mode the work follows the
+/// owned share of the batch rather than the whole batch (when the batch
+/// covers windows whole). Same errors as BatchRows.
+arrow::Status BatchOwnedRows(const PlanParams& params, uint64_t batch,
+                             const std::vector<RowRange>& owned, PlanCache* cache,
+                             std::vector<uint64_t>* rows, std::vector<uint32_t>* offsets);
 
 /// BatchRows as maximal runs of consecutive ids (see PositionRuns).
 arrow::Result<std::vector<RowRange>> BatchRuns(const PlanParams& params, uint64_t batch);

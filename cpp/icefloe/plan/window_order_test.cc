@@ -191,4 +191,82 @@ TEST(WindowOrder, RowMatchesAppendRows) {
   }
 }
 
+TEST(WindowOrder, ACacheChangesNothing) {
+  // One cache across batches of several orders, visited out of order, as a
+  // node's stream (and a confused caller) might.
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  PlanCache cache;
+  for (int iter = 0; iter < 40; ++iter) {
+    PlanParams p;
+    p.order = WindowMode(1 + rng() % 50'000, 1 + rng() % 70, 1 + rng() % 300, rng() % 3);
+    p.world_size = 1 + rng() % 3;
+    p.batch_size = 1 + rng() % 3000;
+    p.drop_last = rng() % 2 == 0;
+    const auto shape = *Shape(p);
+    for (int b = 0; b < 30 && shape.worker_batches > 0; ++b) {
+      const uint64_t j = rng() % 3 == 0 ? rng() % shape.worker_batches
+                                        : std::min<uint64_t>(b, shape.worker_batches - 1);
+      ASSERT_EQ(*BatchRows(p, j, &cache), *BatchRows(p, j)) << "batch " << j;
+    }
+  }
+}
+
+TEST(WindowOrder, OwnedRowsAreTheBatchRowsInTheOwnedRanges) {
+  // What a node serves: from the blocks or from the positions, with or
+  // without a cache, every mode, owned ranges cutting through blocks.
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  PlanCache cache;
+  constexpr ShuffleMode kAll[] = {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample,
+                                  ShuffleMode::kWindow, ShuffleMode::kWindow};
+  for (int iter = 0; iter < 150; ++iter) {
+    PlanParams p;
+    p.order.num_rows = 1 + rng() % 20'000;
+    p.order.mode = kAll[rng() % std::size(kAll)];
+    p.order.seed = rng();
+    if (rng() % 2 == 0) {
+      p.order.block_rows = 1 + rng() % 40;
+      p.order.window_blocks = 1 + rng() % 100;
+    }
+    ResolveDefaults(&p.order);
+    p.world_size = 1 + rng() % 3;
+    p.rank = static_cast<uint32_t>(rng() % p.world_size);
+    p.batch_size = 1 + rng() % 6000;
+    p.drop_last = rng() % 2 == 0;
+    p.start = rng() % 3 == 0 ? rng() % p.order.num_rows : 0;
+    const uint64_t n = p.order.num_rows;
+    // 1 to 4 owned ranges with gaps.
+    std::vector<RowRange> owned;
+    for (uint64_t at = rng() % 50; at < n && owned.size() < 4;) {
+      const uint64_t stop = std::min(n, at + 1 + rng() % (n / 2 + 1));
+      owned.push_back({at, stop});
+      at = stop + rng() % 200;
+    }
+    const auto shape = *Shape(p);
+    SCOPED_TRACE(testing::Message() << "N=" << n << " mode=" << ShuffleModeName(p.order.mode)
+                                    << " B=" << p.batch_size << " ranges=" << owned.size());
+    for (uint64_t j = 0; j < std::min<uint64_t>(shape.worker_batches, 3); ++j) {
+      const auto all = *BatchRows(p, j);
+      std::multiset<std::pair<uint64_t, uint32_t>> want;
+      for (uint32_t i = 0; i < all.size(); ++i) {
+        for (const auto& r : owned) {
+          if (all[i] >= r.start && all[i] < r.stop) want.insert({all[i], i});
+        }
+      }
+      for (PlanCache* c : {static_cast<PlanCache*>(nullptr), &cache}) {
+        std::vector<uint64_t> rows;
+        std::vector<uint32_t> offsets;
+        ASSERT_TRUE(BatchOwnedRows(p, j, owned, c, &rows, &offsets).ok());
+        ASSERT_EQ(rows.size(), offsets.size());
+        std::multiset<std::pair<uint64_t, uint32_t>> got;
+        for (size_t i = 0; i < rows.size(); ++i) got.insert({rows[i], offsets[i]});
+        ASSERT_EQ(got, want) << "batch " << j;
+      }
+    }
+  }
+}
+
 }  // namespace icefloe
