@@ -131,6 +131,32 @@ def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]
             "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9)}
 
 
+def shuffle_quality(head: str, dataset: str, shuffle: str, rows: int, batch_size: int = 1024,
+                    epoch: int = 0) -> dict[str, Any]:
+    """How well an epoch mixes a table sorted by a label: a 10-class label that
+    follows the rows' write order (label = id * 10 // rows; ids were written in
+    order, each data file a run of them, so the table is sorted by it up to
+    the order of its files). For each batch of the whole epoch, the
+    total-variation distance between its label histogram and the table's;
+    untimed."""
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    from icefloe.torch import CacheDataset
+
+    ds = CacheDataset(head, dataset, batch_size=batch_size, shuffle=shuffle, columns=["id"],
+                      drop_last=True)
+    ds.set_epoch(epoch)
+    table = np.bincount(np.arange(rows, dtype=np.int64) * 10 // rows, minlength=10) / rows
+    distances = []
+    for batch in DataLoader(ds, batch_size=None):
+        labels = batch["id"].numpy() * 10 // rows
+        hist = np.bincount(labels, minlength=10) / len(labels)
+        distances.append(0.5 * float(np.abs(hist - table).sum()))
+    return {"shuffle": shuffle, "batch_size": batch_size, "batches": len(distances),
+            "mean_distance": float(np.mean(distances)), "max_distance": float(np.max(distances))}
+
+
 def stall(kind: str, step_s: float, max_steps: int, **a: Any) -> dict[str, Any]:
     """A training loop whose step takes step_s (a sleep: the accelerator computes
     while the CPU is free for the input pipeline): share of wall time spent
