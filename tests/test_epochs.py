@@ -283,6 +283,27 @@ def test_training_loop_with_persistent_workers(cluster):
     assert steps == 2 * (N // 32)
 
 
+def test_persistent_workers_see_set_epoch_and_resume(cluster):
+    # Workers that live across epochs hold their own copy of the dataset:
+    # set_epoch and load_state_dict in the main process must still reach them.
+    ds = CacheDataset(cluster.head_uri, "t", batch_size=25, seed=8, drop_last=False)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
+                        multiprocessing_context=CONTEXT)
+    orders = []
+    for e in range(3):
+        ds.set_epoch(e)
+        orders.append([i for b in loader for i in b["id"].tolist()])
+        assert sorted(orders[-1]) == list(range(N))
+    assert orders[0] != orders[1] and orders[1] != orders[2]
+    ds.set_epoch(0)
+    assert [i for b in loader for i in b["id"].tolist()] == orders[0]
+    # A resume state loaded in the main process: the rest of epoch 1.
+    state = {**ds.state_dict(steps=0), "epoch": 1, "steps": 10}
+    ds.load_state_dict(state)
+    rest = [i for b in loader for i in b["id"].tolist()]
+    assert rest == orders[1][10 * 25:]
+
+
 def test_float_column_is_zero_copy(cluster):
     with cluster.client() as client:
         batch = next(client.iter_epoch("t", batch_size=50, shuffle="none"))

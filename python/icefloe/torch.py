@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -116,6 +118,42 @@ class _ClusterClient:
         return self._client
 
 
+class _SharedProgress:
+    """What the main process last chose to read (epoch, seed, order, start),
+    shared with DataLoader workers that outlive an epoch
+    (``persistent_workers=True``): they keep their own copy of the dataset,
+    which set_epoch and load_state_dict in the main process never touch. A
+    generation number says when it changed. Crosses into workers only while
+    they are being started (shared memory can only be passed then)."""
+
+    SIZE = 1024
+
+    def __init__(self) -> None:
+        # No lock: a lock made in one multiprocessing context cannot cross into
+        # workers started by another (forkserver, spawn). The main process
+        # writes between epochs, before the DataLoader wakes its workers; a
+        # reader still takes two equal copies to rule out a torn one.
+        self._block = multiprocessing.Array("c", self.SIZE, lock=False)
+
+    def write(self, values: dict[str, Any]) -> None:
+        raw = json.dumps(values).encode()
+        if len(raw) > self.SIZE:
+            raise ValueError("resume state too large to share with DataLoader workers")
+        self._block.raw = raw.ljust(self.SIZE, b"\0")
+
+    def read(self) -> dict[str, Any] | None:
+        for _ in range(100):
+            first, second = bytes(self._block.raw), bytes(self._block.raw)
+            if first == second:
+                raw = first.rstrip(b"\0")
+                return json.loads(raw) if raw else None
+        raise RuntimeError("the shared epoch state kept changing while being read")
+
+
+_SHARED_KEYS = ("epoch", "seed", "shuffle", "block_rows", "window_blocks",
+                "shuffle_within_block")
+
+
 class CacheDataset(_ClusterClient, IterableDataset):
     """This consumer's batches of each epoch of a cached dataset.
 
@@ -135,7 +173,8 @@ class CacheDataset(_ClusterClient, IterableDataset):
     ``ceil(N / 64)`` up to 65536, permuted per epoch; zero-copy but batches
     are consecutive rows) or ``"sample"`` (a pseudo-random permutation of all
     rows). ``block_rows`` and ``window_blocks`` tune the window and block
-    modes (docs/epochs.md). Call :meth:`set_epoch` before each epoch.
+    modes (docs/epochs.md). Call :meth:`set_epoch` before each epoch (it
+    reaches ``persistent_workers`` too).
     Override :meth:`to_tensors` to change how a record batch becomes a
     sample.
 
@@ -191,6 +230,36 @@ class CacheDataset(_ClusterClient, IterableDataset):
         # DataLoader workers do not see torch.distributed: remember the rank
         # where it is known (here, and in set_epoch, both in the main process).
         self._dist = _live_coordinates()
+        self._shared = _SharedProgress()
+        self._generation = 0  # of the progress this copy last published or applied
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        # Shared memory crosses only into processes being started (DataLoader
+        # workers); any other pickle gets none.
+        if multiprocessing.context.get_spawning_popen() is None:
+            state["_shared"] = None
+        return state
+
+    def _publish(self) -> None:
+        """Tells persistent DataLoader workers what to read next."""
+        if self._shared is None:
+            return
+        self._generation += 1
+        self._shared.write({"generation": self._generation, "start": self._start,
+                            **{k: getattr(self, k) for k in _SHARED_KEYS}})
+
+    def _follow(self) -> None:
+        """In a worker that outlived an epoch: adopt what the main process chose."""
+        shared = self._shared.read() if self._shared is not None else None
+        if shared is None or shared["generation"] == self._generation:
+            return
+        self._generation = shared["generation"]
+        for k in _SHARED_KEYS:
+            setattr(self, k, shared[k])
+        self._start = int(shared["start"])
+        self._first_batch = 0
+        self._worker_state = None
 
     # -- configuration -----------------------------------------------------
 
@@ -200,7 +269,8 @@ class CacheDataset(_ClusterClient, IterableDataset):
             self._start = 0
             self._first_batch = 0
             self._worker_state = None
-        self.epoch = epoch
+            self.epoch = epoch
+            self._publish()
         self._yielded = 0
         self._dist = _live_coordinates() or self._dist
 
@@ -234,6 +304,8 @@ class CacheDataset(_ClusterClient, IterableDataset):
         return int(shape["steps"])
 
     def __iter__(self) -> Iterator[Any]:
+        if get_worker_info() is not None:
+            self._follow()
         plan = self._plan(first_batch=self._first_batch)
         plan.pop("batch_size")
         if self._worker_state is not None:
@@ -324,6 +396,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
             _, shape = self.client().epoch_info(self.dataset, batch_size=self.batch_size,
                                                 **plan)
             self._start = int(shape["start"])
+            self._publish()
         else:
             self._start = int(state["start"])
             self._first_batch = int(state["worker"]["batches"])
