@@ -28,6 +28,7 @@ _HEADER = struct.Struct("<4sQII")
 _RUNS = b"IFP1"
 _POSITIONS = b"IFP2"
 _DONE = object()
+_JOIN_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -120,9 +121,19 @@ class _Stream:
         self._reader: Any = None
         self.head: Piece | None = None
         self.done = False
+        self.cancelled = False
 
     def open(self) -> None:
         self._reader = self._open()  # raises icefloe errors (Client._endpoint_reader)
+        if self.cancelled:
+            self._reader.cancel()
+
+    def cancel(self) -> None:
+        """From another thread: ends a read that may be blocked in gRPC."""
+        self.cancelled = True
+        reader = self._reader
+        if reader is not None:
+            reader.cancel()
 
     def peek(self) -> Piece | None:
         """The next piece, or None at the end of the stream."""
@@ -162,7 +173,8 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
     only takes finished batches off a queue, which keeps a training loop's
     step free of input work.
     """
-    merged = _merge(readers, num_batches, first)
+    streams = [_Stream(r) for r in readers]
+    merged = _merge(streams, num_batches, first)
     items = merged if transform is None else map(transform, merged)
     if prefetch <= 0:
         try:
@@ -195,12 +207,16 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
                 raise item
             yield item
     finally:
+        # Leaving early: unblock the thread (it may wait on the network) and
+        # wait for it, so no thread is left inside gRPC when the process
+        # exits (which aborts it).
         stop.set()
+        for s in streams:
+            s.cancel()
+        thread.join(timeout=_JOIN_TIMEOUT_S)
 
 
-def _merge(readers: list[Callable[[], Any]], num_batches: int,
-           first: int) -> Iterator[pa.RecordBatch]:
-    streams = [_Stream(r) for r in readers]
+def _merge(streams: list[_Stream], num_batches: int, first: int) -> Iterator[pa.RecordBatch]:
     try:
         for s in streams:
             s.open()  # every endpoint starts sending at once

@@ -454,12 +454,16 @@ class DataCacheDataset(_ClusterClient, IterableDataset):
         num_workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
         total = num_workers * world_size
         index = (worker * world_size + rank + self.seed) % total
-        # Through Client like the other datasets: mapped errors, replica failover.
-        client = self.client()
-        for endpoint in client.kubeflow_shard(index, total).endpoints:
-            for rb in client.iter_endpoint(endpoint):
-                for start in range(0, rb.num_rows, self.batch_size):
-                    yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
+        # Through Client like the other datasets (mapped errors, replica
+        # failover); one per pass, closed after it, as Kubeflow's loop does.
+        client = Client(self.head_uri, token=self._token, tls_root_certs=self._tls_root_certs)
+        try:
+            for endpoint in client.kubeflow_shard(index, total).endpoints:
+                for rb in client.iter_endpoint(endpoint):
+                    for start in range(0, rb.num_rows, self.batch_size):
+                        yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
+        finally:
+            client.close()
 
 
 class CacheMapDataset(_ClusterClient, Dataset):
