@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, help="data files in the test table")
     parser.add_argument("--work", type=Path, help="where the test table lives (reused)")
     parser.add_argument("--fresh-data", action="store_true", help="regenerate the table")
+    parser.add_argument("--repeats", type=int,
+                        help="rounds per measurement (default 3, 2 with --quick)")
     args = parser.parse_args(argv)
     chosen = [b.strip() for b in args.only.split(",") if b.strip()] or BENCHMARKS
     unknown = set(chosen) - set(BENCHMARKS)
@@ -94,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmarks {sorted(unknown)}; choose from {BENCHMARKS}")
     cfg = common.Config.make(args.quick, args.out, args.rows, args.files, args.work,
                              args.fresh_data)
+    if args.repeats:
+        cfg.repeats = args.repeats
     cfg.out.mkdir(parents=True, exist_ok=True)
     info = common.machine()
     print(f"icefloe benchmarks: {', '.join(chosen)} ({'quick' if cfg.quick else 'full'}); "

@@ -93,8 +93,9 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     import icefloe.torch  # noqa: F401
 
     if kind == "icefloe":
+        plan = {k: a[k] for k in ("block_rows", "window_blocks") if a.get(k) is not None}
         return _icefloe(a["head"], a["dataset"], a["batch_size"], a.get("shuffle", "none"),
-                        seed=a.get("seed", 0), epoch=a.get("epoch", 0))
+                        seed=a.get("seed", 0), epoch=a.get("epoch", 0), **plan)
     if kind == "parquet-s3":
         return _parquet(a["paths"], a["batch_size"], a.get("columns"), a["endpoint"])
     if kind == "parquet-local":
@@ -128,6 +129,32 @@ def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]
     return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
             "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
             "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9)}
+
+
+def shuffle_quality(head: str, dataset: str, shuffle: str, rows: int, batch_size: int = 1024,
+                    epoch: int = 0) -> dict[str, Any]:
+    """How well an epoch mixes a table sorted by a label: a 10-class label that
+    follows the rows' write order (label = id * 10 // rows; ids were written in
+    order, each data file a run of them, so the table is sorted by it up to
+    the order of its files). For each batch of the whole epoch, the
+    total-variation distance between its label histogram and the table's;
+    untimed."""
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    from icefloe.torch import CacheDataset
+
+    ds = CacheDataset(head, dataset, batch_size=batch_size, shuffle=shuffle, columns=["id"],
+                      drop_last=True)
+    ds.set_epoch(epoch)
+    table = np.bincount(np.arange(rows, dtype=np.int64) * 10 // rows, minlength=10) / rows
+    distances = []
+    for batch in DataLoader(ds, batch_size=None):
+        labels = batch["id"].numpy() * 10 // rows
+        hist = np.bincount(labels, minlength=10) / len(labels)
+        distances.append(0.5 * float(np.abs(hist - table).sum()))
+    return {"shuffle": shuffle, "batch_size": batch_size, "batches": len(distances),
+            "mean_distance": float(np.mean(distances)), "max_distance": float(np.max(distances))}
 
 
 def stall(kind: str, step_s: float, max_steps: int, **a: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections import Counter
 from contextlib import contextmanager
 
@@ -67,7 +66,8 @@ def test_ddp_exactly_once_equal_steps_and_shuffles(cluster, tmp_path, world_size
     for num_workers in (0, 1, 2):
         for drop_last in (True, False):
             configs.append({"num_workers": num_workers, "drop_last": drop_last,
-                            "batch_size": 16, "shuffle": "block", "epochs": [0, 1, 0]})
+                            "batch_size": 16, "shuffle": ("block", "window")[num_workers % 2],
+                            "epochs": [0, 1, 0]})
     configs.append({"num_workers": 2, "drop_last": True, "batch_size": 10, "shuffle": "sample",
                     "epochs": [0, 1], "seed": 3})
     mp.start_processes(__import__("ddp_util").ddp_epochs, nprocs=world_size, join=True,
@@ -80,13 +80,19 @@ def test_ddp_exactly_once_equal_steps_and_shuffles(cluster, tmp_path, world_size
         for e in range(len(cfg["epochs"])):
             per_rank = [ranks[r][c]["epochs"][e] for r in range(world_size)]
             assert len({len(b) for b in per_rank}) == 1, "unequal batch counts per rank"
+            # Batch lengths per step are the same on every rank.
+            assert len({tuple(len(b) for b in batches) for batches in per_rank}) == 1
             rows = Counter(i for batches in per_rank for b in batches for i in b)
             if cfg["drop_last"]:
                 assert max(rows.values()) == 1
                 assert sum(rows.values()) == (N // step_rows) * step_rows
             else:
+                # DistributedSampler's rule: ceil(N / W) rows per rank, so at
+                # most W - 1 rows are read twice in the whole job.
                 assert set(rows) == set(range(N))
-                assert sum(rows.values()) == -(-N // step_rows) * step_rows
+                assert sum(rows.values()) == world_size * -(-N // world_size)
+                assert sum(v - 1 for v in rows.values()) <= world_size - 1
+                assert max(rows.values()) <= 2
         orders = [[i for b in ranks[0][c]["epochs"][e] for i in b]
                   for e in range(len(cfg["epochs"]))]
         assert orders[0] != orders[1], "epochs must shuffle differently"
@@ -94,23 +100,26 @@ def test_ddp_exactly_once_equal_steps_and_shuffles(cluster, tmp_path, world_size
             assert orders[0] == orders[2], "the same seed and epoch must reproduce"
 
 
-@pytest.mark.parametrize("new_world, new_batch, new_workers", [(2, 16, 0), (3, 8, 2)])
-def test_resume_with_same_or_different_topology(cluster, new_world, new_batch, new_workers):
+@pytest.mark.parametrize("new_world, new_batch, new_workers, shuffle",
+                         [(2, 16, 0, "sample"), (3, 8, 2, "window")])
+def test_resume_with_same_or_different_topology(cluster, new_world, new_batch, new_workers,
+                                                shuffle):
     k = 7  # steps taken before the job stops (world 2, batch 16)
     first = []
     for r in range(2):
         with as_rank(r, 2):
-            ds = CacheDataset(cluster.head_uri, "t", batch_size=16, shuffle="sample", seed=9)
+            ds = CacheDataset(cluster.head_uri, "t", batch_size=16, shuffle=shuffle, seed=9)
             ds.set_epoch(4)
             batches = [b["id"].tolist() for b in ds]
             first += [i for b in batches[:k] for i in b]
             state = ds.state_dict(steps=k)
-    assert state["position"] == k * 2 * 16 and state["epoch"] == 4
+    assert (state["steps"], state["world_size"], state["batch_size"]) == (k, 2, 16)
+    assert state["epoch"] == 4
     state = torch.load(_roundtrip(state), weights_only=False)
     resumed = Counter()
     for r in range(new_world):
         with as_rank(r, new_world):
-            ds2 = CacheDataset(cluster.head_uri, "t", batch_size=new_batch, shuffle="sample")
+            ds2 = CacheDataset(cluster.head_uri, "t", batch_size=new_batch, shuffle=shuffle)
             ds2.load_state_dict(state)
             for b in DataLoader(ds2, batch_size=None, num_workers=new_workers,
                                 multiprocessing_context=CONTEXT if new_workers else None):
@@ -148,6 +157,88 @@ def test_stateful_dataloader_round_trip(cluster):
     second.load_state_dict(state)
     rest = [b["id"].tolist() for b in second]
     assert head + rest == full
+
+
+@pytest.mark.parametrize("shuffle", ["window", "none", "block", "sample"])
+def test_evaluation_epoch_reads_every_row_exactly_once(cluster, shuffle):
+    # One process, drop_last=False: 1000 rows in 15 batches of 64 and one of 40.
+    ds = CacheDataset(cluster.head_uri, "t", batch_size=64, shuffle=shuffle, drop_last=False)
+    batches = [b["id"].tolist() for b in DataLoader(ds, batch_size=None)]
+    assert [len(b) for b in batches] == [64] * 15 + [40]
+    assert sorted(i for b in batches for i in b) == list(range(N))
+    assert len(ds) == 16
+
+
+def test_checkpoint_after_the_last_step_resumes_to_the_next_epoch(cluster):
+    def dataset():
+        return CacheDataset(cluster.head_uri, "t", batch_size=64, drop_last=False, seed=2)
+
+    ds = dataset()
+    ds.set_epoch(3)
+    steps = sum(1 for _ in DataLoader(ds, batch_size=None))
+    assert steps == 16
+    for state in (ds.state_dict(steps=steps), ds.state_dict()):
+        resumed = dataset()
+        resumed.load_state_dict(torch.load(_roundtrip(state), weights_only=False))
+        resumed.set_epoch(3)  # the loop re-enters the saved epoch: nothing is left of it
+        assert len(resumed) == 0
+        assert list(DataLoader(resumed, batch_size=None)) == []
+        resumed.set_epoch(4)  # and the next one starts from its beginning
+        rows = [i for b in DataLoader(resumed, batch_size=None) for i in b["id"].tolist()]
+        assert sorted(rows) == list(range(N))
+        assert rows != [i for b in ds for i in b["id"].tolist()]  # epoch 3's order
+    # A state that claims more steps than the epoch has is refused by the head.
+    bad = ds.state_dict(steps=17)
+    with pytest.raises(icefloe.InvalidArgument, match="resume_steps 17 is more than the 16"):
+        dataset().load_state_dict(bad)
+
+
+def test_stateful_dataloader_checkpoints_at_the_end_and_between_epochs(cluster):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    ds = CacheDataset(cluster.head_uri, "t", batch_size=64, drop_last=False, seed=4)
+    loader = StatefulDataLoader(ds, batch_size=None, num_workers=2,
+                                multiprocessing_context=CONTEXT)
+    it = iter(loader)
+    got = [next(it)["id"].tolist() for _ in range(16)]  # every batch, workers ran ahead
+    assert sorted(i for b in got for i in b) == list(range(N))
+    at_end = loader.state_dict()  # after the last step, before StopIteration
+    assert next(it, None) is None
+    between = loader.state_dict()  # the epoch ended
+    del it
+    for state in (at_end, between):
+        ds2 = CacheDataset(cluster.head_uri, "t", batch_size=64, drop_last=False, seed=4)
+        resumed = StatefulDataLoader(ds2, batch_size=None, num_workers=2,
+                                     multiprocessing_context=CONTEXT)
+        resumed.load_state_dict(state)
+        if state is at_end:
+            assert list(resumed) == []  # the workers' states: nothing is left of epoch 0
+        # After the epoch ended, torchdata starts the next iteration afresh:
+        # the loop sets the next epoch first, as it does anyway.
+        ds2.set_epoch(1)
+        rows = [i for b in resumed for i in b["id"].tolist()]
+        assert sorted(rows) == list(range(N))
+
+
+def test_worker_state_refuses_another_topology(cluster):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader(world_size):
+        with as_rank(0, world_size):
+            ds = CacheDataset(cluster.head_uri, "t", batch_size=20, seed=1)
+            return StatefulDataLoader(ds, batch_size=None, num_workers=2,
+                                      multiprocessing_context=CONTEXT)
+
+    first = loader(1)
+    it = iter(first)
+    for _ in range(3):
+        next(it)
+    state = first.state_dict()
+    del it
+    other = loader(2)
+    other.load_state_dict(state)
+    with as_rank(0, 2), pytest.raises(ValueError, match="resumes the same topology only"):
+        list(other)
 
 
 def test_two_jobs_share_one_cached_copy(cluster):
@@ -189,6 +280,27 @@ def test_training_loop_with_persistent_workers(cluster):
             opt.step()
             steps += 1
     assert steps == 2 * (N // 32)
+
+
+def test_persistent_workers_see_set_epoch_and_resume(cluster):
+    # Workers that live across epochs hold their own copy of the dataset:
+    # set_epoch and load_state_dict in the main process must still reach them.
+    ds = CacheDataset(cluster.head_uri, "t", batch_size=25, seed=8, drop_last=False)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
+                        multiprocessing_context=CONTEXT)
+    orders = []
+    for e in range(3):
+        ds.set_epoch(e)
+        orders.append([i for b in loader for i in b["id"].tolist()])
+        assert sorted(orders[-1]) == list(range(N))
+    assert orders[0] != orders[1] and orders[1] != orders[2]
+    ds.set_epoch(0)
+    assert [i for b in loader for i in b["id"].tolist()] == orders[0]
+    # A resume state loaded in the main process: the rest of epoch 1.
+    state = {**ds.state_dict(steps=0), "epoch": 1, "steps": 10}
+    ds.load_state_dict(state)
+    rest = [i for b in loader for i in b["id"].tolist()]
+    assert rest == orders[1][10 * 25:]
 
 
 def test_float_column_is_zero_copy(cluster):
@@ -235,6 +347,15 @@ def test_kubeflow_style_dataset_reads_everything(cluster):
     assert sorted(seen) == list(range(N))
 
 
+def test_kubeflow_style_dataset_errors_are_icefloe_errors(cluster):
+    # Through Client: a bad shard is the head's InvalidArgument, not a raw
+    # pyarrow error; a head that is gone is Unavailable.
+    with cluster.client() as client, pytest.raises(icefloe.InvalidArgument, match="range"):
+        client.kubeflow_shard(5, 2)
+    with pytest.raises(icefloe.Unavailable):
+        list(Ids("grpc://127.0.0.1:1", batch_size=128))
+
+
 def test_forked_worker_fails_clearly_instead_of_hanging(cluster):
     ds = CacheDataset(cluster.head_uri, "t", batch_size=10)
     with cluster.client():
@@ -249,6 +370,10 @@ def test_bad_plans_are_clear_errors(cluster):
             list(client.iter_epoch("t", batch_size=4, world_size=2, rank=2))
         with pytest.raises(icefloe.InvalidArgument, match="shuffle"):
             list(client.iter_epoch("t", batch_size=4, shuffle="zigzag"))
+        with pytest.raises(icefloe.InvalidArgument, match="window_blocks"):
+            list(client.iter_epoch("t", batch_size=4, window_blocks=70000))
+        with pytest.raises(icefloe.InvalidArgument, match="order version 1"):
+            client.epoch_info("t", batch_size=4, order_version=1)
         with pytest.raises(icefloe.NotFound):
             list(client.iter_epoch("nope", batch_size=4))
 
@@ -276,14 +401,11 @@ def test_background_assembly_matches_the_caller_thread_and_stops_early(cluster):
         assert sorted(i for b in inline for i in b) == list(range(N))
         as_np = next(client.iter_epoch("t", as_numpy=True, **plan))
         assert as_np["id"].tolist() == inline[0]
-        # Leaving an epoch early stops its assembly thread.
+        # Leaving an epoch early stops its assembly thread before close returns.
         epoch = client.iter_epoch("t", prefetch=2, **plan)
         next(epoch)
         assert _assembly_threads() >= 1
         epoch.close()
-        deadline = time.monotonic() + 5
-        while _assembly_threads() and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert _assembly_threads() == 0
     # The default conversion runs in the background; an override on the loop's thread.
     CallerThreadTensors.threads.clear()

@@ -1,10 +1,12 @@
 """Assembling consumer batches from the pieces nodes stream (docs/protocol.md).
 
 For plan and row tickets a node sends record batches tagged with app_metadata
-``"IFP1" | u64 batch | u32 batch_rows | u32 n | n x (u32 offset, u32 length)``:
-the piece's rows fill those positions of consumer batch ``batch``. Every
-endpoint streams pieces in increasing batch order, so a batch is complete when
-``batch_rows`` rows have arrived, and it is yielded as soon as it is.
+``"IFP1" | u64 batch | u32 batch_rows | u32 n | n x (u32 offset, u32 length)``
+(runs) or ``"IFP2" | u64 batch | u32 batch_rows | u32 n | n x u32 position``
+(scattered rows): the piece's rows fill those positions of consumer batch
+``batch``. Every endpoint streams pieces in increasing batch order, so a batch
+is complete when ``batch_rows`` rows have arrived, and it is yielded as soon
+as it is.
 """
 
 from __future__ import annotations
@@ -23,16 +25,32 @@ import pyarrow.compute as pc
 from .errors import InvalidArgument, map_error
 
 _HEADER = struct.Struct("<4sQII")
-_MAGIC = b"IFP1"
+_RUNS = b"IFP1"
+_POSITIONS = b"IFP2"
 _DONE = object()
+_JOIN_TIMEOUT_S = 10.0
 
 
 @dataclass
 class Piece:
     batch: int
     batch_rows: int
-    runs: np.ndarray  # (n, 2) uint32: offset, length
+    runs: np.ndarray | None  # (n, 2) uint32: offset, length (IFP1)
     data: pa.RecordBatch
+    scattered: np.ndarray | None = None  # uint32 position of each row (IFP2)
+
+    def positions(self) -> np.ndarray:
+        """The batch position of each of the piece's rows."""
+        if self.scattered is not None:
+            return self.scattered.astype(np.int64)
+        assert self.runs is not None
+        return run_positions(self.runs)
+
+    def first(self) -> int:
+        """The position of the piece's first row (0 when it has none)."""
+        if self.scattered is not None:
+            return int(self.scattered[0]) if len(self.scattered) else 0
+        return int(self.runs[0][0]) if self.runs is not None and len(self.runs) else 0
 
 
 def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece:
@@ -40,7 +58,10 @@ def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece:
         raise InvalidArgument("a node sent a batch without piece metadata")
     raw = metadata.to_pybytes()
     magic, batch, batch_rows, n = _HEADER.unpack_from(raw)
-    if magic != _MAGIC or len(raw) != _HEADER.size + 8 * n:
+    if magic == _POSITIONS and len(raw) == _HEADER.size + 4 * n:
+        positions = np.frombuffer(raw, dtype="<u4", count=n, offset=_HEADER.size)
+        return Piece(batch, batch_rows, None, data, positions)
+    if magic != _RUNS or len(raw) != _HEADER.size + 8 * n:
         raise InvalidArgument("a node sent malformed piece metadata")
     runs = np.frombuffer(raw, dtype="<u4", count=2 * n, offset=_HEADER.size).reshape(n, 2)
     return Piece(batch, batch_rows, runs, data)
@@ -57,10 +78,12 @@ def run_positions(runs: np.ndarray) -> np.ndarray:
 
 def assemble(pieces: list[Piece]) -> pa.RecordBatch:
     """One consumer batch from its pieces; zero-copy when a single piece fills it in order."""
-    if len(pieces) == 1 and len(pieces[0].runs) == 1 and pieces[0].runs[0][0] == 0:
-        return pieces[0].data
-    pieces.sort(key=lambda p: int(p.runs[0][0]) if len(p.runs) else 0)
-    positions = np.concatenate([run_positions(p.runs) for p in pieces])
+    first = pieces[0]
+    if len(pieces) == 1 and first.runs is not None and len(first.runs) == 1 and \
+            first.runs[0][0] == 0:
+        return first.data
+    pieces.sort(key=Piece.first)
+    positions = np.concatenate([p.positions() for p in pieces])
     combined = pa.concat_batches([p.data for p in pieces])
     n = len(positions)
     if n != combined.num_rows:
@@ -98,9 +121,19 @@ class _Stream:
         self._reader: Any = None
         self.head: Piece | None = None
         self.done = False
+        self.cancelled = False
 
     def open(self) -> None:
         self._reader = self._open()  # raises icefloe errors (Client._endpoint_reader)
+        if self.cancelled:
+            self._reader.cancel()
+
+    def cancel(self) -> None:
+        """From another thread: ends a read that may be blocked in gRPC."""
+        self.cancelled = True
+        reader = self._reader
+        if reader is not None:
+            reader.cancel()
 
     def peek(self) -> Piece | None:
         """The next piece, or None at the end of the stream."""
@@ -140,7 +173,8 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
     only takes finished batches off a queue, which keeps a training loop's
     step free of input work.
     """
-    merged = _merge(readers, num_batches, first)
+    streams = [_Stream(r) for r in readers]
+    merged = _merge(streams, num_batches, first)
     items = merged if transform is None else map(transform, merged)
     if prefetch <= 0:
         try:
@@ -173,12 +207,16 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
                 raise item
             yield item
     finally:
+        # Leaving early: unblock the thread (it may wait on the network) and
+        # wait for it, so no thread is left inside gRPC when the process
+        # exits (which aborts it).
         stop.set()
+        for s in streams:
+            s.cancel()
+        thread.join(timeout=_JOIN_TIMEOUT_S)
 
 
-def _merge(readers: list[Callable[[], Any]], num_batches: int,
-           first: int) -> Iterator[pa.RecordBatch]:
-    streams = [_Stream(r) for r in readers]
+def _merge(streams: list[_Stream], num_batches: int, first: int) -> Iterator[pa.RecordBatch]:
     try:
         for s in streams:
             s.open()  # every endpoint starts sending at once

@@ -16,15 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from . import _malloc
-from .errors import Error, Unavailable, map_error
+from .errors import Error, InvalidArgument, Unavailable, map_error
 
 PROTOCOL_VERSION = 1
+T = TypeVar("T")
 
 # gRPC (inside Arrow Flight) cannot be used in a process forked after it was
 # used: the child hangs. We remember which process first used it so a forked
@@ -226,20 +227,39 @@ class Client:
         with mapped_errors():
             return self._head.get_flight_info(descriptor, options=self.call_options())
 
-    def read_endpoint(self, endpoint: flight.FlightEndpoint) -> pa.Table:
-        """Reads one endpoint, trying its replicas in order."""
+    def _failover(self, endpoint: flight.FlightEndpoint,
+                  use: Callable[[flight.FlightStreamReader], T]) -> T:
+        """``use`` applied to a DoGet of the endpoint's ticket on its first
+        location that answers: replicas are tried in order while a node is
+        Unavailable; any other error, mapped, is raised at once."""
         last_error: BaseException | None = None
         for location in endpoint.locations:
             try:
                 with mapped_errors():
                     reader = self.node(location.uri.decode()).do_get(
-                        endpoint.ticket, options=self.call_options()
-                    )
-                    return reader.read_all()
+                        endpoint.ticket, options=self.call_options())
+                    return use(reader)
             except Unavailable as exc:
                 last_error = exc
-        assert last_error is not None
+        if last_error is None:
+            raise InvalidArgument("the head returned an endpoint without locations")
         raise last_error
+
+    def read_endpoint(self, endpoint: flight.FlightEndpoint) -> pa.Table:
+        """Reads one endpoint, trying its replicas in order."""
+        return self._failover(endpoint, lambda reader: reader.read_all())
+
+    def iter_endpoint(self, endpoint: flight.FlightEndpoint) -> Iterator[pa.RecordBatch]:
+        """Streams one endpoint's record batches. Replicas are tried in order
+        until one sends its first message; errors after that are raised
+        (mapped), since rows already handed out cannot be taken back."""
+        reader, first = self._failover(endpoint, _read_first)
+        if first is None:
+            return
+        yield first
+        with mapped_errors():
+            for chunk in reader:
+                yield chunk.data
 
     def read(self, name: str, start: int = 0, stop: int | None = None) -> pa.Table:
         """Global rows ``[start, stop)`` of dataset ``name``, in order."""
@@ -256,9 +276,12 @@ class Client:
     def epoch_info(self, name: str, **plan: Any) -> tuple[flight.FlightInfo, dict[str, Any]]:
         """The endpoints of one consumer's epoch plan and its shape.
 
-        ``plan`` holds the plan coordinates: seed, epoch, shuffle ("none",
-        "block", "sample"), block_rows, shuffle_within_block, world_size, rank,
-        num_workers, worker, batch_size, drop_last, start (docs/epochs.md).
+        ``plan`` holds the plan coordinates: seed, epoch, shuffle ("window",
+        the default, "none", "block", "sample"), block_rows, window_blocks,
+        shuffle_within_block, world_size, rank, num_workers, worker,
+        batch_size, drop_last, start, and to resume from a saved job
+        resume_steps, resume_world_size, resume_batch_size (docs/epochs.md).
+        The shape (app_metadata) has the resolved start position.
         """
         cmd = {"v": PROTOCOL_VERSION, "kind": "epoch", "dataset": name,
                **{k: v for k, v in plan.items() if v is not None}}
@@ -268,19 +291,15 @@ class Client:
         return info, json.loads(info.app_metadata or b"{}")
 
     def _endpoint_reader(self, endpoint: flight.FlightEndpoint) -> Callable[[], Any]:
-        def open_reader() -> Any:
-            last: BaseException | None = None
-            for location in endpoint.locations:
-                try:
-                    with mapped_errors():
-                        return self.node(location.uri.decode()).do_get(
-                            endpoint.ticket, options=self.call_options())
-                except Unavailable as exc:
-                    last = exc
-            assert last is not None
-            raise last
+        """Opens the endpoint's stream on first use, failing over to replicas."""
+        return lambda: self._failover(endpoint, lambda reader: reader)
 
-        return open_reader
+    def kubeflow_shard(self, index: int, total: int) -> flight.FlightInfo:
+        """The endpoints of Kubeflow shard ``index`` of ``total`` of the head's
+        default dataset (PATH ``[index, total]``; docs/protocol.md)."""
+        descriptor = flight.FlightDescriptor.for_path(str(index), str(total))
+        with mapped_errors():
+            return self._head.get_flight_info(descriptor, options=self.call_options())
 
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
                    as_numpy: bool = False,
@@ -337,6 +356,14 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _read_first(reader: flight.FlightStreamReader) -> tuple[Any, pa.RecordBatch | None]:
+    """The reader and its first record batch (None for an empty stream)."""
+    try:
+        return reader, reader.read_chunk().data
+    except StopIteration:
+        return reader, None
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

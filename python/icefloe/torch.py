@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +24,10 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .client import Client
 
-ORDER_VERSION = 1
+# The epoch-order version this package's states are written for (plan.h's
+# kEpochOrderVersion); the head refuses to resume a state of another.
+ORDER_VERSION = 2
+SHUFFLES = ("window", "none", "block", "sample")
 
 __all__ = ["CacheDataset", "CacheMapDataset", "DataCacheDataset", "batch_to_tensors",
            "distributed_coordinates"]
@@ -113,20 +118,65 @@ class _ClusterClient:
         return self._client
 
 
+class _SharedProgress:
+    """What the main process last chose to read (epoch, seed, order, start),
+    shared with DataLoader workers that outlive an epoch
+    (``persistent_workers=True``): they keep their own copy of the dataset,
+    which set_epoch and load_state_dict in the main process never touch. A
+    generation number says when it changed. Crosses into workers only while
+    they are being started (shared memory can only be passed then)."""
+
+    SIZE = 1024
+
+    def __init__(self) -> None:
+        # No lock: a lock made in one multiprocessing context cannot cross into
+        # workers started by another (forkserver, spawn). The main process
+        # writes between epochs, before the DataLoader wakes its workers; a
+        # reader still takes two equal copies to rule out a torn one.
+        self._block = multiprocessing.Array("c", self.SIZE, lock=False)
+
+    def write(self, values: dict[str, Any]) -> None:
+        raw = json.dumps(values).encode()
+        if len(raw) > self.SIZE:
+            raise ValueError("resume state too large to share with DataLoader workers")
+        self._block.raw = raw.ljust(self.SIZE, b"\0")
+
+    def read(self) -> dict[str, Any] | None:
+        for _ in range(100):
+            first, second = bytes(self._block.raw), bytes(self._block.raw)
+            if first == second:
+                raw = first.rstrip(b"\0")
+                return json.loads(raw) if raw else None
+        raise RuntimeError("the shared epoch state kept changing while being read")
+
+
+_SHARED_KEYS = ("epoch", "seed", "shuffle", "block_rows", "window_blocks",
+                "shuffle_within_block")
+
+
 class CacheDataset(_ClusterClient, IterableDataset):
     """This consumer's batches of each epoch of a cached dataset.
 
     Rank and world size come from ``torch.distributed`` when initialised
     (else ``RANK``/``WORLD_SIZE``, else 0/1); the DataLoader worker from
-    ``get_worker_info()``. Every rank gets the same number of batches and,
-    across all consumers, every row is read exactly once per epoch (minus the
-    dropped tail with ``drop_last``, plus documented padding without it).
+    ``get_worker_info()``. Every rank gets the same number of batches. With
+    ``drop_last`` every row is read at most once per epoch (the tail that
+    does not fill a step is dropped); without it, as with PyTorch's
+    ``DistributedSampler``, every rank reads ``ceil(N / world_size)`` rows,
+    the last batch may be short (the same length on every rank), and at most
+    ``world_size - 1`` rows are read twice (none with one rank).
 
-    ``shuffle`` is ``"none"``, ``"block"`` (blocks of ``block_rows`` rows,
-    default the cached batch size, permuted per epoch; zero-copy) or
-    ``"sample"`` (a uniform pseudo-random permutation per epoch). Call
-    :meth:`set_epoch` before each epoch. Override :meth:`to_tensors` to change
-    how a record batch becomes a sample.
+    ``shuffle`` is ``"window"`` (the default: each window of 4096 rows takes
+    one 32-row block from each of 128 equal parts of the table and is read
+    in a pseudo-random order; mixes like ``"sample"`` at near-sequential
+    speed), ``"none"``, ``"block"`` (blocks of ``block_rows`` rows, default
+    ``ceil(N / 64)`` up to 65536, permuted per epoch; zero-copy but batches
+    are consecutive rows) or ``"sample"`` (a pseudo-random permutation of all
+    rows). ``block_rows`` and ``window_blocks`` tune the window and block
+    modes (docs/epochs.md). Call :meth:`set_epoch` before each epoch (it
+    reaches ``persistent_workers`` too).
+    Override :meth:`to_tensors` to change how a record batch becomes a
+    sample.
 
     In the training process batches are assembled (and, with the default
     :meth:`to_tensors`, turned into tensors) on a background thread,
@@ -141,7 +191,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         head_uri: str,
         dataset: str,
         batch_size: int,
-        shuffle: str = "block",
+        shuffle: str = "window",
         seed: int = 0,
         drop_last: bool = True,
         columns: list[str] | None = None,
@@ -151,12 +201,13 @@ class CacheDataset(_ClusterClient, IterableDataset):
         tls_root_certs: str | bytes | None = None,
         block_rows: int | None = None,
         shuffle_within_block: bool = False,
+        window_blocks: int | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
-        if shuffle not in ("none", "block", "sample"):
-            raise ValueError(f"shuffle must be 'none', 'block' or 'sample', not {shuffle!r}")
+        if shuffle not in SHUFFLES:
+            raise ValueError(f"shuffle must be one of {', '.join(SHUFFLES)}, not {shuffle!r}")
         self.head_uri = head_uri
         self.dataset = dataset
         self.batch_size = batch_size
@@ -167,16 +218,48 @@ class CacheDataset(_ClusterClient, IterableDataset):
         self.prefetch = prefetch
         self.block_rows = block_rows
         self.shuffle_within_block = shuffle_within_block
+        self.window_blocks = window_blocks
         self._token = token
         self._tls_root_certs = tls_root_certs
         self.epoch = 0
         self._start = 0          # position of the epoch's order to start from (resume)
         self._first_batch = 0    # per-worker resume (StatefulDataLoader)
+        self._worker_state: dict[str, Any] | None = None  # the state _first_batch came from
         self._yielded = 0        # batches yielded by this process in this epoch
         self._client: Client | None = None
         # DataLoader workers do not see torch.distributed: remember the rank
         # where it is known (here, and in set_epoch, both in the main process).
         self._dist = _live_coordinates()
+        self._shared = _SharedProgress()
+        self._generation = 0  # of the progress this copy last published or applied
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        # Shared memory crosses only into processes being started (DataLoader
+        # workers); any other pickle gets none.
+        if multiprocessing.context.get_spawning_popen() is None:
+            state["_shared"] = None
+        return state
+
+    def _publish(self) -> None:
+        """Tells persistent DataLoader workers what to read next."""
+        if self._shared is None:
+            return
+        self._generation += 1
+        self._shared.write({"generation": self._generation, "start": self._start,
+                            **{k: getattr(self, k) for k in _SHARED_KEYS}})
+
+    def _follow(self) -> None:
+        """In a worker that outlived an epoch: adopt what the main process chose."""
+        shared = self._shared.read() if self._shared is not None else None
+        if shared is None or shared["generation"] == self._generation:
+            return
+        self._generation = shared["generation"]
+        for k in _SHARED_KEYS:
+            setattr(self, k, shared[k])
+        self._start = int(shared["start"])
+        self._first_batch = 0
+        self._worker_state = None
 
     # -- configuration -----------------------------------------------------
 
@@ -185,7 +268,9 @@ class CacheDataset(_ClusterClient, IterableDataset):
         if epoch != self.epoch:
             self._start = 0
             self._first_batch = 0
-        self.epoch = epoch
+            self._worker_state = None
+            self.epoch = epoch
+            self._publish()
         self._yielded = 0
         self._dist = _live_coordinates() or self._dist
 
@@ -206,6 +291,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         plan = {"seed": self.seed, "epoch": self.epoch, "shuffle": self.shuffle,
                 "batch_size": self.batch_size, "drop_last": self.drop_last,
                 "start": self._start, "block_rows": self.block_rows,
+                "window_blocks": self.window_blocks,
                 "shuffle_within_block": self.shuffle_within_block, **self._coordinates()}
         plan.update(overrides)
         return plan
@@ -218,8 +304,12 @@ class CacheDataset(_ClusterClient, IterableDataset):
         return int(shape["steps"])
 
     def __iter__(self) -> Iterator[Any]:
+        if get_worker_info() is not None:
+            self._follow()
         plan = self._plan(first_batch=self._first_batch)
         plan.pop("batch_size")
+        if self._worker_state is not None:
+            self._check_worker_topology(plan)
         self._yielded = self._first_batch
         columns = self.columns
         # The default conversion runs with the assembly on the background
@@ -243,46 +333,88 @@ class CacheDataset(_ClusterClient, IterableDataset):
     # -- resume --------------------------------------------------------------
 
     def state_dict(self, steps: int | None = None) -> dict[str, Any]:
-        """A small resume state: seed, epoch and the global position consumed.
+        """A small resume state: the epoch's order and how far the job got.
 
         ``steps`` is how many batches this rank's training loop has taken in
-        this epoch (the same on every rank). Without it the count of batches
-        this process yielded is used: exact with ``num_workers=0``; inside a
-        DataLoader worker (torchdata's StatefulDataLoader calls this there) the
-        state also records the worker's own batch count, for resuming the same
-        topology.
+        this epoch (the same on every rank; all of them after the epoch
+        ended). Without it, the count of batches this process yielded is
+        used: exact with ``num_workers=0``. Inside a DataLoader worker
+        (torchdata's ``StatefulDataLoader`` calls this there, after each batch
+        it hands to the loop) the state records the worker's own batch count
+        instead, which resumes the same world size, batch size and worker
+        count only.
+
+        No arithmetic here: the head turns (start, world_size, batch_size,
+        steps) into the position to resume from (docs/epochs.md, "Resume").
         """
         coords = self._coordinates()
         info = get_worker_info()
-        state: dict[str, Any] = {"dataset": self.dataset, "seed": self.seed,
-                                 "epoch": self.epoch, "shuffle": self.shuffle,
-                                 "order_version": ORDER_VERSION, "start": self._start}
+        state: dict[str, Any] = {
+            "dataset": self.dataset, "order_version": ORDER_VERSION, "seed": self.seed,
+            "epoch": self.epoch, "shuffle": self.shuffle, "block_rows": self.block_rows,
+            "window_blocks": self.window_blocks,
+            "shuffle_within_block": self.shuffle_within_block, "drop_last": self.drop_last,
+            "start": self._start, "world_size": coords["world_size"],
+            "batch_size": self.batch_size}
         if steps is not None or info is None:
-            done = steps if steps is not None else self._yielded
-            step_rows = coords["world_size"] * self.batch_size
-            state["position"] = self._start + int(done) * step_rows
+            state["steps"] = int(steps if steps is not None else self._yielded)
         else:
             state["worker"] = {"id": info.id, "num_workers": info.num_workers,
                                "batches": self._yielded}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resumes from :meth:`state_dict`'s output, with any world size,
-        batch size or worker count when the state has a ``position``."""
-        if state.get("order_version", ORDER_VERSION) != ORDER_VERSION:
-            raise ValueError("state was saved with another epoch-order version")
+        """Resumes from :meth:`state_dict`'s output: with any world size,
+        batch size or worker count when the state has ``steps``, asking the
+        head where that leaves the epoch; a DataLoader worker's own state
+        resumes the same topology."""
+        if state.get("order_version") != ORDER_VERSION:
+            raise ValueError(f"state was saved with epoch-order version "
+                             f"{state.get('order_version')}, not {ORDER_VERSION}")
         if state.get("dataset", self.dataset) != self.dataset:
             raise ValueError(f"state is for dataset {state['dataset']!r}, not {self.dataset!r}")
+        if bool(state.get("drop_last", self.drop_last)) != self.drop_last:
+            raise ValueError(f"state was saved with drop_last={state['drop_last']}; resume with "
+                             "the same drop_last")
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
         self.shuffle = state.get("shuffle", self.shuffle)
+        for key in ("block_rows", "window_blocks", "shuffle_within_block"):
+            if key in state:
+                setattr(self, key, state[key])
         self._yielded = 0
-        if "position" in state:
-            self._start = int(state["position"])
-            self._first_batch = 0
+        self._first_batch = 0
+        self._worker_state = None
+        if "steps" in state:
+            self._start = 0
+            plan = self._plan(num_workers=0, worker=0, start=int(state["start"]),
+                              resume_steps=int(state["steps"]),
+                              resume_world_size=int(state["world_size"]),
+                              resume_batch_size=int(state["batch_size"]),
+                              order_version=ORDER_VERSION)
+            plan.pop("batch_size")
+            _, shape = self.client().epoch_info(self.dataset, batch_size=self.batch_size,
+                                                **plan)
+            self._start = int(shape["start"])
+            self._publish()
         else:
-            self._start = int(state.get("start", 0))
+            self._start = int(state["start"])
             self._first_batch = int(state["worker"]["batches"])
+            self._worker_state = state
+
+    def _check_worker_topology(self, plan: dict[str, Any]) -> None:
+        saved = self._worker_state
+        assert saved is not None
+        want = (saved["world_size"], saved["batch_size"], saved["worker"]["num_workers"],
+                saved["worker"]["id"])
+        have = (plan["world_size"], self.batch_size, plan["num_workers"], plan["worker"])
+        if want != have:
+            raise ValueError(
+                f"this state was saved by DataLoader worker {want[3]} of {want[2]} at world "
+                f"size {want[0]}, batch size {want[1]}, not worker {have[3]} of {have[2]} at "
+                f"world size {have[0]}, batch size {have[1]}; a worker's state resumes the "
+                "same topology only. To change it, save CacheDataset.state_dict(steps=...) "
+                "from the training loop instead")
 
 
 class DataCacheDataset(_ClusterClient, IterableDataset):
@@ -316,24 +448,18 @@ class DataCacheDataset(_ClusterClient, IterableDataset):
         yield batch_to_tensors(chunk)
 
     def __iter__(self) -> Iterator[Any]:
-        import pyarrow.flight as flight
-
         rank, world_size = _live_coordinates() or getattr(self, "_dist", None) or \
             distributed_coordinates()
         info = get_worker_info()
         num_workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
         total = num_workers * world_size
         index = (worker * world_size + rank + self.seed) % total
+        # Through Client like the other datasets (mapped errors, replica
+        # failover); one per pass, closed after it, as Kubeflow's loop does.
         client = Client(self.head_uri, token=self._token, tls_root_certs=self._tls_root_certs)
         try:
-            flight_info = client._head.get_flight_info(
-                flight.FlightDescriptor.for_path(str(index), str(total)),
-                options=client.call_options())
-            for endpoint in flight_info.endpoints:
-                reader = client.node(endpoint.locations[0].uri.decode()).do_get(
-                    endpoint.ticket, options=client.call_options())
-                for chunk in reader:
-                    rb = chunk.data
+            for endpoint in client.kubeflow_shard(index, total).endpoints:
+                for rb in client.iter_endpoint(endpoint):
                     for start in range(0, rb.num_rows, self.batch_size):
                         yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
         finally:

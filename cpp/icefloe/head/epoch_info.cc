@@ -55,14 +55,19 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
   p.order.num_rows = static_cast<uint64_t>(entry->num_rows);
   ARROW_ASSIGN_OR_RAISE(p.order.seed, Field<uint64_t>(j, "seed", 0));
   ARROW_ASSIGN_OR_RAISE(p.order.epoch, Field<uint64_t>(j, "epoch", 0));
-  ARROW_ASSIGN_OR_RAISE(std::string mode, Field<std::string>(j, "shuffle", "none"));
+  ARROW_ASSIGN_OR_RAISE(uint32_t version, Field<uint32_t>(j, "order_version", kEpochOrderVersion));
+  if (version != kEpochOrderVersion) {
+    return arrow::Status::Invalid("epoch order version ", version, " is not this head's ",
+                                  kEpochOrderVersion, " (the state was saved by another release)");
+  }
+  ARROW_ASSIGN_OR_RAISE(std::string mode, Field<std::string>(j, "shuffle", "window"));
   ARROW_ASSIGN_OR_RAISE(p.order.mode, ParseShuffleMode(mode));
-  // Blocks default to the cached batch size, so each block is one zero-copy slice.
-  ARROW_ASSIGN_OR_RAISE(
-      p.order.block_rows,
-      Field<uint64_t>(j, "block_rows", static_cast<uint64_t>(entry->request.batch_rows)));
+  // 0: the mode's default (plan.h), which never depends on how the dataset was loaded.
+  ARROW_ASSIGN_OR_RAISE(p.order.block_rows, Field<uint64_t>(j, "block_rows", 0));
+  ARROW_ASSIGN_OR_RAISE(p.order.window_blocks, Field<uint64_t>(j, "window_blocks", 0));
   ARROW_ASSIGN_OR_RAISE(p.order.shuffle_within_block,
                         Field<bool>(j, "shuffle_within_block", false));
+  ResolveDefaults(&p.order);
   ARROW_ASSIGN_OR_RAISE(p.world_size, Field<uint32_t>(j, "world_size", 1));
   ARROW_ASSIGN_OR_RAISE(p.rank, Field<uint32_t>(j, "rank", 0));
   ARROW_ASSIGN_OR_RAISE(p.num_workers, Field<uint32_t>(j, "num_workers", 0));
@@ -72,6 +77,22 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
   ARROW_ASSIGN_OR_RAISE(p.start, Field<uint64_t>(j, "start", 0));
   if (p.batch_size > (uint64_t{1} << 24)) {
     return arrow::Status::Invalid("batch_size ", p.batch_size, " is larger than 16777216");
+  }
+  // Resuming from a saved (start, world_size, batch_size, steps): the plan
+  // (never the client) turns it into the position to start from.
+  if (j.contains("resume_steps")) {
+    PlanParams saved = p;
+    saved.rank = 0;
+    saved.num_workers = 0;
+    saved.worker = 0;
+    ARROW_ASSIGN_OR_RAISE(saved.world_size, Field<uint32_t>(j, "resume_world_size", 0));
+    ARROW_ASSIGN_OR_RAISE(saved.batch_size, Field<uint64_t>(j, "resume_batch_size", 0));
+    ARROW_ASSIGN_OR_RAISE(uint64_t steps, Field<uint64_t>(j, "resume_steps", 0));
+    auto position = ResumePosition(saved, steps);
+    if (!position.ok()) {
+      return arrow::Status::Invalid("resume state: ", position.status().message());
+    }
+    p.start = *position;
   }
   ARROW_RETURN_NOT_OK(ValidatePlan(p));
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(p));
@@ -93,16 +114,21 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
   }
   // app_metadata tells the consumer how many batches to expect.
   json meta = {{"num_rows", entry->num_rows},
+               {"order_version", kEpochOrderVersion},
+               {"shuffle", ShuffleModeName(p.order.mode)},
                {"steps", shape.steps},
                {"worker_batches", shape.worker_batches},
+               {"worker_rows", shape.worker_rows},
                {"batch_size", p.batch_size},
+               {"last_batch_rows", shape.last_batch_rows},
                {"dropped_rows", shape.dropped_rows},
                {"padded_rows", shape.padded_rows},
                {"start", p.start},
                {"first_batch", first_batch},
-               {"block_rows", p.order.block_rows}};
+               {"block_rows", p.order.block_rows},
+               {"window_blocks", p.order.window_blocks}};
   return flight::FlightInfo::Make(*entry->schema, request, endpoints,
-                                  static_cast<int64_t>(shape.worker_batches * p.batch_size), -1,
+                                  static_cast<int64_t>(shape.worker_rows), -1,
                                   /*ordered=*/false, meta.dump());
 }
 

@@ -21,6 +21,8 @@
 
 namespace icefloe {
 
+struct GatherPlan;  // dataset.cc
+
 struct CachedBatch {
   uint64_t global_start = 0;  ///< Global row id of the batch's first row.
   std::shared_ptr<arrow::RecordBatch> batch;
@@ -57,6 +59,16 @@ class CachedDataset {
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Gather(const std::vector<uint64_t>& rows,
                                                             arrow::MemoryPool* pool) const;
 
+  /// Copies the given global rows (any order, duplicates allowed) into one
+  /// record batch in ascending row order, and sets (*order)[k] to the index
+  /// in `rows` of the batch's row k. Runs of consecutive rows are copied
+  /// whole, so rows that come in small blocks (window shuffle) cost little
+  /// more than a slice: the cheapest gather when the reader reorders rows
+  /// anyway. Same errors as Gather.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherSorted(
+      const std::vector<uint64_t>& rows, arrow::MemoryPool* pool,
+      std::vector<uint32_t>* order) const;
+
  private:
   CachedDataset() = default;
   std::shared_ptr<arrow::MemoryPool> pool_;  // declared first: outlives the batches
@@ -64,7 +76,24 @@ class CachedDataset {
   uint64_t generation_ = 0;
   std::shared_ptr<arrow::Schema> schema_;
   std::vector<CachedBatch> batches_;
-  std::vector<int64_t> local_starts_;    // index of each batch's first row among held rows
+  void BuildIndex();
+  // The cached batch holding `row`, or batches_.size() when no batch does.
+  size_t BatchOf(uint64_t row) const;
+  // Runs of `rows`, visited in `sorted` (ascending) order (dataset_gather.cc).
+  arrow::Status PlanGather(const std::vector<uint64_t>& rows, const std::vector<uint32_t>& sorted,
+                           bool sorted_output, GatherPlan* plan) const;
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Copy(const GatherPlan& plan, int64_t rows,
+                                                          arrow::MemoryPool* pool) const;
+  arrow::Status NotHeld(uint64_t row) const;
+
+  std::vector<int64_t> local_starts_;  // index of each batch's first row among held rows
+  // Lookup index: bucket k (rows from index_base_ + k << index_bits_ on)
+  // starts its search at batch bucket_first_[k] and ends before
+  // bucket_first_[k + 1] + 1, so finding a row's batch costs O(1) for
+  // batches of at least 2^index_bits_ rows.
+  uint64_t index_base_ = 0;
+  int index_bits_ = 0;
+  std::vector<uint32_t> bucket_first_;
   std::shared_ptr<arrow::Table> table_;  // the batches as one table, for gathers
   int64_t num_rows_ = 0;
   int64_t nbytes_ = 0;

@@ -6,6 +6,8 @@
 #include <arrow/type.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace icefloe {
 namespace {
 
@@ -122,6 +124,55 @@ TEST(CachedDataset, GatherCopiesRowsInRequestOrder) {
   auto none = ds->Gather({}, arrow::default_memory_pool());
   ASSERT_TRUE(none.ok());
   EXPECT_EQ((*none)->num_rows(), 0);
+}
+
+TEST(CachedDataset, GatherOrdersAgreeAndFindEveryHeldRow) {
+  // Many batches of uneven sizes with gaps, spread over several lookup buckets.
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  std::vector<CachedBatch> batches;
+  std::vector<uint64_t> held;
+  std::vector<uint64_t> gaps;
+  uint64_t row = rng() % 100;
+  for (int b = 0; b < 400; ++b) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % (b % 50 == 0 ? 9000 : 60));
+    batches.push_back(Batch(row, n));
+    for (int64_t i = 0; i < n; ++i) held.push_back(row + static_cast<uint64_t>(i));
+    row += static_cast<uint64_t>(n);
+    const uint64_t gap = rng() % 3 == 0 ? rng() % 40 : 0;
+    for (uint64_t g = 0; g < gap; ++g) gaps.push_back(row + g);
+    row += gap;
+  }
+  auto ds = *CachedDataset::Make("d", 1, TestSchema(), batches);
+  std::vector<uint64_t> rows;
+  for (int i = 0; i < 5000; ++i) rows.push_back(held[rng() % held.size()]);
+  rows.push_back(held.front());
+  rows.push_back(held.back());
+  for (bool sorted : {false, true}) {
+    auto gather = [&](const std::vector<uint64_t>& want, std::vector<uint32_t>* order) {
+      if (sorted) return ds->GatherSorted(want, arrow::default_memory_pool(), order);
+      order->resize(want.size());
+      for (uint32_t i = 0; i < want.size(); ++i) (*order)[i] = i;
+      return ds->Gather(want, arrow::default_memory_pool());
+    };
+    std::vector<uint32_t> order;
+    auto got = gather(rows, &order);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const auto ids = Ids({*got});
+    ASSERT_EQ(ids.size(), rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      ASSERT_EQ(static_cast<uint64_t>(ids[k]), rows[order[k]]);
+    }
+    for (int i = 0; i < 50 && !gaps.empty(); ++i) {
+      const uint64_t g = gaps[rng() % gaps.size()];
+      EXPECT_TRUE(gather({held[0], g}, &order).status().IsKeyError()) << "row " << g;
+    }
+    EXPECT_TRUE(gather({row + 5}, &order).status().IsKeyError());
+    if (held.front() > 0) {
+      EXPECT_TRUE(gather({0}, &order).status().IsKeyError());
+    }
+  }
 }
 
 }  // namespace icefloe

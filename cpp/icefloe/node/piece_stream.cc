@@ -73,11 +73,47 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
   }
 }
 
+// One piece holding `rows`, gathered in storage order (a copy of whole runs:
+// rows that come in blocks cost little more than slices), tagged with where
+// each goes: rows[i] fills position offsets[i] of the batch. The consumer
+// reorders the rows of all endpoints in one step anyway.
+arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32_t batch_rows,
+                            const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
+                            std::deque<Piece>* out) {
+  std::vector<uint32_t> order;
+  ARROW_ASSIGN_OR_RAISE(auto gathered,
+                        dataset.GatherSorted(rows, arrow::default_memory_pool(), &order));
+  PieceInfo info{batch, batch_rows, {}};
+  for (uint32_t i : order) AppendPieceRun(&info.runs, offsets[i], 1);
+  out->push_back({std::move(gathered), std::move(info)});
+  return arrow::Status::OK();
+}
+
+// Sample and window batches are scattered rows: the ones in the owned ranges
+// are gathered into one piece. Window rows lie in a few small blocks, read
+// fastest in batch order; sample rows lie anywhere, read fastest sorted.
+arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ticket,
+                              uint64_t batch, PlanCache* cache, std::deque<Piece>* out) {
+  ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
+  std::vector<uint64_t> mine;
+  std::vector<uint32_t> offsets;  // mine[i] goes to offsets[i] of the batch
+  ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, batch, ticket.owned, cache, &mine, &offsets));
+  if (mine.empty()) return arrow::Status::OK();
+  const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
+  return GatheredPiece(dataset, batch, batch_rows, mine, offsets, out);
+}
+
 // The pieces of one consumer batch that fall in the owned ranges.
 arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
-                          std::deque<Piece>* out) {
+                          PlanCache* cache, std::deque<Piece>* out) {
+  const ShuffleMode mode = ticket.params.order.mode;
+  if (mode == ShuffleMode::kSample || mode == ShuffleMode::kWindow) {
+    return ScatteredPieces(dataset, ticket, batch, cache, out);
+  }
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
-  const uint32_t batch_rows = static_cast<uint32_t>(ticket.params.batch_size);
+  uint64_t rows_in_batch = 0;
+  for (const auto& run : runs) rows_in_batch += run.size();
+  const uint32_t batch_rows = static_cast<uint32_t>(rows_in_batch);
   struct SubRun {
     uint32_t offset;
     RowRange rows;
@@ -112,14 +148,14 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
     return arrow::Status::OK();
   }
   std::vector<uint64_t> rows;
-  PieceInfo info{batch, batch_rows, {}};
+  std::vector<uint32_t> offsets;
   for (const auto& s : subruns) {
-    for (uint64_t r = s.rows.start; r < s.rows.stop; ++r) rows.push_back(r);
-    AppendPieceRun(&info.runs, s.offset, static_cast<uint32_t>(s.rows.size()));
+    for (uint64_t r = s.rows.start; r < s.rows.stop; ++r) {
+      rows.push_back(r);
+      offsets.push_back(static_cast<uint32_t>(s.offset + (r - s.rows.start)));
+    }
   }
-  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.Gather(rows, arrow::default_memory_pool()));
-  out->push_back({std::move(gathered), std::move(info)});
-  return arrow::Status::OK();
+  return GatheredPiece(dataset, batch, batch_rows, rows, offsets, out);
 }
 
 }  // namespace
@@ -135,11 +171,12 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     return arrow::Status::Invalid("batch_size ", ticket.params.batch_size, " is too large");
   }
   auto next_batch = std::make_shared<uint64_t>(ticket.batch_begin);
+  auto cache = std::make_shared<PlanCache>();  // the stream's consecutive batches share windows
   const CachedDataset* ds = dataset.get();
-  auto producer = [ds, ticket = std::move(ticket),
-                   next_batch](std::deque<Piece>* out) -> arrow::Result<bool> {
+  auto producer = [ds, ticket = std::move(ticket), next_batch,
+                   cache](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
-    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, out));
+    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), out));
     return true;
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
@@ -153,12 +190,11 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
                    next](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next >= ticket.rows.size()) return false;
     size_t end = std::min(ticket.rows.size(), *next + kRowsPerPiece);
-    std::vector<uint64_t> rows(ticket.rows.begin() + static_cast<ptrdiff_t>(*next),
-                               ticket.rows.begin() + static_cast<ptrdiff_t>(end));
-    PieceInfo info{0, ticket.total, {}};
-    for (size_t i = *next; i < end; ++i) AppendPieceRun(&info.runs, ticket.positions[i], 1);
-    ARROW_ASSIGN_OR_RAISE(auto gathered, ds->Gather(rows, arrow::default_memory_pool()));
-    out->push_back({std::move(gathered), std::move(info)});
+    const auto from = static_cast<ptrdiff_t>(*next);
+    const auto to = static_cast<ptrdiff_t>(end);
+    std::vector<uint64_t> rows(ticket.rows.begin() + from, ticket.rows.begin() + to);
+    std::vector<uint32_t> offsets(ticket.positions.begin() + from, ticket.positions.begin() + to);
+    ARROW_RETURN_NOT_OK(GatheredPiece(*ds, 0, ticket.total, rows, offsets, out));
     *next = end;
     return true;
   };

@@ -147,4 +147,27 @@ TEST(Permutation, PairsOfInputsLandUniformly) {
   EXPECT_LT(ChiSquare(pairs), 89 + 7 * std::sqrt(2 * 89.0));
 }
 
+TEST(TabledPermutation, MapsExactlyAsThePermutation) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  for (uint64_t size : {0ULL, 1ULL, 2ULL, 63ULL, 64ULL, 65ULL, 1000ULL, 4096ULL, 65536ULL}) {
+    for (int k = 0; k < 4; ++k) {
+      const Permutation p(size, rng());
+      ASSERT_TRUE(TabledPermutation::Fits(p));
+      const TabledPermutation t(p);
+      for (uint64_t x = 0; x < size; ++x) ASSERT_EQ(t.Forward(x), p.Forward(x)) << size;
+      for (uint64_t y = 0; y < size; ++y) ASSERT_EQ(t.Inverse(y), p.Inverse(y)) << size;
+      const uint64_t begin = size ? rng() % size : 0;
+      const uint64_t count = size - begin;
+      std::vector<uint64_t> range(count);
+      t.ForwardRange(begin, count, range.data());
+      for (uint64_t x = 0; x < count; ++x) ASSERT_EQ(range[x], p.Forward(begin + x)) << size;
+      t.InverseRange(begin, count, range.data());
+      for (uint64_t x = 0; x < count; ++x) ASSERT_EQ(range[x], p.Inverse(begin + x)) << size;
+    }
+  }
+  EXPECT_FALSE(TabledPermutation::Fits(Permutation(65537, 1)));
+}
+
 }  // namespace icefloe

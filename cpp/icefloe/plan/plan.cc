@@ -1,9 +1,11 @@
 #include "icefloe/plan/plan.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "icefloe/plan/permutation.h"
 #include "icefloe/plan/slice_map.h"
+#include "icefloe/plan/window_order.h"
 
 namespace icefloe {
 
@@ -13,6 +15,8 @@ namespace {
 constexpr uint64_t kTagBlocks = 1;
 constexpr uint64_t kTagWithinBlock = 2;
 constexpr uint64_t kTagSample = 3;
+constexpr uint64_t kTagStrata = 4;
+constexpr uint64_t kTagWindows = 5;
 
 uint64_t OrderKey(const EpochOrder& order, uint64_t tag) {
   return MixKey(MixKey(order.seed, order.epoch), tag);
@@ -24,11 +28,15 @@ uint64_t Workers(const PlanParams& params) { return std::max<uint64_t>(params.nu
 // by their rows (block b holds [b*B, min((b+1)*B, N))), slots by their place
 // in G; slot k holds block blocks_.Forward(k). Only the last block may be
 // short, and it may land in any slot, so positions after that slot shift.
+// Window mode: window_order.h.
 class OrderEval {
  public:
   explicit OrderEval(const EpochOrder& order) : order_(order), blocks_(0, 0), rows_(0, 0) {
     const uint64_t n = order.num_rows;
-    if (order.mode == ShuffleMode::kBlock) {
+    if (order.mode == ShuffleMode::kWindow) {
+      window_.emplace(n, order.block_rows, order.window_blocks, OrderKey(order, kTagStrata),
+                      OrderKey(order, kTagWindows));
+    } else if (order.mode == ShuffleMode::kBlock) {
       const uint64_t b = order.block_rows;
       num_blocks_ = n / b + (n % b != 0);
       blocks_ = Permutation(num_blocks_, OrderKey(order, kTagBlocks));
@@ -44,6 +52,7 @@ class OrderEval {
   // Calls visit(base, first, count, within) for the pieces of positions
   // [begin, end): rows base + f(first) ... base + f(first + count - 1), where
   // f is `within` (a per-block permutation) or the identity when null.
+  // Not for window mode (callers use window_ directly).
   template <typename Visit>
   void ForEachPiece(uint64_t begin, uint64_t end, Visit&& visit) const {
     switch (order_.mode) {
@@ -54,6 +63,7 @@ class OrderEval {
         for (uint64_t p = begin; p < end; ++p) visit(rows_.Forward(p), 0, 1, nullptr);
         return;
       case ShuffleMode::kBlock:
+      case ShuffleMode::kWindow:
         break;
     }
     const uint64_t b = order_.block_rows;
@@ -75,6 +85,7 @@ class OrderEval {
   }
 
   uint64_t Row(uint64_t position) const {
+    if (window_) return window_->Row(position);
     uint64_t row = 0;
     ForEachPiece(position, position + 1,
                  [&](uint64_t base, uint64_t first, uint64_t, const Permutation* within) {
@@ -83,7 +94,12 @@ class OrderEval {
     return row;
   }
 
-  void AppendRows(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) const {
+  void AppendRows(uint64_t begin, uint64_t end, std::vector<uint64_t>* out,
+                  PlanCache* cache = nullptr) const {
+    if (window_) {
+      window_->AppendRows(begin, end, out, cache ? cache->window() : nullptr);
+      return;
+    }
     ForEachPiece(begin, end,
                  [&](uint64_t base, uint64_t first, uint64_t count, const Permutation* within) {
                    for (uint64_t i = first; i < first + count; ++i) {
@@ -92,7 +108,17 @@ class OrderEval {
                  });
   }
 
+  // Window mode: the order's windows; null otherwise.
+  const WindowOrder* window() const { return window_ ? &*window_ : nullptr; }
+
   void AppendRuns(uint64_t begin, uint64_t end, std::vector<RowRange>* out) const {
+    if (window_) {
+      std::vector<uint64_t> rows;
+      rows.reserve(end - begin);
+      window_->AppendRows(begin, end, &rows);
+      for (uint64_t row : rows) AppendRun(out, row, row + 1);
+      return;
+    }
     ForEachPiece(begin, end,
                  [&](uint64_t base, uint64_t first, uint64_t count, const Permutation* within) {
                    if (within == nullptr) {
@@ -126,6 +152,7 @@ class OrderEval {
   EpochOrder order_;
   Permutation blocks_;  // Block mode: slot -> block.
   Permutation rows_;    // Sample mode: position -> row.
+  std::optional<WindowOrder> window_;
   uint64_t num_blocks_ = 0;
   uint64_t short_length_ = 0;  // Rows in the last block (== block_rows when it is full).
   uint64_t short_slot_ = 0;    // Slot the last block lands in.
@@ -149,34 +176,73 @@ std::string_view ShuffleModeName(ShuffleMode mode) {
       return "block";
     case ShuffleMode::kSample:
       return "sample";
+    case ShuffleMode::kWindow:
+      return "window";
   }
   return "unknown";
 }
 
 arrow::Result<ShuffleMode> ParseShuffleMode(std::string_view name) {
-  for (ShuffleMode m : {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample}) {
+  for (ShuffleMode m :
+       {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample, ShuffleMode::kWindow}) {
     if (name == ShuffleModeName(m)) return m;
   }
   return arrow::Status::Invalid("unknown shuffle mode '", name,
-                                "'; expected 'none', 'block' or 'sample'");
+                                "'; expected 'none', 'block', 'sample' or 'window'");
+}
+
+void ResolveDefaults(EpochOrder* order) {
+  switch (order->mode) {
+    case ShuffleMode::kBlock:
+      if (order->block_rows == 0) {
+        const uint64_t n = order->num_rows;
+        const uint64_t per = n / kDefaultBlockCount + (n % kDefaultBlockCount != 0);
+        order->block_rows = std::clamp<uint64_t>(per, 1, kMaxDefaultBlockRows);
+      }
+      order->window_blocks = 0;
+      return;
+    case ShuffleMode::kWindow:
+      if (order->block_rows == 0) order->block_rows = kDefaultWindowBlockRows;
+      if (order->window_blocks == 0) order->window_blocks = kDefaultWindowBlocks;
+      order->shuffle_within_block = false;
+      return;
+    case ShuffleMode::kNone:
+    case ShuffleMode::kSample:
+      break;
+  }
+  order->block_rows = 0;
+  order->window_blocks = 0;
+  order->shuffle_within_block = false;
 }
 
 arrow::Status ValidateOrder(const EpochOrder& order) {
   if (order.mode != ShuffleMode::kNone && order.mode != ShuffleMode::kBlock &&
-      order.mode != ShuffleMode::kSample) {
+      order.mode != ShuffleMode::kSample && order.mode != ShuffleMode::kWindow) {
     return arrow::Status::Invalid("unknown shuffle mode ", static_cast<int>(order.mode));
   }
   if (order.num_rows > kMaxPlanRows) {
     return arrow::Status::Invalid("num_rows ", order.num_rows, " exceeds the supported maximum ",
                                   kMaxPlanRows);
   }
-  if (order.mode == ShuffleMode::kBlock) {
+  if (order.mode == ShuffleMode::kBlock || order.mode == ShuffleMode::kWindow) {
     if (order.block_rows == 0) {
-      return arrow::Status::Invalid("block_rows must be at least 1 in block shuffle mode");
+      return arrow::Status::Invalid("block_rows must be at least 1 in ",
+                                    ShuffleModeName(order.mode), " shuffle mode");
     }
     if (order.block_rows > kMaxPlanRows) {
       return arrow::Status::Invalid("block_rows ", order.block_rows,
                                     " exceeds the supported maximum ", kMaxPlanRows);
+    }
+  }
+  if (order.mode == ShuffleMode::kWindow) {
+    if (order.window_blocks == 0 || order.window_blocks > kMaxWindowBlocks) {
+      return arrow::Status::Invalid("window_blocks ", order.window_blocks, " is not between 1 and ",
+                                    kMaxWindowBlocks);
+    }
+    if (order.block_rows > kMaxPlanRows / order.window_blocks) {
+      return arrow::Status::Invalid("block_rows * window_blocks (", order.block_rows, " * ",
+                                    order.window_blocks, ") exceeds the supported maximum ",
+                                    kMaxPlanRows);
     }
   }
   return arrow::Status::OK();
@@ -210,17 +276,28 @@ arrow::Status ValidatePlan(const PlanParams& params) {
 arrow::Result<EpochShape> Shape(const PlanParams& params) {
   ARROW_RETURN_NOT_OK(ValidatePlan(params));
   EpochShape s;
+  const uint64_t w = params.world_size;
+  const uint64_t b = params.batch_size;
   s.remaining_rows = params.order.num_rows - params.start;
-  s.step_rows = params.world_size * params.batch_size;
+  s.step_rows = w * b;
   if (params.drop_last) {
     s.steps = s.remaining_rows / s.step_rows;
+    s.last_batch_rows = s.steps > 0 ? b : 0;
     s.dropped_rows = s.remaining_rows - s.steps * s.step_rows;
-  } else {
-    s.steps = s.remaining_rows / s.step_rows + (s.remaining_rows % s.step_rows != 0);
-    s.padded_rows = s.steps * s.step_rows - s.remaining_rows;
+  } else if (s.remaining_rows > 0) {
+    // DistributedSampler's rule: every rank reads ceil(R / W) positions, the
+    // last step's batches as long as what is left of them.
+    const uint64_t per_rank = s.remaining_rows / w + (s.remaining_rows % w != 0);
+    s.steps = per_rank / b + (per_rank % b != 0);
+    s.last_batch_rows = per_rank - (s.steps - 1) * b;
+    s.padded_rows = per_rank * w - s.remaining_rows;
   }
   const uint64_t k = Workers(params);
   s.worker_batches = s.steps > params.worker ? (s.steps - params.worker + k - 1) / k : 0;
+  s.worker_rows = s.worker_batches * b;
+  if (s.worker_batches > 0 && StepOfBatch(params, s.worker_batches - 1) == s.steps - 1) {
+    s.worker_rows -= b - s.last_batch_rows;
+  }
   return s;
 }
 
@@ -256,6 +333,11 @@ uint64_t StepOfBatch(const PlanParams& params, uint64_t batch) {
   return params.worker + batch * Workers(params);
 }
 
+uint64_t BatchLength(const PlanParams& params, const EpochShape& shape, uint64_t batch) {
+  if (batch >= shape.worker_batches) return 0;
+  return StepOfBatch(params, batch) + 1 == shape.steps ? shape.last_batch_rows : params.batch_size;
+}
+
 arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& params, uint64_t batch) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(params));
   if (batch >= shape.worker_batches) {
@@ -263,13 +345,15 @@ arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& param
                                   " of rank ", params.rank, " reads ", shape.worker_batches,
                                   " batch(es) this epoch");
   }
+  // The last step's batches may be shorter, rank after rank as in any step.
   // Padding reads G again from its first position: position q >= N reads
   // G[q mod N], so a resumed job of the same shape pads exactly as the
   // uninterrupted one would have.
   const uint64_t n = params.order.num_rows;
+  const uint64_t length = BatchLength(params, shape, batch);
   const uint64_t begin =
-      params.start + StepOfBatch(params, batch) * shape.step_rows + params.rank * params.batch_size;
-  const uint64_t end = begin + params.batch_size;
+      params.start + StepOfBatch(params, batch) * shape.step_rows + params.rank * length;
+  const uint64_t end = begin + length;
   std::vector<PositionRange> out;
   for (uint64_t q = begin; q < end;) {
     const uint64_t position = q % n;
@@ -280,13 +364,44 @@ arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& param
   return out;
 }
 
-arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch) {
+arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_t batch,
+                                               PlanCache* cache) {
   ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
   const OrderEval eval(params.order);
   std::vector<uint64_t> rows;
-  rows.reserve(params.batch_size);
-  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &rows);
+  uint64_t total = 0;
+  for (const PositionRange& p : positions) total += p.size();
+  rows.reserve(total);
+  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &rows, cache);
   return rows;
+}
+
+arrow::Status BatchOwnedRows(const PlanParams& params, uint64_t batch,
+                             const std::vector<RowRange>& owned, PlanCache* cache,
+                             std::vector<uint64_t>* rows, std::vector<uint32_t>* offsets) {
+  ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
+  const OrderEval eval(params.order);
+  uint64_t offset = 0;
+  rows->reserve(rows->size() + params.batch_size);
+  offsets->reserve(offsets->size() + params.batch_size);
+  if (const WindowOrder* window = eval.window()) {
+    for (const PositionRange& p : positions) {
+      window->AppendOwnedRows(p.start, p.stop, owned, offset, rows, offsets,
+                              cache ? cache->window() : nullptr);
+      offset += p.size();
+    }
+    return arrow::Status::OK();
+  }
+  std::vector<uint64_t> all;
+  for (const PositionRange& p : positions) eval.AppendRows(p.start, p.stop, &all, cache);
+  for (uint64_t i = 0; i < all.size(); ++i) {
+    auto it = std::upper_bound(owned.begin(), owned.end(), all[i],
+                               [](uint64_t v, const RowRange& r) { return v < r.stop; });
+    if (it == owned.end() || it->start > all[i]) continue;
+    rows->push_back(all[i]);
+    offsets->push_back(static_cast<uint32_t>(i));
+  }
+  return arrow::Status::OK();
 }
 
 arrow::Result<std::vector<RowRange>> BatchRuns(const PlanParams& params, uint64_t batch) {
@@ -306,6 +421,17 @@ uint64_t PositionAfterSteps(const PlanParams& params, uint64_t steps) {
     return n;
   }
   return params.start + rows;
+}
+
+arrow::Result<uint64_t> ResumePosition(const PlanParams& saved, uint64_t steps) {
+  ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(saved));
+  if (steps > shape.steps) {
+    return arrow::Status::Invalid("resume_steps ", steps, " is more than the ", shape.steps,
+                                  " steps the saved job's epoch has from position ", saved.start,
+                                  " (world_size ", saved.world_size, ", batch_size ",
+                                  saved.batch_size, ")");
+  }
+  return PositionAfterSteps(saved, steps);
 }
 
 }  // namespace icefloe

@@ -12,7 +12,8 @@
 namespace icefloe {
 namespace {
 
-constexpr ShuffleMode kModes[] = {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample};
+constexpr ShuffleMode kModes[] = {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample,
+                                  ShuffleMode::kWindow};
 
 // The whole order G, through PositionRows (checked against GlobalRow below).
 std::vector<uint64_t> Order(const EpochOrder& order) {
@@ -38,8 +39,9 @@ std::string Describe(const PlanParams& p) {
   std::ostringstream s;
   s << "N=" << p.order.num_rows << " seed=" << p.order.seed << " epoch=" << p.order.epoch
     << " mode=" << ShuffleModeName(p.order.mode) << " block_rows=" << p.order.block_rows
-    << " within=" << p.order.shuffle_within_block << " W=" << p.world_size << " K=" << p.num_workers
-    << " B=" << p.batch_size << " drop_last=" << p.drop_last << " start=" << p.start;
+    << " within=" << p.order.shuffle_within_block << " window_blocks=" << p.order.window_blocks
+    << " W=" << p.world_size << " K=" << p.num_workers << " B=" << p.batch_size
+    << " drop_last=" << p.drop_last << " start=" << p.start;
   return s.str();
 }
 
@@ -50,9 +52,11 @@ PlanParams RandomJob(std::mt19937_64& rng) {
   p.order.num_rows = rng() % 3 == 0 ? kEdgeRows[rng() % std::size(kEdgeRows)] : rng() % 5001;
   p.order.seed = rng();
   p.order.epoch = rng() % 100;
-  p.order.mode = kModes[rng() % 3];
+  p.order.mode = kModes[rng() % std::size(kModes)];
   p.order.block_rows = rng() % 4 == 0 ? 1 + rng() % 8000 : 1 + rng() % 300;
   p.order.shuffle_within_block = rng() % 2 == 0;
+  p.order.window_blocks = rng() % 4 == 0 ? 1 + rng() % 1000 : 1 + rng() % 40;
+  if (p.order.mode == ShuffleMode::kWindow) p.order.block_rows = 1 + rng() % 40;
   p.world_size = 1 + rng() % 8;
   p.num_workers = rng() % 5;
   p.batch_size = 1 + rng() % 64;
@@ -109,12 +113,18 @@ std::vector<uint64_t> Stream(const JobRead& read) {
   return rows;
 }
 
+// Positions a job reads from its start: its full steps and the last one.
+uint64_t ReadPositions(const PlanParams& job, const EpochShape& shape) {
+  if (shape.steps == 0) return 0;
+  return (shape.steps - 1) * shape.step_rows + job.world_size * shape.last_batch_rows;
+}
+
 // What a job from `start` must read: G[start, N) cut short by drop_last or
 // followed by G read again from position 0 (position q reads G[q mod N]).
 std::vector<uint64_t> Expected(const std::vector<uint64_t>& g, const PlanParams& job,
                                const EpochShape& shape) {
   std::vector<uint64_t> rows;
-  for (uint64_t x = 0; x < shape.steps * shape.step_rows; ++x) {
+  for (uint64_t x = 0; x < ReadPositions(job, shape); ++x) {
     rows.push_back(g[(job.start + x) % g.size()]);
   }
   return rows;
@@ -181,7 +191,8 @@ TEST(Plan, RejectsBadParametersNamingTheField) {
 
 TEST(Plan, WorkedExampleSequential) {
   // N=10, 2 ranks, batches of 3: drop_last reads one step and drops 4 rows;
-  // padding reads two steps, the second ending with rows 0 and 1 again.
+  // without it every rank reads ceil(10 / 2) = 5 rows: a step of 3, then a
+  // short step of 2 each, nothing repeated.
   PlanParams p;
   p.order.num_rows = 10;
   p.world_size = 2;
@@ -195,16 +206,33 @@ TEST(Plan, WorkedExampleSequential) {
   p.drop_last = false;
   auto pad = *Shape(p);
   EXPECT_EQ(pad.steps, 2u);
+  EXPECT_EQ(pad.last_batch_rows, 2u);
+  EXPECT_EQ(pad.padded_rows, 0u);
+  EXPECT_EQ(pad.worker_rows, 5u);
+  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{8, 9}));
+  p.rank = 0;
+  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{6, 7}));
+  // Three ranks: 4 rows each (ceil(10 / 3)); the last step reads one row per
+  // rank, rows 0 and 1 again on ranks 1 and 2 (W - 1 = 2 repeats).
+  p.world_size = 3;
+  pad = *Shape(p);
+  EXPECT_EQ(pad.steps, 2u);
+  EXPECT_EQ(pad.last_batch_rows, 1u);
   EXPECT_EQ(pad.padded_rows, 2u);
-  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{9, 0, 1}));
-  EXPECT_EQ(*BatchRuns(p, 1), (std::vector<RowRange>{{9, 10}, {0, 2}}));
+  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{9}));
+  p.rank = 1;
+  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{0}));
+  p.rank = 2;
+  EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{6, 7, 8}));
+  EXPECT_EQ(*BatchRuns(p, 1), (std::vector<RowRange>{{1, 2}}));
   // Three workers for two steps: worker 2 has nothing to read.
   p.num_workers = 3;
   p.worker = 2;
   EXPECT_EQ(Shape(p)->worker_batches, 0u);
   p.worker = 1;
-  EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{9, 0, 1}));
-  // Resume after the first step, alone now: rows 6..9, padded from row 0.
+  EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(Shape(p)->worker_rows, 1u);
+  // Resume after the first step of 2 ranks, alone now: rows 6..9, no padding.
   p = PlanParams{};
   p.order.num_rows = 10;
   p.world_size = 2;
@@ -213,22 +241,79 @@ TEST(Plan, WorkedExampleSequential) {
   EXPECT_EQ(p.start, 6u);
   p.world_size = 1;
   p.drop_last = false;
-  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{9, 0, 1}));
+  EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{6, 7, 8}));
+  EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{9}));
   EXPECT_EQ(PositionAfterSteps(p, 2), 10u);
 }
 
-TEST(Plan, PaddingCyclesWhenAStepIsLongerThanTheRemainder) {
-  // 2 rows, 3 ranks of 2: one step of 6 positions, rows read 3 times each.
+TEST(Plan, OneRankReadsEveryRowExactlyOnceWithAShortLastBatch) {
+  // The evaluation epoch: 1000 rows, batch 64, one process.
+  PlanParams p;
+  p.order.num_rows = 1000;
+  p.order.mode = ShuffleMode::kWindow;
+  ResolveDefaults(&p.order);
+  p.batch_size = 64;
+  p.drop_last = false;
+  const auto shape = *Shape(p);
+  EXPECT_EQ(shape.steps, 16u);
+  EXPECT_EQ(shape.last_batch_rows, 1000u - 15 * 64);
+  EXPECT_EQ(shape.padded_rows, 0u);
+  std::vector<uint64_t> rows;
+  for (uint64_t j = 0; j < shape.steps; ++j) {
+    const auto batch = *BatchRows(p, j);
+    EXPECT_EQ(batch.size(), j + 1 < shape.steps ? 64u : 40u);
+    rows.insert(rows.end(), batch.begin(), batch.end());
+  }
+  for (uint64_t c : Counts(1000, rows)) ASSERT_EQ(c, 1u);
+  // The checkpoint after the last step is the end of the epoch, and resuming
+  // from it reads nothing, with any shape.
+  EXPECT_EQ(PositionAfterSteps(p, 16), 1000u);
+  EXPECT_EQ(*ResumePosition(p, 16), 1000u);
+  p.start = 1000;
+  p.world_size = 3;
+  EXPECT_EQ(Shape(p)->steps, 0u);
+}
+
+TEST(Plan, ResumePositionRefusesMoreStepsThanTheEpochHas) {
+  PlanParams p;
+  p.order.num_rows = 100;
+  p.batch_size = 10;
+  p.world_size = 2;
+  EXPECT_EQ(*ResumePosition(p, 0), 0u);
+  EXPECT_EQ(*ResumePosition(p, 3), 60u);
+  EXPECT_EQ(*ResumePosition(p, 5), 100u);
+  auto past = ResumePosition(p, 6);
+  ASSERT_TRUE(past.status().IsInvalid());
+  EXPECT_NE(past.status().message().find("resume_steps 6 is more than the 5 steps"),
+            std::string::npos)
+      << past.status();
+  p.world_size = 0;
+  EXPECT_TRUE(ResumePosition(p, 0).status().IsInvalid());
+}
+
+TEST(Plan, PaddingCyclesWhenRanksOutnumberTheRows) {
+  // 2 rows, 3 ranks of 2: one step of one row per rank; row 0 once more.
   PlanParams p;
   p.order.num_rows = 2;
   p.world_size = 3;
   p.batch_size = 2;
   p.drop_last = false;
-  EXPECT_EQ(Shape(p)->padded_rows, 4u);
+  EXPECT_EQ(Shape(p)->padded_rows, 1u);
+  EXPECT_EQ(Shape(p)->last_batch_rows, 1u);
+  const uint64_t want[] = {0, 1, 0};
   for (uint32_t r = 0; r < 3; ++r) {
     p.rank = r;
-    EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{0, 1}));
+    EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{want[r]}));
   }
+  // 1 row, 5 ranks: every rank reads it.
+  p.order.num_rows = 1;
+  p.world_size = 5;
+  p.rank = 4;
+  EXPECT_EQ(Shape(p)->padded_rows, 4u);
+  EXPECT_EQ(*BatchRows(p, 0), (std::vector<uint64_t>{0}));
+  p.order.num_rows = 2;
+  p.world_size = 3;
+  p.rank = 0;
   p.drop_last = true;
   EXPECT_EQ(Shape(p)->steps, 0u);
   EXPECT_EQ(Shape(p)->dropped_rows, 2u);
@@ -308,7 +393,10 @@ TEST(Plan, EpochReadsEveryRowOnceWithEqualBatchesPerRank) {
     const EpochShape& shape = read.shape;
     for (const auto& batches : read.rank_batches) {
       ASSERT_EQ(batches.size(), shape.steps);  // Equal batch counts: DDP never hangs.
-      for (const auto& b : batches) ASSERT_EQ(b.size(), job.batch_size);
+      for (uint64_t s = 0; s < batches.size(); ++s) {
+        // Full batches, and a last one of the same length on every rank.
+        ASSERT_EQ(batches[s].size(), s + 1 < shape.steps ? job.batch_size : shape.last_batch_rows);
+      }
     }
     const auto rows = Stream(read);
     // The stream is G (the prefix property), then padding from G's start.
@@ -321,15 +409,25 @@ TEST(Plan, EpochReadsEveryRowOnceWithEqualBatchesPerRank) {
       // Read at most once; the dropped rows are G's last ones.
       for (uint64_t p = 0; p < n; ++p) ASSERT_EQ(counts[g[p]], p < rows.size() ? 1u : 0u);
     } else {
+      // DistributedSampler's rule: ceil(N / W) rows per rank, so at most W - 1
+      // repeats in the whole job, none with one rank.
       EXPECT_EQ(shape.dropped_rows, 0u);
       EXPECT_EQ(rows.size(), n + shape.padded_rows);
-      EXPECT_LT(shape.padded_rows, shape.step_rows);
-      // Read at least once; at most twice whenever the epoch has a full step.
+      EXPECT_EQ(rows.size(), job.world_size * ((n + job.world_size - 1) / job.world_size));
+      EXPECT_LT(shape.padded_rows, job.world_size);
+      EXPECT_LE(shape.last_batch_rows, job.batch_size);
+      if (n > 0) {
+        EXPECT_GE(shape.last_batch_rows, 1u);
+      }
+      uint64_t repeats = 0;
       for (uint64_t c : counts) {
         ASSERT_GE(c, 1u);
-        if (n >= shape.step_rows) {
-          ASSERT_LE(c, 2u);
-        }
+        repeats += c - 1;
+      }
+      EXPECT_EQ(repeats, shape.padded_rows);
+      // The repeats are G's first positions, read again.
+      for (uint64_t p = 0; p < shape.padded_rows; ++p) {
+        ASSERT_GE(counts[g[p % n]], 2u);
       }
     }
   }
@@ -446,12 +544,13 @@ TEST(Plan, ResumeWithAnyShapeReadsExactlyTheRest) {
 }
 
 TEST(Plan, OrdersDifferByEpochAndSeedAndReproduce) {
-  for (ShuffleMode mode : {ShuffleMode::kBlock, ShuffleMode::kSample}) {
+  for (ShuffleMode mode : {ShuffleMode::kBlock, ShuffleMode::kSample, ShuffleMode::kWindow}) {
     for (uint64_t n : {10ULL, 11ULL, 100ULL, 4097ULL}) {
       EpochOrder o;
       o.num_rows = n;
       o.mode = mode;
       o.block_rows = std::max<uint64_t>(1, n / 10);  // At least 10 blocks.
+      o.window_blocks = 4;
       o.seed = 5;
       o.epoch = 3;
       const auto g = Order(o);
@@ -514,7 +613,8 @@ TEST(Plan, BatchCostDoesNotDependOnRowCount) {
   p.batch_size = 1024;
   for (ShuffleMode mode : kModes) {
     p.order.mode = mode;
-    p.order.block_rows = 4096;
+    p.order.block_rows = mode == ShuffleMode::kWindow ? 16 : 4096;
+    p.order.window_blocks = 256;
     const auto shape = *Shape(p);
     EXPECT_EQ(shape.steps, 1'000'000'000ULL / (8 * 1024));
     const uint64_t last = shape.worker_batches - 1;
@@ -536,6 +636,11 @@ TEST(Plan, BatchCostDoesNotDependOnRowCount) {
   huge.num_rows = kMaxPlanRows;
   huge.mode = ShuffleMode::kSample;
   EXPECT_LT(*GlobalRow(huge, kMaxPlanRows - 1), kMaxPlanRows);
+  huge.mode = ShuffleMode::kWindow;
+  huge.num_rows = kMaxPlanRows - 3;  // A short last block.
+  ResolveDefaults(&huge);
+  EXPECT_LT(*GlobalRow(huge, kMaxPlanRows - 4), kMaxPlanRows - 3);
+  EXPECT_EQ(PositionRows(huge, kMaxPlanRows - 5000, kMaxPlanRows - 3)->size(), 4997u);
 }
 
 }  // namespace icefloe

@@ -6,7 +6,8 @@ namespace icefloe {
 
 namespace {
 
-constexpr std::string_view kPieceMagic = "IFP1";
+constexpr std::string_view kPieceMagic = "IFP1";           // runs
+constexpr std::string_view kPiecePositionsMagic = "IFP2";  // one position per row
 // Bounds on what a ticket may ask for, so a forged or corrupt body cannot
 // make a node allocate without limit.
 constexpr uint32_t kMaxOwnedRanges = 1 << 20;
@@ -25,6 +26,7 @@ std::string EncodePlanBody(const PlanTicket& t) {
   w.U8(static_cast<uint8_t>(p.order.mode));
   w.U64(p.order.block_rows);
   w.U8(p.order.shuffle_within_block ? 1 : 0);
+  w.U64(p.order.window_blocks);
   w.U32(p.world_size);
   w.U32(p.rank);
   w.U32(p.num_workers);
@@ -55,13 +57,14 @@ arrow::Result<PlanTicket> DecodePlanBody(std::string_view body) {
   ARROW_ASSIGN_OR_RAISE(p.order.seed, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.order.epoch, r.U64());
   ARROW_ASSIGN_OR_RAISE(uint8_t mode, r.U8());
-  if (mode > static_cast<uint8_t>(ShuffleMode::kSample)) {
+  if (mode > static_cast<uint8_t>(ShuffleMode::kWindow)) {
     return arrow::Status::Invalid("Invalid ticket format: shuffle mode ", int{mode});
   }
   p.order.mode = static_cast<ShuffleMode>(mode);
   ARROW_ASSIGN_OR_RAISE(p.order.block_rows, r.U64());
   ARROW_ASSIGN_OR_RAISE(uint8_t within, r.U8());
   p.order.shuffle_within_block = within != 0;
+  ARROW_ASSIGN_OR_RAISE(p.order.window_blocks, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.world_size, r.U32());
   ARROW_ASSIGN_OR_RAISE(p.rank, r.U32());
   ARROW_ASSIGN_OR_RAISE(p.num_workers, r.U32());
@@ -130,10 +133,21 @@ arrow::Result<RowsTicket> DecodeRowsBody(std::string_view body) {
 }
 
 std::string EncodePieceMetadata(const PieceInfo& piece) {
-  std::string out(kPieceMagic);
+  uint64_t rows = 0;
+  for (const auto& run : piece.runs) rows += run.length;
+  // Runs take 8 bytes each, positions 4 bytes a row: the smaller one.
+  const bool positions = rows < 2 * piece.runs.size();
+  std::string out(positions ? kPiecePositionsMagic : kPieceMagic);
   ByteWriter w(&out);
   w.U64(piece.batch);
   w.U32(piece.batch_rows);
+  if (positions) {
+    w.U32(static_cast<uint32_t>(rows));
+    for (const auto& run : piece.runs) {
+      for (uint32_t k = 0; k < run.length; ++k) w.U32(run.offset + k);
+    }
+    return out;
+  }
   w.U32(static_cast<uint32_t>(piece.runs.size()));
   for (const auto& run : piece.runs) {
     w.U32(run.offset);
@@ -143,7 +157,9 @@ std::string EncodePieceMetadata(const PieceInfo& piece) {
 }
 
 arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes) {
-  if (bytes.substr(0, kPieceMagic.size()) != kPieceMagic) {
+  const std::string_view magic = bytes.substr(0, kPieceMagic.size());
+  const bool positions = magic == kPiecePositionsMagic;
+  if (magic != kPieceMagic && !positions) {
     return arrow::Status::Invalid("piece metadata: bad magic");
   }
   ByteReader r(bytes.substr(kPieceMagic.size()), "piece metadata");
@@ -151,11 +167,15 @@ arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes) {
   ARROW_ASSIGN_OR_RAISE(p.batch, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.batch_rows, r.U32());
   ARROW_ASSIGN_OR_RAISE(uint32_t n, r.U32());
-  if (n > r.remaining() / 8) return arrow::Status::Invalid("piece metadata: ", n, " runs");
+  if (n > r.remaining() / (positions ? 4 : 8)) {
+    return arrow::Status::Invalid("piece metadata: ", n, positions ? " positions" : " runs");
+  }
   for (uint32_t i = 0; i < n; ++i) {
-    PieceRun run;
+    PieceRun run{0, 1};
     ARROW_ASSIGN_OR_RAISE(run.offset, r.U32());
-    ARROW_ASSIGN_OR_RAISE(run.length, r.U32());
+    if (!positions) {
+      ARROW_ASSIGN_OR_RAISE(run.length, r.U32());
+    }
     p.runs.push_back(run);
   }
   return p;

@@ -5,13 +5,16 @@
 // the global row ranges this endpoint answers for (the slices whose replicas
 // it names), so a node serves it without state: for each batch it streams the
 // rows of the batch that fall in those ranges. Each record batch it sends is
-// a *piece* of one consumer batch, tagged with where its rows go:
+// a *piece* of one consumer batch, tagged with where its rows go, as runs or
+// (for scattered rows, where that is smaller) one position per row:
 //
 //   "IFP1" | u64 batch | u32 batch_rows | u32 runs | runs x (u32 offset, u32 length)
+//   "IFP2" | u64 batch | u32 batch_rows | u32 rows | rows x u32 position
 //
 // (little-endian): the piece's rows, in order, fill positions
-// [offset, offset + length) of batch `batch`, run after run. A consumer
-// assembles every batch from the pieces of all endpoints (docs/protocol.md).
+// [offset, offset + length) of batch `batch`, run after run (IFP1), or one
+// position each (IFP2). A consumer assembles every batch from the pieces of
+// all endpoints (docs/protocol.md).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +59,9 @@ struct PieceInfo {
   uint32_t batch_rows = 0;
   std::vector<PieceRun> runs;
 };
+/// IFP1, or IFP2 where runs average fewer than two rows.
 std::string EncodePieceMetadata(const PieceInfo& piece);
+/// Either form, as runs (IFP2 positions become runs of one row).
 arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes);
 
 }  // namespace icefloe

@@ -74,6 +74,43 @@ TEST(PieceMetadata, RoundTrips) {
   ASSERT_EQ(back.runs.size(), 2u);
   EXPECT_EQ(back.runs[1].offset, 20u);
   EXPECT_FALSE(DecodePieceMetadata("nope").ok());
+  EXPECT_EQ(EncodePieceMetadata(p).substr(0, 4), "IFP1");
+}
+
+TEST(PieceMetadata, ScatteredRowsTravelAsPositions) {
+  // Runs of one row (a window or sample piece): one u32 a row, not two.
+  PieceInfo p{3, 100, {{7, 1}, {2, 1}, {50, 2}, {9, 1}}};
+  const std::string bytes = EncodePieceMetadata(p);
+  EXPECT_EQ(bytes.substr(0, 4), "IFP2");
+  EXPECT_EQ(bytes.size(), 4u + 8 + 4 + 4 + 5 * 4);
+  auto back = *DecodePieceMetadata(bytes);
+  EXPECT_EQ(back.batch, 3u);
+  EXPECT_EQ(back.batch_rows, 100u);
+  std::vector<uint32_t> positions;
+  for (const auto& run : back.runs) {
+    for (uint32_t k = 0; k < run.length; ++k) positions.push_back(run.offset + k);
+  }
+  EXPECT_EQ(positions, (std::vector<uint32_t>{7, 2, 50, 51, 9}));
+  EXPECT_FALSE(DecodePieceMetadata(bytes.substr(0, bytes.size() - 1)).ok());
+}
+
+TEST(PlanTicket, WindowModeRoundTrips) {
+  PlanTicket t;
+  t.params.order.num_rows = 100'000;
+  t.params.order.mode = ShuffleMode::kWindow;
+  t.params.order.block_rows = 16;
+  t.params.order.window_blocks = 300;
+  t.params.batch_size = 64;
+  t.batch_end = 3;
+  auto back = DecodePlanBody(EncodePlanBody(t));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->params.order.mode, ShuffleMode::kWindow);
+  EXPECT_EQ(back->params.order.block_rows, 16u);
+  EXPECT_EQ(back->params.order.window_blocks, 300u);
+  t.params.order.window_blocks = 0;  // Validated on decode.
+  auto bad = DecodePlanBody(EncodePlanBody(t));
+  ASSERT_TRUE(bad.status().IsInvalid());
+  EXPECT_NE(bad.status().message().find("window_blocks"), std::string::npos) << bad.status();
 }
 
 }  // namespace icefloe
