@@ -31,8 +31,12 @@ class PieceStream : public flight::FlightDataStream {
  public:
   using Producer = std::function<arrow::Result<bool>(std::deque<Piece>*)>;
 
-  PieceStream(std::shared_ptr<const CachedDataset> dataset, Producer next)
-      : dataset_(std::move(dataset)), next_(std::move(next)), mapper_(*dataset_->schema()) {}
+  PieceStream(std::shared_ptr<const CachedDataset> dataset,
+              std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next)
+      : gather_pool_(std::move(gather_pool)),
+        dataset_(std::move(dataset)),
+        next_(std::move(next)),
+        mapper_(*dataset_->schema()) {}
 
   std::shared_ptr<arrow::Schema> schema() override { return dataset_->schema(); }
 
@@ -58,7 +62,8 @@ class PieceStream : public flight::FlightDataStream {
   }
 
  private:
-  std::shared_ptr<const CachedDataset> dataset_;  // keeps buffers (and pool) alive
+  std::shared_ptr<arrow::MemoryPool> gather_pool_;  // first: outlives gathered pieces
+  std::shared_ptr<const CachedDataset> dataset_;    // keeps buffers (and pool) alive
   Producer next_;
   arrow::ipc::DictionaryFieldMapper mapper_;
   arrow::ipc::IpcWriteOptions options_ = arrow::ipc::IpcWriteOptions::Defaults();
@@ -75,7 +80,7 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
 
 // The pieces of one consumer batch that fall in the owned ranges.
 arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
-                          std::deque<Piece>* out) {
+                          arrow::MemoryPool* gather_pool, std::deque<Piece>* out) {
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   const uint32_t batch_rows = static_cast<uint32_t>(ticket.params.batch_size);
   struct SubRun {
@@ -117,7 +122,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
     for (uint64_t r = s.rows.start; r < s.rows.stop; ++r) rows.push_back(r);
     AppendPieceRun(&info.runs, s.offset, static_cast<uint32_t>(s.rows.size()));
   }
-  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.Gather(rows, arrow::default_memory_pool()));
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.Gather(rows, gather_pool));
   out->push_back({std::move(gathered), std::move(info)});
   return arrow::Status::OK();
 }
@@ -125,7 +130,8 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
 }  // namespace
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
-    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket) {
+    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
+    std::shared_ptr<arrow::MemoryPool> gather_pool) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   if (ticket.batch_end > shape.worker_batches) {
     return arrow::Status::Invalid("plan ticket asks for batches up to ", ticket.batch_end,
@@ -136,20 +142,24 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   }
   auto next_batch = std::make_shared<uint64_t>(ticket.batch_begin);
   const CachedDataset* ds = dataset.get();
-  auto producer = [ds, ticket = std::move(ticket),
+  arrow::MemoryPool* pool = gather_pool.get();
+  auto producer = [ds, pool, ticket = std::move(ticket),
                    next_batch](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
-    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, out));
+    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, pool, out));
     return true;
   };
-  return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
+                                       std::move(producer));
 }
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
-    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket) {
+    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
+    std::shared_ptr<arrow::MemoryPool> gather_pool) {
   auto next = std::make_shared<size_t>(0);
   const CachedDataset* ds = dataset.get();
-  auto producer = [ds, ticket = std::move(ticket),
+  arrow::MemoryPool* pool = gather_pool.get();
+  auto producer = [ds, pool, ticket = std::move(ticket),
                    next](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next >= ticket.rows.size()) return false;
     size_t end = std::min(ticket.rows.size(), *next + kRowsPerPiece);
@@ -157,12 +167,13 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
                                ticket.rows.begin() + static_cast<ptrdiff_t>(end));
     PieceInfo info{0, ticket.total, {}};
     for (size_t i = *next; i < end; ++i) AppendPieceRun(&info.runs, ticket.positions[i], 1);
-    ARROW_ASSIGN_OR_RAISE(auto gathered, ds->Gather(rows, arrow::default_memory_pool()));
+    ARROW_ASSIGN_OR_RAISE(auto gathered, ds->Gather(rows, pool));
     out->push_back({std::move(gathered), std::move(info)});
     *next = end;
     return true;
   };
-  return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
+                                       std::move(producer));
 }
 
 }  // namespace icefloe

@@ -35,7 +35,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "icefloe/common/ticket.h"
+#include "icefloe/common/row_range.h"
 
 namespace icefloe {
 
