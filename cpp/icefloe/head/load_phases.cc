@@ -111,7 +111,7 @@ arrow::Status LoadCoordinator::StartOnNodes(Run* run) {
                        : !results[n]->ok() ? results[n]->status()
                                            : arrow::Status::OK();
     if (st.ok() && (**results[n]).state == "failed") {
-      st = arrow::Status::IOError("node ", nodes[n], ": ", (**results[n]).error);
+      st = (**results[n]).ErrorStatus("node " + nodes[n] + ": ");
     }
     if (!st.ok()) {
       if (IsPeerUnavailable(st)) registry_->MarkDead(nodes[n], st.message());
@@ -158,9 +158,7 @@ arrow::Status LoadCoordinator::WaitForNodes(Run* run) {
         return results[i]->status();
       }
       const NodeLoadState& s = **results[i];
-      if (s.state == "failed") {
-        return arrow::Status::IOError("node ", nodes[i], ": ", s.error);
-      }
+      if (s.state == "failed") return s.ErrorStatus("node " + nodes[i] + ": ");
       if (s.state == "absent") {
         return arrow::Status::IOError("node ", nodes[i], " no longer has this load (restarted?)");
       }

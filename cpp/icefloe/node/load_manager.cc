@@ -93,7 +93,7 @@ void LoadManager::Run(const std::string& dataset, uint64_t generation,
   if (!loaded.ok()) {
     LogWarn("load failed", {{"dataset", dataset}, {"error", loaded.status().ToString()}});
     slot.state = "failed";
-    slot.result.error = loaded.status().ToString();
+    slot.result.SetError(loaded.status());
   } else {
     slot.state = "staged";
     slot.result.task_rows = loaded->rows;

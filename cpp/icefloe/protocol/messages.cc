@@ -12,6 +12,8 @@ namespace {
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr std::string_view kLoadStates[] = {"queued", "loading", "staged", "failed", "absent"};
+constexpr std::string_view kErrorKinds[] = {"",   "invalid",   "not_found", "out_of_memory",
+                                            "io", "cancelled", "other"};
 constexpr uint64_t kMaxTasks = uint64_t{1} << 20;
 
 const FieldSpec kNodeDataset = Str("dataset", kRequired, Values(1, 1024));
@@ -38,6 +40,7 @@ const Field<NodeLoadState> kLoadStateFields[] = {
     {Count("tasks_done"), &NodeLoadState::tasks_done},
     {Count("rows"), &NodeLoadState::rows},
     {Str("error", kOptional, Values(0, 65536)), &NodeLoadState::error},
+    {Str("error_kind", kOptional, Values(0, 16), kErrorKinds), &NodeLoadState::error_kind},
     {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows), Values(0, kMaxTasks)),
      &NodeLoadState::task_rows},
     {Count("bytes"), &NodeLoadState::bytes},
@@ -166,6 +169,40 @@ json NodeDatasetInfo::ToJson() const {
 }
 
 json NodeLoadState::ToJson() const { return Write<NodeLoadState>(kLoadStateFields, *this); }
+
+void NodeLoadState::SetError(const arrow::Status& st) {
+  error = st.message();
+  switch (st.code()) {
+    case arrow::StatusCode::Invalid:
+    case arrow::StatusCode::TypeError:
+    case arrow::StatusCode::IndexError:
+      error_kind = "invalid";
+      break;
+    case arrow::StatusCode::KeyError:
+      error_kind = "not_found";
+      break;
+    case arrow::StatusCode::OutOfMemory:
+      error_kind = "out_of_memory";
+      break;
+    case arrow::StatusCode::IOError:
+      error_kind = "io";
+      break;
+    case arrow::StatusCode::Cancelled:
+      error_kind = "cancelled";
+      break;
+    default:
+      error_kind = "other";
+  }
+}
+
+arrow::Status NodeLoadState::ErrorStatus(const std::string& context) const {
+  const std::string message = context + error;
+  if (error_kind == "invalid") return arrow::Status::Invalid(message);
+  if (error_kind == "not_found") return arrow::Status::KeyError(message);
+  if (error_kind == "out_of_memory") return arrow::Status::OutOfMemory(message);
+  if (error_kind == "cancelled") return arrow::Status::Cancelled(message);
+  return arrow::Status::IOError(message);
+}
 
 arrow::Result<NodeLoadState> NodeLoadState::FromJson(const json& j, std::string what) {
   NodeLoadState s;

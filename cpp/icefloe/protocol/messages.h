@@ -51,7 +51,10 @@ struct NodeLoadState {
   int64_t tasks_total = 0;
   int64_t tasks_done = 0;
   int64_t rows = 0;
-  std::string error;               ///< failed: why
+  std::string error;  ///< failed: why
+  /// failed: what kind of error ("invalid", "not_found", "out_of_memory",
+  /// "io", "cancelled" or "other"), so the head answers with the same kind.
+  std::string error_kind;
   std::vector<int64_t> task_rows;  ///< staged: exact rows per task, request order
   int64_t bytes = 0;               ///< staged: bytes held
   int64_t row_groups_total = 0;
@@ -59,6 +62,10 @@ struct NodeLoadState {
   int64_t bytes_read = 0;
 
   bool finished() const { return state != "queued" && state != "loading"; }
+  /// Records `st` (not OK) as this load's error.
+  void SetError(const arrow::Status& st);
+  /// The failed load's error as a status of its kind, prefixed by `context`.
+  arrow::Status ErrorStatus(const std::string& context) const;
   nlohmann::json ToJson() const;
   static arrow::Result<NodeLoadState> FromJson(const nlohmann::json& j, std::string what);
   static MessageSpec Spec();
