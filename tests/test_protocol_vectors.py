@@ -94,3 +94,13 @@ def test_servers_refuse_every_invalid_vector_naming_the_field(cluster):
     assert checked > 150
     with cluster.client() as c:
         assert c.status()["ready"]
+
+
+def test_docs_describe_every_field():
+    # docs/protocol.md has a table row for every field of every message.
+    docs = (Path(__file__).resolve().parents[1] / "docs/protocol.md").read_text()
+    for message in json.loads((Path(_protocol.__file__).parent / "_fields.json").read_text())[
+            "messages"]:
+        for field in message["fields"]:
+            assert f"| `{field['name']}` | {field['type']} |" in docs, (message["message"],
+                                                                     field["name"])
