@@ -273,3 +273,30 @@ def test_wrong_typed_node_status_does_not_abort_the_head(warehouse, tmp_path):
             assert cluster.head.alive()
     finally:
         fake.shutdown()
+
+
+def test_wrong_typed_node_load_reply_fails_the_load_not_the_head(warehouse, tmp_path):
+    fake = FakeNode({})
+    fake.answers["node.status"] = good_status(fake.location)
+    fake.answers["node.load"] = lambda b: {"dataset": b["dataset"], "generation": b["generation"],
+                                           "state": "loading"}
+    fake.answers["node.load_status"] = lambda b: {
+        "dataset": b["dataset"], "generation": b["generation"], "state": "staged",
+        "task_rows": "oops"}
+    fake.answers["node.evict"] = {"evicted": True, "bytes": 0}
+    try:
+        with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path,
+                                  head_args=["--node", fake.location]) as cluster:
+            with cluster.client() as c:
+                assert any(n["location"] == fake.location and n["state"] == "alive"
+                           for n in c.status()["nodes"])
+                with pytest.raises(icefloe.Unavailable, match="'task_rows'") as err:
+                    c.load("t", warehouse.table("t").metadata_location)
+                assert fake.location in str(err.value)
+                # The head is fine; the misbehaving node is out of the placement.
+                desc = c.load("t", warehouse.table("t").metadata_location)
+                assert sorted(c.read("t").column("id").to_pylist()) == list(range(600))
+                assert {n for s in desc["slices"] for n in s["nodes"]} == {cluster.node_uris[0]}
+            assert cluster.head.alive()
+    finally:
+        fake.shutdown()

@@ -114,7 +114,7 @@ arrow::Status LoadCoordinator::StartOnNodes(Run* run) {
       st = (**results[n]).ErrorStatus("node " + nodes[n] + ": ");
     }
     if (!st.ok()) {
-      if (IsPeerUnavailable(st)) registry_->MarkDead(nodes[n], st.message());
+      if (IsPeerUnavailable(st)) registry_->MarkDead(nodes[n], st);
       return st;
     }
   }
@@ -153,7 +153,7 @@ arrow::Status LoadCoordinator::WaitForNodes(Run* run) {
       if (!results[i]) return NoAnswer(nodes[i], "node.load_status");
       if (!results[i]->ok()) {
         if (IsPeerUnavailable(results[i]->status())) {
-          registry_->MarkDead(nodes[i], results[i]->status().message());
+          registry_->MarkDead(nodes[i], results[i]->status());
         }
         return results[i]->status();
       }

@@ -43,5 +43,7 @@ class NodeRpc {
 /// and the field; counts as the node being unavailable.
 arrow::Status BadNodeReply(const std::string& node, const std::string& action,
                            const arrow::Status& parse_error);
+/// True for a BadNodeReply error (the registry then keeps the node out for a while).
+bool IsBadNodeReply(const arrow::Status& status);
 
 }  // namespace icefloe

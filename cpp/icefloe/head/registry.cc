@@ -41,6 +41,7 @@ void NodeRegistry::Update(const std::string& location, const NodeStatus& status)
   MutexLock lock(&mu_);
   auto& n = nodes_[location];
   n.location = location;
+  if (Clock::now() < n.quarantined_until) return;  // it answers, but not to be trusted yet
   if (n.state != NodeState::kAlive) LogInfo("node alive", {{"node", location}});
   n.state = NodeState::kAlive;
   n.last_seen = Clock::now();
@@ -52,30 +53,38 @@ void NodeRegistry::Heartbeat(const std::string& location, const NodeStatus& stat
   Update(location, status);
 }
 
-void NodeRegistry::MarkDead(const std::string& location, const std::string& error) {
-  MutexLock lock(&mu_);
-  auto it = nodes_.find(location);
-  if (it == nodes_.end()) return;
-  if (it->second.state != NodeState::kDead) {
-    LogWarn("node dead", {{"node", location}, {"error", error}});
-  }
-  it->second.state = NodeState::kDead;
-  it->second.last_error = error;
-}
-
-// A failed poll: the node stays alive until silent for dead_after_s, unless
-// it answered with garbage (then it is out at once).
-void NodeRegistry::Failed(const std::string& location, const std::string& error) {
+void NodeRegistry::MarkDead(const std::string& location, const arrow::Status& error) {
   MutexLock lock(&mu_);
   auto it = nodes_.find(location);
   if (it == nodes_.end()) return;
   NodeInfo& n = it->second;
-  n.last_error = error;
-  const bool malformed = error.find("malformed reply") != std::string::npos;
+  if (n.state != NodeState::kDead) {
+    LogWarn("node dead", {{"node", location}, {"error", error.message()}});
+  }
+  n.state = NodeState::kDead;
+  n.last_error = error.message();
+  if (IsBadNodeReply(error)) {
+    n.quarantined_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.quarantine_s));
+  }
+}
+
+// A failed poll: the node stays alive until silent for dead_after_s, unless
+// it answered with garbage (then it is out at once, for a while).
+void NodeRegistry::Failed(const std::string& location, const arrow::Status& error) {
+  if (IsBadNodeReply(error)) {
+    MarkDead(location, error);
+    return;
+  }
+  MutexLock lock(&mu_);
+  auto it = nodes_.find(location);
+  if (it == nodes_.end()) return;
+  NodeInfo& n = it->second;
+  n.last_error = error.message();
   const bool silent =
       Clock::now() - n.last_seen > std::chrono::duration<double>(options_.dead_after_s);
-  if (n.state != NodeState::kDead && (malformed || (n.state == NodeState::kAlive && silent))) {
-    LogWarn("node dead", {{"node", location}, {"error", error}});
+  if (n.state == NodeState::kAlive && silent) {
+    LogWarn("node dead", {{"node", location}, {"error", n.last_error}});
     n.state = NodeState::kDead;
   }
 }
@@ -95,9 +104,10 @@ void NodeRegistry::PollAll() {
                          std::chrono::duration<double>(timeout_s + 1.0)));
   for (size_t i = 0; i < locations.size(); ++i) {
     if (!results[i]) {
-      Failed(locations[i], "no answer to node.status within the call timeout");
+      Failed(locations[i],
+             arrow::Status::IOError("no answer to node.status within ", timeout_s, "s"));
     } else if (!results[i]->ok()) {
-      Failed(locations[i], results[i]->status().message());
+      Failed(locations[i], results[i]->status());
     } else {
       Update(locations[i], **results[i]);
     }

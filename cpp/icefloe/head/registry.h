@@ -35,6 +35,8 @@ struct NodeInfo {
   std::chrono::steady_clock::time_point last_seen{};
   std::string last_error;
   bool is_static = false;
+  /// A node that sent a malformed reply stays out until then, whatever its polls say.
+  std::chrono::steady_clock::time_point quarantined_until{};
 
   /// Bytes this node can still take (a large number when it has no limit).
   int64_t available_bytes() const;
@@ -44,6 +46,7 @@ struct RegistryOptions {
   double poll_interval_s = 1.0;
   double dead_after_s = 5.0;
   double call_timeout_s = 5.0;
+  double quarantine_s = 60.0;  ///< how long a node that sent a malformed reply stays out
 };
 
 class NodeRegistry {
@@ -56,8 +59,9 @@ class NodeRegistry {
   void AddStatic(const std::string& location) EXCLUDES(mu_);
   /// Records a node's (already parsed) self-registration or heartbeat.
   void Heartbeat(const std::string& location, const NodeStatus& status) EXCLUDES(mu_);
-  /// Marks a node dead at once (a call to it failed).
-  void MarkDead(const std::string& location, const std::string& error) EXCLUDES(mu_);
+  /// Marks a node dead at once (a call to it failed); a malformed reply also
+  /// keeps it out for quarantine_s.
+  void MarkDead(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
 
   /// Polls every node once now, in parallel (also done by the poller).
   void PollAll() EXCLUDES(mu_);
@@ -70,7 +74,7 @@ class NodeRegistry {
 
  private:
   void Update(const std::string& location, const NodeStatus& status) EXCLUDES(mu_);
-  void Failed(const std::string& location, const std::string& error) EXCLUDES(mu_);
+  void Failed(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
 
   NodeRpc* const rpc_;
   ThreadPool* const calls_;
