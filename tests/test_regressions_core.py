@@ -300,3 +300,45 @@ def test_wrong_typed_node_load_reply_fails_the_load_not_the_head(warehouse, tmp_
             assert cluster.head.alive()
     finally:
         fake.shutdown()
+
+
+def test_conflicting_load_is_refused_and_evict_cancels_a_running_load(warehouse, tmp_path):
+    # A fake node that never finishes loading keeps the load running.
+    fake = FakeNode({})
+    evicted: list[dict] = []
+    fake.answers["node.status"] = good_status(fake.location)
+    fake.answers["node.load"] = lambda b: {"dataset": b["dataset"], "generation": b["generation"],
+                                           "state": "loading"}
+    fake.answers["node.load_status"] = fake.answers["node.load"]
+    fake.answers["node.evict"] = lambda b: evicted.append(b) or {"evicted": True, "bytes": 0}
+    source = warehouse.table("t").metadata_location
+    try:
+        with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path,
+                                  head_args=["--node", fake.location]) as cluster:
+            outcome: dict = {}
+
+            def load() -> None:
+                with cluster.client() as c:
+                    try:
+                        outcome["first"] = c.load("slow", source)
+                    except icefloe.Error as exc:
+                        outcome["first"] = exc
+
+            thread = threading.Thread(target=load)
+            thread.start()
+            with cluster.client() as c:
+                for _ in range(600):  # until the load runs (bounded: 30 s)
+                    if any(p["phase"] == "loading" for p in c.status()["loads"]):
+                        break
+                    threading.Event().wait(0.05)
+                with pytest.raises(icefloe.AlreadyExists, match="other arguments"):
+                    c.load("slow", source, columns=["id"])
+                assert c.evict("slow")["cancelled"] is True
+            thread.join(timeout=60)
+            assert isinstance(outcome["first"], icefloe.Cancelled), outcome
+            assert any(e["dataset"] == "slow" for e in evicted)  # cleaned up on the node
+            with cluster.client() as c:
+                assert c.status()["loads"] == []
+                assert [d["name"] for d in c.datasets()] == []
+    finally:
+        fake.shutdown()
