@@ -87,7 +87,7 @@ tsan_tests() {
   local dir="$ROOT/build/tsan"
   if [ ! -f "$dir/build.ninja" ]; then
     "$VENV/bin/cmake" -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_MAKE_PROGRAM="$VENV/bin/ninja" \
-      -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DICEFLOE_TSAN=ON \
+      -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DICEFLOE_TSAN=ON \
       -DICEFLOE_BUILD_BENCHMARKS=OFF -DPython_EXECUTABLE="$PY" >"$ROOT/build/tsan-configure.log" 2>&1 ||
       { tail -n 40 "$ROOT/build/tsan-configure.log" >&2; exit 1; }
   fi
