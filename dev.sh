@@ -5,6 +5,7 @@
 #   ./dev.sh test    set everything up, then run every test (C++ and Python)
 #   ./dev.sh setup   only set up (Debian packages, .venv, C++ build)
 #   ./dev.sh fmt     format C++ (clang-format) and Python (ruff)
+#   ./dev.sh fuzz [S]  build the libFuzzer targets (clang) and run each for S seconds (60)
 #
 # Idempotent: a second run skips what is already installed or built.
 set -euo pipefail
@@ -20,12 +21,15 @@ PY="$VENV/bin/python"
 #   libssl-dev           HMAC-SHA256 for signed tickets (libcrypto)
 #   libcpp-httplib-dev   the HTTP side port (/ready, /healthz, /metrics)
 #   clang-format         formatting check
+#   clang                the ThreadSanitizer build, which also checks the thread-safety
+#                        annotations (-Wthread-safety); the libFuzzer targets (ICEFLOE_FUZZ)
+#   libclang-rt-14-dev   clang's sanitizer and libFuzzer runtimes
 #   iperf3               loopback baseline for the wire benchmark
 #   debootstrap, umoci   container image without Docker (deploy/image/build.sh)
 #   iproute2             ip netns / veth / bridge for the image test (tests/test_image.py)
 #   openssl              its TLS certificate
 APT_PACKAGES=(g++ pkgconf libgtest-dev nlohmann-json3-dev libssl-dev libcpp-httplib-dev
-              clang-format iperf3 debootstrap umoci iproute2 openssl)
+              clang-format clang libclang-rt-14-dev iperf3 debootstrap umoci iproute2 openssl)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -73,7 +77,24 @@ build() {
   fi
 }
 
-build_dir() { dirname "$(ls -d "$ROOT"/build/*/CTestTestfile.cmake | head -n 1)"; }
+build_dir() { dirname "$(ls -d "$ROOT"/build/py3-*/CTestTestfile.cmake | head -n 1)"; }
+
+# The threaded unit tests (marked TSAN in CMake) under ThreadSanitizer, built
+# with clang so the thread-safety annotations are checked as errors too. Its
+# own build dir, incremental; only what those tests need is compiled.
+tsan_tests() {
+  log "ThreadSanitizer build and clang thread-safety analysis (build/tsan)"
+  local dir="$ROOT/build/tsan"
+  if [ ! -f "$dir/build.ninja" ]; then
+    "$VENV/bin/cmake" -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_MAKE_PROGRAM="$VENV/bin/ninja" \
+      -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DICEFLOE_TSAN=ON \
+      -DICEFLOE_BUILD_BENCHMARKS=OFF -DPython_EXECUTABLE="$PY" >"$ROOT/build/tsan-configure.log" 2>&1 ||
+      { tail -n 40 "$ROOT/build/tsan-configure.log" >&2; exit 1; }
+  fi
+  "$VENV/bin/cmake" --build "$dir" --target icefloe_tsan
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    "$VENV/bin/ctest" --test-dir "$dir" --output-on-failure -j2
+}
 
 setup() {
   install_debian_packages
@@ -86,9 +107,29 @@ run_tests() {
   find cpp -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run -Werror
   "$VENV/bin/ruff" check python tests benchmarks
   log "C++ unit tests (ctest)"
-  ctest --test-dir "$(build_dir)" --output-on-failure -j2
+  "$VENV/bin/ctest" --test-dir "$(build_dir)" --output-on-failure -j2
+  tsan_tests
   log "Python tests (pytest)"
   (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider "$@")
+}
+
+# libFuzzer targets (protocol_fuzz: every message parser; avro_fuzz: the Avro
+# reader), each seeded with its corpus and run for $1 seconds.
+fuzz() {
+  local seconds=${1:-60} dir="$ROOT/build/fuzz"
+  if [ ! -f "$dir/build.ninja" ]; then
+    "$VENV/bin/cmake" -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_MAKE_PROGRAM="$VENV/bin/ninja" \
+      -DCMAKE_CXX_COMPILER=clang++ -DICEFLOE_FUZZ=ON -DICEFLOE_BUILD_TESTS=OFF \
+      -DICEFLOE_BUILD_BENCHMARKS=OFF -DPython_EXECUTABLE="$PY" >/dev/null
+  fi
+  "$VENV/bin/cmake" --build "$dir" --target protocol_fuzz avro_fuzz
+  mkdir -p "$dir/corpus/protocol" "$dir/corpus/avro"
+  log "protocol_fuzz for ${seconds}s"
+  "$dir/cpp/icefloe/protocol/protocol_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    "$dir/corpus/protocol" cpp/icefloe/protocol/testdata/corpus
+  log "avro_fuzz for ${seconds}s"
+  "$dir/cpp/icefloe/iceberg/avro_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    "$dir/corpus/avro" cpp/icefloe/iceberg/testdata/avro
 }
 
 cmd=${1:-}
@@ -98,5 +139,6 @@ case "$cmd" in
   fmt) find cpp -name '*.h' -o -name '*.cc' | xargs clang-format -i; "$VENV/bin/ruff" format python tests benchmarks ;;
   demo) setup; log "demo"; "$PY" -m icefloe.demo "$@" ;;
   test) setup; run_tests "$@" ;;
-  *) sed -n '2,10p' "$0"; exit 2 ;;
+  fuzz) setup; fuzz "$@" ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac

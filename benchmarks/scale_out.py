@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import time
@@ -164,10 +165,15 @@ def run(env: Env) -> dict[str, Any]:
                        for i in range(1, CLIENTS + 1)]
             for nodes in NODE_COUNTS:
                 logs = env.log_dir(f"scale_out-{nodes}")
+                # Nodes take node actions only signed by their head: one secret for all.
+                secret = logs / "cluster-secret"
+                secret.write_text(secrets.token_hex(32))
+                secret.chmod(0o600)
+                auth = ["--cluster-secret-file", str(secret)]
                 head = ServerProcess(
                     name="head", log_path=logs / "head.log", env=common.child_env(),
                     argv=["ip", "netns", "exec", head_ns, bin_path("icefloe-head"), "--host",
-                          HEAD_IP, "--port", "50051", "--health-port", "0"]).start(60)
+                          HEAD_IP, "--port", "50051", "--health-port", "0", *auth]).start(60)
                 procs.append(head)
                 for i in range(nodes):
                     ip = f"{SUBNET}.{11 + i}"
@@ -175,7 +181,7 @@ def run(env: Env) -> dict[str, Any]:
                         name=f"node-{i}", log_path=logs / f"node-{i}.log", env=common.child_env(),
                         argv=["ip", "netns", "exec", node_ns[i], bin_path("icefloe-node"),
                               "--host", ip, "--port", "50051", "--advertise", ip,
-                              "--health-port", "0", "--head", f"grpc://{HEAD_IP}:50051"]
+                              "--health-port", "0", "--head", f"grpc://{HEAD_IP}:50051", *auth]
                     ).start(60))
                 prefix = ["ip", "netns", "exec", clients[0]]
                 common.run_worker("wait_nodes", {"head": f"grpc://{HEAD_IP}:50051", "n": nodes},

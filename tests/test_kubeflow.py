@@ -74,8 +74,11 @@ def kubeflow_cache(tmp_path_factory):
     bindir.mkdir()
     os.symlink(bin_path("icefloe-head"), bindir / "head")
     os.symlink(bin_path("icefloe-node"), bindir / "worker")
+    # The leader is this host: workers without a cluster secret take node
+    # actions from their leader's address only (ICEFLOE_NODES names them, so
+    # the head does not use the leader name to find them).
     env = {**os.environ, "METADATA_LOC": table.metadata_location, "SCHEMA_NAME": "db",
-           "TABLE_NAME": "t", "LWS_LEADER_ADDRESS": "job-cache-0.job-cache.ns",
+           "TABLE_NAME": "t", "LWS_LEADER_ADDRESS": "localhost",
            "LWS_GROUP_SIZE": "3", "HEALTH_PORT": "0"}
     procs: list[ServerProcess] = []
     try:
@@ -181,7 +184,7 @@ def test_head_fails_loudly_on_a_missing_table(tmp_path):
     os.symlink(bin_path("icefloe-head"), bindir / "head")
     os.symlink(bin_path("icefloe-node"), bindir / "worker")
     env = {**os.environ, "METADATA_LOC": str(tmp_path / "nope.metadata.json"),
-           "LWS_LEADER_ADDRESS": "x", "LWS_GROUP_SIZE": "2", "HEALTH_PORT": "0",
+           "LWS_LEADER_ADDRESS": "localhost", "LWS_GROUP_SIZE": "2", "HEALTH_PORT": "0",
            "ICEFLOE_STARTUP_TIMEOUT": "2"}
     worker = ServerProcess(name="w", argv=[str(bindir / "worker"), "127.0.0.1", "0"],
                            log_path=tmp_path / "w.log", env=env).start()
@@ -193,5 +196,27 @@ def test_head_fails_loudly_on_a_missing_table(tmp_path):
         assert code != 0
         assert "nope.metadata.json" in Path(tmp_path / "h.log").read_text()
         head.stop()
+    finally:
+        worker.stop()
+
+
+def test_workers_take_node_actions_from_their_leader_only(tmp_path):
+    # Kubeflow starts the cache with no secret; a worker then accepts node
+    # actions only from LWS_LEADER_ADDRESS's addresses (the accepting side is
+    # the fixture above: its head loads through its workers). Here the
+    # leader is 127.0.0.2, so this process (127.0.0.1) is refused.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(bin_path("icefloe-node"), bindir / "worker")
+    env = {**os.environ, "METADATA_LOC": str(tmp_path / "t.metadata.json"),
+           "LWS_LEADER_ADDRESS": "127.0.0.2", "LWS_GROUP_SIZE": "2", "HEALTH_PORT": "0"}
+    worker = ServerProcess(name="w", argv=[str(bindir / "worker"), "127.0.0.1", "0"],
+                           log_path=tmp_path / "w.log", env=env).start()
+    try:
+        with flight.connect(worker.location) as c:
+            for kind in ("node.status", "node.evict", "node.load"):
+                with pytest.raises(flight.FlightUnauthorizedError,
+                                   match="only accepted from 127.0.0.2"):
+                    list(c.do_action(flight.Action(kind, b'{"v": 1, "dataset": "x"}')))
     finally:
         worker.stop()

@@ -12,6 +12,7 @@
 #include "icefloe/common/server_util.h"
 #include "icefloe/head/head_server.h"
 #include "icefloe/iceberg/scan.h"
+#include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -24,29 +25,18 @@ struct Flags {
   std::vector<std::string> nodes;
   int64_t heartbeat_timeout_ms = 5000;
   int64_t max_loads = 4;
+  int64_t max_queued_loads = 16;
+  int64_t load_timeout_s = 3600;
+  int64_t evict_timeout_ms = 30000;
   int64_t startup_timeout_s = 600;
 };
 
-std::string Metrics(const HeadServer& server) {
-  auto status = server.ClusterStatus();
-  int64_t alive = 0, rows = 0, bytes = 0;
-  for (const auto& n : status["nodes"]) alive += n["state"] == "alive" ? 1 : 0;
-  for (const auto& d : status["datasets"]) {
-    rows += d["rows"].get<int64_t>();
-    bytes += d["bytes"].get<int64_t>();
+// A positive flag value, or an error naming the flag.
+arrow::Status Positive(const char* flag, int64_t value, int64_t max) {
+  if (value < 1 || value > max) {
+    return arrow::Status::Invalid("--", flag, " must be in 1..", max, ", got ", value);
   }
-  std::string out;
-  auto gauge = [&out](const char* name, int64_t v) {
-    out += std::string("# TYPE ") + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
-  };
-  gauge("icefloe_head_nodes", static_cast<int64_t>(status["nodes"].size()));
-  gauge("icefloe_head_nodes_alive", alive);
-  gauge("icefloe_head_datasets", static_cast<int64_t>(status["datasets"].size()));
-  gauge("icefloe_head_loads_running", static_cast<int64_t>(status["loads"].size()));
-  gauge("icefloe_head_dataset_rows", rows);
-  gauge("icefloe_head_dataset_bytes", bytes);
-  gauge("icefloe_head_ready", status["ready"].get<bool>() ? 1 : 0);
-  return out;
+  return arrow::Status::OK();
 }
 
 arrow::Status Run(const Flags& flags) {
@@ -55,8 +45,16 @@ arrow::Status Run(const Flags& flags) {
   options.nodes = flags.nodes;
   options.security = settings.security;
   options.io.s3 = iceberg::S3SettingsFromEnv();
+  ARROW_RETURN_NOT_OK(Positive("heartbeat-timeout-ms", flags.heartbeat_timeout_ms, 3'600'000));
+  ARROW_RETURN_NOT_OK(Positive("max-loads", flags.max_loads, 256));
+  ARROW_RETURN_NOT_OK(Positive("max-queued-loads", flags.max_queued_loads, 65536));
+  ARROW_RETURN_NOT_OK(Positive("load-timeout-s", flags.load_timeout_s, 7 * 24 * 3600));
+  ARROW_RETURN_NOT_OK(Positive("evict-timeout-ms", flags.evict_timeout_ms, 3'600'000));
   options.registry.dead_after_s = static_cast<double>(flags.heartbeat_timeout_ms) / 1000.0;
-  options.max_concurrent_loads = static_cast<int32_t>(flags.max_loads);
+  options.loads.max_concurrent_loads = static_cast<int32_t>(flags.max_loads);
+  options.loads.max_queued_loads = static_cast<int32_t>(flags.max_queued_loads);
+  options.loads.load_timeout_s = static_cast<double>(flags.load_timeout_s);
+  options.loads.evict_timeout_s = static_cast<double>(flags.evict_timeout_ms) / 1000.0;
   options.default_dataset = flags.default_dataset;
   options.startup_timeout_s = static_cast<double>(flags.startup_timeout_s);
   if (flags.kubeflow) {
@@ -87,8 +85,8 @@ arrow::Status Run(const Flags& flags) {
 
   HttpServer http;
   AddHealthRoutes(&http,
-                  {[&server] { return server.Ready(); }, [&server] { return Metrics(server); },
-                   [&server] { return server.ClusterStatus().dump(2); }});
+                  {[&server] { return server.Ready(); }, [&server] { return server.Metrics(); },
+                   [&server] { return Dump(server.ClusterStatus()); }});
   ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
   AnnounceReady("icefloe-head", AdvertisedLocation(settings, server.port()),
@@ -184,7 +182,7 @@ int PlanMain(int argc, char** argv) {
       {"delete_files", m.delete_files},
       {"planning_ms", m.planning_ms}};
   if (as_json) {
-    std::cout << out.dump(2) << std::endl;
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::cout << "table     " << plan->metadata_location << "\n"
               << "snapshot  " << (plan->snapshot_id ? std::to_string(*plan->snapshot_id) : "none")
@@ -221,6 +219,12 @@ int main(int argc, char** argv) {
   parser.Int("heartbeat-timeout-ms", &flags.heartbeat_timeout_ms,
              "A node silent this long is marked dead.");
   parser.Int("max-loads", &flags.max_loads, "Loads that may run at once.");
+  parser.Int("max-queued-loads", &flags.max_queued_loads,
+             "Loads that may wait for one of those; more are refused.");
+  parser.Int("load-timeout-s", &flags.load_timeout_s,
+             "A load whose nodes have not all finished reading by then fails (and is cleaned up).");
+  parser.Int("evict-timeout-ms", &flags.evict_timeout_ms,
+             "How long an evict waits for all its nodes (asked in parallel).");
   parser.Int("startup-timeout-s", &flags.startup_timeout_s,
              "Kubeflow mode: give up (exit non-zero) when the start-up load has not succeeded "
              "within this many seconds.",

@@ -26,6 +26,8 @@ struct Flags {
   std::string default_dataset;
   int64_t memory_limit = 0;
   int64_t load_threads = std::max(1u, std::thread::hardware_concurrency());
+  int64_t max_loads = 2;
+  bool kubeflow = false;  // started as `worker`
   std::string head;
   std::string parquet;
   std::string name = "default";
@@ -57,29 +59,25 @@ arrow::Status PreloadParquet(NodeServer* server, const Flags& flags) {
   return arrow::Status::OK();
 }
 
-std::string Metrics(const NodeServer& server) {
-  auto status = server.Status();
-  std::string out;
-  out += "# TYPE icefloe_node_memory_used_bytes gauge\nicefloe_node_memory_used_bytes " +
-         std::to_string(status["memory_used_bytes"].get<int64_t>()) + "\n";
-  out += "# TYPE icefloe_node_memory_limit_bytes gauge\nicefloe_node_memory_limit_bytes " +
-         std::to_string(status["memory_limit_bytes"].get<int64_t>()) + "\n";
-  out += "# TYPE icefloe_node_datasets gauge\nicefloe_node_datasets " +
-         std::to_string(status["datasets"].size()) + "\n";
-  out += "# TYPE icefloe_node_dataset_bytes gauge\n";
-  for (const auto& d : status["datasets"]) {
-    out += "icefloe_node_dataset_bytes{dataset=\"" + d["name"].get<std::string>() + "\"} " +
-           std::to_string(d["bytes"].get<int64_t>()) + "\n";
-  }
-  return out;
-}
-
 arrow::Status Run(const Flags& flags) {
   ARROW_ASSIGN_OR_RAISE(ServerSettings settings, ResolveServerFlags(flags.server));
   NodeOptions options;
   options.security = settings.security;
   options.memory_limit_bytes = flags.memory_limit;
   options.load_threads = static_cast<int32_t>(std::clamp<int64_t>(flags.load_threads, 1, 64));
+  if (flags.max_loads < 1 || flags.max_loads > 64) {
+    return arrow::Status::Invalid("--max-loads must be in 1..64, got ", flags.max_loads);
+  }
+  options.loads.max_running = static_cast<int32_t>(flags.max_loads);
+  if (flags.kubeflow && settings.security.TicketKey().empty()) {
+    // Kubeflow starts its cache pods with no secret: node actions are taken
+    // from the leader pod's address only.
+    if (const char* leader = std::getenv("LWS_LEADER_ADDRESS"); leader && *leader) {
+      options.trusted_head_host = leader;
+      LogInfo("no cluster secret: node actions accepted from the leader only",
+              {{"leader", leader}});
+    }
+  }
   options.io.s3 = iceberg::S3SettingsFromEnv();
   options.default_dataset = flags.default_dataset;
   NodeServer server(options);
@@ -91,8 +89,8 @@ arrow::Status Run(const Flags& flags) {
 
   HttpServer http;
   AddHealthRoutes(&http,
-                  {[&server] { return server.Ready(); }, [&server] { return Metrics(server); },
-                   [&server] { return server.Status().dump(2); }});
+                  {[&server] { return server.Ready(); }, [&server] { return server.Metrics(); },
+                   [&server] { return Dump(server.Status().ToJson()); }});
   ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
   std::unique_ptr<HeadRegistration> registration;
@@ -109,6 +107,7 @@ arrow::Status Run(const Flags& flags) {
   ARROW_RETURN_NOT_OK(ServeUntilSignal(&server));
   if (registration) registration->Stop();
   http.Stop();
+  server.StopBackground();
   return server.Shutdown();
 }
 
@@ -125,6 +124,7 @@ int main(int argc, char** argv) {
   icefloe::InitLogging("node");
   icefloe::Flags flags;
   if (icefloe::InvokedAs(argv[0], "worker")) {
+    flags.kubeflow = true;
     // Kubeflow mode: health on 8080, the table named by the environment.
     flags.server.health_port = 8080;
     auto env = icefloe::KubeflowEnv::FromEnvironment(/*for_head=*/false);
@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
   parser.Bytes("memory-limit", &flags.memory_limit,
                "Most Arrow bytes this node may hold, e.g. 8GiB (default: unlimited).",
                "ICEFLOE_MEMORY_LIMIT");
-  parser.Int("load-threads", &flags.load_threads, "Files loaded in parallel.");
+  parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
+  parser.Int("max-loads", &flags.max_loads, "Dataset loads that may run at once.");
   parser.String("head", &flags.head, "Head location to register with (grpc://host:port).",
                 "ICEFLOE_HEAD");
   parser.String("default-dataset", &flags.default_dataset,

@@ -8,6 +8,8 @@ from the data nodes over Arrow Flight.
 from .client import Client
 from .errors import (
     AlreadyExists,
+    Busy,
+    Cancelled,
     Error,
     InvalidArgument,
     NotFound,
@@ -26,6 +28,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AlreadyExists",
+    "Busy",
+    "Cancelled",
     "Client",
     "Error",
     "InvalidArgument",

@@ -1,6 +1,7 @@
 """The ``icefloe`` command line: run a local cluster and manage datasets.
 
-    icefloe up [--nodes 3] [--memory-limit 4GiB]     run a local cluster until Ctrl-C
+    icefloe up [--nodes 3] [--memory-limit 4GiB] [--cluster-secret-file F]
+                                                    run a local cluster until Ctrl-C
     icefloe load NAME SOURCE [--columns a,b] [--filter EXPR] [--snapshot-id N]
     icefloe datasets | status | describe NAME | evict NAME
     icefloe demo
@@ -61,8 +62,14 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    secret = None
+    if args.cluster_secret_file:
+        with open(args.cluster_secret_file) as f:
+            secret = f.read().strip()
+    # Without one, LocalCluster makes a random cluster secret: nodes take node
+    # actions only from this cluster's head.
     with LocalCluster(num_nodes=args.nodes, memory_limit=args.memory_limit,
-                      keep_logs=True) as cluster:
+                      cluster_secret=secret, keep_logs=True) as cluster:
         print(f"icefloe cluster up: head {cluster.head_uri}")
         print(f"  nodes: {', '.join(cluster.node_uris)}")
         print(f"  logs:  {cluster.log_dir}")
@@ -101,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="run a local cluster in the foreground")
     up.add_argument("--nodes", type=int, default=3)
     up.add_argument("--memory-limit", default="4GiB")
+    up.add_argument("--cluster-secret-file",
+                    help="secret that signs tickets and node actions (default: a fresh one)")
     load = sub.add_parser("load", help="load an Iceberg table into the cache")
     load.add_argument("name")
     load.add_argument("source", help="metadata.json location or table directory")

@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from . import _malloc
+from ._protocol import PROTOCOL_VERSION, encode
 from .errors import Error, InvalidArgument, Unavailable, map_error
 
-PROTOCOL_VERSION = 1
 T = TypeVar("T")
 
 # gRPC (inside Arrow Flight) cannot be used in a process forked after it was
@@ -81,14 +81,14 @@ def _decode_schema(desc: dict[str, Any]) -> dict[str, Any]:
     return desc
 
 
-def _as_of_ms(as_of: datetime | int | float | str | None) -> int | None:
-    if as_of is None:
-        return None
+def _as_of_ms(as_of: datetime | int | str | None) -> Any:
+    """Milliseconds since the epoch; numbers pass as they are (the encoder
+    refuses a fractional one rather than rounding it)."""
     if isinstance(as_of, datetime):
         return int(as_of.timestamp() * 1000)
     if isinstance(as_of, str):
         return int(datetime.fromisoformat(as_of).timestamp() * 1000)
-    return int(as_of)
+    return as_of
 
 
 class Client:
@@ -142,7 +142,7 @@ class Client:
     def _action_stream(
         self, kind: str, body: dict[str, Any] | None = None, timeout_s: float | None = None
     ) -> Iterator[Any]:
-        payload = json.dumps({"v": PROTOCOL_VERSION, **(body or {})}).encode()
+        payload = json.dumps(body or {"v": PROTOCOL_VERSION}).encode()
         with mapped_errors():
             for result in self._head.do_action(
                 flight.Action(kind, payload), options=self.call_options(timeout_s)
@@ -179,19 +179,10 @@ class Client:
         and returns the dataset's description. Loading the same table,
         snapshot, columns and filter again returns the cached copy.
         """
-        body: dict[str, Any] = {"name": name, "source": str(source), "replication": replication}
-        if snapshot_id is not None:
-            body["snapshot_id"] = int(snapshot_id)
-        if ref is not None:
-            body["ref"] = ref
-        if as_of is not None:
-            body["as_of_ms"] = _as_of_ms(as_of)
-        if columns is not None:
-            body["columns"] = list(columns)
-        if filter:
-            body["filter"] = filter
-        if batch_size is not None:
-            body["batch_rows"] = int(batch_size)
+        body = encode("load", name=name, source=str(source), snapshot_id=snapshot_id, ref=ref,
+                      as_of_ms=_as_of_ms(as_of),
+                      columns=list(columns) if columns is not None else None,
+                      filter=filter or None, batch_rows=batch_size, replication=replication)
         last: dict[str, Any] = {}
         for report in self._action_stream("load", body, timeout_s):
             last = report
@@ -205,11 +196,11 @@ class Client:
 
     def describe(self, name: str) -> dict[str, Any]:
         """One dataset, with its slice map (which nodes hold which rows)."""
-        return _decode_schema(self._action("describe", {"name": name}))
+        return _decode_schema(self._action("describe", encode("describe", name=name)))
 
     def evict(self, name: str) -> dict[str, Any]:
         """Drops a dataset; its nodes free the memory."""
-        return self._action("evict", {"name": name})
+        return self._action("evict", encode("evict", name=name))
 
     def status(self) -> dict[str, Any]:
         """Cluster status: nodes (state, memory), datasets and running loads."""
@@ -219,10 +210,7 @@ class Client:
 
     def flight_info(self, name: str, start: int = 0, stop: int | None = None) -> flight.FlightInfo:
         """The endpoints covering global rows ``[start, stop)`` of a dataset."""
-        cmd: dict[str, Any] = {"v": PROTOCOL_VERSION, "kind": "range", "dataset": name,
-                               "start": int(start)}
-        if stop is not None:
-            cmd["stop"] = int(stop)
+        cmd = encode("range descriptor", dataset=name, start=start, stop=stop)
         descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
         with mapped_errors():
             return self._head.get_flight_info(descriptor, options=self.call_options())
@@ -283,8 +271,7 @@ class Client:
         resume_steps, resume_world_size, resume_batch_size (docs/epochs.md).
         The shape (app_metadata) has the resolved start position.
         """
-        cmd = {"v": PROTOCOL_VERSION, "kind": "epoch", "dataset": name,
-               **{k: v for k, v in plan.items() if v is not None}}
+        cmd = encode("epoch descriptor", dataset=name, **plan)
         descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
         with mapped_errors():
             info = self._head.get_flight_info(descriptor, options=self.call_options())
@@ -334,10 +321,12 @@ class Client:
         """
         from ._pieces import merged_batches
 
-        ids = [int(r) for r in rows]
+        if hasattr(rows, "tolist"):  # numpy arrays, torch tensors: their Python values
+            rows = rows.tolist()
+        ids = rows if isinstance(rows, (list, tuple)) else list(rows)
+        cmd = encode("rows descriptor", dataset=name, rows=ids)  # integers, never rounded
         if not ids:
             return self.flight_info(name, 0, 0).schema.empty_table()
-        cmd = {"v": PROTOCOL_VERSION, "kind": "rows", "dataset": name, "rows": ids}
         descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
         with mapped_errors():
             info = self._head.get_flight_info(descriptor, options=self.call_options())

@@ -26,7 +26,11 @@ class NotFound(Error, KeyError):
 
 
 class AlreadyExists(Error):
-    """A name that is already taken."""
+    """A name that is already taken (e.g. being loaded with other arguments)."""
+
+
+class Cancelled(Error):
+    """The operation was cancelled (an evict during a load, a shutdown)."""
 
 
 class OutOfMemory(Error, MemoryError):
@@ -43,6 +47,10 @@ class Unauthorized(Error, PermissionError):
 
 class Unavailable(Error, ConnectionError):
     """A server could not be reached or is shutting down."""
+
+
+class Busy(Unavailable):
+    """The server is at a bound (e.g. too many loads queued); retry later."""
 
 
 class StorageError(Error, OSError):
@@ -66,6 +74,10 @@ _EXTRA_INFO: dict[bytes, type[Error]] = {
     b"icefloe:OutOfMemory": OutOfMemory,
     b"icefloe:IOError": StorageError,
     b"icefloe:NodeUnavailable": Unavailable,
+    b"icefloe:AlreadyExists": AlreadyExists,
+    b"icefloe:Busy": Busy,
+    b"icefloe:Cancelled": Cancelled,
+    b"icefloe:Internal": ServerError,
 }
 
 
@@ -82,6 +94,7 @@ def map_error(exc: BaseException) -> BaseException:
         (flight.FlightUnauthorizedError, Unauthorized),
         (flight.FlightUnavailableError, Unavailable),
         (flight.FlightTimedOutError, Timeout),
+        (flight.FlightCancelledError, Cancelled),
         (pa.ArrowInvalid, InvalidArgument),
         (pa.ArrowKeyError, NotFound),
         (KeyError, NotFound),

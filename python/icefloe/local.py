@@ -35,10 +35,12 @@ class LocalCluster:
     the head (no sleeps, bounded by ``ready_timeout_s``) and shuts everything
     down on exit, also when the body raised.
 
-    ``token`` turns on authentication (every call needs it; tickets are signed
-    with a fresh cluster secret); ``tls=True`` serves grpc+tls with a
-    self-signed certificate (``tls_root_certs`` is its PEM path). ``env`` adds
-    environment variables for the servers (e.g. S3 endpoint settings).
+    Every cluster has a cluster secret (``cluster_secret``; a fresh random one
+    unless given): the head signs tickets and its node actions with it, and
+    the nodes accept node actions only signed. ``token`` turns on client authentication (every call
+    needs it); ``tls=True`` serves grpc+tls with a self-signed certificate
+    (``tls_root_certs`` is its PEM path). ``env`` adds environment variables
+    for the servers (e.g. S3 endpoint settings).
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class LocalCluster:
         tls: bool = False,
         *,
         env: dict[str, str] | None = None,
+        cluster_secret: str | None = None,
         node_args: list[list[str]] | None = None,
         head_args: list[str] | None = None,
         log_dir: str | Path | None = None,
@@ -76,6 +79,9 @@ class LocalCluster:
         self.nodes: list[ServerProcess] = []
         self.head: ServerProcess | None = None
         self.tls_root_certs: Path | None = None
+        if cluster_secret is not None and not cluster_secret.strip():
+            raise ValueError("cluster_secret must not be empty")
+        self.cluster_secret: str = cluster_secret or ""
         self._security_args: list[str] = []
 
     # -- addresses ------------------------------------------------------------
@@ -103,15 +109,17 @@ class LocalCluster:
         secrets_dir = self.log_dir / "secrets"
         secrets_dir.mkdir(parents=True, exist_ok=True)
         secrets_dir.chmod(0o700)
+        if not self.cluster_secret:
+            self.cluster_secret = secrets.token_hex(32)
+        secret_file = secrets_dir / "cluster-secret"
+        secret_file.write_text(self.cluster_secret)
+        secret_file.chmod(0o600)
+        self._security_args = ["--cluster-secret-file", str(secret_file)]
         if self.token:
             token_file = secrets_dir / "token"
             token_file.write_text(self.token)
             token_file.chmod(0o600)
-            secret_file = secrets_dir / "cluster-secret"
-            secret_file.write_text(secrets.token_hex(32))
-            secret_file.chmod(0o600)
-            self._security_args += ["--token-file", str(token_file),
-                                    "--cluster-secret-file", str(secret_file)]
+            self._security_args += ["--token-file", str(token_file)]
         if self.tls:
             cert, key = make_self_signed_cert(secrets_dir)
             self.tls_root_certs = cert

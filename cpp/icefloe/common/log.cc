@@ -3,14 +3,15 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
+
+#include "icefloe/common/mutex.h"
 
 namespace icefloe {
 namespace {
 
-std::mutex g_mu;
-std::string g_component = "icefloe";
-LogLevel g_min_level = LogLevel::kInfo;
+Mutex g_mu;
+std::string g_component GUARDED_BY(g_mu) = "icefloe";
+LogLevel g_min_level GUARDED_BY(g_mu) = LogLevel::kInfo;
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -47,7 +48,7 @@ void AppendValue(std::string* out, std::string_view v) {
 }  // namespace
 
 void InitLogging(std::string component, LogLevel min_level) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(&g_mu);
   g_component = std::move(component);
   g_min_level = min_level;
 }
@@ -63,7 +64,7 @@ void Log(LogLevel level, std::string_view msg, const LogFields& fields) {
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(ms % 1000));
 
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(&g_mu);
   if (level < g_min_level) return;
   std::string line = "ts=";
   line += ts;

@@ -1,7 +1,13 @@
 #include "icefloe/common/security.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include <arrow/flight/server_middleware.h>
 #include <arrow/flight/types.h>
@@ -73,7 +79,13 @@ std::string SignAction(const std::string& key, const std::string& type, const st
 arrow::Status VerifyActionSignature(const std::string& key,
                                     const flight::ServerCallContext& context,
                                     const std::string& type, const std::string& body) {
-  if (key.empty()) return arrow::Status::OK();
+  if (key.empty()) {
+    return flight::MakeFlightError(
+        flight::FlightStatusCode::Unauthorized,
+        "action '" + type +
+            "' is refused: this server has no cluster secret to check its signature (start "
+            "every server with the same --cluster-secret-file, or --token-file)");
+  }
   const auto& headers = context.incoming_headers();
   auto it = headers.find(kActionSignatureHeader);
   if (it == headers.end() || !ConstantTimeEquals(it->second, SignAction(key, type, body))) {
@@ -81,6 +93,58 @@ arrow::Status VerifyActionSignature(const std::string& key,
                                    "action '" + type + "' is only accepted from the head");
   }
   return arrow::Status::OK();
+}
+
+std::string PeerAddress(const std::string& peer) {
+  std::string_view p = peer;
+  if (p.rfind("ipv4:", 0) == 0) {
+    p.remove_prefix(5);
+    size_t colon = p.rfind(':');
+    return std::string(colon == std::string_view::npos ? p : p.substr(0, colon));
+  }
+  if (p.rfind("ipv6:", 0) == 0) {
+    p.remove_prefix(5);
+    size_t close = p.find(']');
+    if (p.empty() || p[0] != '[' || close == std::string_view::npos) return "";
+    return std::string(p.substr(1, close - 1));
+  }
+  return "";
+}
+
+namespace {
+
+// The addresses `host` resolves to (numeric strings), or the error.
+arrow::Result<std::set<std::string>> Resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0) return arrow::Status::IOError("cannot resolve ", host, ": ", gai_strerror(rc));
+  std::set<std::string> out;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {0};
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) ==
+        0) {
+      out.insert(text);
+    }
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+}  // namespace
+
+arrow::Status VerifyPeerIsHost(const flight::ServerCallContext& context, const std::string& host,
+                               const std::string& type) {
+  const std::string peer = PeerAddress(context.peer());
+  auto addresses = Resolve(host);
+  if (!peer.empty() && addresses.ok() && addresses->count(peer)) return arrow::Status::OK();
+  return flight::MakeFlightError(
+      flight::FlightStatusCode::Unauthorized,
+      "action '" + type + "' is only accepted from " + host + " (this node has no cluster " +
+          "secret); the call came from '" + context.peer() + "'" +
+          (addresses.ok() ? "" : " and " + addresses.status().message()));
 }
 
 namespace {

@@ -66,11 +66,22 @@ arrow::flight::FlightCallOptions CallOptions(const SecurityOptions& security, do
 inline constexpr const char* kActionSignatureHeader = "x-icefloe-signature";
 /// Hex HMAC-SHA256 of an action's type and body under the cluster key.
 std::string SignAction(const std::string& key, const std::string& type, const std::string& body);
-/// OK when `key` is empty (an open cluster) or the call carries a valid
-/// signature of this action; Unauthorized naming the action otherwise.
+/// OK when the call carries a valid signature of this action under `key`;
+/// Unauthorized naming the action otherwise, also when `key` is empty (a
+/// server without a cluster secret accepts no signed-only action).
 arrow::Status VerifyActionSignature(const std::string& key,
                                     const arrow::flight::ServerCallContext& context,
                                     const std::string& type, const std::string& body);
+
+/// OK when the call comes from an address `host` resolves to (Kubeflow
+/// workers without a cluster secret accept node actions from their leader
+/// only); Unauthorized naming the action and the peer otherwise.
+arrow::Status VerifyPeerIsHost(const arrow::flight::ServerCallContext& context,
+                               const std::string& host, const std::string& type);
+
+/// The IP address in a gRPC peer string ("ipv4:10.0.0.1:5000",
+/// "ipv6:[::1]:5000"); empty when it has none.
+std::string PeerAddress(const std::string& peer);
 
 /// The server middleware that enforces the token (exposed for tests).
 std::shared_ptr<arrow::flight::ServerMiddlewareFactory> MakeTokenMiddleware(std::string token);

@@ -13,6 +13,7 @@
 #include <arrow/filesystem/s3fs.h>
 
 #include "icefloe/common/log.h"
+#include "icefloe/common/mutex.h"
 
 namespace icefloe {
 
@@ -35,29 +36,53 @@ namespace {
 // A server started for one process (LocalCluster sets ICEFLOE_PARENT_PID)
 // shuts down when that process is gone, killed or crashed without stopping it,
 // instead of holding its memory and ports: it is then no longer our parent.
-void WatchParent() {
-  const char* env = std::getenv("ICEFLOE_PARENT_PID");
-  if (env == nullptr || *env == '\0') return;
-  char* end = nullptr;
-  const long parent = std::strtol(env, &end, 10);
-  if (*end != '\0' || parent <= 1) {
-    LogWarn("ignoring ICEFLOE_PARENT_PID: not a process id", {{"value", env}});
-    return;
-  }
-  std::thread([parent] {
-    while (getppid() == static_cast<pid_t>(parent)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+// The watcher is one thread, owned by ServeUntilSignal, which stops it.
+class ParentWatcher {
+ public:
+  ParentWatcher() {
+    const char* env = std::getenv("ICEFLOE_PARENT_PID");
+    if (env == nullptr || *env == '\0') return;
+    char* end = nullptr;
+    const long parent = std::strtol(env, &end, 10);
+    if (*end != '\0' || parent <= 1) {
+      LogWarn("ignoring ICEFLOE_PARENT_PID: not a process id", {{"value", env}});
+      return;
     }
-    LogWarn("parent process is gone; shutting down", {{"parent_pid", std::to_string(parent)}});
-    kill(getpid(), SIGTERM);  // the same clean shutdown as a signal from outside
-  }).detach();
-}
+    thread_ = std::thread([this, parent] { Watch(static_cast<pid_t>(parent)); });
+  }
+  ~ParentWatcher() {
+    {
+      MutexLock lock(&mu_);
+      stopping_ = true;
+      cv_.NotifyAll();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Watch(pid_t parent) {
+    MutexLock lock(&mu_);
+    while (!stopping_) {
+      if (getppid() != parent) {
+        LogWarn("parent process is gone; shutting down", {{"parent_pid", std::to_string(parent)}});
+        kill(getpid(), SIGTERM);  // the same clean shutdown as a signal from outside
+        return;
+      }
+      cv_.WaitFor(&mu_, std::chrono::milliseconds(500));
+    }
+  }
+
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
 arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server) {
   ARROW_RETURN_NOT_OK(server->SetShutdownOnSignals({SIGINT, SIGTERM}));
-  WatchParent();
+  ParentWatcher watcher;
   ARROW_RETURN_NOT_OK(server->Serve());
   if (int sig = server->GotSignal(); sig != 0) {
     LogInfo("shutting down", {{"signal", std::to_string(sig)}});

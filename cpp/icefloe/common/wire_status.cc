@@ -15,7 +15,12 @@ arrow::Status ToWireStatus(const arrow::Status& status) {
                                    kErrorNodeUnavailable);
   }
   switch (status.code()) {
+    case arrow::StatusCode::Invalid:
+    case arrow::StatusCode::KeyError:
+    case arrow::StatusCode::NotImplemented:
+      return status;
     case arrow::StatusCode::IndexError:
+    case arrow::StatusCode::TypeError:
       return arrow::Status::Invalid(status.message());
     case arrow::StatusCode::OutOfMemory:
       return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
@@ -23,8 +28,19 @@ arrow::Status ToWireStatus(const arrow::Status& status) {
     case arrow::StatusCode::IOError:
       return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
                                      kErrorStorage);
+    case arrow::StatusCode::AlreadyExists:
+      return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
+                                     kErrorAlreadyExists);
+    case arrow::StatusCode::CapacityError:
+      return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
+                                     kErrorBusy);
+    case arrow::StatusCode::Cancelled:
+      return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.message(),
+                                     kErrorCancelled);
     default:
-      return status;
+      // Never a bare UNKNOWN on the wire: say what it was.
+      return flight::MakeFlightError(flight::FlightStatusCode::Failed, status.ToString(),
+                                     kErrorInternal);
   }
 }
 

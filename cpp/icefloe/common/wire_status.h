@@ -5,8 +5,9 @@
 // Unauthenticated, Unavailable, ...) as themselves; other Arrow codes would
 // arrive as a generic server error. Those are sent as FlightStatusCode::Failed
 // with extra_info naming the kind ("icefloe:OutOfMemory", "icefloe:IOError",
-// "icefloe:NodeUnavailable"), which the Python client maps to
-// icefloe.OutOfMemory, icefloe.StorageError and icefloe.Unavailable.
+// "icefloe:NodeUnavailable", "icefloe:AlreadyExists", "icefloe:Busy",
+// "icefloe:Cancelled"), which the Python client maps to icefloe.OutOfMemory,
+// StorageError, Unavailable, AlreadyExists, Busy and Cancelled.
 #pragma once
 
 #include <string>
@@ -18,6 +19,10 @@ namespace icefloe {
 inline constexpr const char* kErrorOutOfMemory = "icefloe:OutOfMemory";
 inline constexpr const char* kErrorStorage = "icefloe:IOError";
 inline constexpr const char* kErrorNodeUnavailable = "icefloe:NodeUnavailable";
+inline constexpr const char* kErrorAlreadyExists = "icefloe:AlreadyExists";
+inline constexpr const char* kErrorBusy = "icefloe:Busy";
+inline constexpr const char* kErrorCancelled = "icefloe:Cancelled";
+inline constexpr const char* kErrorInternal = "icefloe:Internal";
 
 arrow::Status ToWireStatus(const arrow::Status& status);
 

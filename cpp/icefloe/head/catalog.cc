@@ -5,6 +5,8 @@
 #include <arrow/type.h>
 #include <arrow/util/base64.h>
 
+#include "icefloe/protocol/fields.h"
+
 namespace icefloe {
 
 using json = nlohmann::json;
@@ -57,13 +59,13 @@ json DatasetEntry::ToJson(bool with_slices) const {
 }
 
 std::shared_ptr<const DatasetEntry> Catalog::Find(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(name);
   return it == entries_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<const DatasetEntry> Catalog::FindByKey(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [name, e] : entries_) {
     if (e->key == key && e->state == "ready") return e;
   }
@@ -71,12 +73,12 @@ std::shared_ptr<const DatasetEntry> Catalog::FindByKey(const std::string& key) c
 }
 
 void Catalog::Put(std::shared_ptr<const DatasetEntry> entry) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   entries_[entry->name] = std::move(entry);
 }
 
 std::pair<std::shared_ptr<const DatasetEntry>, bool> Catalog::Remove(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return {nullptr, false};
   auto entry = it->second;
@@ -90,7 +92,7 @@ std::pair<std::shared_ptr<const DatasetEntry>, bool> Catalog::Remove(const std::
 }
 
 std::vector<std::shared_ptr<const DatasetEntry>> Catalog::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const DatasetEntry>> out;
   for (const auto& [name, e] : entries_) out.push_back(e);
   return out;
@@ -98,7 +100,7 @@ std::vector<std::shared_ptr<const DatasetEntry>> Catalog::All() const {
 
 bool Catalog::StorageShared(const std::string& name, const std::string& storage_name,
                             uint64_t generation) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [other, e] : entries_) {
     if (other != name && e->storage_name == storage_name && e->generation == generation) {
       return true;

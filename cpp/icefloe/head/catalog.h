@@ -8,11 +8,9 @@
 // table, snapshot, columns and filter): they share `storage_name`.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,8 +18,9 @@
 #include <arrow/type_fwd.h>
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/mutex.h"
 #include "icefloe/iceberg/scan.h"
-#include "icefloe/protocol/messages.h"
+#include "icefloe/protocol/actions.h"
 
 namespace icefloe {
 
@@ -45,6 +44,7 @@ struct DatasetEntry {
   int64_t num_rows = 0;
   int64_t nbytes = 0;  ///< memory used on nodes, all replicas
   std::vector<SliceLocation> slices;
+  std::vector<std::string> nodes;  ///< every node holding this copy (some may hold no rows)
   iceberg::ScanMetrics scan;
   int64_t tasks_total = 0;
   int64_t estimated_bytes = 0;
@@ -57,20 +57,21 @@ struct DatasetEntry {
 
 class Catalog {
  public:
-  std::shared_ptr<const DatasetEntry> Find(const std::string& name) const;
+  std::shared_ptr<const DatasetEntry> Find(const std::string& name) const EXCLUDES(mu_);
   /// A ready entry with this key, if any (for dedup).
-  std::shared_ptr<const DatasetEntry> FindByKey(const std::string& key) const;
-  void Put(std::shared_ptr<const DatasetEntry> entry);
+  std::shared_ptr<const DatasetEntry> FindByKey(const std::string& key) const EXCLUDES(mu_);
+  void Put(std::shared_ptr<const DatasetEntry> entry) EXCLUDES(mu_);
   /// Removes `name`; returns the entry and whether its storage is now unused.
-  std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name);
-  std::vector<std::shared_ptr<const DatasetEntry>> All() const;
+  std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name)
+      EXCLUDES(mu_);
+  std::vector<std::shared_ptr<const DatasetEntry>> All() const EXCLUDES(mu_);
   /// Whether another entry than `name` uses `storage_name` at `generation`.
   bool StorageShared(const std::string& name, const std::string& storage_name,
-                     uint64_t generation) const;
+                     uint64_t generation) const EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const DatasetEntry>> entries_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const DatasetEntry>> entries_ GUARDED_BY(mu_);
 };
 
 /// Base64 of the Arrow IPC serialization of a schema (for JSON bodies).

@@ -4,11 +4,11 @@
 
 #include <arrow/flight/types.h>
 
-#include "icefloe/common/ticket.h"
 #include "icefloe/head/head_server.h"
 #include "icefloe/plan/plan.h"
-#include "icefloe/plan/plan_ticket.h"
 #include "icefloe/protocol/messages.h"
+#include "icefloe/protocol/plan_ticket.h"
+#include "icefloe/protocol/ticket.h"
 
 namespace icefloe {
 
@@ -25,16 +25,6 @@ std::map<std::vector<std::string>, std::vector<RowRange>> ByReplicaSet(const Dat
   return groups;
 }
 
-template <typename T>
-arrow::Result<T> Field(const json& j, const char* key, T fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    return arrow::Status::Invalid("epoch descriptor: '", key, "' has the wrong type");
-  }
-}
-
 arrow::Result<flight::FlightEndpoint> Endpoint(const std::vector<std::string>& nodes,
                                                std::string ticket) {
   flight::FlightEndpoint e;
@@ -49,58 +39,61 @@ arrow::Result<flight::FlightEndpoint> Endpoint(const std::vector<std::string>& n
 }  // namespace
 
 arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
-    const json& j, const flight::FlightDescriptor& request) const {
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(j.value("dataset", "")));
+    const EpochDescriptor& d, const flight::FlightDescriptor& request) const {
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset));
+  // Field types and ranges were checked when the descriptor was parsed
+  // (protocol/descriptors.cc); ValidatePlan checks how they fit together.
   PlanParams p;
   p.order.num_rows = static_cast<uint64_t>(entry->num_rows);
-  ARROW_ASSIGN_OR_RAISE(p.order.seed, Field<uint64_t>(j, "seed", 0));
-  ARROW_ASSIGN_OR_RAISE(p.order.epoch, Field<uint64_t>(j, "epoch", 0));
-  ARROW_ASSIGN_OR_RAISE(uint32_t version, Field<uint32_t>(j, "order_version", kEpochOrderVersion));
-  if (version != kEpochOrderVersion) {
-    return arrow::Status::Invalid("epoch order version ", version, " is not this head's ",
-                                  kEpochOrderVersion, " (the state was saved by another release)");
+  p.order.seed = d.seed;
+  p.order.epoch = d.epoch;
+  if (d.order_version != 0 && d.order_version != kEpochOrderVersion) {
+    return arrow::Status::Invalid("epoch descriptor: 'order_version' ", d.order_version,
+                                  " is not this head's ", kEpochOrderVersion,
+                                  " (the state was saved by another release)");
   }
-  ARROW_ASSIGN_OR_RAISE(std::string mode, Field<std::string>(j, "shuffle", "window"));
-  ARROW_ASSIGN_OR_RAISE(p.order.mode, ParseShuffleMode(mode));
+  ARROW_ASSIGN_OR_RAISE(p.order.mode, ParseShuffleMode(d.shuffle));
   // 0: the mode's default (plan.h), which never depends on how the dataset was loaded.
-  ARROW_ASSIGN_OR_RAISE(p.order.block_rows, Field<uint64_t>(j, "block_rows", 0));
-  ARROW_ASSIGN_OR_RAISE(p.order.window_blocks, Field<uint64_t>(j, "window_blocks", 0));
-  ARROW_ASSIGN_OR_RAISE(p.order.shuffle_within_block,
-                        Field<bool>(j, "shuffle_within_block", false));
+  p.order.block_rows = d.block_rows.value_or(0);
+  p.order.window_blocks = d.window_blocks.value_or(0);
+  p.order.shuffle_within_block = d.shuffle_within_block;
   ResolveDefaults(&p.order);
-  ARROW_ASSIGN_OR_RAISE(p.world_size, Field<uint32_t>(j, "world_size", 1));
-  ARROW_ASSIGN_OR_RAISE(p.rank, Field<uint32_t>(j, "rank", 0));
-  ARROW_ASSIGN_OR_RAISE(p.num_workers, Field<uint32_t>(j, "num_workers", 0));
-  ARROW_ASSIGN_OR_RAISE(p.worker, Field<uint32_t>(j, "worker", 0));
-  ARROW_ASSIGN_OR_RAISE(p.batch_size, Field<uint64_t>(j, "batch_size", 0));
-  ARROW_ASSIGN_OR_RAISE(p.drop_last, Field<bool>(j, "drop_last", true));
-  ARROW_ASSIGN_OR_RAISE(p.start, Field<uint64_t>(j, "start", 0));
-  if (p.batch_size > (uint64_t{1} << 24)) {
-    return arrow::Status::Invalid("batch_size ", p.batch_size, " is larger than 16777216");
-  }
+  p.world_size = d.world_size;
+  p.rank = d.rank;
+  p.num_workers = d.num_workers;
+  p.worker = d.worker;
+  p.batch_size = d.batch_size;
+  p.drop_last = d.drop_last;
+  p.start = d.start;
   // Resuming from a saved (start, world_size, batch_size, steps): the plan
   // (never the client) turns it into the position to start from.
-  if (j.contains("resume_steps")) {
+  if (d.resume_steps) {
     PlanParams saved = p;
     saved.rank = 0;
     saved.num_workers = 0;
     saved.worker = 0;
-    ARROW_ASSIGN_OR_RAISE(saved.world_size, Field<uint32_t>(j, "resume_world_size", 0));
-    ARROW_ASSIGN_OR_RAISE(saved.batch_size, Field<uint64_t>(j, "resume_batch_size", 0));
-    ARROW_ASSIGN_OR_RAISE(uint64_t steps, Field<uint64_t>(j, "resume_steps", 0));
-    auto position = ResumePosition(saved, steps);
+    if (!d.resume_world_size || !d.resume_batch_size) {
+      return arrow::Status::Invalid(
+          "epoch descriptor: 'resume_steps' needs 'resume_world_size' and 'resume_batch_size'");
+    }
+    // Within uint32 by the field's range (protocol/descriptors.cc).
+    saved.world_size = static_cast<uint32_t>(*d.resume_world_size);
+    saved.batch_size = *d.resume_batch_size;
+    auto position = ResumePosition(saved, *d.resume_steps);
     if (!position.ok()) {
-      return arrow::Status::Invalid("resume state: ", position.status().message());
+      return arrow::Status::Invalid("epoch descriptor: resume state: ",
+                                    position.status().message());
     }
     p.start = *position;
   }
-  ARROW_RETURN_NOT_OK(ValidatePlan(p));
+  auto valid = ValidatePlan(p);
+  if (!valid.ok()) return valid.WithMessage("epoch descriptor: ", valid.message());
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(p));
   // Resuming a worker mid-epoch with the same plan: skip its first batches.
-  ARROW_ASSIGN_OR_RAISE(uint64_t first_batch, Field<uint64_t>(j, "first_batch", 0));
+  const uint64_t first_batch = d.first_batch;
   if (first_batch > shape.worker_batches) {
-    return arrow::Status::Invalid("first_batch ", first_batch, " is past this worker's ",
-                                  shape.worker_batches, " batches");
+    return arrow::Status::Invalid("epoch descriptor: 'first_batch' ", first_batch,
+                                  " is past this worker's ", shape.worker_batches, " batches");
   }
 
   std::vector<flight::FlightEndpoint> endpoints;
@@ -129,19 +122,13 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
                {"window_blocks", p.order.window_blocks}};
   return flight::FlightInfo::Make(*entry->schema, request, endpoints,
                                   static_cast<int64_t>(shape.worker_rows), -1,
-                                  /*ordered=*/false, meta.dump());
+                                  /*ordered=*/false, Dump(meta));
 }
 
 arrow::Result<flight::FlightInfo> HeadServer::RowsInfo(
-    const json& j, const flight::FlightDescriptor& request) const {
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(j.value("dataset", "")));
-  if (!j.contains("rows") || !j["rows"].is_array()) {
-    return arrow::Status::Invalid("rows descriptor: missing 'rows' (a list of row ids)");
-  }
-  const auto& ids = j["rows"];
-  if (ids.size() > (size_t{1} << 24)) {
-    return arrow::Status::Invalid("rows descriptor: at most 16777216 rows per request");
-  }
+    const RowsDescriptor& d, const flight::FlightDescriptor& request) const {
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset));
+  const auto& ids = d.rows;  // at most 2^24, each an integer in range (protocol/descriptors.cc)
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);
   auto groups = ByReplicaSet(*entry);
   // Which group holds a row: slices are sorted, so search them.
@@ -153,13 +140,10 @@ arrow::Result<flight::FlightInfo> HeadServer::RowsInfo(
             [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
   std::map<const std::vector<std::string>*, RowsTicket> tickets;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!ids[i].is_number_unsigned()) {
-      return arrow::Status::Invalid("rows descriptor: row ", i, " is not a non-negative integer");
-    }
-    uint64_t row = ids[i].get<uint64_t>();
+    const uint64_t row = ids[i];
     if (row >= n) {
-      return arrow::Status::Invalid("row ", row, " is outside dataset '", entry->name, "' of ", n,
-                                    " rows");
+      return arrow::Status::Invalid("rows descriptor: 'rows'[", i, "] = ", row,
+                                    " is outside dataset '", entry->name, "' of ", n, " rows");
     }
     auto it = std::upper_bound(slices.begin(), slices.end(), row,
                                [](uint64_t v, const auto& s) { return v < s.first.stop; });

@@ -1,29 +1,36 @@
-// The head's Flight service: the catalog of datasets and the front door
-// consumers ask for endpoints. It is never on the data path.
+// The head's Flight service: the front door consumers ask for endpoints, and
+// the admin actions. It is never on the data path.
 //
-// Actions (JSON bodies, see docs/protocol.md): load, list, describe, evict,
-// status, and node.register from data nodes. GetFlightInfo takes a CMD
-// descriptor (a JSON range command) or PATH [name]; GetSchema likewise;
-// ListFlights lists ready datasets.
+// A thin adapter: requests are parsed by protocol/ (typed messages), loads
+// and evictions are decided by LoadCoordinator, node liveness is
+// NodeRegistry's, and datasets live in the Catalog. Actions (JSON bodies,
+// docs/protocol.md): load, list, describe, evict, status, and node.register
+// from data nodes (signed). GetFlightInfo takes a CMD descriptor (range,
+// epoch or rows), PATH [name] or Kubeflow's PATH [index, total].
+//
+// Threads it owns (ARCHITECTURE.md): the node-call pool, the registry's
+// poller, the coordinator's load pool. StartBackground() starts the poller;
+// StopBackground() (also the destructor) cancels loads and joins them all.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include <arrow/flight/server.h>
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
+#include "icefloe/common/thread_pool.h"
 #include "icefloe/head/catalog.h"
+#include "icefloe/head/load_coordinator.h"
+#include "icefloe/head/node_rpc.h"
 #include "icefloe/head/registry.h"
 #include "icefloe/iceberg/file_io.h"
+#include "icefloe/protocol/messages.h"
 
 namespace icefloe {
 
@@ -32,48 +39,47 @@ struct HeadOptions {
   SecurityOptions security;
   iceberg::FileIOOptions io;
   RegistryOptions registry;
-  double load_timeout_s = 3600;  ///< per node.load call
-  int32_t max_concurrent_loads = 4;
-  /// Multiplier from Parquet column bytes to in-memory Arrow bytes for
-  /// variable-width columns when estimating whether a dataset fits.
-  double size_estimate_factor = 3.0;
+  LoadOptions loads;
+  /// Threads for calls to nodes (polls, load fan-outs, evicts), and how many
+  /// calls may wait for one.
+  int32_t node_call_threads = 16;
+  int32_t max_queued_node_calls = 4096;
   /// Dataset that Kubeflow PATH descriptors [index, total] shard.
   std::string default_dataset;
   /// A dataset to load at start-up (Kubeflow mode), retried with backoff
   /// until `startup_timeout_s`; /ready waits for it.
   std::optional<LoadRequest> startup_load;
   double startup_timeout_s = 600;
+  /// Plans scans; empty: iceberg::PlanScan over `io` (tests substitute one).
+  ScanPlanner planner;
+  /// Calls nodes; empty: FlightNodeRpc with `security` (tests substitute one).
+  std::shared_ptr<NodeRpc> rpc;
 };
-
-/// Shared state of one running load (progress, completion).
-struct LoadJob;
 
 class HeadServer : public arrow::flight::FlightServerBase {
  public:
   explicit HeadServer(HeadOptions options);
   ~HeadServer() override;
 
-  /// Starts polling nodes. Call after Init().
+  /// Polls the nodes once, then starts the poller. Call after Init().
   void StartBackground();
-  /// Stops background work and waits for running loads to finish or fail.
-  void StopBackground();
+  /// Cancels running loads and joins every background thread. Idempotent.
+  void StopBackground() EXCLUDES(startup_mu_);
 
-  /// Plans and starts loading a dataset; returns the job to follow. Errors
-  /// found before any node loads (bad request, planning, does not fit) are
-  /// returned here.
-  arrow::Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request);
-  /// Progress of a job as JSON ({"state": "loading", "tasks_done": ..}).
-  nlohmann::json Progress(const LoadJob& job) const;
+  /// Starts (or joins) a load; see LoadCoordinator::Load.
+  arrow::Result<std::shared_ptr<LoadJob>> Load(const LoadRequest& request);
+  /// Loads options.startup_load, retrying with backoff until its deadline.
+  /// Returns the final error when it never succeeds.
+  arrow::Status RunStartupLoad() EXCLUDES(startup_mu_);
 
-  /// Evicts a dataset: nodes free its memory (unless another name shares it).
-  arrow::Result<nlohmann::json> Evict(const std::string& name);
+  /// Nodes, datasets, loads, readiness.
   nlohmann::json ClusterStatus() const;
   /// Ready when at least one node is alive, no static node is missing and the
   /// start-up dataset (if any) is loaded.
-  std::pair<bool, std::string> Ready() const;
-  /// Loads options.startup_load, retrying with backoff until its deadline.
-  /// Returns the final error when it never succeeds.
-  arrow::Status RunStartupLoad();
+  std::pair<bool, std::string> Ready() const EXCLUDES(startup_mu_);
+  /// Prometheus text for /metrics.
+  std::string Metrics() const;
+  const NodeRegistry& registry() const { return registry_; }
 
   arrow::Status ListFlights(const arrow::flight::ServerCallContext& context,
                             const arrow::flight::Criteria* criteria,
@@ -91,44 +97,43 @@ class HeadServer : public arrow::flight::FlightServerBase {
                             std::vector<arrow::flight::ActionType>* actions) override;
 
  private:
-  arrow::Result<arrow::flight::FlightInfo> KubeflowInfo(
-      const arrow::flight::FlightDescriptor& request) const;
-  /// Epoch descriptors (epoch_info.cc): one plan ticket per replica set.
-  arrow::Result<arrow::flight::FlightInfo> EpochInfo(
-      const nlohmann::json& command, const arrow::flight::FlightDescriptor& request) const;
-  /// Row descriptors (epoch_info.cc): one gather per replica set.
-  arrow::Result<arrow::flight::FlightInfo> RowsInfo(
-      const nlohmann::json& command, const arrow::flight::FlightDescriptor& request) const;
+  // head_server.cc
+  arrow::Result<std::shared_ptr<const DatasetEntry>> Lookup(const std::string& name) const;
   arrow::Result<arrow::flight::FlightInfo> Info(
       const arrow::flight::FlightDescriptor& request) const;
-  arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
-                          const arrow::flight::Action& action,
-                          std::unique_ptr<arrow::flight::ResultStream>* result);
-  void RunLoad(std::shared_ptr<LoadJob> job);
-  arrow::Status ExecuteLoad(LoadJob* job);
-  arrow::Result<std::shared_ptr<const DatasetEntry>> Lookup(const std::string& name) const;
   arrow::Result<std::shared_ptr<const DatasetEntry>> DatasetOf(
       const arrow::flight::FlightDescriptor& descriptor) const;
+  // range_info.cc
   arrow::Result<arrow::flight::FlightInfo> RangeInfo(const DatasetEntry& entry,
                                                      const arrow::flight::FlightDescriptor& d,
                                                      uint64_t start, uint64_t stop) const;
-  void EvictStorage(const std::string& storage_name, uint64_t generation,
-                    const std::vector<std::string>& nodes);
+  arrow::Result<arrow::flight::FlightInfo> KubeflowInfo(
+      const arrow::flight::FlightDescriptor& request) const;
+  // epoch_info.cc: one plan ticket (or gather) per replica set.
+  arrow::Result<arrow::flight::FlightInfo> EpochInfo(
+      const EpochDescriptor& command, const arrow::flight::FlightDescriptor& request) const;
+  arrow::Result<arrow::flight::FlightInfo> RowsInfo(
+      const RowsDescriptor& command, const arrow::flight::FlightDescriptor& request) const;
+  // head_actions.cc
+  arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
+                          const arrow::flight::Action& action,
+                          std::unique_ptr<arrow::flight::ResultStream>* result);
+  arrow::Status Register(const arrow::flight::ServerCallContext& context, const std::string& body);
 
-  HeadOptions options_;
-  std::string ticket_key_;
-  std::shared_ptr<NodeClients> clients_;
-  NodeRegistry registry_;
+  const HeadOptions options_;
+  const std::string ticket_key_;
   iceberg::FileIO io_;
   Catalog catalog_;
-  std::atomic<uint64_t> next_generation_;
-
-  mutable std::mutex jobs_mu_;
-  std::map<std::string, std::shared_ptr<LoadJob>> jobs_;  // running, by name
-  std::vector<std::thread> threads_;
-  mutable std::mutex startup_mu_;
-  std::string startup_state_ = "not started";
-  bool stopping_ = false;
+  // Declaration order is destruction order in reverse: the coordinator and
+  // the registry use the pool and the rpc, so they go first.
+  std::shared_ptr<NodeRpc> rpc_;
+  ThreadPool calls_;
+  NodeRegistry registry_;
+  LoadCoordinator coordinator_;
+  mutable Mutex startup_mu_;
+  std::string startup_state_ GUARDED_BY(startup_mu_) = "not started";
+  bool stopping_ GUARDED_BY(startup_mu_) = false;
+  CondVar startup_cv_;  // StopBackground() wakes the start-up load's backoff
 };
 
 }  // namespace icefloe

@@ -1,27 +1,27 @@
 // The head's view of its data nodes: who they are, whether they are alive,
-// and how much memory they have.
+// and what they last reported (memory, datasets, loads).
 //
 // Nodes come from a static list (flags/environment) or register themselves
-// (action "node.register", repeated as a heartbeat). A background thread polls
-// every known node's status with a bounded timeout; a node not heard from for
-// `dead_after_s` is marked dead and receives no new work.
+// (action "node.register", repeated as a heartbeat). A poller thread asks
+// every known node for node.status in parallel every poll_interval_s, each
+// call bounded by call_timeout_s; a node not heard from for dead_after_s, or
+// whose reply does not parse, is not alive and receives no new work.
 //
-// Thread-safe.
+// Thread-safe. Owns one thread (the poller) between Start() and Stop().
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <arrow/flight/client.h>
 #include <nlohmann/json.hpp>
 
-#include "icefloe/common/security.h"
+#include "icefloe/common/mutex.h"
+#include "icefloe/common/thread_pool.h"
+#include "icefloe/head/node_rpc.h"
+#include "icefloe/protocol/messages.h"
 
 namespace icefloe {
 
@@ -31,70 +31,58 @@ const char* NodeStateName(NodeState state);
 struct NodeInfo {
   std::string location;
   NodeState state = NodeState::kUnknown;
-  int64_t memory_limit_bytes = 0;
-  int64_t memory_used_bytes = 0;
+  NodeStatus status;  ///< the node's last good report
   std::chrono::steady_clock::time_point last_seen{};
   std::string last_error;
-  nlohmann::json status;  ///< the node's last reported status
   bool is_static = false;
+  /// A node that sent a malformed reply stays out until then, whatever its polls say.
+  std::chrono::steady_clock::time_point quarantined_until{};
+
+  /// Bytes this node can still take (a large number when it has no limit).
+  int64_t available_bytes() const;
 };
 
 struct RegistryOptions {
   double poll_interval_s = 1.0;
   double dead_after_s = 5.0;
   double call_timeout_s = 5.0;
-};
-
-/// Calls actions on data nodes: keeps one Flight client per node, adds the
-/// token and, for node-internal actions, the head's signature.
-class NodeClients {
- public:
-  explicit NodeClients(SecurityOptions security) : security_(std::move(security)) {}
-
-  /// Runs `type` on the node at `location` and parses its single JSON result.
-  arrow::Result<nlohmann::json> Call(const std::string& location, const std::string& type,
-                                     const nlohmann::json& body, double timeout_s);
-
- private:
-  arrow::Result<nlohmann::json> CallOnce(const std::string& location, const std::string& type,
-                                         const nlohmann::json& body, double timeout_s);
-  arrow::Result<std::shared_ptr<arrow::flight::FlightClient>> Client(const std::string& location);
-
-  SecurityOptions security_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<arrow::flight::FlightClient>> clients_;
+  double quarantine_s = 60.0;  ///< how long a node that sent a malformed reply stays out
 };
 
 class NodeRegistry {
  public:
-  NodeRegistry(std::shared_ptr<NodeClients> clients, RegistryOptions options);
+  /// `rpc` and `calls` (the pool node calls run on) outlive the registry.
+  NodeRegistry(NodeRpc* rpc, ThreadPool* calls, RegistryOptions options);
   ~NodeRegistry();
 
   /// Adds a node the head should poll (static list).
-  void AddStatic(const std::string& location);
-  /// Records a node's self-registration / heartbeat with its status.
-  void Heartbeat(const std::string& location, const nlohmann::json& status);
-  /// Marks a node dead at once (e.g. a call to it failed).
-  void MarkDead(const std::string& location, const std::string& error);
+  void AddStatic(const std::string& location) EXCLUDES(mu_);
+  /// Records a node's (already parsed) self-registration or heartbeat.
+  void Heartbeat(const std::string& location, const NodeStatus& status) EXCLUDES(mu_);
+  /// Marks a node dead at once (a call to it failed); a malformed reply also
+  /// keeps it out for quarantine_s.
+  void MarkDead(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
 
-  /// Polls every node once now (also done periodically by Start()).
-  void PollAll();
-  void Start();
-  void Stop();
+  /// Polls every node once now, in parallel (also done by the poller).
+  void PollAll() EXCLUDES(mu_);
+  void Start() EXCLUDES(mu_);
+  void Stop() EXCLUDES(mu_);
 
-  std::vector<NodeInfo> Snapshot() const;
-  std::vector<NodeInfo> Alive() const;
-  nlohmann::json ToJson() const;
+  std::vector<NodeInfo> Snapshot() const EXCLUDES(mu_);
+  std::vector<NodeInfo> Alive() const EXCLUDES(mu_);
+  nlohmann::json ToJson() const EXCLUDES(mu_);
 
  private:
-  void Update(const std::string& location, const nlohmann::json& status);
+  void Update(const std::string& location, const NodeStatus& status) EXCLUDES(mu_);
+  void Failed(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
 
-  std::shared_ptr<NodeClients> clients_;
-  RegistryOptions options_;
-  mutable std::mutex mu_;
-  std::map<std::string, NodeInfo> nodes_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  NodeRpc* const rpc_;
+  ThreadPool* const calls_;
+  const RegistryOptions options_;
+  mutable Mutex mu_;
+  std::map<std::string, NodeInfo> nodes_ GUARDED_BY(mu_);
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread poller_;
 };
 

@@ -55,10 +55,26 @@ arrow::Result<const json*> Member(const json& obj, const char* key, const char* 
 
 arrow::Result<int32_t> IntMember(const json& obj, const char* key, const char* what) {
   ARROW_ASSIGN_OR_RAISE(const json* v, Member(obj, key, what));
-  if (!v->is_number_integer())
-    return arrow::Status::Invalid("Iceberg ", what, ": '", key, "' is not an integer");
-  return v->get<int32_t>();
+  if (!v->is_number_integer() ||
+      (v->is_number_unsigned() ? v->get<uint64_t>() > INT32_MAX
+                               : v->get<int64_t>() < INT32_MIN || v->get<int64_t>() > INT32_MAX)) {
+    return arrow::Status::Invalid("Iceberg ", what, ": '", key, "' is not a 32-bit integer");
+  }
+  return static_cast<int32_t>(v->get<int64_t>());
 }
+
+// An optional boolean member (absent: `fallback`); never throws.
+arrow::Result<bool> BoolMember(const json& obj, const char* key, bool fallback, const char* what) {
+  if (!obj.is_object() || !obj.contains(key)) return fallback;
+  const bool* b = obj.at(key).get_ptr<const bool*>();
+  if (b == nullptr)
+    return arrow::Status::Invalid("Iceberg ", what, ": '", key, "' is not a boolean");
+  return *b;
+}
+
+// Nested types deeper than this are refused (bounds the parser's recursion).
+constexpr int kMaxTypeDepth = 32;
+thread_local int type_depth = 0;
 
 arrow::Result<NestedField> ParseField(const json& obj) {
   NestedField f;
@@ -153,7 +169,19 @@ std::string Type::ToString() const {
   }
 }
 
+arrow::Result<TypePtr> ParseTypeAt(const json& j);  // ParseType below one level of nesting
+
 arrow::Result<TypePtr> ParseType(const json& j) {
+  if (type_depth >= kMaxTypeDepth) {
+    return arrow::Status::Invalid("Iceberg type nested deeper than ", kMaxTypeDepth, " levels");
+  }
+  ++type_depth;
+  auto t = ParseTypeAt(j);
+  --type_depth;
+  return t;
+}
+
+arrow::Result<TypePtr> ParseTypeAt(const json& j) {
   if (j.is_string()) {
     std::string s = j.get<std::string>();
     for (const auto& p : kPrimitives) {
@@ -196,7 +224,7 @@ arrow::Result<TypePtr> ParseType(const json& j) {
     ARROW_ASSIGN_OR_RAISE(e.id, IntMember(j, "element-id", "list"));
     ARROW_ASSIGN_OR_RAISE(const json* et, Member(j, "element", "list"));
     ARROW_ASSIGN_OR_RAISE(e.type, ParseType(*et));
-    e.required = j.value("element-required", false);
+    ARROW_ASSIGN_OR_RAISE(e.required, BoolMember(j, "element-required", false, "list"));
     t->fields.push_back(std::move(e));
   } else if (kind == "map") {
     t->id = TypeId::kMap;
@@ -210,7 +238,7 @@ arrow::Result<TypePtr> ParseType(const json& j) {
     ARROW_ASSIGN_OR_RAISE(k.type, ParseType(*kt));
     ARROW_ASSIGN_OR_RAISE(v.type, ParseType(*vt));
     k.required = true;
-    v.required = j.value("value-required", false);
+    ARROW_ASSIGN_OR_RAISE(v.required, BoolMember(j, "value-required", false, "map"));
     t->fields.push_back(std::move(k));
     t->fields.push_back(std::move(v));
   } else {
@@ -222,13 +250,18 @@ arrow::Result<TypePtr> ParseType(const json& j) {
 arrow::Result<Schema> ParseSchema(const json& j) {
   Schema schema;
   if (!j.is_object()) return arrow::Status::Invalid("Iceberg schema is not an object");
-  schema.schema_id = j.value("schema-id", 0);
+  schema.schema_id = 0;
+  if (j.contains("schema-id")) {
+    ARROW_ASSIGN_OR_RAISE(schema.schema_id, IntMember(j, "schema-id", "schema"));
+  }
   ARROW_ASSIGN_OR_RAISE(TypePtr type, ParseType(j));
   if (type->id != TypeId::kStruct) return arrow::Status::Invalid("Iceberg schema is not a struct");
   schema.fields = type->fields;
   if (j.contains("identifier-field-ids") && j["identifier-field-ids"].is_array()) {
-    for (const auto& id : j["identifier-field-ids"])
-      schema.identifier_field_ids.push_back(id.get<int32_t>());
+    for (const auto& id : j["identifier-field-ids"]) {
+      ARROW_ASSIGN_OR_RAISE(int32_t v, IntMember(json{{"id", id}}, "id", "identifier-field-ids"));
+      schema.identifier_field_ids.push_back(v);
+    }
   }
   return schema;
 }

@@ -64,6 +64,13 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   arrow::Status error;
   auto worker = [&] {
     while (!failed.load()) {
+      if (progress->cancelled.load()) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (error.ok())
+          error = arrow::Status::Cancelled("load of '", request.dataset, "' cancelled");
+        failed = true;
+        return;
+      }
       size_t i = next.fetch_add(1);
       if (i >= n) return;
       iceberg::ReadStats stats;

@@ -28,6 +28,9 @@ struct LoadProgress {
   std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
   std::atomic<int64_t> row_groups_total{0};
   std::atomic<int64_t> row_groups_read{0};  ///< the others were pruned by statistics
+  /// Set by the caller to stop the load at the next task (it then fails with
+  /// Cancelled); a task already being read finishes first.
+  std::atomic<bool> cancelled{false};
 };
 
 struct LoadedTasks {
@@ -41,6 +44,7 @@ struct LoadedTasks {
 
 /// Reads every task of `request`. The first failing task stops the load; its
 /// error names the file (OutOfMemory when the budget is exhausted).
+/// progress->cancelled stops it too (Cancelled).
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
                                      LoadProgress* progress);

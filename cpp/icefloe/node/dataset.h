@@ -17,7 +17,7 @@
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
-#include "icefloe/common/ticket.h"
+#include "icefloe/common/row_range.h"
 
 namespace icefloe {
 

@@ -4,27 +4,33 @@
 // Datasets are published as immutable CachedDataset snapshots; a DoGet keeps
 // streaming the copy it started with even if the dataset is evicted or
 // replaced meanwhile (the stream holds the snapshot, and so its memory pool).
+// Gathers (sample shuffle, random access) allocate from a pool charged to the
+// node's memory budget: a gather that does not fit fails with OutOfMemory.
 //
-// Node-internal actions (node.load, node.commit, node.evict) come from the
-// head; when the cluster has a secret they must carry the head's signature.
-// Loads run in two phases: node.load reads the assigned scan tasks into
-// staged batches and reports exact row counts; node.commit gives each task
-// its first global row id and publishes the dataset.
+// Node actions (node.status, node.load, node.load_status, node.commit,
+// node.evict) come from the head and are accepted only with its signature
+// (HMAC with the cluster secret), or, on a Kubeflow worker started without a
+// secret, only from its leader's address. Loads run in the background
+// (LoadManager): node.load answers at once, node.load_status follows it,
+// node.commit gives each task its first global row id and publishes.
+//
+// Threads it owns: the load pool (LoadManager); gRPC's own serve the calls.
 #pragma once
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <utility>
 
 #include <arrow/flight/server.h>
-#include <nlohmann/json.hpp>
 
 #include "icefloe/common/memory.h"
+#include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
 #include "icefloe/iceberg/file_io.h"
-#include "icefloe/loader/task_loader.h"
 #include "icefloe/node/dataset.h"
+#include "icefloe/node/load_manager.h"
+#include "icefloe/protocol/messages.h"
 
 namespace icefloe {
 
@@ -32,32 +38,41 @@ struct NodeOptions {
   std::string advertised_location;  ///< what clients dial (set once the port is known)
   SecurityOptions security;
   int64_t memory_limit_bytes = 0;  ///< 0 = unlimited
-  int32_t load_threads = 2;
+  int32_t load_threads = 2;        ///< files read in parallel by one load
+  LoadManagerOptions loads;        ///< dataset loads at once, and queued
   iceberg::FileIOOptions io;
   /// Dataset that Kubeflow-format tickets read; when set, /ready waits for it.
   std::string default_dataset;
+  /// Without a cluster secret: accept node actions from this host's addresses
+  /// only (a Kubeflow worker's leader). Empty: refuse them all.
+  std::string trusted_head_host;
 };
 
 class NodeServer : public arrow::flight::FlightServerBase {
  public:
   explicit NodeServer(NodeOptions options);
+  ~NodeServer() override;
 
-  void set_advertised_location(std::string location);
-  const std::string& advertised_location() const { return options_.advertised_location; }
+  void set_advertised_location(std::string location) EXCLUDES(mu_);
 
   /// Publishes (or replaces) a dataset.
-  void Put(std::shared_ptr<const CachedDataset> dataset);
+  void Put(std::shared_ptr<const CachedDataset> dataset) EXCLUDES(mu_);
   /// Looks a dataset up; KeyError naming it when absent.
-  arrow::Result<std::shared_ptr<const CachedDataset>> Get(const std::string& name) const;
+  arrow::Result<std::shared_ptr<const CachedDataset>> Get(const std::string& name) const
+      EXCLUDES(mu_);
   /// A new pool charging this node's memory budget.
   std::shared_ptr<TrackingPool> NewPool(const std::string& label);
 
-  /// The node's status as JSON: location, memory, datasets and loads.
-  nlohmann::json Status() const;
-  /// True when no load is staged or running (the node holds what it was given).
+  /// Location, memory, datasets and loads (node.status, /status, /metrics).
+  NodeStatus Status() const EXCLUDES(mu_);
+  /// True when no load is queued, running or staged.
   bool Idle() const;
   /// Ready to serve: holds the default dataset when one is configured.
-  std::pair<bool, std::string> Ready() const;
+  std::pair<bool, std::string> Ready() const EXCLUDES(mu_);
+  /// Prometheus text for /metrics.
+  std::string Metrics() const;
+  /// Cancels loads and joins the load pool. Idempotent.
+  void StopBackground();
 
   arrow::Status ListFlights(const arrow::flight::ServerCallContext& context,
                             const arrow::flight::Criteria* criteria,
@@ -72,31 +87,30 @@ class NodeServer : public arrow::flight::FlightServerBase {
                             std::vector<arrow::flight::ActionType>* actions) override;
 
  private:
-  struct StagedLoad {
-    uint64_t generation = 0;
-    LoadedTasks loaded;
-  };
-
   arrow::Status ServeTicket(const arrow::flight::Ticket& request,
                             std::unique_ptr<arrow::flight::FlightDataStream>* stream);
+  // node_actions.cc
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
                           const arrow::flight::Action& action,
                           std::unique_ptr<arrow::flight::ResultStream>* result);
-  arrow::Result<nlohmann::json> HandleLoad(const std::string& body);
-  arrow::Result<nlohmann::json> HandleCommit(const std::string& body);
-  arrow::Result<nlohmann::json> HandleEvict(const std::string& body);
-  arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ServeRange(
-      const CachedDataset& dataset, RowRange range) const;
+  arrow::Status Authorize(const arrow::flight::ServerCallContext& context, const std::string& type,
+                          const std::string& body) const;
+  arrow::Result<std::string> HandleLoad(const std::string& body);
+  arrow::Result<std::string> HandleLoadStatus(const std::string& body);
+  arrow::Result<std::string> HandleCommit(const std::string& body);
+  arrow::Result<std::string> HandleEvict(const std::string& body);
+  arrow::Result<LoadedTasks> LoadForManager(const NodeLoadRequest& request, LoadProgress* progress);
 
-  NodeOptions options_;
-  std::string ticket_key_;
+  const NodeOptions options_;
+  const std::string ticket_key_;
   std::shared_ptr<MemoryBudget> budget_;
   arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
+  std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_;
-  std::map<std::string, StagedLoad> staged_;
-  std::map<std::string, std::shared_ptr<LoadProgress>> loading_;
+  mutable Mutex mu_;
+  std::string advertised_location_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);
+  LoadManager loads_;  // last: its threads stop before the members they use go
 };
 
 }  // namespace icefloe

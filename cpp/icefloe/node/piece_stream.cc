@@ -31,8 +31,12 @@ class PieceStream : public flight::FlightDataStream {
  public:
   using Producer = std::function<arrow::Result<bool>(std::deque<Piece>*)>;
 
-  PieceStream(std::shared_ptr<const CachedDataset> dataset, Producer next)
-      : dataset_(std::move(dataset)), next_(std::move(next)), mapper_(*dataset_->schema()) {}
+  PieceStream(std::shared_ptr<const CachedDataset> dataset,
+              std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next)
+      : gather_pool_(std::move(gather_pool)),
+        dataset_(std::move(dataset)),
+        next_(std::move(next)),
+        mapper_(*dataset_->schema()) {}
 
   std::shared_ptr<arrow::Schema> schema() override { return dataset_->schema(); }
 
@@ -58,7 +62,8 @@ class PieceStream : public flight::FlightDataStream {
   }
 
  private:
-  std::shared_ptr<const CachedDataset> dataset_;  // keeps buffers (and pool) alive
+  std::shared_ptr<arrow::MemoryPool> gather_pool_;  // first: outlives gathered pieces
+  std::shared_ptr<const CachedDataset> dataset_;    // keeps buffers (and pool) alive
   Producer next_;
   arrow::ipc::DictionaryFieldMapper mapper_;
   arrow::ipc::IpcWriteOptions options_ = arrow::ipc::IpcWriteOptions::Defaults();
@@ -79,10 +84,9 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
 // reorders the rows of all endpoints in one step anyway.
 arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32_t batch_rows,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
-                            std::deque<Piece>* out) {
+                            arrow::MemoryPool* pool, std::deque<Piece>* out) {
   std::vector<uint32_t> order;
-  ARROW_ASSIGN_OR_RAISE(auto gathered,
-                        dataset.GatherSorted(rows, arrow::default_memory_pool(), &order));
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order));
   PieceInfo info{batch, batch_rows, {}};
   for (uint32_t i : order) AppendPieceRun(&info.runs, offsets[i], 1);
   out->push_back({std::move(gathered), std::move(info)});
@@ -93,22 +97,24 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32
 // are gathered into one piece. Window rows lie in a few small blocks, read
 // fastest in batch order; sample rows lie anywhere, read fastest sorted.
 arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ticket,
-                              uint64_t batch, PlanCache* cache, std::deque<Piece>* out) {
+                              uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                              std::deque<Piece>* out) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   std::vector<uint64_t> mine;
   std::vector<uint32_t> offsets;  // mine[i] goes to offsets[i] of the batch
   ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, batch, ticket.owned, cache, &mine, &offsets));
   if (mine.empty()) return arrow::Status::OK();
   const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
-  return GatheredPiece(dataset, batch, batch_rows, mine, offsets, out);
+  return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, out);
 }
 
 // The pieces of one consumer batch that fall in the owned ranges.
 arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
-                          PlanCache* cache, std::deque<Piece>* out) {
+                          PlanCache* cache, arrow::MemoryPool* gather_pool,
+                          std::deque<Piece>* out) {
   const ShuffleMode mode = ticket.params.order.mode;
   if (mode == ShuffleMode::kSample || mode == ShuffleMode::kWindow) {
-    return ScatteredPieces(dataset, ticket, batch, cache, out);
+    return ScatteredPieces(dataset, ticket, batch, cache, gather_pool, out);
   }
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   uint64_t rows_in_batch = 0;
@@ -155,13 +161,14 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       offsets.push_back(static_cast<uint32_t>(s.offset + (r - s.rows.start)));
     }
   }
-  return GatheredPiece(dataset, batch, batch_rows, rows, offsets, out);
+  return GatheredPiece(dataset, batch, batch_rows, rows, offsets, gather_pool, out);
 }
 
 }  // namespace
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
-    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket) {
+    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
+    std::shared_ptr<arrow::MemoryPool> gather_pool) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   if (ticket.batch_end > shape.worker_batches) {
     return arrow::Status::Invalid("plan ticket asks for batches up to ", ticket.batch_end,
@@ -173,20 +180,24 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   auto next_batch = std::make_shared<uint64_t>(ticket.batch_begin);
   auto cache = std::make_shared<PlanCache>();  // the stream's consecutive batches share windows
   const CachedDataset* ds = dataset.get();
-  auto producer = [ds, ticket = std::move(ticket), next_batch,
+  arrow::MemoryPool* pool = gather_pool.get();
+  auto producer = [ds, pool, ticket = std::move(ticket), next_batch,
                    cache](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
-    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), out));
+    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), pool, out));
     return true;
   };
-  return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
+                                       std::move(producer));
 }
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
-    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket) {
+    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
+    std::shared_ptr<arrow::MemoryPool> gather_pool) {
   auto next = std::make_shared<size_t>(0);
   const CachedDataset* ds = dataset.get();
-  auto producer = [ds, ticket = std::move(ticket),
+  arrow::MemoryPool* pool = gather_pool.get();
+  auto producer = [ds, pool, ticket = std::move(ticket),
                    next](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next >= ticket.rows.size()) return false;
     size_t end = std::min(ticket.rows.size(), *next + kRowsPerPiece);
@@ -194,11 +205,12 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     const auto to = static_cast<ptrdiff_t>(end);
     std::vector<uint64_t> rows(ticket.rows.begin() + from, ticket.rows.begin() + to);
     std::vector<uint32_t> offsets(ticket.positions.begin() + from, ticket.positions.begin() + to);
-    ARROW_RETURN_NOT_OK(GatheredPiece(*ds, 0, ticket.total, rows, offsets, out));
+    ARROW_RETURN_NOT_OK(GatheredPiece(*ds, 0, ticket.total, rows, offsets, pool, out));
     *next = end;
     return true;
   };
-  return std::make_unique<PieceStream>(std::move(dataset), std::move(producer));
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
+                                       std::move(producer));
 }
 
 }  // namespace icefloe

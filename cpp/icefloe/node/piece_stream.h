@@ -1,5 +1,5 @@
 // Streams for plan and row tickets: record batches tagged with where their
-// rows go (plan/plan_ticket.h's piece metadata).
+// rows go (protocol/plan_ticket.h's piece metadata).
 //
 // Pieces are produced lazily, one consumer batch at a time, so a stream over
 // a whole epoch holds at most one batch's pieces in memory. Runs of rows held
@@ -13,18 +13,22 @@
 #include <arrow/result.h>
 
 #include "icefloe/node/dataset.h"
-#include "icefloe/plan/plan_ticket.h"
+#include "icefloe/protocol/plan_ticket.h"
 
 namespace icefloe {
 
 /// The stream for a plan ticket: every batch in [batch_begin, batch_end) of
 /// the consumer, restricted to the ticket's owned ranges. KeyError when the
 /// node lacks owned rows it is asked for (a stale or misrouted ticket).
+/// Gathered rows are allocated from `gather_pool` (the node's budget), which
+/// the stream keeps alive.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
-    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket);
+    std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
+    std::shared_ptr<arrow::MemoryPool> gather_pool);
 
 /// The stream for a row ticket: the requested rows, gathered, in chunks.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
-    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket);
+    std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
+    std::shared_ptr<arrow::MemoryPool> gather_pool);
 
 }  // namespace icefloe

@@ -24,8 +24,7 @@ void HeadRegistration::Beat() {
     ARROW_ASSIGN_OR_RAISE(auto location, flight::Location::Parse(head_));
     ARROW_ASSIGN_OR_RAISE(auto client,
                           flight::FlightClient::Connect(location, ClientOptions(security_)));
-    std::string body =
-        nlohmann::json{{"v", kProtocolVersion}, {"location", self_}, {"status", status_()}}.dump();
+    std::string body = Dump(RegisterRequest{self_, status_()}.ToJson());
     auto options = CallOptions(security_, 5.0);
     std::string key = security_.TicketKey();
     if (!key.empty()) {
@@ -52,22 +51,23 @@ void HeadRegistration::LogDebugOnce(const arrow::Status& st) {
 
 void HeadRegistration::Start() {
   thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (!stopping_) {
-      lock.unlock();
+      mu_.Unlock();
       Beat();
-      lock.lock();
-      cv_.wait_for(lock, std::chrono::duration<double>(interval_s_), [this] { return stopping_; });
+      mu_.Lock();
+      if (stopping_) break;
+      cv_.WaitFor(&mu_, std::chrono::duration<double>(interval_s_));
     }
   });
 }
 
 void HeadRegistration::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -4,29 +4,30 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <arrow/status.h>
-#include <nlohmann/json.hpp>
 
+#include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
+#include "icefloe/protocol/messages.h"
 
 namespace icefloe {
 
 class HeadRegistration {
  public:
-  using StatusFn = std::function<nlohmann::json()>;
+  using StatusFn = std::function<NodeStatus()>;
 
   HeadRegistration(std::string head_location, std::string self_location, SecurityOptions security,
                    StatusFn status, double interval_s = 1.0);
   ~HeadRegistration();
 
-  void Start();
-  void Stop();
+  /// Starts the heartbeat thread (one, owned here).
+  void Start() EXCLUDES(mu_);
+  /// Stops and joins it. Idempotent.
+  void Stop() EXCLUDES(mu_);
   /// Whether the last heartbeat reached the head.
   bool connected() const { return connected_.load(); }
 
@@ -40,10 +41,10 @@ class HeadRegistration {
   StatusFn status_;
   double interval_s_;
   std::atomic<bool> connected_{false};
-  bool warned_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  bool warned_ = false;  // heartbeat thread only
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -39,7 +39,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "icefloe/common/ticket.h"
+#include "icefloe/common/row_range.h"
 #include "icefloe/plan/window_order.h"
 
 namespace icefloe {

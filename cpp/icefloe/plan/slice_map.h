@@ -13,7 +13,7 @@
 
 #include <arrow/result.h>
 
-#include "icefloe/common/ticket.h"
+#include "icefloe/common/row_range.h"
 
 namespace icefloe {
 

@@ -34,7 +34,7 @@
 #include <optional>
 #include <vector>
 
-#include "icefloe/common/ticket.h"
+#include "icefloe/common/row_range.h"
 #include "icefloe/plan/permutation.h"
 
 namespace icefloe {

@@ -1,222 +1,279 @@
 #include "icefloe/protocol/messages.h"
 
+#include "icefloe/iceberg/types.h"
+#include "icefloe/protocol/data_file_json.h"
+
 namespace icefloe {
 
 using json = nlohmann::json;
 
-arrow::Result<json> ParseBody(std::string_view body, std::string_view what) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return arrow::Status::Invalid(what, ": body is not a JSON object");
-  }
-  if (j.contains("v")) {
-    if (!j["v"].is_number_integer()) return arrow::Status::Invalid(what, ": 'v' is not an integer");
-    int v = j["v"].get<int>();
-    if (v < 1 || v > kProtocolVersion) {
-      return arrow::Status::Invalid(what, ": unsupported version ", v, " (this server speaks 1..",
-                                    kProtocolVersion, ")");
-    }
-  }
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+constexpr std::string_view kLoadStates[] = {"queued", "loading", "staged", "failed", "absent"};
+constexpr std::string_view kErrorKinds[] = {"",   "invalid",   "not_found", "out_of_memory",
+                                            "io", "cancelled", "other"};
+constexpr uint64_t kMaxTasks = uint64_t{1} << 20;
+
+const FieldSpec kNodeDataset = Str("dataset", kRequired, Values(1, 1024));
+const FieldSpec kGeneration = Uint("generation", kRequired, Values(1, kU64Max));
+
+constexpr FieldSpec Count(std::string_view name) {
+  return Int(name, kOptional, Values(0, kInt64Max));
+}
+
+const Field<NodeDatasetInfo> kDatasetInfoFields[] = {
+    {Str("name", kRequired, Values(1, 1024)), &NodeDatasetInfo::name},
+    {Uint("generation", kOptional, Values(0, kU64Max)), &NodeDatasetInfo::generation},
+    {Count("rows"), &NodeDatasetInfo::rows},
+    {Count("bytes"), &NodeDatasetInfo::bytes},
+};
+const FieldSpec kRanges = ObjectList("ranges", kOptional, Values(0, kMaxTasks));
+const FieldSpec kRangeBound = Uint("ranges", kRequired, Values(0, kMaxRows));
+
+const Field<NodeLoadState> kLoadStateFields[] = {
+    {kNodeDataset, &NodeLoadState::dataset},
+    {Uint("generation", kOptional, Values(0, kU64Max)), &NodeLoadState::generation},
+    {Str("state", kRequired, Values(1, 16), kLoadStates), &NodeLoadState::state},
+    {Count("tasks_total"), &NodeLoadState::tasks_total},
+    {Count("tasks_done"), &NodeLoadState::tasks_done},
+    {Count("rows"), &NodeLoadState::rows},
+    {Str("error", kOptional, Values(0, 65536)), &NodeLoadState::error},
+    {Str("error_kind", kOptional, Values(0, 16), kErrorKinds), &NodeLoadState::error_kind},
+    {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows), Values(0, kMaxTasks)),
+     &NodeLoadState::task_rows},
+    {Count("bytes"), &NodeLoadState::bytes},
+    {Count("row_groups_total"), &NodeLoadState::row_groups_total},
+    {Count("row_groups_read"), &NodeLoadState::row_groups_read},
+    {Count("bytes_read"), &NodeLoadState::bytes_read},
+};
+
+const Field<NodeStatus> kStatusFields[] = {
+    {Str("location", kOptional, Values(0, 1024)), &NodeStatus::location},
+    {Count("memory_limit_bytes"), &NodeStatus::memory_limit_bytes},
+    {Count("memory_used_bytes"), &NodeStatus::memory_used_bytes},
+    {Uint("staged", kOptional, Values(0, kMaxTasks)), &NodeStatus::staged},
+};
+const FieldSpec kStatusDatasets = ObjectList("datasets", kOptional, Values(0, 65536));
+const FieldSpec kStatusLoads = ObjectList("loads", kOptional, Values(0, 65536));
+
+const Field<RegisterRequest> kRegisterFields[] = {
+    {Str("location", kRequired, Values(1, 1024)), &RegisterRequest::location},
+};
+const FieldSpec kRegisterStatus = ObjectField("status", kRequired);
+
+const Field<NodeLoadRequest> kLoadFields[] = {
+    {kNodeDataset, &NodeLoadRequest::dataset},
+    {kGeneration, &NodeLoadRequest::generation},
+    {ListOf(FieldType::kIntList, "projection", kOptional, Values(0, kInt64Max >> 32),
+            Values(0, 65536)),
+     &NodeLoadRequest::projection},
+    {Str("filter", kOptional, Values(0, 65536)), &NodeLoadRequest::filter},
+    {Int("batch_rows", kOptional, Values(1, kMaxBatchRows)), &NodeLoadRequest::batch_rows},
+    // JSON text of the table property schema.name-mapping.default (or empty).
+    {Str("name_mapping", kOptional, Values(0, size_t{16} << 20)), &NodeLoadRequest::name_mapping},
+};
+const FieldSpec kLoadSchema = ObjectField("schema", kRequired);
+const FieldSpec kLoadTasks = ObjectList("tasks", kRequired, Values(0, kMaxTasks));
+const FieldSpec kTaskIndex = Int("index", kRequired, Values(0, kMaxTasks));
+const FieldSpec kTaskData = ObjectField("data", kRequired);
+const FieldSpec kTaskDeletes = ObjectList("deletes", kOptional, Values(0, 65536));
+
+const Field<NodeLoadStatusRequest> kLoadStatusFields[] = {
+    {kNodeDataset, &NodeLoadStatusRequest::dataset},
+    {kGeneration, &NodeLoadStatusRequest::generation},
+    {Uint("wait_ms", kOptional, Values(0, kMaxLoadWaitMs)), &NodeLoadStatusRequest::wait_ms},
+};
+
+const Field<NodeCommit> kCommitFields[] = {
+    {kNodeDataset, &NodeCommit::dataset},
+    {kGeneration, &NodeCommit::generation},
+    {ListOf(FieldType::kUintList, "task_starts", kRequired, Values(0, kMaxRows),
+            Values(0, kMaxTasks)),
+     &NodeCommit::task_starts},
+};
+const Field<NodeCommitResult> kCommitResultFields[] = {
+    {Count("rows"), &NodeCommitResult::rows},
+    {Count("bytes"), &NodeCommitResult::bytes},
+};
+
+const Field<NodeEvict> kEvictFields[] = {
+    {kNodeDataset, &NodeEvict::dataset},
+    {Uint("generation", kOptional, Values(0, kU64Max)), &NodeEvict::generation},
+};
+const Field<NodeEvictResult> kEvictResultFields[] = {
+    {Flag("evicted"), &NodeEvictResult::evicted},
+    {Count("bytes"), &NodeEvictResult::bytes},
+};
+
+template <typename M>
+json Write(std::span<const Field<M>> table, const M& m, bool versioned = true) {
+  json j = versioned ? json{{"v", kProtocolVersion}} : json::object();
+  WriteFields<M>(table, m, &j);
   return j;
 }
 
-namespace {
-
-template <typename T>
-arrow::Result<T> Get(const json& j, const char* key, std::string_view what) {
-  if (!j.contains(key) || j[key].is_null()) {
-    return arrow::Status::Invalid(what, ": missing '", key, "'");
-  }
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    return arrow::Status::Invalid(what, ": '", key, "' has the wrong type");
-  }
+template <typename M>
+arrow::Result<M> Read(std::string_view body, std::string_view what,
+                      std::span<const Field<M>> table) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, what));
+  M m;
+  ARROW_RETURN_NOT_OK(ReadFields<M>(JsonFields(j, std::string(what)), table, &m));
+  return m;
 }
 
-template <typename T>
-arrow::Result<std::optional<T>> GetOptional(const json& j, const char* key, std::string_view what) {
-  if (!j.contains(key) || j[key].is_null()) return std::optional<T>();
-  ARROW_ASSIGN_OR_RAISE(T v, Get<T>(j, key, what));
-  return std::optional<T>(std::move(v));
+// Each item of an optional list of objects, read by `read(item, what)`.
+template <typename T, typename Fn>
+arrow::Status ReadObjects(const JsonFields& in, const FieldSpec& spec, Fn read,
+                          std::vector<T>* out) {
+  ARROW_ASSIGN_OR_RAISE(const json* v, in.Find(spec));
+  if (v == nullptr) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(const json* list, in.List(*v, spec));
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& item = (*list)[i];
+    std::string what = in.what() + " '" + std::string(spec.name) + "'[" + std::to_string(i) + "]";
+    if (!item.is_object()) return in.Bad(spec, "a list of objects", item, i);
+    ARROW_ASSIGN_OR_RAISE(T x, read(item, std::move(what)));
+    out->push_back(std::move(x));
+  }
+  return arrow::Status::OK();
 }
 
-template <typename T>
-arrow::Result<T> GetOr(const json& j, const char* key, T fallback, std::string_view what) {
-  ARROW_ASSIGN_OR_RAISE(auto v, GetOptional<T>(j, key, what));
-  return v.value_or(std::move(fallback));
+arrow::Result<NodeDatasetInfo> DatasetInfoFromJson(const json& j, std::string what) {
+  JsonFields in(j, what);
+  NodeDatasetInfo d;
+  ARROW_RETURN_NOT_OK(ReadFields<NodeDatasetInfo>(in, kDatasetInfoFields, &d));
+  ARROW_ASSIGN_OR_RAISE(const json* ranges, in.Find(kRanges));
+  if (ranges == nullptr) return d;
+  ARROW_ASSIGN_OR_RAISE(const json* list, in.List(*ranges, kRanges));
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& pair = (*list)[i];
+    if (!pair.is_array() || pair.size() != 2) return in.Bad(kRanges, "[start, stop]", pair, i);
+    ARROW_ASSIGN_OR_RAISE(uint64_t a, in.Uint(pair[0], kRangeBound, i));
+    ARROW_ASSIGN_OR_RAISE(uint64_t b, in.Uint(pair[1], kRangeBound, i));
+    if (b < a) return in.Bad(kRanges, "[start, stop] with start <= stop", pair, i);
+    d.ranges.push_back({a, b});
+  }
+  return d;
 }
 
 }  // namespace
 
-json LoadRequest::ToJson() const {
-  json j = {{"v", kProtocolVersion},     {"name", name},     {"source", source},
-            {"columns", columns},        {"filter", filter}, {"batch_rows", batch_rows},
-            {"replication", replication}};
-  if (snapshot_id) j["snapshot_id"] = *snapshot_id;
-  if (ref) j["ref"] = *ref;
-  if (as_of_ms) j["as_of_ms"] = *as_of_ms;
+// --- NodeDatasetInfo, NodeLoadState, NodeStatus -----------------------------
+
+json NodeDatasetInfo::ToJson() const {
+  json j = Write<NodeDatasetInfo>(kDatasetInfoFields, *this, false);
+  json ranges = json::array();
+  for (const auto& r : this->ranges) ranges.push_back({r.start, r.stop});
+  j["ranges"] = std::move(ranges);
   return j;
 }
 
-arrow::Result<LoadRequest> LoadRequest::FromJson(const json& j) {
-  constexpr std::string_view what = "load";
-  LoadRequest r;
-  ARROW_ASSIGN_OR_RAISE(r.name, Get<std::string>(j, "name", what));
-  ARROW_ASSIGN_OR_RAISE(r.source, Get<std::string>(j, "source", what));
-  ARROW_ASSIGN_OR_RAISE(r.snapshot_id, GetOptional<int64_t>(j, "snapshot_id", what));
-  ARROW_ASSIGN_OR_RAISE(r.ref, GetOptional<std::string>(j, "ref", what));
-  ARROW_ASSIGN_OR_RAISE(r.as_of_ms, GetOptional<int64_t>(j, "as_of_ms", what));
-  ARROW_ASSIGN_OR_RAISE(r.columns, GetOr<std::vector<std::string>>(j, "columns", {}, what));
-  ARROW_ASSIGN_OR_RAISE(r.filter, GetOr<std::string>(j, "filter", "", what));
-  ARROW_ASSIGN_OR_RAISE(r.batch_rows, GetOr<int64_t>(j, "batch_rows", kDefaultBatchRows, what));
-  ARROW_ASSIGN_OR_RAISE(r.replication, GetOr<int32_t>(j, "replication", 1, what));
-  if (r.name.empty() || r.name.size() > 200) {
-    return arrow::Status::Invalid("load: 'name' must be 1..200 characters");
+json NodeLoadState::ToJson() const { return Write<NodeLoadState>(kLoadStateFields, *this); }
+
+void NodeLoadState::SetError(const arrow::Status& st) {
+  error = st.message();
+  switch (st.code()) {
+    case arrow::StatusCode::Invalid:
+    case arrow::StatusCode::TypeError:
+    case arrow::StatusCode::IndexError:
+      error_kind = "invalid";
+      break;
+    case arrow::StatusCode::KeyError:
+      error_kind = "not_found";
+      break;
+    case arrow::StatusCode::OutOfMemory:
+      error_kind = "out_of_memory";
+      break;
+    case arrow::StatusCode::IOError:
+      error_kind = "io";
+      break;
+    case arrow::StatusCode::Cancelled:
+      error_kind = "cancelled";
+      break;
+    default:
+      error_kind = "other";
   }
-  for (char c : r.name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-          c == '/')) {
-      return arrow::Status::Invalid("load: dataset name '", r.name,
-                                    "' may only hold letters, digits and - _ . /");
-    }
-  }
-  if (r.source.empty()) return arrow::Status::Invalid("load: 'source' is empty");
-  if (r.batch_rows < 1 || r.batch_rows > (1 << 24)) {
-    return arrow::Status::Invalid("load: 'batch_rows' must be in 1..16777216, got ", r.batch_rows);
-  }
-  if (r.replication < 1 || r.replication > 16) {
-    return arrow::Status::Invalid("load: 'replication' must be in 1..16, got ", r.replication);
-  }
-  int selectors = (r.snapshot_id ? 1 : 0) + (r.ref ? 1 : 0) + (r.as_of_ms ? 1 : 0);
-  if (selectors > 1) {
-    return arrow::Status::Invalid("load: give at most one of snapshot_id, ref, as_of");
-  }
+}
+
+arrow::Status NodeLoadState::ErrorStatus(const std::string& context) const {
+  const std::string message = context + error;
+  if (error_kind == "invalid") return arrow::Status::Invalid(message);
+  if (error_kind == "not_found") return arrow::Status::KeyError(message);
+  if (error_kind == "out_of_memory") return arrow::Status::OutOfMemory(message);
+  if (error_kind == "cancelled") return arrow::Status::Cancelled(message);
+  return arrow::Status::IOError(message);
+}
+
+arrow::Result<NodeLoadState> NodeLoadState::FromJson(const json& j, std::string what) {
+  NodeLoadState s;
+  ARROW_RETURN_NOT_OK(
+      ReadFields<NodeLoadState>(JsonFields(j, std::move(what)), kLoadStateFields, &s));
+  return s;
+}
+
+MessageSpec NodeLoadState::Spec() {
+  return SpecOf<NodeLoadState>("node load state", kLoadStateFields);
+}
+
+json NodeStatus::ToJson() const {
+  json j = Write<NodeStatus>(kStatusFields, *this);
+  json datasets = json::array(), loads = json::array();
+  for (const auto& d : this->datasets) datasets.push_back(d.ToJson());
+  for (const auto& l : this->loads) loads.push_back(l.ToJson());
+  j["datasets"] = std::move(datasets);
+  j["loads"] = std::move(loads);
+  return j;
+}
+
+arrow::Result<NodeStatus> NodeStatus::FromJson(const json& j, std::string what) {
+  if (!j.is_object()) return arrow::Status::Invalid(what, ": not an object");
+  JsonFields in(j, what);
+  NodeStatus s;
+  ARROW_RETURN_NOT_OK(ReadFields<NodeStatus>(in, kStatusFields, &s));
+  ARROW_RETURN_NOT_OK(ReadObjects(in, kStatusDatasets, DatasetInfoFromJson, &s.datasets));
+  ARROW_RETURN_NOT_OK(ReadObjects(in, kStatusLoads, NodeLoadState::FromJson, &s.loads));
+  return s;
+}
+
+arrow::Result<NodeStatus> NodeStatus::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "node.status reply"));
+  return FromJson(j, "node.status reply");
+}
+
+MessageSpec NodeStatus::Spec() {
+  return SpecOf<NodeStatus>("node.status reply", kStatusFields, {kStatusDatasets, kStatusLoads});
+}
+
+// --- RegisterRequest ----------------------------------------------------------
+
+json RegisterRequest::ToJson() const {
+  json j = Write<RegisterRequest>(kRegisterFields, *this);
+  j["status"] = status.ToJson();
+  return j;
+}
+
+arrow::Result<RegisterRequest> RegisterRequest::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "node.register"));
+  JsonFields in(j, "node.register");
+  RegisterRequest r;
+  ARROW_RETURN_NOT_OK(ReadFields<RegisterRequest>(in, kRegisterFields, &r));
+  ARROW_ASSIGN_OR_RAISE(const json* status, in.Find(kRegisterStatus));
+  ARROW_ASSIGN_OR_RAISE(status, in.Object(*status, kRegisterStatus));
+  ARROW_ASSIGN_OR_RAISE(r.status, NodeStatus::FromJson(*status, "node.register 'status'"));
   return r;
 }
 
-arrow::Result<RangeCommand> ParseRangeCommand(const json& j) {
-  constexpr std::string_view what = "range descriptor";
-  RangeCommand c;
-  ARROW_ASSIGN_OR_RAISE(c.dataset, Get<std::string>(j, "dataset", what));
-  ARROW_ASSIGN_OR_RAISE(c.start, GetOr<uint64_t>(j, "start", 0, what));
-  ARROW_ASSIGN_OR_RAISE(c.stop, GetOptional<uint64_t>(j, "stop", what));
-  if (c.stop && *c.stop < c.start) {
-    return arrow::Status::Invalid("range descriptor: stop ", *c.stop, " is before start ", c.start);
-  }
-  return c;
+MessageSpec RegisterRequest::Spec() {
+  return SpecOf<RegisterRequest>("node.register", kRegisterFields, {kRegisterStatus});
 }
 
-namespace {
-
-std::string ToHex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
-arrow::Result<std::string> FromHex(std::string_view hex) {
-  auto nibble = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  if (hex.size() % 2 != 0) return arrow::Status::Invalid("data file: odd-length hex value");
-  std::string out;
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
-    if (hi < 0 || lo < 0) return arrow::Status::Invalid("data file: bad hex value");
-    out.push_back(static_cast<char>(hi * 16 + lo));
-  }
-  return out;
-}
-
-// Identity partition values: {"id", "type" (Iceberg's spelling), "value" (the
-// single-value binary serialization in hex, or null)}.
-arrow::Result<json> PartitionValuesToJson(const std::vector<iceberg::PartitionValue>& values) {
-  json out = json::array();
-  for (const auto& v : values) {
-    json value;  // null
-    if (!v.value.is_null()) {
-      ARROW_ASSIGN_OR_RAISE(std::string bytes, iceberg::EncodeSingleValue(v.value, *v.type));
-      value = ToHex(bytes);
-    }
-    out.push_back({{"id", v.source_id}, {"type", v.type->ToString()}, {"value", value}});
-  }
-  return out;
-}
-
-arrow::Result<std::vector<iceberg::PartitionValue>> PartitionValuesFromJson(const json& j) {
-  constexpr std::string_view what = "data file partition value";
-  if (!j.is_array()) return arrow::Status::Invalid("data file: 'partition_values' is not a list");
-  std::vector<iceberg::PartitionValue> out;
-  for (const auto& item : j) {
-    iceberg::PartitionValue v;
-    ARROW_ASSIGN_OR_RAISE(v.source_id, Get<int32_t>(item, "id", what));
-    ARROW_ASSIGN_OR_RAISE(std::string type, Get<std::string>(item, "type", what));
-    ARROW_ASSIGN_OR_RAISE(v.type, iceberg::ParseType(json(type)));
-    if (!v.type->is_primitive()) return arrow::Status::Invalid(what, ": type ", type);
-    ARROW_ASSIGN_OR_RAISE(auto hex, GetOptional<std::string>(item, "value", what));
-    v.value.type = v.type->id;
-    v.value.scale = v.type->scale;
-    if (hex) {
-      ARROW_ASSIGN_OR_RAISE(std::string bytes, FromHex(*hex));
-      ARROW_ASSIGN_OR_RAISE(v.value, iceberg::DecodeSingleValue(*v.type, bytes));
-    }
-    out.push_back(std::move(v));
-  }
-  return out;
-}
-
-}  // namespace
-
-json DataFileToJson(const iceberg::DataFile& f) {
-  json j = {{"content", static_cast<int>(f.content)},
-            {"path", f.file_path},
-            {"format", f.file_format},
-            {"records", f.record_count},
-            {"size", f.file_size_in_bytes},
-            {"spec_id", f.spec_id},
-            {"seq", f.data_sequence_number}};
-  if (!f.equality_ids.empty()) j["equality_ids"] = f.equality_ids;
-  if (f.referenced_data_file) j["referenced_data_file"] = *f.referenced_data_file;
-  if (f.content_offset) j["content_offset"] = *f.content_offset;
-  if (f.content_size_in_bytes) j["content_size"] = *f.content_size_in_bytes;
-  if (!f.identity_values.empty()) {
-    // The planner checks that every value has a binary form. Should one not,
-    // null makes the node refuse the file instead of reading wrong values.
-    auto values = PartitionValuesToJson(f.identity_values);
-    j["partition_values"] = values.ok() ? std::move(*values) : json();
-  }
-  return j;
-}
-
-arrow::Result<iceberg::DataFile> DataFileFromJson(const json& j) {
-  constexpr std::string_view what = "data file";
-  iceberg::DataFile f;
-  ARROW_ASSIGN_OR_RAISE(int content, Get<int>(j, "content", what));
-  if (content < 0 || content > 2) return arrow::Status::Invalid("data file: bad content ", content);
-  f.content = static_cast<iceberg::FileContent>(content);
-  ARROW_ASSIGN_OR_RAISE(f.file_path, Get<std::string>(j, "path", what));
-  ARROW_ASSIGN_OR_RAISE(f.file_format, GetOr<std::string>(j, "format", "PARQUET", what));
-  ARROW_ASSIGN_OR_RAISE(f.record_count, GetOr<int64_t>(j, "records", 0, what));
-  ARROW_ASSIGN_OR_RAISE(f.file_size_in_bytes, GetOr<int64_t>(j, "size", 0, what));
-  ARROW_ASSIGN_OR_RAISE(f.spec_id, GetOr<int32_t>(j, "spec_id", 0, what));
-  ARROW_ASSIGN_OR_RAISE(f.data_sequence_number, GetOr<int64_t>(j, "seq", 0, what));
-  ARROW_ASSIGN_OR_RAISE(f.equality_ids, GetOr<std::vector<int32_t>>(j, "equality_ids", {}, what));
-  ARROW_ASSIGN_OR_RAISE(f.referenced_data_file,
-                        GetOptional<std::string>(j, "referenced_data_file", what));
-  ARROW_ASSIGN_OR_RAISE(f.content_offset, GetOptional<int64_t>(j, "content_offset", what));
-  ARROW_ASSIGN_OR_RAISE(f.content_size_in_bytes, GetOptional<int64_t>(j, "content_size", what));
-  if (j.contains("partition_values")) {
-    ARROW_ASSIGN_OR_RAISE(f.identity_values, PartitionValuesFromJson(j["partition_values"]));
-  }
-  return f;
-}
+// --- NodeLoadRequest ----------------------------------------------------------
 
 json NodeLoadRequest::ToJson() const {
+  json j = Write<NodeLoadRequest>(kLoadFields, *this);
+  j["schema"] = schema;
   json tasks_json = json::array();
   for (const auto& t : tasks) {
     json deletes = json::array();
@@ -224,43 +281,117 @@ json NodeLoadRequest::ToJson() const {
     tasks_json.push_back(
         {{"index", t.index}, {"data", DataFileToJson(t.task.data_file)}, {"deletes", deletes}});
   }
-  json j = {{"v", kProtocolVersion},    {"dataset", dataset},       {"generation", generation},
-            {"schema", schema},         {"projection", projection}, {"filter", filter},
-            {"batch_rows", batch_rows}, {"tasks", tasks_json}};
-  if (!name_mapping.empty()) j["name_mapping"] = name_mapping;
+  j["tasks"] = std::move(tasks_json);
   return j;
 }
 
 arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
-  constexpr std::string_view what = "node.load";
+  JsonFields in(j, "node.load");
   NodeLoadRequest r;
-  ARROW_ASSIGN_OR_RAISE(r.dataset, Get<std::string>(j, "dataset", what));
-  ARROW_ASSIGN_OR_RAISE(r.generation, Get<uint64_t>(j, "generation", what));
-  if (!j.contains("schema") || !j["schema"].is_object()) {
-    return arrow::Status::Invalid("node.load: missing 'schema'");
-  }
-  r.schema = j["schema"];
-  ARROW_ASSIGN_OR_RAISE(r.projection, GetOr<std::vector<int32_t>>(j, "projection", {}, what));
-  ARROW_ASSIGN_OR_RAISE(r.filter, GetOr<std::string>(j, "filter", "", what));
-  ARROW_ASSIGN_OR_RAISE(r.name_mapping, GetOr<std::string>(j, "name_mapping", "", what));
-  ARROW_ASSIGN_OR_RAISE(r.batch_rows, GetOr<int64_t>(j, "batch_rows", kDefaultBatchRows, what));
-  if (!j.contains("tasks") || !j["tasks"].is_array()) {
-    return arrow::Status::Invalid("node.load: missing 'tasks'");
-  }
-  for (const auto& t : j["tasks"]) {
+  ARROW_RETURN_NOT_OK(ReadFields<NodeLoadRequest>(in, kLoadFields, &r));
+  ARROW_ASSIGN_OR_RAISE(const json* schema, in.Find(kLoadSchema));
+  ARROW_ASSIGN_OR_RAISE(schema, in.Object(*schema, kLoadSchema));
+  auto parsed = iceberg::ParseSchema(*schema);  // rows are read with it: check it now
+  if (!parsed.ok())
+    return parsed.status().WithMessage("node.load 'schema': ", parsed.status().message());
+  r.schema = *schema;
+  auto read_task = [](const json& t, std::string what) -> arrow::Result<TaskSpec> {
+    JsonFields tin(t, what);
     TaskSpec spec;
-    ARROW_ASSIGN_OR_RAISE(spec.index, Get<int64_t>(t, "index", what));
-    if (!t.contains("data")) return arrow::Status::Invalid("node.load: task without 'data'");
-    ARROW_ASSIGN_OR_RAISE(spec.task.data_file, DataFileFromJson(t["data"]));
-    if (t.contains("deletes") && t["deletes"].is_array()) {
-      for (const auto& d : t["deletes"]) {
-        ARROW_ASSIGN_OR_RAISE(auto del, DataFileFromJson(d));
-        spec.task.deletes.push_back(std::move(del));
-      }
-    }
-    r.tasks.push_back(std::move(spec));
-  }
+    ARROW_ASSIGN_OR_RAISE(const json* index, tin.Find(kTaskIndex));
+    ARROW_ASSIGN_OR_RAISE(spec.index, tin.Int(*index, kTaskIndex));
+    ARROW_ASSIGN_OR_RAISE(const json* data, tin.Find(kTaskData));
+    ARROW_ASSIGN_OR_RAISE(data, tin.Object(*data, kTaskData));
+    ARROW_ASSIGN_OR_RAISE(spec.task.data_file, DataFileFromJson(*data, what + " 'data'"));
+    auto read_delete = [](const json& d, std::string w) { return DataFileFromJson(d, w); };
+    ARROW_RETURN_NOT_OK(ReadObjects(tin, kTaskDeletes, read_delete, &spec.task.deletes));
+    return spec;
+  };
+  ARROW_RETURN_NOT_OK(ReadObjects(in, kLoadTasks, read_task, &r.tasks));
   return r;
+}
+
+arrow::Result<NodeLoadRequest> NodeLoadRequest::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "node.load"));
+  return FromJson(j);
+}
+
+MessageSpec NodeLoadRequest::Spec() {
+  return SpecOf<NodeLoadRequest>("node.load", kLoadFields, {kLoadSchema, kLoadTasks});
+}
+
+// --- the small ones -----------------------------------------------------------
+
+json NodeLoadStatusRequest::ToJson() const {
+  return Write<NodeLoadStatusRequest>(kLoadStatusFields, *this);
+}
+arrow::Result<NodeLoadStatusRequest> NodeLoadStatusRequest::Parse(std::string_view body) {
+  return Read<NodeLoadStatusRequest>(body, "node.load_status", kLoadStatusFields);
+}
+MessageSpec NodeLoadStatusRequest::Spec() {
+  return SpecOf<NodeLoadStatusRequest>("node.load_status", kLoadStatusFields);
+}
+
+json NodeCommit::ToJson() const { return Write<NodeCommit>(kCommitFields, *this); }
+arrow::Result<NodeCommit> NodeCommit::Parse(std::string_view body) {
+  return Read<NodeCommit>(body, "node.commit", kCommitFields);
+}
+MessageSpec NodeCommit::Spec() { return SpecOf<NodeCommit>("node.commit", kCommitFields); }
+
+json NodeCommitResult::ToJson() const {
+  return Write<NodeCommitResult>(kCommitResultFields, *this);
+}
+arrow::Result<NodeCommitResult> NodeCommitResult::Parse(std::string_view body) {
+  return Read<NodeCommitResult>(body, "node.commit reply", kCommitResultFields);
+}
+MessageSpec NodeCommitResult::Spec() {
+  return SpecOf<NodeCommitResult>("node.commit reply", kCommitResultFields);
+}
+
+json NodeEvict::ToJson() const { return Write<NodeEvict>(kEvictFields, *this); }
+arrow::Result<NodeEvict> NodeEvict::Parse(std::string_view body) {
+  return Read<NodeEvict>(body, "node.evict", kEvictFields);
+}
+MessageSpec NodeEvict::Spec() { return SpecOf<NodeEvict>("node.evict", kEvictFields); }
+
+json NodeEvictResult::ToJson() const { return Write<NodeEvictResult>(kEvictResultFields, *this); }
+arrow::Result<NodeEvictResult> NodeEvictResult::Parse(std::string_view body) {
+  return Read<NodeEvictResult>(body, "node.evict reply", kEvictResultFields);
+}
+MessageSpec NodeEvictResult::Spec() {
+  return SpecOf<NodeEvictResult>("node.evict reply", kEvictResultFields);
+}
+
+std::vector<MessageSpec> AllMessageSpecs() {
+  return {LoadRequest::Spec(),        NameRequest::Spec("describe"),
+          NameRequest::Spec("evict"), RangeDescriptor::Spec(),
+          EpochDescriptor::Spec(),    RowsDescriptor::Spec(),
+          RegisterRequest::Spec(),    NodeStatus::Spec(),
+          NodeLoadRequest::Spec(),    NodeLoadStatusRequest::Spec(),
+          NodeLoadState::Spec(),      NodeCommit::Spec(),
+          NodeCommitResult::Spec(),   NodeEvict::Spec(),
+          NodeEvictResult::Spec(),    DataFileSpec()};
+}
+
+arrow::Status ParseMessage(std::string_view message, std::string_view body) {
+  if (message == "load") return LoadRequest::Parse(body).status();
+  if (message == "describe" || message == "evict") {
+    return NameRequest::Parse(body, message).status();
+  }
+  if (message == "descriptor") return ParseDescriptor(body).status();
+  if (message == "node.register") return RegisterRequest::Parse(body).status();
+  if (message == "node.status reply") return NodeStatus::Parse(body).status();
+  if (message == "node.load") return NodeLoadRequest::Parse(body).status();
+  if (message == "node.load_status") return NodeLoadStatusRequest::Parse(body).status();
+  if (message == "node.load_status reply") {
+    ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, message));
+    return NodeLoadState::FromJson(j, std::string(message)).status();
+  }
+  if (message == "node.commit") return NodeCommit::Parse(body).status();
+  if (message == "node.commit reply") return NodeCommitResult::Parse(body).status();
+  if (message == "node.evict") return NodeEvict::Parse(body).status();
+  if (message == "node.evict reply") return NodeEvictResult::Parse(body).status();
+  return arrow::Status::NotImplemented("no message '", message, "'");
 }
 
 }  // namespace icefloe

@@ -1,8 +1,11 @@
-// The JSON bodies of icefloe's Flight actions and CMD descriptors.
+// Messages between the head and the data nodes (node.* actions and their
+// replies, node.register), and the umbrella header for every JSON message
+// (actions.h, descriptors.h). docs/protocol.md describes each.
 //
-// Every body is a JSON object with a "v" (version) field; unknown fields are
-// ignored and missing optional ones take defaults, so old clients keep working.
-// Decoders return Invalid naming the offending field. See docs/protocol.md.
+// A node load runs in the background on the node: node.load starts it and
+// answers at once; node.load_status follows it (waiting a bounded time for a
+// change); node.commit publishes it; node.evict drops or cancels it. So no
+// call holds a gRPC thread for longer than its bounded wait.
 #pragma once
 
 #include <cstdint>
@@ -14,41 +17,84 @@
 #include <arrow/result.h>
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/row_range.h"
 #include "icefloe/iceberg/data_file.h"
+#include "icefloe/protocol/actions.h"
+#include "icefloe/protocol/descriptors.h"
+#include "icefloe/protocol/fields.h"
 
 namespace icefloe {
 
-inline constexpr int kProtocolVersion = 1;
-inline constexpr int64_t kDefaultBatchRows = 64 * 1024;
+/// Longest node.load_status wait a node grants.
+inline constexpr uint64_t kMaxLoadWaitMs = 10'000;
 
-/// Parses a JSON object body, checking "v". Invalid naming `what` otherwise.
-arrow::Result<nlohmann::json> ParseBody(std::string_view body, std::string_view what);
+// --- node -> head ---------------------------------------------------------
 
-// --- client -> head -------------------------------------------------------
-
-/// Action "load".
-struct LoadRequest {
+/// A dataset a node holds (in NodeStatus).
+struct NodeDatasetInfo {
   std::string name;
-  std::string source;  ///< metadata.json location or table directory
-  std::optional<int64_t> snapshot_id;
-  std::optional<std::string> ref;
-  std::optional<int64_t> as_of_ms;
-  std::vector<std::string> columns;
-  std::string filter;
-  int64_t batch_rows = kDefaultBatchRows;
-  int32_t replication = 1;
+  uint64_t generation = 0;
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  std::vector<RowRange> ranges;  ///< global rows held, sorted
 
   nlohmann::json ToJson() const;
-  static arrow::Result<LoadRequest> FromJson(const nlohmann::json& j);
 };
 
-/// GetFlightInfo CMD descriptor {"v":1,"kind":"range","dataset":..,"start":..,"stop":..}.
-struct RangeCommand {
+/// A load on a node (in NodeStatus and as node.load / node.load_status reply).
+struct NodeLoadState {
   std::string dataset;
-  uint64_t start = 0;
-  std::optional<uint64_t> stop;  ///< empty = to the end
+  uint64_t generation = 0;
+  /// queued, loading, staged (done, waiting for node.commit), failed, or
+  /// absent (the node has no load of this generation).
+  std::string state = "absent";
+  int64_t tasks_total = 0;
+  int64_t tasks_done = 0;
+  int64_t rows = 0;
+  std::string error;  ///< failed: why
+  /// failed: what kind of error ("invalid", "not_found", "out_of_memory",
+  /// "io", "cancelled" or "other"), so the head answers with the same kind.
+  std::string error_kind;
+  std::vector<int64_t> task_rows;  ///< staged: exact rows per task, request order
+  int64_t bytes = 0;               ///< staged: bytes held
+  int64_t row_groups_total = 0;
+  int64_t row_groups_read = 0;
+  int64_t bytes_read = 0;
+
+  bool finished() const { return state != "queued" && state != "loading"; }
+  /// Records `st` (not OK) as this load's error.
+  void SetError(const arrow::Status& st);
+  /// The failed load's error as a status of its kind, prefixed by `context`.
+  arrow::Status ErrorStatus(const std::string& context) const;
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeLoadState> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
 };
-arrow::Result<RangeCommand> ParseRangeCommand(const nlohmann::json& j);
+
+/// Reply to node.status; also the status inside node.register.
+struct NodeStatus {
+  std::string location;
+  int64_t memory_limit_bytes = 0;  ///< 0: unlimited
+  int64_t memory_used_bytes = 0;
+  std::vector<NodeDatasetInfo> datasets;
+  std::vector<NodeLoadState> loads;
+  uint64_t staged = 0;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeStatus> FromJson(const nlohmann::json& j, std::string what);
+  static arrow::Result<NodeStatus> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
+/// Action "node.register" (node -> head, signed): a node announcing itself.
+struct RegisterRequest {
+  std::string location;
+  NodeStatus status;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<RegisterRequest> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
 
 // --- head -> node ---------------------------------------------------------
 
@@ -58,12 +104,11 @@ struct TaskSpec {
   iceberg::ScanTask task;
 };
 
-/// Action "node.load": phase one of a load. The node reads its tasks into
-/// staged batches and answers with exact row counts per task.
+/// Action "node.load": read scan tasks into staged batches (in the background).
 struct NodeLoadRequest {
   std::string dataset;
   uint64_t generation = 0;
-  nlohmann::json schema;     ///< Iceberg schema JSON (rows are read with it)
+  nlohmann::json schema;  ///< Iceberg schema JSON (rows are read with it); checked on parse
   std::string name_mapping;  ///< the table's schema.name-mapping.default, or empty
   std::vector<int32_t> projection;
   std::string filter;
@@ -72,27 +117,69 @@ struct NodeLoadRequest {
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeLoadRequest> FromJson(const nlohmann::json& j);
+  static arrow::Result<NodeLoadRequest> Parse(std::string_view body);
+  static MessageSpec Spec();
 };
 
-struct NodeLoadResult {
-  std::vector<int64_t> task_rows;  ///< exact rows per task, same order as the request
-  int64_t bytes = 0;
+/// Action "node.load_status": the state of a load, after waiting up to
+/// wait_ms for it to finish.
+struct NodeLoadStatusRequest {
+  std::string dataset;
+  uint64_t generation = 0;
+  uint64_t wait_ms = 0;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeLoadStatusRequest> Parse(std::string_view body);
+  static MessageSpec Spec();
 };
 
-/// Action "node.commit": phase two. Global row id of each task's first row.
+/// Action "node.commit": global row id of each task's first row; publish.
 struct NodeCommit {
   std::string dataset;
   uint64_t generation = 0;
   std::vector<uint64_t> task_starts;  ///< same order as the load request's tasks
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeCommit> Parse(std::string_view body);
+  static MessageSpec Spec();
 };
 
-/// Action "node.evict": drop a dataset (all generations when generation is 0).
+struct NodeCommitResult {
+  int64_t rows = 0;
+  int64_t bytes = 0;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeCommitResult> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
+/// Action "node.evict": drop a dataset's copy, staged load or running load
+/// (every generation when generation is 0).
 struct NodeEvict {
   std::string dataset;
   uint64_t generation = 0;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeEvict> Parse(std::string_view body);
+  static MessageSpec Spec();
 };
 
-nlohmann::json DataFileToJson(const iceberg::DataFile& file);
-arrow::Result<iceberg::DataFile> DataFileFromJson(const nlohmann::json& j);
+struct NodeEvictResult {
+  bool evicted = false;
+  int64_t bytes = 0;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeEvictResult> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
+/// Every message's field list (docs, the Python client, tests).
+std::vector<MessageSpec> AllMessageSpecs();
+
+/// Parses `body` as the message named `message` ("load", "describe", "evict",
+/// "descriptor", "node.register", "node.status reply", "node.load",
+/// "node.load_status", "node.load_status reply", "node.commit", "node.commit
+/// reply", "node.evict", "node.evict reply"); for tests and the fuzzer.
+arrow::Status ParseMessage(std::string_view message, std::string_view body);
 
 }  // namespace icefloe

@@ -24,8 +24,8 @@
 
 #include <arrow/result.h>
 
-#include "icefloe/common/ticket.h"
 #include "icefloe/plan/plan.h"
+#include "icefloe/protocol/ticket.h"
 
 namespace icefloe {
 

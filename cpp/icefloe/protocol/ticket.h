@@ -13,6 +13,8 @@
 
 #include <arrow/result.h>
 
+#include "icefloe/common/row_range.h"
+
 namespace icefloe {
 
 inline constexpr uint8_t kTicketMagic0 = 0xFF;
@@ -51,12 +53,6 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
 bool IsNativeTicket(std::string_view bytes);
 
 /// Body of a kRange ticket: global rows [start, stop).
-struct RowRange {
-  uint64_t start = 0;
-  uint64_t stop = 0;
-  uint64_t size() const { return stop - start; }
-  bool operator==(const RowRange&) const = default;
-};
 std::string EncodeRangeBody(RowRange range);
 arrow::Result<RowRange> DecodeRangeBody(std::string_view body);
 

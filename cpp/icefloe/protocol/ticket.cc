@@ -1,4 +1,4 @@
-#include "icefloe/common/ticket.h"
+#include "icefloe/protocol/ticket.h"
 
 #include "icefloe/common/byte_io.h"
 #include "icefloe/common/hmac.h"

@@ -1,4 +1,4 @@
-#include "icefloe/plan/plan_ticket.h"
+#include "icefloe/protocol/plan_ticket.h"
 
 #include "icefloe/common/byte_io.h"
 

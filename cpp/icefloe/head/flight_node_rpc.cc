@@ -1,0 +1,99 @@
+#include "icefloe/head/flight_node_rpc.h"
+
+#include "icefloe/common/wire_status.h"
+
+namespace icefloe {
+
+namespace flight = arrow::flight;
+
+arrow::Result<std::shared_ptr<flight::FlightClient>> FlightNodeRpc::Client(
+    const std::string& node) {
+  MutexLock lock(&mu_);
+  auto it = clients_.find(node);
+  if (it != clients_.end()) return it->second;
+  ARROW_ASSIGN_OR_RAISE(auto location, flight::Location::Parse(node));
+  ARROW_ASSIGN_OR_RAISE(auto client,
+                        flight::FlightClient::Connect(location, ClientOptions(security_)));
+  std::shared_ptr<flight::FlightClient> shared = std::move(client);
+  clients_[node] = shared;
+  return shared;
+}
+
+arrow::Result<std::string> FlightNodeRpc::Call(const std::string& node, const std::string& type,
+                                               const std::string& body, double timeout_s) {
+  auto result = CallOnce(node, type, body, timeout_s);
+  if (!result.ok()) return PeerError(result.status(), node);
+  return result;
+}
+
+arrow::Result<std::string> FlightNodeRpc::CallOnce(const std::string& node, const std::string& type,
+                                                   const std::string& body, double timeout_s) {
+  ARROW_ASSIGN_OR_RAISE(auto client, Client(node));
+  auto options = CallOptions(security_, timeout_s);
+  if (!key_.empty())
+    options.headers.emplace_back(kActionSignatureHeader, SignAction(key_, type, body));
+  flight::Action action{type, arrow::Buffer::FromString(body)};
+  ARROW_ASSIGN_OR_RAISE(auto stream, client->DoAction(options, action));
+  ARROW_ASSIGN_OR_RAISE(auto result, stream->Next());
+  ARROW_RETURN_NOT_OK(stream->Drain());
+  if (!result || !result->body) {
+    return BadNodeReply(node, type, arrow::Status::Invalid("no result"));
+  }
+  return result->body->ToString();
+}
+
+namespace {
+
+// Parses a node's reply; a reply that does not parse is the node's fault.
+template <typename T, typename Parse>
+arrow::Result<T> Reply(const std::string& node, const std::string& action,
+                       arrow::Result<std::string> body, Parse parse) {
+  ARROW_ASSIGN_OR_RAISE(std::string text, std::move(body));
+  arrow::Result<T> parsed = parse(text);
+  if (!parsed.ok()) return BadNodeReply(node, action, parsed.status());
+  return parsed;
+}
+
+arrow::Result<NodeLoadState> ParseLoadState(std::string_view text) {
+  ARROW_ASSIGN_OR_RAISE(auto j, ParseJsonObject(text, "reply"));
+  return NodeLoadState::FromJson(j, "reply");
+}
+
+}  // namespace
+
+arrow::Result<NodeStatus> FlightNodeRpc::Status(const std::string& node, double timeout_s) {
+  return Reply<NodeStatus>(node, "node.status", Call(node, "node.status", "{\"v\": 1}", timeout_s),
+                           NodeStatus::Parse);
+}
+
+arrow::Result<NodeLoadState> FlightNodeRpc::StartLoad(const std::string& node,
+                                                      const NodeLoadRequest& request,
+                                                      double timeout_s) {
+  return Reply<NodeLoadState>(node, "node.load",
+                              Call(node, "node.load", Dump(request.ToJson()), timeout_s),
+                              ParseLoadState);
+}
+
+arrow::Result<NodeLoadState> FlightNodeRpc::LoadStatus(const std::string& node,
+                                                       const NodeLoadStatusRequest& request,
+                                                       double timeout_s) {
+  return Reply<NodeLoadState>(node, "node.load_status",
+                              Call(node, "node.load_status", Dump(request.ToJson()), timeout_s),
+                              ParseLoadState);
+}
+
+arrow::Result<NodeCommitResult> FlightNodeRpc::Commit(const std::string& node,
+                                                      const NodeCommit& request, double timeout_s) {
+  return Reply<NodeCommitResult>(node, "node.commit",
+                                 Call(node, "node.commit", Dump(request.ToJson()), timeout_s),
+                                 NodeCommitResult::Parse);
+}
+
+arrow::Result<NodeEvictResult> FlightNodeRpc::Evict(const std::string& node,
+                                                    const NodeEvict& request, double timeout_s) {
+  return Reply<NodeEvictResult>(node, "node.evict",
+                                Call(node, "node.evict", Dump(request.ToJson()), timeout_s),
+                                NodeEvictResult::Parse);
+}
+
+}  // namespace icefloe

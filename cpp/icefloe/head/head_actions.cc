@@ -1,0 +1,125 @@
+// The head's DoAction: one typed message per action (protocol/actions.h,
+// protocol/messages.h), answered from the catalog, the coordinator and the
+// registry.
+#include <arrow/flight/types.h>
+
+#include "icefloe/common/wire_status.h"
+#include "icefloe/head/head_server.h"
+
+namespace icefloe {
+
+namespace flight = arrow::flight;
+using json = nlohmann::json;
+
+namespace {
+
+std::unique_ptr<flight::ResultStream> JsonResult(const json& j) {
+  std::vector<flight::Result> results(1);
+  results[0].body = arrow::Buffer::FromString(Dump(j));
+  return std::make_unique<flight::SimpleResultStream>(std::move(results));
+}
+
+// Streams a load's progress every 0.5 s until it ends, then its description
+// (or its error). The load runs on whatever the client does; each Next()
+// waits at most 0.5 s.
+class LoadProgressStream : public flight::ResultStream {
+ public:
+  explicit LoadProgressStream(std::shared_ptr<LoadJob> job) : job_(std::move(job)) {}
+
+  arrow::Result<std::unique_ptr<flight::Result>> Next() override {
+    if (done_) return nullptr;
+    const bool finished = job_->Wait(std::chrono::milliseconds(first_ ? 0 : 500));
+    first_ = false;
+    json body;
+    if (finished) {
+      done_ = true;
+      auto outcome = job_->Outcome();
+      if (!outcome.ok()) return ToWireStatus(outcome.status());
+      body = std::move(*outcome);
+    } else {
+      body = job_->Progress();
+    }
+    auto r = std::make_unique<flight::Result>();
+    r->body = arrow::Buffer::FromString(Dump(body));
+    return r;
+  }
+
+ private:
+  std::shared_ptr<LoadJob> job_;
+  bool first_ = true;
+  bool done_ = false;
+};
+
+}  // namespace
+
+arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
+                                      std::vector<flight::ActionType>* actions) {
+  *actions = {{"load",
+               "Load a dataset: {name, source, snapshot_id?, ref?, as_of_ms?, columns?, "
+               "filter?, batch_rows?, replication?}; streams progress, then the description."},
+              {"list", "Every dataset (JSON array of descriptions)."},
+              {"describe", "One dataset with its slice map: {name}."},
+              {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
+              {"status", "Nodes, datasets and loads in progress."},
+              {"node.register", "Data nodes only (signed): announce a node and its status."}};
+  return arrow::Status::OK();
+}
+
+arrow::Status HeadServer::DoAction(const flight::ServerCallContext& context,
+                                   const flight::Action& action,
+                                   std::unique_ptr<flight::ResultStream>* result) {
+  return ToWireStatus(RunAction(context, action, result));
+}
+
+arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
+                                    const flight::Action& action,
+                                    std::unique_ptr<flight::ResultStream>* result) {
+  const std::string body = action.body ? action.body->ToString() : std::string();
+  const std::string& type = action.type;
+  if (type == "load") {
+    ARROW_ASSIGN_OR_RAISE(LoadRequest request, LoadRequest::Parse(body));
+    ARROW_ASSIGN_OR_RAISE(auto job, coordinator_.Load(request));
+    *result = std::make_unique<LoadProgressStream>(std::move(job));
+    return arrow::Status::OK();
+  }
+  if (type == "list") {
+    json out = json::array();
+    for (const auto& e : catalog_.All()) out.push_back(e->ToJson(false));
+    *result = JsonResult(out);
+    return arrow::Status::OK();
+  }
+  if (type == "describe") {
+    ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
+    auto entry = catalog_.Find(request.name);
+    if (!entry) return arrow::Status::KeyError("unknown dataset '", request.name, "'");
+    *result = JsonResult(entry->ToJson(true));
+    return arrow::Status::OK();
+  }
+  if (type == "evict") {
+    ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
+    ARROW_ASSIGN_OR_RAISE(json out, coordinator_.Evict(request.name));
+    *result = JsonResult(out);
+    return arrow::Status::OK();
+  }
+  if (type == "status") {
+    *result = JsonResult(ClusterStatus());
+    return arrow::Status::OK();
+  }
+  if (type == "node.register") {
+    ARROW_RETURN_NOT_OK(Register(context, body));
+    *result = JsonResult({{"ok", true}});
+    return arrow::Status::OK();
+  }
+  return arrow::Status::NotImplemented("unknown action '", type, "'");
+}
+
+arrow::Status HeadServer::Register(const flight::ServerCallContext& context,
+                                   const std::string& body) {
+  ARROW_RETURN_NOT_OK(VerifyActionSignature(ticket_key_, context, "node.register", body));
+  // Parsed whole before the registry sees it: a bad status registers nothing.
+  ARROW_ASSIGN_OR_RAISE(RegisterRequest request, RegisterRequest::Parse(body));
+  registry_.Heartbeat(request.location, request.status);
+  return arrow::Status::OK();
+}
+
+}  // namespace icefloe

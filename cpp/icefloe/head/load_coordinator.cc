@@ -1,0 +1,239 @@
+#include "icefloe/head/load_coordinator.h"
+
+#include <numeric>
+
+#include <arrow/type.h>
+
+#include "icefloe/common/bytes.h"
+#include "icefloe/common/log.h"
+#include "icefloe/head/load_run_internal.h"
+#include "icefloe/iceberg/types.h"
+#include "icefloe/protocol/fields.h"
+
+namespace icefloe {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Estimated in-memory Arrow bytes of one task's projected columns.
+int64_t EstimateTaskBytes(const iceberg::ScanTask& task, const iceberg::ScanPlan& plan,
+                          double factor) {
+  const auto& f = task.data_file;
+  int64_t total = 0;
+  for (int32_t id : plan.projection) {
+    const iceberg::NestedField* field = plan.schema.FindById(id);
+    if (field == nullptr) continue;
+    auto arrow_type = iceberg::ToArrowType(*field->type);
+    int width = arrow_type.ok() ? (*arrow_type)->byte_width() : -1;
+    if (width > 0) {
+      total += f.record_count * width + f.record_count / 8 + 64;
+    } else {
+      auto it = f.column_sizes.find(id);
+      int64_t on_disk = it != f.column_sizes.end()
+                            ? it->second
+                            : f.file_size_in_bytes / std::max<size_t>(1, plan.projection.size());
+      // Offsets (8 bytes per row) plus the expanded values.
+      total += f.record_count * 8 + static_cast<int64_t>(static_cast<double>(on_disk) * factor);
+    }
+  }
+  return total;
+}
+
+// Identity of a cached copy: loads with the same key share one.
+std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r) {
+  json j = {{"table", plan.table_uuid.empty() ? plan.metadata_location : plan.table_uuid},
+            {"snapshot", plan.snapshot_id ? *plan.snapshot_id : -1},
+            {"projection", plan.projection},
+            {"filter", r.filter},
+            {"batch_rows", r.batch_rows},
+            {"replication", r.replication}};
+  return Dump(j);
+}
+
+}  // namespace
+
+LoadCoordinator::LoadCoordinator(LoadOptions options, NodeRpc* rpc, ThreadPool* calls,
+                                 NodeRegistry* registry, Catalog* catalog, ScanPlanner planner,
+                                 uint64_t first_generation)
+    : options_(options),
+      rpc_(rpc),
+      calls_(calls),
+      registry_(registry),
+      catalog_(catalog),
+      planner_(std::move(planner)),
+      next_generation_(first_generation),
+      pool_("the load pool", options.max_concurrent_loads,
+            static_cast<size_t>(std::max(0, options.max_queued_loads))) {}
+
+LoadCoordinator::~LoadCoordinator() { Shutdown(); }
+
+void LoadCoordinator::Shutdown() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& [name, job] : jobs_)
+      job->Cancel(arrow::Status::Cancelled("the head is shutting down"));
+  }
+  pool_.Shutdown();
+}
+
+arrow::Result<std::shared_ptr<LoadJob>> LoadCoordinator::Load(const LoadRequest& request) {
+  MutexLock lock(&mu_);
+  if (stopping_) return arrow::Status::Cancelled("the head is shutting down");
+  auto running = jobs_.find(request.name);
+  if (running != jobs_.end()) {
+    if (running->second->request() == request) return running->second;  // join it
+    return arrow::Status::AlreadyExists(
+        "dataset '", request.name,
+        "' is already being loaded with other arguments; wait for that load to end, or evict '",
+        request.name, "' to cancel it");
+  }
+  auto job = std::make_shared<LoadJob>(request);
+  arrow::Status st = pool_.Submit([this, job] { RunJob(job); });
+  if (!st.ok()) {
+    return st.WithMessage("cannot start another load: ", st.message(),
+                          " (the head runs --max-loads at once and queues --max-queued-loads)");
+  }
+  jobs_[request.name] = job;
+  return job;
+}
+
+bool LoadCoordinator::Loading(const std::string& name) const {
+  MutexLock lock(&mu_);
+  return jobs_.count(name) > 0;
+}
+
+json LoadCoordinator::Loads() const {
+  MutexLock lock(&mu_);
+  json out = json::array();
+  for (const auto& [name, job] : jobs_) out.push_back(job->Progress());
+  return out;
+}
+
+void LoadCoordinator::RunJob(std::shared_ptr<LoadJob> job) {
+  auto result = Execute(job.get());
+  if (!result.ok()) {
+    LogWarn("load failed",
+            {{"dataset", job->request().name}, {"error", result.status().ToString()}});
+  }
+  {
+    MutexLock lock(&mu_);
+    auto it = jobs_.find(job->request().name);
+    if (it != jobs_.end() && it->second == job) jobs_.erase(it);
+  }
+  if (result.ok()) {
+    job->Finish(arrow::Status::OK(), std::move(*result));
+  } else {
+    job->Finish(result.status(), nullptr);
+  }
+}
+
+arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(LoadJob* job) {
+  const LoadRequest& request = job->request();
+  ARROW_RETURN_NOT_OK(job->cancelled());
+  job->SetPhase(LoadJob::Phase::kPlanning);
+  Run run;
+  run.job = job;
+  auto plan = planner_(request);
+  if (!plan.ok()) {
+    return plan.status().WithMessage("load '", request.name, "': ", plan.status().message());
+  }
+  run.plan = std::move(*plan);
+  const std::string key = DatasetKey(run.plan, request);
+  run.previous = catalog_->Find(request.name);
+  if (run.previous && run.previous->key == key && run.previous->state == "ready") {
+    return run.previous;  // already cached: reuse
+  }
+  if (auto same = catalog_->FindByKey(key)) {
+    // Another name holds exactly this copy: share it.
+    auto alias = std::make_shared<DatasetEntry>(*same);
+    alias->name = request.name;
+    alias->request = request;
+    catalog_->Put(alias);
+    LogInfo("dataset shares a cached copy", {{"dataset", request.name}, {"with", same->name}});
+    return alias;
+  }
+
+  auto entry = std::make_shared<DatasetEntry>();
+  entry->name = request.name;
+  entry->storage_name = request.name;
+  entry->key = key;
+  entry->generation = next_generation_++;
+  entry->state = "loading";
+  entry->request = request;
+  entry->metadata_location = run.plan.metadata_location;
+  entry->snapshot_id = run.plan.snapshot_id;
+  entry->schema = run.plan.arrow_schema;
+  entry->scan = run.plan.metrics;
+  entry->tasks_total = static_cast<int64_t>(run.plan.tasks.size());
+  run.entry = entry;
+
+  std::vector<int64_t> task_bytes;
+  for (const auto& t : run.plan.tasks) {
+    task_bytes.push_back(EstimateTaskBytes(t, run.plan, options_.size_estimate_factor));
+  }
+  entry->estimated_bytes = std::accumulate(task_bytes.begin(), task_bytes.end(), int64_t{0});
+  std::vector<PlacementNode> nodes;
+  for (const auto& n : registry_->Alive()) {
+    nodes.push_back({n.location, n.available_bytes()});
+    run.nodes.push_back(n.location);
+  }
+  auto placement = PlaceTasks(task_bytes, nodes, request.replication);
+  if (!placement.ok()) {
+    return placement.status().WithMessage("load '", request.name,
+                                          "': ", placement.status().message());
+  }
+  run.placement = std::move(*placement);
+  LogInfo("load started", {{"dataset", request.name},
+                           {"generation", std::to_string(entry->generation)},
+                           {"tasks", std::to_string(run.plan.tasks.size())},
+                           {"estimated", FormatBytes(entry->estimated_bytes)},
+                           {"nodes", std::to_string(nodes.size())}});
+  const auto started = std::chrono::steady_clock::now();
+  arrow::Status st = LoadOnNodes(&run);
+  entry->load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!st.ok()) {
+    auto unreached = EvictOnNodes(entry->storage_name, entry->generation, run.nodes);
+    if (!unreached.empty()) {
+      LogWarn("a failed load could not be cleaned up on every node",
+              {{"dataset", request.name}, {"nodes", std::to_string(unreached.size())}});
+    }
+    registry_->PollAll();
+    return st.WithMessage("load '", request.name, "': ", st.message());
+  }
+  Publish(&run);
+  return std::shared_ptr<const DatasetEntry>(entry);
+}
+
+arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
+  bool cancelled = false;
+  {
+    MutexLock lock(&mu_);
+    auto it = jobs_.find(name);
+    if (it != jobs_.end()) {
+      it->second->Cancel(arrow::Status::Cancelled("load of '", name, "' cancelled by evict"));
+      cancelled = true;
+    }
+  }
+  auto [entry, unused] = catalog_->Remove(name);
+  if (!entry) {
+    if (cancelled) return json{{"name", name}, {"bytes", 0}, {"cancelled", true}};
+    return arrow::Status::KeyError("unknown dataset '", name, "'");
+  }
+  json unreached = json::array();
+  if (unused) {
+    for (auto& n : EvictOnNodes(entry->storage_name, entry->generation, entry->nodes)) {
+      unreached.push_back(std::move(n));
+    }
+  }
+  registry_->PollAll();  // so status shows the freed memory at once
+  LogInfo("evicted", {{"dataset", name}, {"bytes", FormatBytes(entry->nbytes)}});
+  return json{{"name", name},
+              {"bytes", unused ? entry->nbytes : 0},
+              {"cancelled", cancelled},
+              {"unreached", unreached}};
+}
+
+}  // namespace icefloe

@@ -1,0 +1,111 @@
+// LoadCoordinator: the head's loads and evictions, decided here and carried
+// out on the data nodes through NodeRpc (so tests drive it with a fake).
+//
+// A load of dataset `name`:
+//   1. Reserve: the name is taken before anything else. A second identical
+//      request joins the running load (same job); a request with other
+//      arguments is AlreadyExists. A full queue is CapacityError.
+//   2. On a load thread (a bounded pool): plan the Iceberg scan; reuse the
+//      cached copy when the same table, snapshot, columns and filter are
+//      already ready under this name or another; else place the tasks on
+//      live nodes within their memory.
+//   3. node.load on every placed node (they load in the background), then
+//      node.load_status until all are staged, one fails, the load deadline
+//      passes or the load is cancelled (evict, shutdown).
+//   4. Global row ids from the exact row counts; node.commit everywhere.
+//   5. Publish in the catalog; evict the generation it replaces.
+// Any failure after step 3 began evicts this generation on every placed node
+// (in parallel, bounded by evict_timeout_s), so nothing stays reserved on a
+// node and the name is free for the next load.
+//
+// Thread-safe. Owns the load pool (max_concurrent_loads threads); node calls
+// run on the shared `calls` pool, each bounded by its timeout.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <nlohmann/json.hpp>
+
+#include "icefloe/common/mutex.h"
+#include "icefloe/common/thread_pool.h"
+#include "icefloe/head/catalog.h"
+#include "icefloe/head/load_job.h"
+#include "icefloe/head/node_rpc.h"
+#include "icefloe/head/placement.h"
+#include "icefloe/head/registry.h"
+#include "icefloe/iceberg/scan.h"
+
+namespace icefloe {
+
+struct LoadOptions {
+  int32_t max_concurrent_loads = 4;  ///< load threads
+  int32_t max_queued_loads = 16;     ///< loads waiting for one
+  double node_call_timeout_s = 30;   ///< node.load, node.load_status, node.commit
+  double load_timeout_s = 3600;      ///< from node.load to every node staged
+  double evict_timeout_s = 30;       ///< evicts on all nodes, in parallel
+  double poll_wait_s = 1.0;          ///< how long node.load_status waits for a change
+  /// Multiplier from Parquet column bytes to in-memory Arrow bytes for
+  /// variable-width columns when estimating whether a dataset fits.
+  double size_estimate_factor = 3.0;
+};
+
+/// Plans a load's scan (iceberg::PlanScan in the head; anything in tests).
+using ScanPlanner = std::function<arrow::Result<iceberg::ScanPlan>(const LoadRequest&)>;
+
+class LoadCoordinator {
+ public:
+  /// Every pointer outlives the coordinator. Generations start at `first_generation`.
+  LoadCoordinator(LoadOptions options, NodeRpc* rpc, ThreadPool* calls, NodeRegistry* registry,
+                  Catalog* catalog, ScanPlanner planner, uint64_t first_generation);
+  /// Shutdown().
+  ~LoadCoordinator();
+
+  /// Starts (or joins) a load; the job reports progress and the outcome.
+  arrow::Result<std::shared_ptr<LoadJob>> Load(const LoadRequest& request) EXCLUDES(mu_);
+  /// Drops a dataset from the catalog and its nodes (a running load of the
+  /// name is cancelled). {"name", "bytes", "unreached": [nodes]}.
+  arrow::Result<nlohmann::json> Evict(const std::string& name) EXCLUDES(mu_);
+  /// Whether a load of `name` is queued or running.
+  bool Loading(const std::string& name) const EXCLUDES(mu_);
+  /// Progress of every queued or running load.
+  nlohmann::json Loads() const EXCLUDES(mu_);
+  /// Cancels every load and waits for the load threads (bounded by the
+  /// cleanup's evict timeout). Idempotent.
+  void Shutdown() EXCLUDES(mu_);
+
+ private:
+  struct Run;  // one load's state on its thread (load_phases.cc)
+
+  void RunJob(std::shared_ptr<LoadJob> job) EXCLUDES(mu_);
+  arrow::Result<std::shared_ptr<const DatasetEntry>> Execute(LoadJob* job);
+  // load_phases.cc: the node side of one load.
+  arrow::Status LoadOnNodes(Run* run);
+  arrow::Status StartOnNodes(Run* run);
+  arrow::Status WaitForNodes(Run* run);
+  arrow::Status CommitOnNodes(Run* run);
+  /// Evicts (storage, generation) on `nodes` in parallel within the evict
+  /// timeout; returns the nodes that did not confirm.
+  std::vector<std::string> EvictOnNodes(const std::string& storage, uint64_t generation,
+                                        const std::vector<std::string>& nodes);
+  void Publish(Run* run);
+
+  const LoadOptions options_;
+  NodeRpc* const rpc_;
+  ThreadPool* const calls_;
+  NodeRegistry* const registry_;
+  Catalog* const catalog_;
+  const ScanPlanner planner_;
+  std::atomic<uint64_t> next_generation_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<LoadJob>> jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  ThreadPool pool_;  // last: its threads stop before the members they use go
+};
+
+}  // namespace icefloe

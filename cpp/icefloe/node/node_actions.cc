@@ -1,0 +1,145 @@
+// The node's DoAction: node actions from the head, each a typed message
+// (protocol/messages.h), accepted only when authorized.
+#include <algorithm>
+
+#include <arrow/flight/types.h>
+
+#include "icefloe/common/bytes.h"
+#include "icefloe/common/log.h"
+#include "icefloe/common/wire_status.h"
+#include "icefloe/node/node_server.h"
+
+namespace icefloe {
+
+namespace flight = arrow::flight;
+
+arrow::Status NodeServer::ListActions(const flight::ServerCallContext&,
+                                      std::vector<flight::ActionType>* actions) {
+  *actions = {{"node.status", "Head only: this node's memory, datasets and loads."},
+              {"node.load", "Head only: start reading scan tasks into staged batches."},
+              {"node.load_status", "Head only: a load's state, after a bounded wait."},
+              {"node.commit", "Head only: assign global row ids and publish a staged load."},
+              {"node.evict", "Head only: drop a dataset or cancel its load."}};
+  return arrow::Status::OK();
+}
+
+arrow::Status NodeServer::DoAction(const flight::ServerCallContext& context,
+                                   const flight::Action& action,
+                                   std::unique_ptr<flight::ResultStream>* result) {
+  return ToWireStatus(RunAction(context, action, result));
+}
+
+arrow::Status NodeServer::Authorize(const flight::ServerCallContext& context,
+                                    const std::string& type, const std::string& body) const {
+  if (ticket_key_.empty() && !options_.trusted_head_host.empty()) {
+    return VerifyPeerIsHost(context, options_.trusted_head_host, type);
+  }
+  return VerifyActionSignature(ticket_key_, context, type, body);
+}
+
+arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
+                                    const flight::Action& action,
+                                    std::unique_ptr<flight::ResultStream>* result) {
+  const std::string body = action.body ? action.body->ToString() : std::string();
+  const std::string& type = action.type;
+  if (type != "node.status" && type != "node.load" && type != "node.load_status" &&
+      type != "node.commit" && type != "node.evict") {
+    return arrow::Status::NotImplemented("unknown action '", type, "'");
+  }
+  ARROW_RETURN_NOT_OK(Authorize(context, type, body));
+  std::string reply;
+  if (type == "node.status") {
+    reply = Dump(Status().ToJson());
+  } else if (type == "node.load") {
+    ARROW_ASSIGN_OR_RAISE(reply, HandleLoad(body));
+  } else if (type == "node.load_status") {
+    ARROW_ASSIGN_OR_RAISE(reply, HandleLoadStatus(body));
+  } else if (type == "node.commit") {
+    ARROW_ASSIGN_OR_RAISE(reply, HandleCommit(body));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(reply, HandleEvict(body));
+  }
+  std::vector<flight::Result> results(1);
+  results[0].body = arrow::Buffer::FromString(std::move(reply));
+  *result = std::make_unique<flight::SimpleResultStream>(std::move(results));
+  return arrow::Status::OK();
+}
+
+arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& request,
+                                                      LoadProgress* progress) {
+  auto pool = NewPool("dataset '" + request.dataset + "'");
+  auto loaded = LoadTasks(request, io_, std::move(pool), options_.load_threads, progress);
+  base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
+  return loaded;
+}
+
+arrow::Result<std::string> NodeServer::HandleLoad(const std::string& body) {
+  // Parsed (schema and every task included) before anything is reserved.
+  ARROW_ASSIGN_OR_RAISE(NodeLoadRequest request, NodeLoadRequest::Parse(body));
+  ARROW_ASSIGN_OR_RAISE(NodeLoadState state, loads_.Start(std::move(request)));
+  return Dump(state.ToJson());
+}
+
+arrow::Result<std::string> NodeServer::HandleLoadStatus(const std::string& body) {
+  ARROW_ASSIGN_OR_RAISE(NodeLoadStatusRequest request, NodeLoadStatusRequest::Parse(body));
+  NodeLoadState state =
+      loads_.Wait(request.dataset, request.generation, std::chrono::milliseconds(request.wait_ms));
+  return Dump(state.ToJson());
+}
+
+arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
+  ARROW_ASSIGN_OR_RAISE(NodeCommit commit, NodeCommit::Parse(body));
+  ARROW_ASSIGN_OR_RAISE(LoadedTasks staged, loads_.TakeStaged(commit.dataset, commit.generation));
+  if (commit.task_starts.size() != staged.batches.size()) {
+    return arrow::Status::Invalid("node.commit: 'task_starts' has ", commit.task_starts.size(),
+                                  " entries for ", staged.batches.size(), " tasks");
+  }
+  std::vector<std::pair<uint64_t, size_t>> order;
+  for (size_t i = 0; i < commit.task_starts.size(); ++i) {
+    order.emplace_back(commit.task_starts[i], i);
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<CachedBatch> batches;
+  for (const auto& [start, task] : order) {
+    uint64_t row = start;
+    for (auto& b : staged.batches[task]) {
+      uint64_t n = static_cast<uint64_t>(b->num_rows());
+      batches.push_back({row, std::move(b)});
+      row += n;
+    }
+  }
+  // Make() refuses overlapping or unsorted rows (a wrong task_starts).
+  ARROW_ASSIGN_OR_RAISE(auto ds,
+                        CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
+                                            std::move(batches), staged.pool));
+  LogInfo("published", {{"dataset", commit.dataset},
+                        {"generation", std::to_string(commit.generation)},
+                        {"rows", std::to_string(ds->num_rows())},
+                        {"bytes", FormatBytes(ds->nbytes())}});
+  NodeCommitResult out{ds->num_rows(), ds->nbytes()};
+  Put(std::move(ds));
+  return Dump(out.ToJson());
+}
+
+arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
+  ARROW_ASSIGN_OR_RAISE(NodeEvict evict, NodeEvict::Parse(body));
+  std::shared_ptr<const CachedDataset> dropped;
+  {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(evict.dataset);
+    if (it != datasets_.end() &&
+        (evict.generation == 0 || it->second->generation() == evict.generation)) {
+      dropped = std::move(it->second);
+      datasets_.erase(it);
+    }
+  }
+  const bool load_dropped = loads_.Drop(evict.dataset, evict.generation);
+  NodeEvictResult out{dropped != nullptr || load_dropped, dropped ? dropped->nbytes() : 0};
+  dropped.reset();  // memory returns once in-flight streams finish too
+  if (out.evicted) {
+    LogInfo("evicted", {{"dataset", evict.dataset}, {"bytes", FormatBytes(out.bytes)}});
+  }
+  return Dump(out.ToJson());
+}
+
+}  // namespace icefloe

@@ -1,0 +1,58 @@
+// Gathers are charged to the node's memory budget: a gather that does not
+// fit fails with OutOfMemory for that stream alone; the memory returns when
+// the gathered piece is gone.
+#include "icefloe/node/piece_stream.h"
+
+#include <arrow/array/builder_primitive.h>
+#include <arrow/type.h>
+#include <gtest/gtest.h>
+
+#include "icefloe/common/memory.h"
+
+namespace icefloe {
+namespace {
+
+std::shared_ptr<const CachedDataset> Dataset(int64_t rows) {
+  arrow::Int64Builder b;
+  for (int64_t i = 0; i < rows; ++i) EXPECT_TRUE(b.Append(i).ok());
+  auto schema = arrow::schema({arrow::field("id", arrow::int64())});
+  return *CachedDataset::Make("d", 1, schema,
+                              {{0, arrow::RecordBatch::Make(schema, rows, {*b.Finish()})}});
+}
+
+RowsTicket EveryOtherRow(uint64_t rows) {
+  RowsTicket t;
+  for (uint64_t r = 0; r < rows; r += 2) {
+    t.positions.push_back(static_cast<uint32_t>(t.rows.size()));
+    t.rows.push_back(r);
+  }
+  t.total = static_cast<uint32_t>(t.rows.size());
+  return t;
+}
+
+TEST(PieceStream, GathersAreChargedToTheBudget) {
+  auto budget = std::make_shared<MemoryBudget>(1024);
+  auto gathers = std::make_shared<TrackingPool>(budget, "gathers");
+  auto stream = MakeRowsStream(Dataset(10000), EveryOtherRow(10000), gathers);
+  ASSERT_TRUE(stream.ok());
+  auto payload = (*stream)->Next();
+  ASSERT_FALSE(payload.ok());
+  EXPECT_TRUE(payload.status().IsOutOfMemory()) << payload.status().ToString();
+  EXPECT_NE(payload.status().message().find("gathers"), std::string::npos);
+  EXPECT_EQ(budget->used_bytes(), 0);
+
+  auto roomy = std::make_shared<MemoryBudget>(1 << 20);
+  auto pool = std::make_shared<TrackingPool>(roomy, "gathers");
+  stream = MakeRowsStream(Dataset(10000), EveryOtherRow(10000), pool);
+  ASSERT_TRUE(stream.ok());
+  {
+    auto piece = (*stream)->Next();
+    ASSERT_TRUE(piece.ok()) << piece.status().ToString();
+    EXPECT_GE(roomy->used_bytes(), 5000 * 8);  // the gathered ids, while the piece lives
+  }
+  stream->reset();
+  EXPECT_EQ(roomy->used_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace icefloe

@@ -1,0 +1,87 @@
+#include "icefloe/protocol/actions.h"
+
+#include <cctype>
+
+namespace icefloe {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// The load action, one line per field (docs/protocol.md lists the same).
+const Field<LoadRequest> kLoadFields[] = {
+    {Str("name", kRequired, Values(1, 200)), &LoadRequest::name},
+    {Str("source", kRequired, Values(1, 4096)), &LoadRequest::source},
+    {Int("snapshot_id", kOptional, Values(std::numeric_limits<int64_t>::min(), kInt64Max)),
+     &LoadRequest::snapshot_id},
+    {Str("ref", kOptional, Values(1, 255)), &LoadRequest::ref},
+    {Int("as_of_ms", kOptional, Values(0, kInt64Max)), &LoadRequest::as_of_ms},
+    {ListOf(FieldType::kStringList, "columns", kOptional, Values(1, 1024), Values(0, 65536)),
+     &LoadRequest::columns},
+    {Str("filter", kOptional, Values(0, 65536)), &LoadRequest::filter},
+    {Int("batch_rows", kOptional, Values(1, kMaxBatchRows)), &LoadRequest::batch_rows},
+    {Int("replication", kOptional, Values(1, 16)), &LoadRequest::replication},
+};
+
+const Field<NameRequest> kNameFields[] = {
+    {Str("name", kRequired, Values(1, 1024)), &NameRequest::name},
+};
+
+}  // namespace
+
+arrow::Status CheckDatasetName(std::string_view name, std::string_view what) {
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+          c == '/')) {
+      return arrow::Status::Invalid(
+          what, ": 'name' may only hold letters, digits and - _ . /; got '", name, "'");
+    }
+  }
+  return arrow::Status::OK();
+}
+
+json LoadRequest::ToJson() const {
+  json j = {{"v", kProtocolVersion}};
+  WriteFields<LoadRequest>(kLoadFields, *this, &j);
+  return j;
+}
+
+arrow::Result<LoadRequest> LoadRequest::FromJson(const json& j) {
+  JsonFields in(j, "load");
+  LoadRequest r;
+  ARROW_RETURN_NOT_OK(ReadFields<LoadRequest>(in, kLoadFields, &r));
+  ARROW_RETURN_NOT_OK(CheckDatasetName(r.name, "load"));
+  int selectors = (r.snapshot_id ? 1 : 0) + (r.ref ? 1 : 0) + (r.as_of_ms ? 1 : 0);
+  if (selectors > 1) {
+    return arrow::Status::Invalid("load: give at most one of 'snapshot_id', 'ref' and 'as_of_ms'");
+  }
+  return r;
+}
+
+arrow::Result<LoadRequest> LoadRequest::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "load"));
+  return FromJson(j);
+}
+
+MessageSpec LoadRequest::Spec() { return SpecOf<LoadRequest>("load", kLoadFields); }
+
+json NameRequest::ToJson() const {
+  json j = {{"v", kProtocolVersion}};
+  WriteFields<NameRequest>(kNameFields, *this, &j);
+  return j;
+}
+
+arrow::Result<NameRequest> NameRequest::Parse(std::string_view body, std::string_view action) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, action));
+  NameRequest r;
+  ARROW_RETURN_NOT_OK(ReadFields<NameRequest>(JsonFields(j, std::string(action)), kNameFields, &r));
+  return r;
+}
+
+MessageSpec NameRequest::Spec(std::string_view action) {
+  return SpecOf<NameRequest>(action, kNameFields);
+}
+
+}  // namespace icefloe

@@ -1,0 +1,179 @@
+#include "icefloe/protocol/messages.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "icefloe/protocol/data_file_json.h"
+
+namespace icefloe {
+namespace {
+
+using json = nlohmann::json;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(MessagesTest, LoadRoundTripsAndJoinsOnEquality) {
+  LoadRequest r;
+  r.name = "a/b.c-d_e";
+  r.source = "s3://bucket/t";
+  r.snapshot_id = -42;
+  r.columns = {"x", "y"};
+  r.filter = "x > 1";
+  r.batch_rows = 7;
+  r.replication = 3;
+  auto back = LoadRequest::Parse(Dump(r.ToJson()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+  back->filter = "x > 2";
+  EXPECT_FALSE(*back == r);
+}
+
+TEST(MessagesTest, DescriptorsRoundTrip) {
+  EpochDescriptor e;
+  e.dataset = "d";
+  e.seed = UINT64_MAX;
+  e.shuffle = "sample";
+  e.block_rows = 9;
+  e.world_size = 4;
+  e.rank = 3;
+  e.batch_size = 16;
+  e.drop_last = false;
+  e.start = 100;
+  auto parsed = ParseDescriptor(Dump(e.ToJson()));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto& back = std::get<EpochDescriptor>(*parsed);
+  EXPECT_EQ(back.seed, UINT64_MAX);
+  EXPECT_EQ(back.block_rows, 9u);
+  EXPECT_EQ(back.rank, 3u);
+  EXPECT_FALSE(back.drop_last);
+  EXPECT_EQ(DescriptorDataset(*parsed), "d");
+
+  RangeDescriptor r{"d", 5, std::nullopt};
+  parsed = ParseDescriptor(Dump(r.ToJson()));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_FALSE(std::get<RangeDescriptor>(*parsed).stop.has_value());
+  RowsDescriptor rows{"d", {3, 1, 3}};
+  parsed = ParseDescriptor(Dump(rows.ToJson()));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(std::get<RowsDescriptor>(*parsed).rows, rows.rows);
+  // No kind: a range.
+  parsed = ParseDescriptor(R"({"dataset": "d"})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(std::holds_alternative<RangeDescriptor>(*parsed));
+}
+
+TEST(MessagesTest, NodeMessagesRoundTrip) {
+  NodeStatus s;
+  s.location = "grpc://h:1";
+  s.memory_limit_bytes = 100;
+  s.datasets.push_back({"d", 3, 10, 80, {{0, 5}, {7, 12}}});
+  NodeLoadState loading;
+  loading.dataset = "e";
+  loading.generation = 4;
+  loading.state = "loading";
+  loading.tasks_total = 2;
+  s.loads.push_back(loading);
+  RegisterRequest reg{"grpc://h:1", s};
+  auto back = RegisterRequest::Parse(Dump(reg.ToJson()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->status.datasets[0].ranges[1], (RowRange{7, 12}));
+  EXPECT_EQ(back->status.loads[0].state, "loading");
+
+  NodeLoadRequest load;
+  load.dataset = "d";
+  load.generation = 9;
+  load.schema = json::parse(
+      R"({"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": true, "type": "long"}]})");
+  load.projection = {1};
+  iceberg::ScanTask task;
+  task.data_file.file_path = "file:///a.parquet";
+  task.data_file.record_count = 5;
+  iceberg::DataFile del;
+  del.content = iceberg::FileContent::kEqualityDeletes;
+  del.file_path = "file:///d.parquet";
+  del.equality_ids = {1};
+  task.deletes.push_back(del);
+  load.tasks.push_back({0, task});
+  auto load_back = NodeLoadRequest::Parse(Dump(load.ToJson()));
+  ASSERT_TRUE(load_back.ok()) << load_back.status().ToString();
+  EXPECT_EQ(load_back->tasks[0].task.deletes[0].equality_ids, std::vector<int32_t>{1});
+  EXPECT_EQ(load_back->tasks[0].task.deletes[0].content, iceberg::FileContent::kEqualityDeletes);
+
+  NodeLoadState st;
+  st.dataset = "d";
+  st.generation = 9;
+  st.state = "staged";
+  st.task_rows = {5};
+  auto st_back = NodeLoadState::FromJson(st.ToJson(), "reply");
+  ASSERT_TRUE(st_back.ok());
+  EXPECT_EQ(st_back->task_rows, st.task_rows);
+  EXPECT_TRUE(st_back->finished());
+}
+
+// The shared vectors: every case here is also checked by the Python client's
+// encoder and against a running cluster (tests/test_protocol_vectors.py).
+TEST(MessagesTest, SharedVectors) {
+  json doc = json::parse(ReadFile(ICEFLOE_PROTOCOL_TESTDATA "/vectors.json"), nullptr, false);
+  ASSERT_TRUE(doc.is_object());
+  int checked = 0;
+  for (const auto& c : doc["cases"]) {
+    const std::string message = c["message"].get<std::string>();
+    const std::string body = c.contains("text") ? c["text"].get<std::string>() : Dump(c["body"]);
+    arrow::Status st = ParseMessage(message, body);
+    const std::string where = message + " " + body.substr(0, 200);
+    if (c.contains("error_text")) {
+      ASSERT_FALSE(st.ok()) << where;
+      EXPECT_NE(st.message().find(c["error_text"].get<std::string>()), std::string::npos)
+          << where << " -> " << st.ToString();
+    } else if (c["error"].is_null()) {
+      EXPECT_TRUE(st.ok()) << where << " -> " << st.ToString();
+    } else {
+      ASSERT_FALSE(st.ok()) << where;
+      EXPECT_TRUE(st.IsInvalid()) << where << " -> " << st.ToString();
+      std::string field = "'" + c["error"].get<std::string>() + "'";
+      EXPECT_NE(st.message().find(field), std::string::npos) << where << " -> " << st.ToString();
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
+}
+
+// python/icefloe/_fields.json is what the Python client encodes from: the
+// same list as the C++ tables. Regenerate it with the file this test writes.
+TEST(MessagesTest, PythonFieldListMatches) {
+  json specs = json::array();
+  for (const auto& spec : AllMessageSpecs()) specs.push_back(SpecToJson(spec));
+  json expected = {{"comment",
+                    "Generated from the C++ field tables (cpp/icefloe/protocol); "
+                    "protocol_test checks it. Do not edit by hand."},
+                   {"version", kProtocolVersion},
+                   {"messages", specs}};
+  // One field per line, so reviews of the file read like the tables.
+  std::string text = "{\"comment\": " + Dump(expected["comment"]) +
+                     ",\n \"version\": " + Dump(expected["version"]) + ",\n \"messages\": [";
+  for (size_t m = 0; m < specs.size(); ++m) {
+    text += std::string(m ? "," : "") + "\n  {\"message\": " + Dump(specs[m]["message"]) +
+            ", \"fields\": [";
+    const auto& fields = specs[m]["fields"];
+    for (size_t f = 0; f < fields.size(); ++f) {
+      text += std::string(f ? "," : "") + "\n    " + Dump(fields[f]);
+    }
+    text += "]}";
+  }
+  text += "\n]}\n";
+  const std::string fresh = "_fields.json.expected";
+  std::ofstream(fresh) << text;
+  json actual = json::parse(ReadFile(ICEFLOE_FIELDS_JSON), nullptr, false);
+  EXPECT_EQ(actual, expected) << "python/icefloe/_fields.json is out of date: copy " << fresh
+                              << " (in the test's working directory) over it";
+}
+
+}  // namespace
+}  // namespace icefloe
