@@ -12,7 +12,9 @@ namespace {
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-// Field by field; "content" (an enum) is read by hand below.
+// Field by field; "content" (an enum) is read by hand below. A new DataFile
+// member: a line here (or a hand-read like "content"), a row in
+// docs/protocol.md, and the regenerated python/icefloe/_fields.json.
 const Field<DataFile> kDataFileFields[] = {
     {Str("path", kRequired, Values(1, 65536)), &DataFile::file_path},
     {Str("format", kOptional, Values(1, 16)), &DataFile::file_format},

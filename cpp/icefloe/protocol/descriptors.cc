@@ -22,7 +22,9 @@ const Field<RangeDescriptor> kRangeFields[] = {
     {Uint("stop", kOptional, Values(0, kMaxRows)), &RangeDescriptor::stop},
 };
 
-// The epoch plan's coordinates, one line per field.
+// The epoch plan's coordinates, one line per field. A new field: a member in
+// descriptors.h, a line here, a row in docs/protocol.md, and the regenerated
+// python/icefloe/_fields.json (protocol_test writes it as _fields.json.expected).
 const Field<EpochDescriptor> kEpochFields[] = {
     {kDataset, &EpochDescriptor::dataset},
     {Uint("seed", kOptional, Values(0, kU64Max)), &EpochDescriptor::seed},
