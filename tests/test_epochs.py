@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
@@ -360,6 +361,10 @@ def test_forked_worker_fails_clearly_instead_of_hanging(cluster):
     ds = CacheDataset(cluster.head_uri, "t", batch_size=10)
     with cluster.client():
         pass  # this process has used Flight now
+    # Earlier tests leave reference cycles (exceptions with their frames)
+    # holding Flight clients; collected in a forked child, their finalizers
+    # would wait on gRPC threads that do not exist there. Collect them here.
+    gc.collect()
     with pytest.raises(Exception, match="forked after its parent used Arrow Flight"):
         list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
 

@@ -165,7 +165,7 @@ void WindowOrder::AppendRows(uint64_t begin, uint64_t end, std::vector<uint64_t>
 
 namespace {
 
-// The part of [start, stop) in `owned`: appended as (first, last) row pairs.
+// The parts of rows [start, stop) that lie in `owned`, appended as ranges.
 void OwnedParts(const std::vector<RowRange>& owned, uint64_t start, uint64_t stop,
                 std::vector<RowRange>* out) {
   auto it = std::upper_bound(owned.begin(), owned.end(), start,
