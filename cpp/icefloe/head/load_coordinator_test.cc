@@ -174,7 +174,8 @@ iceberg::ScanPlan FourTaskPlan(const LoadRequest& r) {
   plan.metadata_location = r.source;
   plan.table_uuid = "uuid-" + r.source;
   plan.snapshot_id = 1;
-  plan.schema.fields.push_back({1, "id", true, iceberg::MakePrimitive(iceberg::TypeId::kLong), "", ""});
+  plan.schema.fields.push_back(
+      {1, "id", true, iceberg::MakePrimitive(iceberg::TypeId::kLong), "", ""});
   plan.projection = {1};
   plan.filter = r.filter;
   plan.arrow_schema = arrow::schema({arrow::field("id", arrow::int64(), false)});

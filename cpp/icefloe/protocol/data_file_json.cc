@@ -134,8 +134,9 @@ arrow::Result<DataFile> DataFileFromJson(const json& j, std::string what) {
     for (size_t i = 0; i < list->size(); ++i) {
       const json& item = (*list)[i];
       if (!item.is_object()) return in.Bad(kPartitionValues, "a list of objects", item, i);
-      ARROW_ASSIGN_OR_RAISE(auto v, PartitionValueFromJson(item, in.what() + " 'partition_values'[" +
-                                                                     std::to_string(i) + "]"));
+      ARROW_ASSIGN_OR_RAISE(
+          auto v, PartitionValueFromJson(
+                      item, in.what() + " 'partition_values'[" + std::to_string(i) + "]"));
       f.identity_values.push_back(std::move(v));
     }
   }

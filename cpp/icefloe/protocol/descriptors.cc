@@ -43,8 +43,7 @@ const Field<EpochDescriptor> kEpochFields[] = {
     {Uint("start", kOptional, Values(0, kMaxRows)), &EpochDescriptor::start},
     {Uint("first_batch", kOptional, Values(0, kMaxRows)), &EpochDescriptor::first_batch},
     {Uint("resume_steps", kOptional, Values(0, kMaxRows)), &EpochDescriptor::resume_steps},
-    {Uint("resume_world_size", kOptional, Values(1, kU32Max)),
-     &EpochDescriptor::resume_world_size},
+    {Uint("resume_world_size", kOptional, Values(1, kU32Max)), &EpochDescriptor::resume_world_size},
     {Uint("resume_batch_size", kOptional, Values(1, uint64_t{1} << 24)),
      &EpochDescriptor::resume_batch_size},
 };

@@ -33,8 +33,8 @@ struct EpochDescriptor {
   std::string dataset;
   uint64_t seed = 0;
   uint64_t epoch = 0;
-  uint32_t order_version = 0;            ///< 0: this head's (plan.h kEpochOrderVersion)
-  std::string shuffle = "window";        ///< window, none, block or sample
+  uint32_t order_version = 0;             ///< 0: this head's (plan.h kEpochOrderVersion)
+  std::string shuffle = "window";         ///< window, none, block or sample
   std::optional<uint64_t> block_rows;     ///< empty: the mode's default (plan.h)
   std::optional<uint64_t> window_blocks;  ///< empty: the mode's default (plan.h)
   bool shuffle_within_block = false;

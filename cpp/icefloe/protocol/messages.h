@@ -108,7 +108,7 @@ struct TaskSpec {
 struct NodeLoadRequest {
   std::string dataset;
   uint64_t generation = 0;
-  nlohmann::json schema;  ///< Iceberg schema JSON (rows are read with it); checked on parse
+  nlohmann::json schema;     ///< Iceberg schema JSON (rows are read with it); checked on parse
   std::string name_mapping;  ///< the table's schema.name-mapping.default, or empty
   std::vector<int32_t> projection;
   std::string filter;

@@ -143,7 +143,8 @@ arrow::Result<iceberg::ScanPlan> IdPlan(const std::string& table,
   plan.metadata_location = table;
   plan.table_uuid = table;
   plan.snapshot_id = 1;
-  plan.schema.fields.push_back({1, "id", true, iceberg::MakePrimitive(iceberg::TypeId::kLong), "", ""});
+  plan.schema.fields.push_back(
+      {1, "id", true, iceberg::MakePrimitive(iceberg::TypeId::kLong), "", ""});
   plan.projection = {1};
   ARROW_ASSIGN_OR_RAISE(plan.arrow_schema, iceberg::ToArrowSchema(plan.schema, &plan.projection));
   plan.tasks = std::move(tasks);
