@@ -48,8 +48,8 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
   p.order.seed = d.seed;
   p.order.epoch = d.epoch;
   if (d.order_version != 0 && d.order_version != kEpochOrderVersion) {
-    return arrow::Status::Invalid("epoch descriptor: 'order_version' ", d.order_version,
-                                  " is not this head's ", kEpochOrderVersion,
+    return arrow::Status::Invalid("epoch descriptor: 'order_version': order version ",
+                                  d.order_version, " is not this head's ", kEpochOrderVersion,
                                   " (the state was saved by another release)");
   }
   ARROW_ASSIGN_OR_RAISE(p.order.mode, ParseShuffleMode(d.shuffle));
