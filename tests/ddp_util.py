@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+
+
+@contextmanager
+def as_rank(rank: int, world_size: int):
+    """Plays one rank of a job in this process (via RANK/WORLD_SIZE)."""
+    old = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size)})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def ddp_epochs(rank: int, world_size: int, init_file: str, head: str, dataset: str,

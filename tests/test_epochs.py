@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import threading
 from collections import Counter
-from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
 import pytest
 import torch
 import torch.multiprocessing as mp
+from ddp_util import as_rank
 from iceberg_util import Warehouse
 from torch.utils.data import DataLoader, RandomSampler
 
@@ -44,21 +43,6 @@ def cluster(tmp_path_factory):
         with c.client() as client:
             client.load("t", table.metadata_location, batch_size=50)
         yield c
-
-
-@contextmanager
-def as_rank(rank: int, world_size: int):
-    """Plays one rank of a job in this process (via RANK/WORLD_SIZE)."""
-    old = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size)})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.mark.parametrize("world_size", [2, 3])

@@ -7,13 +7,12 @@ gives single-class batches.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from ddp_util import as_rank
 from iceberg_util import Warehouse
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -37,21 +36,6 @@ def cluster(tmp_path_factory):
             # straddle cached batches.
             client.load("sorted", table.metadata_location, batch_size=700)
         yield c
-
-
-@contextmanager
-def as_rank(rank: int, world_size: int):
-    """Plays one rank of a job in this process (via RANK/WORLD_SIZE)."""
-    old = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size)})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def epoch(cluster, shuffle: str, epoch: int = 0, batch_size: int = 1024, **kw) -> list:
