@@ -341,16 +341,31 @@ def test_kubeflow_style_dataset_errors_are_icefloe_errors(cluster):
         list(Ids("grpc://127.0.0.1:1", batch_size=128))
 
 
+def _collect_garbage(_worker: int) -> None:
+    gc.collect()
+
+
 def test_forked_worker_fails_clearly_instead_of_hanging(cluster):
     ds = CacheDataset(cluster.head_uri, "t", batch_size=10)
     with cluster.client():
         pass  # this process has used Flight now
-    # Earlier tests leave reference cycles (exceptions with their frames)
-    # holding Flight clients; collected in a forked child, their finalizers
-    # would wait on gRPC threads that do not exist there. Collect them here.
-    gc.collect()
-    with pytest.raises(Exception, match="forked after its parent used Arrow Flight"):
-        list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
+    # Garbage that holds Flight clients and streams, as an exception's frames
+    # do: collected in a forked child, it used to hang the child (gRPC has no
+    # threads there). The worker collects it first thing.
+    gc.disable()  # until the fork: the parent must not collect it first
+    try:
+        client = cluster.client()
+        stream = client.iter_epoch("t", batch_size=10, prefetch=0)
+        next(stream)
+        cycle = [client, stream]
+        cycle.append(cycle)
+        del client, stream, cycle
+        loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork",
+                            worker_init_fn=_collect_garbage, timeout=30)
+        with pytest.raises(Exception, match="forked after its parent used Arrow Flight"):
+            list(loader)
+    finally:
+        gc.enable()
 
 
 def test_bad_plans_are_clear_errors(cluster):

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidArgument, map_error
+from ._failover import is_break, named
+from .errors import Error, InvalidArgument, StreamBroken, map_error
 
 _HEADER = struct.Struct("<4sQII")
 _RUNS = b"IFP1"
@@ -114,17 +115,24 @@ def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:
 class _Stream:
     """One endpoint's pieces, read on the merging thread. gRPC receives in the
     background up to its flow-control window, so no thread per endpoint is
-    needed (one measured no faster and stalled a training loop more)."""
+    needed (one measured no faster and stalled a training loop more).
 
-    def __init__(self, open_reader: Callable[[], Any]) -> None:
+    ``open_reader`` returns ``(reader, node location)``. Errors name the
+    dataset and the node; a connection that died is a :class:`StreamBroken`."""
+
+    def __init__(self, open_reader: Callable[[], Any], dataset: str = "") -> None:
         self._open = open_reader
+        self._dataset = dataset
         self._reader: Any = None
+        self.location = ""
         self.head: Piece | None = None
         self.done = False
         self.cancelled = False
 
     def open(self) -> None:
-        self._reader = self._open()  # raises icefloe errors (Client._endpoint_reader)
+        # Raises icefloe errors (Client._endpoint_reader), StreamBroken when
+        # every replica is gone.
+        self._reader, self.location = self._open()
         if self.cancelled:
             self._reader.cancel()
 
@@ -147,9 +155,20 @@ class _Stream:
                 return None
             except BaseException as exc:  # noqa: BLE001 - raised as icefloe errors
                 self.done = True
-                raise map_error(exc)  # noqa: B904 - map_error chains the cause
+                raise self._error(exc)  # noqa: B904 - the error chains the cause
             self.head = parse_piece(chunk.data, chunk.app_metadata)
         return self.head
+
+    def _error(self, exc: BaseException) -> BaseException:
+        mapped = map_error(exc)
+        if not isinstance(mapped, Error):
+            return mapped
+        nodes = [self.location] if self.location else []
+        if is_break(mapped) and not self.cancelled:
+            broken = StreamBroken(str(mapped), nodes=nodes, dataset=self._dataset)
+            broken.__cause__ = mapped.__cause__ or mapped
+            mapped = broken
+        return named(mapped, self._dataset, nodes) if self._dataset else mapped
 
     def take(self) -> Piece:
         piece, self.head = self.head, None
@@ -162,27 +181,42 @@ class _Stream:
             self._reader.cancel()
 
 
-def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: int = 0,
+# (first batch) -> one reader opener per endpoint, from a fresh FlightInfo.
+OpenStreams = Callable[[int], list[Callable[[], Any]]]
+# (the break, the batch reached, the stop event) -> returns to retry, or raises.
+Recover = Callable[[BaseException, int, threading.Event], None]
+
+
+def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
-                   prefetch: int = 0) -> Iterator[Any]:
-    """Batches first..num_batches-1, assembled from the pieces of every reader
-    (each passed through ``transform`` when given).
+                   prefetch: int = 0, *, dataset: str = "",
+                   recover: Recover | None = None) -> Iterator[Any]:
+    """Batches first..num_batches-1, assembled from the pieces of every
+    reader ``open_streams(first)`` gives (each passed through ``transform``
+    when given).
+
+    When a stream breaks (its node died) and ``recover`` is given, the
+    batches already yielded stay yielded, the partial batch is dropped, and
+    after ``recover`` returns every endpoint is opened again from
+    ``open_streams(b)``, b being the first batch not yet complete: nothing
+    is lost or repeated. ``recover`` raises to give up.
 
     With ``prefetch`` > 0 a background thread reads, assembles and transforms
     up to ``prefetch`` batches before the consumer asks: the consumer's thread
     only takes finished batches off a queue, which keeps a training loop's
     step free of input work.
     """
-    streams = [_Stream(r) for r in readers]
-    merged = _merge(streams, num_batches, first)
+    stop = threading.Event()
+    current: list[_Stream] = []  # the streams being read, for cancel()
+    merged = _merge(open_streams, num_batches, first, dataset, recover, stop, current)
     items = merged if transform is None else map(transform, merged)
     if prefetch <= 0:
         try:
             yield from items
         finally:
+            stop.set()
             merged.close()
         return
-    stop = threading.Event()
     ready: queue.Queue = queue.Queue(maxsize=prefetch)
 
     def produce() -> None:
@@ -211,31 +245,50 @@ def merged_batches(readers: list[Callable[[], Any]], num_batches: int, first: in
         # wait for it, so no thread is left inside gRPC when the process
         # exits (which aborts it).
         stop.set()
-        for s in streams:
+        for s in list(current):
             s.cancel()
         thread.join(timeout=_JOIN_TIMEOUT_S)
 
 
-def _merge(streams: list[_Stream], num_batches: int, first: int) -> Iterator[pa.RecordBatch]:
-    try:
-        for s in streams:
-            s.open()  # every endpoint starts sending at once
-        for b in range(first, num_batches):
-            # Streams send pieces in batch order: one pass takes all of batch b.
-            pieces: list[Piece] = []
-            rows, need = 0, None
+def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str,
+           recover: Recover | None, stop: threading.Event,
+           current: list[_Stream]) -> Iterator[pa.RecordBatch]:
+    b = first
+    while b < num_batches and not stop.is_set():
+        streams = [_Stream(r, dataset) for r in open_streams(b)]
+        current[:] = streams
+        try:
             for s in streams:
-                piece = s.peek()
-                while piece is not None and piece.batch == b:
-                    pieces.append(s.take())
-                    rows += piece.data.num_rows
-                    need = piece.batch_rows
-                    piece = s.peek()
-            if need is None or rows != need:
-                raise InvalidArgument(
-                    f"batch {b} is incomplete: {rows} of {need} rows arrived; "
-                    "the cluster changed under this epoch (was the dataset reloaded?)")
-            yield assemble(pieces)
-    finally:
-        for s in streams:
-            s.close()
+                if stop.is_set():
+                    s.cancelled = True
+                s.open()  # every endpoint starts sending at once
+            while b < num_batches:
+                batch = _collect(streams, b)
+                yield batch
+                b += 1
+        except StreamBroken as exc:
+            if recover is None or stop.is_set():
+                raise
+            recover(exc, b, stop)  # waits, bounded, or raises
+        finally:
+            for s in streams:
+                s.close()
+
+
+def _collect(streams: list[_Stream], b: int) -> pa.RecordBatch:
+    """Batch b from its pieces: streams send pieces in batch order, so one
+    pass takes all of it."""
+    pieces: list[Piece] = []
+    rows, need = 0, None
+    for s in streams:
+        piece = s.peek()
+        while piece is not None and piece.batch == b:
+            pieces.append(s.take())
+            rows += piece.data.num_rows
+            need = piece.batch_rows
+            piece = s.peek()
+    if need is None or rows != need:
+        raise InvalidArgument(
+            f"batch {b} is incomplete: {rows} of {need} rows arrived; "
+            "the cluster changed under this epoch (was the dataset reloaded?)")
+    return assemble(pieces)

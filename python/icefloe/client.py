@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,35 +21,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from . import _malloc
+from ._failover import Recovery, is_break, named, retry_head
+from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, encode
-from .errors import Error, InvalidArgument, Unavailable, map_error
+from .errors import Error, InvalidArgument, StreamBroken, Unavailable, map_error
 
 T = TypeVar("T")
-
-# gRPC (inside Arrow Flight) cannot be used in a process forked after it was
-# used: the child hangs. We remember which process first used it so a forked
-# DataLoader worker fails with a clear error instead (see check_fork_safe).
-_flight_pid: int | None = None
-
-
-class ForkedAfterFlightError(Error, RuntimeError):
-    """This process was forked after its parent used Arrow Flight."""
-
-
-def check_fork_safe() -> None:
-    """Raises ForkedAfterFlightError in a process forked after Flight was used."""
-    if _flight_pid is not None and _flight_pid != os.getpid():
-        raise ForkedAfterFlightError(
-            "this process was forked after its parent used Arrow Flight (gRPC), which "
-            "cannot work after fork; give the DataLoader multiprocessing_context='forkserver' "
-            "(or 'spawn'), or create it before the parent talks to the cluster")
-
-
-def _note_flight_use() -> None:
-    global _flight_pid
-    check_fork_safe()
-    _flight_pid = os.getpid()
-
+__all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
 
 @contextmanager
 def mapped_errors() -> Iterator[None]:
@@ -98,6 +75,12 @@ class Client:
     ``tls_root_certs`` is a PEM (text, bytes or a path) to trust for
     ``grpc+tls://`` locations. ``read_parallelism`` bounds concurrent endpoint
     reads in :meth:`read`.
+
+    Reads fail over when a data node dies (docs/protocol.md, "Failover"):
+    each episode of failures is bounded by ``failover_attempts`` attempts in
+    a row and ``failover_timeout_s`` of waiting for the head to repair lost
+    rows; calls to the head are retried while it is Unavailable for at most
+    ``head_retry_s``.
     """
 
     def __init__(
@@ -108,19 +91,29 @@ class Client:
         *,
         timeout_s: float = 60.0,
         read_parallelism: int = 4,
+        failover_timeout_s: float = 120.0,
+        failover_attempts: int = 10,
+        head_retry_s: float = 30.0,
     ) -> None:
+        if failover_timeout_s < 0 or failover_attempts < 1 or head_retry_s < 0:
+            raise ValueError("failover_timeout_s and head_retry_s must be >= 0, "
+                             "failover_attempts >= 1")
         self.head_uri = head_uri
         self._timeout_s = timeout_s
+        self.failover_timeout_s = failover_timeout_s
+        self.failover_attempts = failover_attempts
+        self.head_retry_s = head_retry_s
         self._parallelism = max(1, read_parallelism)
         self._headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
         self._connect_kwargs: dict[str, Any] = {}
         roots = _pem(tls_root_certs)
         if roots:
             self._connect_kwargs["tls_root_certs"] = roots
-        _note_flight_use()
+        note_flight_use()
         _malloc.tune_for_streaming()
         with mapped_errors():
             self._head = flight.connect(head_uri, **self._connect_kwargs)
+        track(self._head)
         self._nodes: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
 
@@ -137,6 +130,7 @@ class Client:
             client = self._nodes.get(location)
             if client is None:
                 client = self._nodes[location] = flight.connect(location, **self._connect_kwargs)
+                track(client)
             return client
 
     def _action_stream(
@@ -150,10 +144,24 @@ class Client:
                 yield json.loads(result.body.to_pybytes())
 
     def _action(self, kind: str, body: dict[str, Any] | None = None) -> Any:
-        results = list(self._action_stream(kind, body))
+        """An action that reads (list, describe, status): retried while the
+        head is Unavailable (restarting), for at most ``head_retry_s``."""
+        results = retry_head(lambda: list(self._action_stream(kind, body)),
+                             timeout_s=self.head_retry_s, what=kind)
         if not results:
             raise Unavailable(f"head returned no result for {kind}")
         return results[-1]
+
+    def _head_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        """GetFlightInfo on the head, retried while it is Unavailable."""
+        def call() -> flight.FlightInfo:
+            with mapped_errors():
+                return self._head.get_flight_info(descriptor, options=self.call_options())
+        return retry_head(call, timeout_s=self.head_retry_s, what="GetFlightInfo")
+
+    def _recovery(self, name: str, what: str) -> Recovery:
+        return Recovery(self.describe, self.status, name, what,
+                        timeout_s=self.failover_timeout_s, attempts=self.failover_attempts)
 
     # -- catalog ------------------------------------------------------------
 
@@ -200,7 +208,10 @@ class Client:
 
     def evict(self, name: str) -> dict[str, Any]:
         """Drops a dataset; its nodes free the memory."""
-        return self._action("evict", encode("evict", name=name))
+        results = list(self._action_stream("evict", encode("evict", name=name)))
+        if not results:
+            raise Unavailable("head returned no result for evict")
+        return results[-1]
 
     def status(self) -> dict[str, Any]:
         """Cluster status: nodes (state, memory), datasets and running loads."""
@@ -211,53 +222,73 @@ class Client:
     def flight_info(self, name: str, start: int = 0, stop: int | None = None) -> flight.FlightInfo:
         """The endpoints covering global rows ``[start, stop)`` of a dataset."""
         cmd = encode("range descriptor", dataset=name, start=start, stop=stop)
-        descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
-        with mapped_errors():
-            return self._head.get_flight_info(descriptor, options=self.call_options())
+        return self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
 
     def _failover(self, endpoint: flight.FlightEndpoint,
-                  use: Callable[[flight.FlightStreamReader], T]) -> T:
-        """``use`` applied to a DoGet of the endpoint's ticket on its first
-        location that answers: replicas are tried in order while a node is
-        Unavailable; any other error, mapped, is raised at once."""
+                  use: Callable[[flight.FlightStreamReader, str], T], dataset: str = "") -> T:
+        """``use(reader, location)`` applied to a DoGet of the endpoint's
+        ticket on its first location that answers: replicas are tried in
+        order while a node's connection fails (also in the middle of ``use``);
+        when all fail, :class:`StreamBroken` names them; any other error,
+        mapped and naming the dataset and node, is raised at once."""
+        tried: list[str] = []
         last_error: BaseException | None = None
         for location in endpoint.locations:
+            uri = location.uri.decode()
             try:
-                with mapped_errors():
-                    reader = self.node(location.uri.decode()).do_get(
-                        endpoint.ticket, options=self.call_options())
-                    return use(reader)
-            except Unavailable as exc:
+                try:
+                    reader = track(self.node(uri).do_get(endpoint.ticket,
+                                                          options=self.call_options()))
+                    return use(reader, uri)
+                except Exception as exc:  # noqa: BLE001 - re-raised mapped
+                    raise map_error(exc) from exc
+            except Error as exc:
+                if not is_break(exc):
+                    raise named(exc, dataset, [uri]) if dataset else exc  # noqa: B904
+                tried.append(uri)
                 last_error = exc
         if last_error is None:
             raise InvalidArgument("the head returned an endpoint without locations")
-        raise last_error
+        what = f"dataset {dataset!r}: " if dataset else ""
+        broken = StreamBroken(f"{what}no replica answered (node {', '.join(tried)}): "
+                              f"{last_error}", nodes=tried, dataset=dataset or None)
+        raise broken from last_error
 
-    def read_endpoint(self, endpoint: flight.FlightEndpoint) -> pa.Table:
+    def read_endpoint(self, endpoint: flight.FlightEndpoint, dataset: str = "") -> pa.Table:
         """Reads one endpoint, trying its replicas in order."""
-        return self._failover(endpoint, lambda reader: reader.read_all())
+        return self._failover(endpoint, lambda reader, _: reader.read_all(), dataset)
 
     def iter_endpoint(self, endpoint: flight.FlightEndpoint) -> Iterator[pa.RecordBatch]:
         """Streams one endpoint's record batches. Replicas are tried in order
         until one sends its first message; errors after that are raised
-        (mapped), since rows already handed out cannot be taken back."""
-        reader, first = self._failover(endpoint, _read_first)
+        (mapped, naming the node), since rows already handed out cannot be
+        taken back."""
+        reader, first, location = self._failover(endpoint, _read_first)
         if first is None:
             return
         yield first
-        with mapped_errors():
-            for chunk in reader:
-                yield chunk.data
+        try:
+            with mapped_errors():
+                for chunk in reader:
+                    yield chunk.data
+        except Error as exc:
+            raise _at_node(exc, location)  # noqa: B904 - _at_node chains the cause
 
     def read(self, name: str, start: int = 0, stop: int | None = None) -> pa.Table:
         """Global rows ``[start, stop)`` of dataset ``name``, in order."""
-        info = self.flight_info(name, start, stop)
-        endpoints = list(info.endpoints)
-        if not endpoints:
-            return info.schema.empty_table()
-        with ThreadPoolExecutor(max_workers=min(self._parallelism, len(endpoints))) as pool:
-            tables = list(pool.map(self.read_endpoint, endpoints))
-        return pa.concat_tables(tables)
+        recovery = self._recovery(name, "read")
+        while True:  # bounded by recovery
+            info = self.flight_info(name, start, stop)
+            endpoints = list(info.endpoints)
+            if not endpoints:
+                return info.schema.empty_table()
+            try:
+                with ThreadPoolExecutor(max_workers=min(self._parallelism,
+                                                        len(endpoints))) as pool:
+                    tables = list(pool.map(lambda e: self.read_endpoint(e, name), endpoints))
+                return pa.concat_tables(tables)
+            except StreamBroken as exc:  # nothing handed out yet: read it all again
+                recovery.broken(exc, 0)
 
     # -- epochs and random access -------------------------------------------
 
@@ -272,21 +303,19 @@ class Client:
         The shape (app_metadata) has the resolved start position.
         """
         cmd = encode("epoch descriptor", dataset=name, **plan)
-        descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
-        with mapped_errors():
-            info = self._head.get_flight_info(descriptor, options=self.call_options())
+        info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
         return info, json.loads(info.app_metadata or b"{}")
 
-    def _endpoint_reader(self, endpoint: flight.FlightEndpoint) -> Callable[[], Any]:
-        """Opens the endpoint's stream on first use, failing over to replicas."""
-        return lambda: self._failover(endpoint, lambda reader: reader)
+    def _endpoint_reader(self, endpoint: flight.FlightEndpoint,
+                         dataset: str) -> Callable[[], Any]:
+        """Opens the endpoint's stream on first use, failing over to replicas;
+        returns (reader, the node's location)."""
+        return lambda: self._failover(endpoint, lambda reader, uri: (reader, uri), dataset)
 
     def kubeflow_shard(self, index: int, total: int) -> flight.FlightInfo:
         """The endpoints of Kubeflow shard ``index`` of ``total`` of the head's
         default dataset (PATH ``[index, total]``; docs/protocol.md)."""
-        descriptor = flight.FlightDescriptor.for_path(str(index), str(total))
-        with mapped_errors():
-            return self._head.get_flight_info(descriptor, options=self.call_options())
+        return self._head_info(flight.FlightDescriptor.for_path(str(index), str(total)))
 
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
                    as_numpy: bool = False,
@@ -301,6 +330,11 @@ class Client:
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
         assembly).
+
+        When a node dies mid-epoch the epoch continues from its first batch
+        not yet complete, on another replica or once the head has repaired
+        the rows (bounded: ``failover_timeout_s``, ``failover_attempts``):
+        the batches are exactly those of an epoch without the fault.
         """
         from ._pieces import merged_batches
 
@@ -309,10 +343,24 @@ class Client:
         if as_numpy:
             transform = _to_numpy
         info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
-        readers = [self._endpoint_reader(e) for e in info.endpoints]
-        yield from merged_batches(readers, int(shape["worker_batches"]),
+        plan.pop("first_batch", None)
+        infos = {int(shape.get("first_batch", 0)): info}
+
+        def open_streams(first: int) -> list[Callable[[], Any]]:
+            """The epoch's endpoints from batch ``first`` on (a fresh FlightInfo
+            after a break: the head names live replicas)."""
+            fresh = infos.pop(first, None)
+            if fresh is None:
+                fresh, again = self.epoch_info(name, batch_size=batch_size, first_batch=first,
+                                               **plan)
+                _check_same_epoch(name, shape, again)
+            return [self._endpoint_reader(e, name) for e in fresh.endpoints]
+
+        recovery = self._recovery(name, "epoch")
+        yield from merged_batches(open_streams, int(shape["worker_batches"]),
                                   first=int(shape.get("first_batch", 0)), transform=transform,
-                                  prefetch=max(0, prefetch))
+                                  prefetch=max(0, prefetch), dataset=name,
+                                  recover=recovery.broken)
 
     def take(self, name: str, rows: list[int] | Any) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
@@ -328,10 +376,15 @@ class Client:
         if not ids:
             return self.flight_info(name, 0, 0).schema.empty_table()
         descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
-        with mapped_errors():
-            info = self._head.get_flight_info(descriptor, options=self.call_options())
-        readers = [self._endpoint_reader(e) for e in info.endpoints]
-        return pa.Table.from_batches(list(merged_batches(readers, 1)))
+        recovery = self._recovery(name, "take")
+        while True:  # bounded by recovery
+            info = self._head_info(descriptor)
+            readers = [self._endpoint_reader(e, name) for e in info.endpoints]
+            try:
+                batches = list(merged_batches(lambda _, r=readers: r, 1, dataset=name))
+                return pa.Table.from_batches(batches, schema=info.schema)
+            except StreamBroken as exc:  # nothing handed out yet: gather them all again
+                recovery.broken(exc, 0)
 
     def close(self) -> None:
         with self._lock:
@@ -347,12 +400,38 @@ class Client:
         self.close()
 
 
-def _read_first(reader: flight.FlightStreamReader) -> tuple[Any, pa.RecordBatch | None]:
-    """The reader and its first record batch (None for an empty stream)."""
+def _read_first(reader: flight.FlightStreamReader,
+                location: str) -> tuple[Any, pa.RecordBatch | None, str]:
+    """The reader, its first record batch (None for an empty stream), the node."""
     try:
-        return reader, reader.read_chunk().data
+        return reader, reader.read_chunk().data, location
     except StopIteration:
-        return reader, None
+        return reader, None, location
+
+
+def _at_node(err: Error, location: str) -> Error:
+    """``err`` naming the node it came from."""
+    if location in str(err):
+        return err
+    try:
+        out = type(err)(f"node {location}: {err}")
+    except TypeError:
+        return err
+    out.__cause__ = err.__cause__ or err
+    return out
+
+
+def _check_same_epoch(name: str, shape: dict[str, Any], again: dict[str, Any]) -> None:
+    """Refuses to resume an epoch whose plan changed (the dataset was reloaded)."""
+    keys = ("num_rows", "worker_batches", "start", "generation")
+    if any(shape.get(k) != again.get(k) for k in keys):
+        raise InvalidArgument(
+            f"dataset {name!r} changed under this epoch (was {_pick(shape, keys)}, now "
+            f"{_pick(again, keys)}): it was evicted and loaded again; restart the epoch")
+
+
+def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: d.get(k) for k in keys}
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

@@ -49,6 +49,30 @@ class Unavailable(Error, ConnectionError):
     """A server could not be reached or is shutting down."""
 
 
+class StreamBroken(Unavailable):
+    """A data node stopped answering in the middle of a read (killed, restarted,
+    unreachable). ``nodes`` names the nodes tried, ``dataset`` the dataset. The
+    client fails over by itself; this reaches a caller only where it cannot."""
+
+    def __init__(self, msg: str, *, nodes: list[str] | None = None,
+                 dataset: str | None = None) -> None:
+        super().__init__(msg)
+        self.nodes = list(nodes or [])
+        self.dataset = dataset
+
+
+class DataUnavailable(Unavailable):
+    """Rows of a dataset cannot be read: no live node holds them and the head
+    did not repair the dataset within the client's ``failover_timeout_s``.
+    ``nodes`` names the nodes that held them, ``dataset`` the dataset."""
+
+    def __init__(self, msg: str, *, nodes: list[str] | None = None,
+                 dataset: str | None = None) -> None:
+        super().__init__(msg)
+        self.nodes = list(nodes or [])
+        self.dataset = dataset
+
+
 class Busy(Unavailable):
     """The server is at a bound (e.g. too many loads queued); retry later."""
 

@@ -118,6 +118,8 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
                {"padded_rows", shape.padded_rows},
                {"start", p.start},
                {"first_batch", first_batch},
+               // A reader that fails over checks that it resumes the same copy.
+               {"generation", entry->generation},
                {"block_rows", p.order.block_rows},
                {"window_blocks", p.order.window_blocks}};
   return flight::FlightInfo::Make(*entry->schema, request, endpoints,

@@ -1,0 +1,207 @@
+"""What a reader does when a data node goes away mid-read (docs/protocol.md,
+"Failover").
+
+A read that breaks asks the head again where its data lives and resumes at
+the exact point it reached (an epoch at its first incomplete batch; a range
+or a random-access read whole, since it hands out nothing before it is
+complete). The first retry is immediate: with replication the head names
+another replica. When every replica of some rows fails, the reader waits,
+bounded by ``timeout_s`` and ``attempts``, while the head may still bring the
+rows back: the dataset is ``degraded`` or ``healing``, or the head has not yet
+noticed that the node died. Otherwise it raises :class:`DataUnavailable`
+naming the dataset, the nodes and what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .errors import (
+    Busy,
+    Cancelled,
+    DataUnavailable,
+    Error,
+    ServerError,
+    StreamBroken,
+    Unavailable,
+)
+
+log = logging.getLogger("icefloe")
+
+# gRPC's words for a connection that died under a call; a peer killed mid-stream
+# can surface as INTERNAL or CANCELLED with these rather than UNAVAILABLE.
+_TRANSPORT_MARKERS = ("Stream removed", "Socket closed", "RST_STREAM", "Connection reset",
+                      "Broken pipe", "GOAWAY", "failed to connect", "Connection refused",
+                      "Endpoint read failed", "Stream closed")
+# States in which the head may still bring lost rows back (decision 3 of issue 14).
+WAIT_STATES = ("degraded", "healing")
+_POLL_S = (0.2, 0.5, 1.0, 2.0)  # backoff between polls of the head
+_LOG_EVERY_S = 10.0
+
+
+def is_break(err: BaseException) -> bool:
+    """Whether ``err`` (already mapped) means the node's connection died, as
+    opposed to an answer (bad ticket, out of memory, ...) that a retry repeats."""
+    if isinstance(err, StreamBroken):
+        return True
+    if isinstance(err, Busy):
+        return False
+    if isinstance(err, Unavailable):
+        return True
+    if isinstance(err, (ServerError, Cancelled)):
+        return any(m in str(err) for m in _TRANSPORT_MARKERS)
+    return False
+
+
+def named(err: Error, dataset: str, nodes: list[str]) -> Error:
+    """``err`` again, its message naming the dataset and node(s) it came from."""
+    where = f"dataset {dataset!r}, node {', '.join(nodes)}"
+    if where in str(err):
+        return err
+    if isinstance(err, (StreamBroken, DataUnavailable)):
+        out: Error = type(err)(f"{where}: {err}", nodes=nodes, dataset=dataset)
+    else:
+        try:
+            out = type(err)(f"{where}: {err}")
+        except TypeError:  # an exception type with another signature: keep it
+            return err
+    out.__cause__ = err.__cause__ or err
+    return out
+
+
+class Recovery:
+    """The bounded failover of one read (an epoch, a range, rows) of a dataset.
+
+    ``broken(exc, position, stop)`` is called after each break with the
+    position the read has reached; it returns when a new attempt is worth
+    making (after waiting, if the head needs time) and raises
+    :class:`DataUnavailable` when none is. Progress (a higher position)
+    starts a new episode: each is bounded by ``attempts`` failures in a row
+    and ``timeout_s`` of waiting; an episode that makes no progress ends in
+    :class:`DataUnavailable`.
+    """
+
+    def __init__(self, describe: Callable[[str], dict[str, Any]],
+                 status: Callable[[], dict[str, Any]], dataset: str, what: str, *,
+                 timeout_s: float, attempts: int) -> None:
+        self._describe = describe
+        self._status = status
+        self.dataset = dataset
+        self.what = what
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.breaks = 0
+        self._deadline: float | None = None
+        self._position = -1
+        self._failures = 0  # consecutive, at the same position
+        self._gave_dead_a_chance: set[str] = set()
+
+    def broken(self, exc: BaseException, position: int,
+               stop: threading.Event | None = None) -> None:
+        nodes = list(getattr(exc, "nodes", []) or [])
+        now = time.monotonic()
+        self.breaks += 1
+        if position > self._position:  # progress since the last break: a new episode
+            self._position, self._failures = position, 0
+            self._deadline = now + self.timeout_s
+            self._gave_dead_a_chance.clear()
+        self._failures += 1
+        if self._failures > self.attempts:
+            raise self._give_up(exc, nodes, f"{self.attempts} failovers in a row failed")
+        at = f" at batch {position}" if self.what == "epoch" else ""
+        log.warning("icefloe: %s of dataset %r broke%s (%s); failing over (attempt %d of at "
+                    "most %d)", self.what, self.dataset, at, _first_line(exc), self._failures,
+                    self.attempts)
+        if self._failures == 1:
+            return  # at once: the head lists another replica first
+        self._wait_for_head(exc, nodes, stop)
+
+    def _wait_for_head(self, exc: BaseException, nodes: list[str],
+                       stop: threading.Event | None) -> None:
+        """Returns once the head may serve the rows again; raises if it will not."""
+        assert self._deadline is not None
+        polls = 0
+        last_log = time.monotonic()
+        started = last_log
+        while True:
+            desc = self._describe(self.dataset)  # an evicted dataset: NotFound, raised
+            state = str(desc.get("state", ""))
+            alive = {n.get("location") for n in self._status().get("nodes", [])
+                     if n.get("state") == "alive"}
+            heal_error = desc.get("heal_error")
+            if state == "ready":
+                unnoticed = [n for n in nodes if n in alive]
+                if not unnoticed:
+                    # The head knows these nodes are gone and calls the dataset
+                    # ready: it re-placed the rows, or it cannot (no healing).
+                    # One more attempt tells which.
+                    if set(nodes) <= self._gave_dead_a_chance:
+                        raise self._give_up(exc, nodes, "the head still lists only dead "
+                                            "nodes for these rows and is not healing them")
+                    self._gave_dead_a_chance.update(nodes)
+                    return
+                # Else the head has not yet noticed the node died: wait for it.
+            elif state not in WAIT_STATES:
+                raise self._give_up(exc, nodes, f"the dataset is {state!r}")
+            now = time.monotonic()
+            if now >= self._deadline:
+                detail = f"waited {now - started:.0f} s; the dataset is {state!r}"
+                if state == "ready":
+                    detail += " and the head still lists the node alive"
+                if heal_error:
+                    detail += f"; the head cannot repair it: {heal_error}"
+                raise self._give_up(exc, nodes, detail)
+            if now - last_log >= _LOG_EVERY_S:
+                last_log = now
+                log.warning("icefloe: waiting for dataset %r to be repaired: state %s, %s "
+                            "slices missing%s; %.0f s of %.0f s waited", self.dataset, state,
+                            desc.get("slices_missing", "?"),
+                            f", {heal_error}" if heal_error else "", now - started,
+                            self.timeout_s)
+            delay = min(_POLL_S[min(polls, len(_POLL_S) - 1)], self._deadline - now)
+            polls += 1
+            if stop is not None:
+                if stop.wait(delay):
+                    raise StreamBroken(f"{self.what} of dataset {self.dataset!r} stopped",
+                                       nodes=nodes, dataset=self.dataset)
+            else:
+                time.sleep(delay)
+
+    def _give_up(self, exc: BaseException, nodes: list[str], why: str) -> DataUnavailable:
+        where = ", ".join(nodes) or "unknown"
+        err = DataUnavailable(
+            f"dataset {self.dataset!r}: rows held by node {where} cannot be read ({why}; "
+            f"last error: {_first_line(exc)}). No live node holds a copy. Restart the node so "
+            f"the head can repair the dataset, or reload it (evict, then load); load it with "
+            f"replication >= 2 to survive losing a node", nodes=nodes, dataset=self.dataset)
+        err.__cause__ = exc
+        return err
+
+
+def retry_head(call: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
+    """``call`` (a head call), retried with backoff while the head is
+    Unavailable (restarting), for at most ``timeout_s`` and 50 attempts."""
+    deadline = time.monotonic() + timeout_s
+    for attempt in range(50):
+        try:
+            return call()
+        except Busy:
+            raise
+        except Unavailable as exc:
+            if time.monotonic() >= deadline or attempt == 49:
+                raise
+            if attempt == 0:
+                log.warning("icefloe: head unavailable for %s (%s); retrying for up to %.0f s",
+                            what, _first_line(exc), timeout_s)
+            time.sleep(min(_POLL_S[min(attempt, len(_POLL_S) - 1)],
+                           max(0.0, deadline - time.monotonic())))
+    raise AssertionError("unreachable")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
