@@ -29,11 +29,11 @@ import icefloe
 
 log = logging.getLogger(__name__)
 
-N = 400_000
+N = 1_000_000
 BATCH = 2048
 CONSUMERS = 4
 EPOCHS = 3  # distinct plans; consumers cycle through them
-SECONDS = float(os.environ.get("ICEFLOE_CHAOS_SECONDS", "40"))
+SECONDS = float(os.environ.get("ICEFLOE_CHAOS_SECONDS", "30"))
 MAX_KILLS = 50
 
 
@@ -83,7 +83,29 @@ def _consume(cluster, rank: int, want: dict, stop: threading.Event, results: dic
 
 
 def _chaos(tmp_path, table, *, num_nodes: int, replication: int, healing: bool) -> None:
+    """Kills and restarts nodes for SECONDS while four consumers read epochs."""
     rng = random.Random(_seed())
+    failovers = _Count()
+    logging.getLogger("icefloe").addHandler(failovers)
+    try:
+        _run(tmp_path, table, rng, num_nodes, replication, healing, failovers)
+    finally:
+        logging.getLogger("icefloe").removeHandler(failovers)
+
+
+class _Count(logging.Handler):
+    """Counts the client's failovers (its "failing over" warnings)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "failing over" in record.getMessage():
+            self.count += 1
+
+
+def _run(tmp_path, table, rng, num_nodes, replication, healing, failovers) -> None:
     with icefloe.LocalCluster(num_nodes=num_nodes, log_dir=tmp_path / "logs") as cluster:
         with cluster.client() as client:
             client.load("t", table.metadata_location, replication=replication)
@@ -102,18 +124,21 @@ def _chaos(tmp_path, table, *, num_nodes: int, replication: int, healing: bool) 
         try:
             end = time.monotonic() + SECONDS
             while time.monotonic() < end and kills < MAX_KILLS and len(results) < CONSUMERS:
-                time.sleep(rng.uniform(0.5, 3.0))
-                candidates = sorted(holders) if healing or len(holders) > 1 else []
-                if not candidates:
+                time.sleep(rng.uniform(1.0, 6.0))
+                if healing:
+                    victim = rng.randrange(num_nodes)
+                elif len(holders) > 1:
+                    victim = _streaming(cluster, holders)  # the node readers use
+                else:
                     continue
-                victim = rng.choice(candidates)
+                gone = cluster.node_uris[victim]
                 cluster.kill_node(victim)
                 kills += 1
                 log.warning("chaos: killed node %d", victim)
                 time.sleep(rng.uniform(0.0, 2.0))
                 cluster.restart_node(victim)  # empty, on a new port
                 if healing:
-                    _wait_replicated(cluster, replication, timeout_s=30.0)
+                    _wait_replicated(cluster, replication, gone, timeout_s=30.0)
                 else:
                     holders.discard(victim)
         finally:
@@ -124,22 +149,37 @@ def _chaos(tmp_path, table, *, num_nodes: int, replication: int, healing: bool) 
         errors = [e for _, errs in results.values() for e in errs]
         assert not errors, f"{kills} kills: {errors}\n{cluster.logs()}"
         epochs = sum(done for done, _ in results.values())
-        print(f"chaos: {kills} kills, {epochs} epochs read exactly")
-        assert kills >= 1 and epochs >= CONSUMERS
+        print(f"chaos: {kills} kills, {failovers.count} failovers, {epochs} epochs read "
+              "exactly")
+        assert kills >= 1 and failovers.count >= 1 and epochs >= CONSUMERS
 
 
-def _wait_replicated(cluster, replication: int, timeout_s: float) -> None:
-    """Until the head says ``ready`` and every slice has its replicas on live nodes."""
+def _streaming(cluster, holders: set[int]) -> int:
+    """The holder listed first for the first slice: the one readers stream from."""
+    with cluster.client() as client:
+        first = client.describe("t")["slices"][0]["nodes"]
+    return next(cluster.node_uris.index(u) for u in first
+                if u in cluster.node_uris and cluster.node_uris.index(u) in holders)
+
+
+def _wait_replicated(cluster, replication: int, gone: str, timeout_s: float) -> None:
+    """Until the head knows node ``gone`` died, says ``ready`` and has every
+    slice's replicas on live nodes."""
     deadline = time.monotonic() + timeout_s
     with cluster.client() as client:
-        while client.describe("t")["state"] != "ready" or _short(client, replication):
+        while gone in _alive(client) or client.describe("t")["state"] != "ready" or \
+                _short(client, replication):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"dataset not fully replicated again within {timeout_s} s")
             time.sleep(0.2)
 
 
+def _alive(client) -> set[str]:
+    return {n["location"] for n in client.status()["nodes"] if n["state"] == "alive"}
+
+
 def _short(client, replication: int) -> bool:
-    alive = {n["location"] for n in client.status()["nodes"] if n["state"] == "alive"}
+    alive = _alive(client)
     return any(len(set(s["nodes"]) & alive) < replication
                for s in client.describe("t")["slices"])
 

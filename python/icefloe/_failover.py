@@ -27,6 +27,7 @@ from .errors import (
     Error,
     ServerError,
     StreamBroken,
+    Timeout,
     Unavailable,
 )
 
@@ -44,14 +45,15 @@ _LOG_EVERY_S = 10.0
 
 
 def is_break(err: BaseException) -> bool:
-    """Whether ``err`` (already mapped) means the node's connection died, as
-    opposed to an answer (bad ticket, out of memory, ...) that a retry repeats."""
+    """Whether ``err`` (already mapped, from a node's stream) means the
+    connection died or the stream reached its deadline, as opposed to an
+    answer (bad ticket, out of memory, ...) that a retry repeats."""
     if isinstance(err, StreamBroken):
         return True
     if isinstance(err, Busy):
         return False
-    if isinstance(err, Unavailable):
-        return True
+    if isinstance(err, (Unavailable, Timeout)):
+        return True  # a stream past its deadline goes on from a fresh one
     if isinstance(err, (ServerError, Cancelled)):
         return any(m in str(err) for m in _TRANSPORT_MARKERS)
     return False
@@ -113,9 +115,12 @@ class Recovery:
         if self._failures > self.attempts:
             raise self._give_up(exc, nodes, f"{self.attempts} failovers in a row failed")
         at = f" at batch {position}" if self.what == "epoch" else ""
-        log.warning("icefloe: %s of dataset %r broke%s (%s); failing over (attempt %d of at "
-                    "most %d)", self.what, self.dataset, at, _first_line(exc), self._failures,
-                    self.attempts)
+        # A stream past its deadline is routine (stream_timeout_s): no warning.
+        cause = exc.__cause__ if isinstance(exc, StreamBroken) else exc
+        level = logging.INFO if isinstance(cause, Timeout) else logging.WARNING
+        log.log(level, "icefloe: %s of dataset %r broke%s (%s); failing over (attempt %d of "
+                "at most %d)", self.what, self.dataset, at, _first_line(exc), self._failures,
+                self.attempts)
         if self._failures == 1:
             return  # at once: the head lists another replica first
         self._wait_for_head(exc, nodes, stop)

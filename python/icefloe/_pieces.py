@@ -166,7 +166,7 @@ class _Stream:
         nodes = [self.location] if self.location else []
         if is_break(mapped) and not self.cancelled:
             broken = StreamBroken(str(mapped), nodes=nodes, dataset=self._dataset)
-            broken.__cause__ = mapped.__cause__ or mapped
+            broken.__cause__ = mapped  # which chains the Flight error
             mapped = broken
         return named(mapped, self._dataset, nodes) if self._dataset else mapped
 

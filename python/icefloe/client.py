@@ -74,7 +74,10 @@ class Client:
     ``token`` is the cluster token (sent as ``authorization: Bearer``);
     ``tls_root_certs`` is a PEM (text, bytes or a path) to trust for
     ``grpc+tls://`` locations. ``read_parallelism`` bounds concurrent endpoint
-    reads in :meth:`read`.
+    reads in :meth:`read`. ``timeout_s`` bounds each call to the head;
+    ``stream_timeout_s`` each DoGet stream from a node, whole (gRPC deadlines
+    cover a call's whole life): an epoch whose stream reaches it goes on from
+    a fresh one, as after a break, so an epoch may last any time.
 
     Reads fail over when a data node dies (docs/protocol.md, "Failover"):
     each episode of failures is bounded by ``failover_attempts`` attempts in
@@ -94,15 +97,18 @@ class Client:
         failover_timeout_s: float = 120.0,
         failover_attempts: int = 10,
         head_retry_s: float = 30.0,
+        stream_timeout_s: float = 600.0,
     ) -> None:
-        if failover_timeout_s < 0 or failover_attempts < 1 or head_retry_s < 0:
+        if failover_timeout_s < 0 or failover_attempts < 1 or head_retry_s < 0 or \
+                stream_timeout_s <= 0:
             raise ValueError("failover_timeout_s and head_retry_s must be >= 0, "
-                             "failover_attempts >= 1")
+                             "failover_attempts >= 1, stream_timeout_s > 0")
         self.head_uri = head_uri
         self._timeout_s = timeout_s
         self.failover_timeout_s = failover_timeout_s
         self.failover_attempts = failover_attempts
         self.head_retry_s = head_retry_s
+        self.stream_timeout_s = stream_timeout_s
         self._parallelism = max(1, read_parallelism)
         self._headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
         self._connect_kwargs: dict[str, Any] = {}
@@ -237,8 +243,8 @@ class Client:
             uri = location.uri.decode()
             try:
                 try:
-                    reader = track(self.node(uri).do_get(endpoint.ticket,
-                                                          options=self.call_options()))
+                    reader = track(self.node(uri).do_get(
+                        endpoint.ticket, options=self.call_options(self.stream_timeout_s)))
                     return use(reader, uri)
                 except Exception as exc:  # noqa: BLE001 - re-raised mapped
                     raise map_error(exc) from exc
