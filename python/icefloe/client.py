@@ -122,6 +122,7 @@ class Client:
         track(self._head)
         self._nodes: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
+        self._head_reached = False
 
     # -- plumbing ---------------------------------------------------------
 
@@ -152,8 +153,7 @@ class Client:
     def _action(self, kind: str, body: dict[str, Any] | None = None) -> Any:
         """An action that reads (list, describe, status): retried while the
         head is Unavailable (restarting), for at most ``head_retry_s``."""
-        results = retry_head(lambda: list(self._action_stream(kind, body)),
-                             timeout_s=self.head_retry_s, what=kind)
+        results = self._retry_head(lambda: list(self._action_stream(kind, body)), kind)
         if not results:
             raise Unavailable(f"head returned no result for {kind}")
         return results[-1]
@@ -163,7 +163,15 @@ class Client:
         def call() -> flight.FlightInfo:
             with mapped_errors():
                 return self._head.get_flight_info(descriptor, options=self.call_options())
-        return retry_head(call, timeout_s=self.head_retry_s, what="GetFlightInfo")
+        return self._retry_head(call, "GetFlightInfo")
+
+    def _retry_head(self, call: Callable[[], T], what: str) -> T:
+        """``call`` retried while the head is Unavailable, once this client has
+        reached it (a head that never answered is a wrong address: fail fast)."""
+        result = retry_head(call, timeout_s=self.head_retry_s if self._head_reached else 0.0,
+                            what=what)
+        self._head_reached = True
+        return result
 
     def _recovery(self, name: str, what: str) -> Recovery:
         return Recovery(self.describe, self.status, name, what,
@@ -388,7 +396,7 @@ class Client:
             readers = [self._endpoint_reader(e, name) for e in info.endpoints]
             try:
                 batches = list(merged_batches(lambda _, r=readers: r, 1, dataset=name))
-                return pa.Table.from_batches(batches, schema=info.schema)
+                return pa.Table.from_batches(batches)
             except StreamBroken as exc:  # nothing handed out yet: gather them all again
                 recovery.broken(exc, 0)
 
