@@ -86,6 +86,9 @@ def test_iter_epoch_survives_a_node_kill_exactly(rep2, caplog):
         want = _ids(client.iter_epoch("t", batch_size=BATCH, **PLAN))
         assert sorted(want) == list(range(N))
         victim = _streaming_node(rep2, **PLAN)
+        # The shape names the copy, so a resumed epoch can check it is the same one.
+        assert client.epoch_info("t", batch_size=BATCH)[1]["generation"] == \
+            client.describe("t")["generation"]
         with caplog.at_level(logging.WARNING, logger="icefloe"):
             got = _read_killing(client.iter_epoch("t", batch_size=BATCH, **PLAN), rep2, victim)
         assert got == want
@@ -146,6 +149,7 @@ def test_rep1_kill_names_node_and_dataset(tmp_path, table):
             with pytest.raises(icefloe.DataUnavailable) as err:
                 _read_killing(batches, cluster, 0)
     message = str(err.value)
+    print(message)
     assert uri in message and "'t'" in message, message
     assert "replication" in message and "reload" in message, message
     assert err.value.nodes == [uri] and err.value.dataset == "t"
