@@ -19,6 +19,7 @@ class FakeHead:
 
     def __init__(self, script: list[tuple[str, bool, str | None]]) -> None:
         self.script = script
+        self.missing = [1]  # slices_missing, poll by poll
         self.polls = 0
 
     def _now(self) -> tuple[str, bool, str | None]:
@@ -26,7 +27,8 @@ class FakeHead:
 
     def describe(self, name: str) -> dict:
         state, _, heal_error = self._now()
-        desc = {"name": name, "state": state, "slices_missing": 1}
+        desc = {"name": name, "state": state,
+                "slices_missing": self.missing[min(self.polls, len(self.missing) - 1)]}
         if heal_error:
             desc["heal_error"] = heal_error
         return desc
@@ -64,6 +66,15 @@ def test_first_break_retries_at_once_then_waits_while_degraded():
     assert head.polls == 0  # at once: another replica may serve it
     rec.broken(_break(), 3)  # every replica failed: wait for the head
     assert head.polls == 3  # returned once ready, the dead node no longer listed
+
+
+def test_retries_when_a_slice_comes_back_while_others_stay_missing():
+    head = FakeHead([("degraded", False, None)])
+    head.missing = [3, 3, 2]
+    rec = _recovery(head)
+    rec.broken(_break(), 0)
+    rec.broken(_break(), 0)
+    assert head.polls == 3  # returned when slices_missing fell from 3 to 2
 
 
 def test_progress_starts_a_new_episode():

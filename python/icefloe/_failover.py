@@ -130,6 +130,7 @@ class Recovery:
         """Returns once the head may serve the rows again; raises if it will not."""
         assert self._deadline is not None
         polls = 0
+        missing_first: int | None = None
         last_log = time.monotonic()
         started = last_log
         while True:
@@ -144,14 +145,22 @@ class Recovery:
                     # The head knows these nodes are gone and calls the dataset
                     # ready: it re-placed the rows, or it cannot (no healing).
                     # One more attempt tells which.
-                    if set(nodes) <= self._gave_dead_a_chance:
-                        raise self._give_up(exc, nodes, "the head still lists only dead "
-                                            "nodes for these rows and is not healing them")
-                    self._gave_dead_a_chance.update(nodes)
+                    tried = set(nodes) or {""}  # "": the head listed no node at all
+                    if tried <= self._gave_dead_a_chance:
+                        raise self._give_up(exc, nodes, "the head lists no live node for "
+                                            "these rows and is not healing them")
+                    self._gave_dead_a_chance.update(tried)
                     return
                 # Else the head has not yet noticed the node died: wait for it.
             elif state not in WAIT_STATES:
                 raise self._give_up(exc, nodes, f"the dataset is {state!r}")
+            else:
+                missing = desc.get("slices_missing")
+                if isinstance(missing, int):
+                    if missing_first is None:
+                        missing_first = missing
+                    elif missing < missing_first:
+                        return  # some slice came back, maybe this one: try it
             now = time.monotonic()
             if now >= self._deadline:
                 detail = f"waited {now - started:.0f} s; the dataset is {state!r}"

@@ -62,7 +62,9 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    gc.freeze()  # _held_at_fork keeps the inherited Flight objects: never released
+    # _held_at_fork keeps the inherited Flight objects: never released here.
+    if _flight_pid is not None:  # only where Flight was used: others fork as before
+        gc.freeze()
 
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,

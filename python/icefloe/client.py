@@ -24,7 +24,7 @@ from . import _malloc
 from ._failover import Recovery, is_break, named, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, encode
-from .errors import Error, InvalidArgument, StreamBroken, Unavailable, map_error
+from .errors import Busy, Error, InvalidArgument, StreamBroken, Unavailable, map_error
 
 T = TypeVar("T")
 __all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
@@ -261,9 +261,10 @@ class Client:
                     raise named(exc, dataset, [uri]) if dataset else exc  # noqa: B904
                 tried.append(uri)
                 last_error = exc
-        if last_error is None:
-            raise InvalidArgument("the head returned an endpoint without locations")
         what = f"dataset {dataset!r}: " if dataset else ""
+        if last_error is None:  # the head knows no live node holding these rows
+            raise StreamBroken(f"{what}the head listed no node for some rows", nodes=[],
+                               dataset=dataset or None)
         broken = StreamBroken(f"{what}no replica answered (node {', '.join(tried)}): "
                               f"{last_error}", nodes=tried, dataset=dataset or None)
         raise broken from last_error
@@ -365,8 +366,14 @@ class Client:
             after a break: the head names live replicas)."""
             fresh = infos.pop(first, None)
             if fresh is None:
-                fresh, again = self.epoch_info(name, batch_size=batch_size, first_batch=first,
-                                               **plan)
+                try:
+                    fresh, again = self.epoch_info(name, batch_size=batch_size,
+                                                   first_batch=first, **plan)
+                except Unavailable as exc:  # the head cannot place the rows now
+                    if isinstance(exc, Busy):
+                        raise
+                    raise StreamBroken(f"dataset {name!r}: {exc}", nodes=[],
+                                       dataset=name) from exc
                 _check_same_epoch(name, shape, again)
             return [self._endpoint_reader(e, name) for e in fresh.endpoints]
 
