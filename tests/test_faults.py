@@ -114,8 +114,9 @@ def test_iter_epoch_survives_a_node_kill_exactly(rep2, caplog):
 
 def test_cache_dataset_survives_a_node_kill_exactly(rep2, caplog):
     ds = CacheDataset(rep2.head_uri, "t", batch_size=BATCH, shuffle="sample", seed=2,
-                      drop_last=True, columns=["id"])
+                      drop_last=True, columns=["id"], client_options={"failover_attempts": 4})
     want = _ids(DataLoader(ds, batch_size=None))
+    assert ds.client().failover_attempts == 4
     victim = _streaming_node(rep2, shuffle="sample", seed=2)
     with caplog.at_level(logging.WARNING, logger="icefloe"):
         got = _read_killing(DataLoader(ds, batch_size=None), rep2, victim)

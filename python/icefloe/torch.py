@@ -100,6 +100,7 @@ class _ClusterClient:
     _token: str | None
     _tls_root_certs: str | bytes | None
     _client: Client | None = None
+    client_options: dict[str, Any] | None = None  # more Client arguments (failover_timeout_s)
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled for spawn/forkserver DataLoader workers, in the main process:
@@ -113,7 +114,8 @@ class _ClusterClient:
         pid = os.getpid()
         if self._client is None or getattr(self, "_client_pid", None) != pid:
             self._client = Client(self.head_uri, token=self._token,
-                                  tls_root_certs=self._tls_root_certs)
+                                  tls_root_certs=self._tls_root_certs,
+                                  **(self.client_options or {}))
             self._client_pid = pid
         return self._client
 
@@ -184,6 +186,11 @@ class CacheDataset(_ClusterClient, IterableDataset):
     loop's step overlaps the input work; inside DataLoader workers, which do
     nothing else and which the DataLoader already runs ahead, the default is
     to assemble on the worker's own thread (``prefetch=0``).
+
+    When a data node dies mid-epoch the epoch goes on, exactly, from another
+    replica or once the head has repaired the rows (:meth:`Client.iter_epoch`);
+    ``client_options`` (e.g. ``{"failover_timeout_s": 300}``) are passed to
+    each process's :class:`Client`.
     """
 
     def __init__(
@@ -202,6 +209,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         block_rows: int | None = None,
         shuffle_within_block: bool = False,
         window_blocks: int | None = None,
+        client_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -219,6 +227,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         self.block_rows = block_rows
         self.shuffle_within_block = shuffle_within_block
         self.window_blocks = window_blocks
+        self.client_options = client_options
         self._token = token
         self._tls_root_certs = tls_root_certs
         self.epoch = 0
@@ -477,11 +486,12 @@ class CacheMapDataset(_ClusterClient, Dataset):
 
     def __init__(self, head_uri: str, dataset: str, columns: list[str] | None = None,
                  token: str | None = None, tls_root_certs: str | bytes | None = None,
-                 batched: bool = False) -> None:
+                 batched: bool = False, client_options: dict[str, Any] | None = None) -> None:
         self.head_uri = head_uri
         self.dataset = dataset
         self.columns = columns
         self.batched = batched
+        self.client_options = client_options
         self._token = token
         self._tls_root_certs = tls_root_certs
         self._client: Client | None = None
