@@ -153,3 +153,12 @@ def test_head_calls_retry_while_unavailable_bounded():
     with pytest.raises(icefloe.Busy):
         retry_head(busy, timeout_s=10.0, what="describe")
     assert len(calls) == 1
+
+
+def test_a_resumed_epoch_must_be_the_same_copy():
+    from icefloe.client import _check_same_epoch
+
+    shape = {"num_rows": 100, "worker_batches": 4, "start": 0, "generation": 7}
+    _check_same_epoch("t", shape, dict(shape, first_batch=2))  # the same epoch, later on
+    with pytest.raises(icefloe.InvalidArgument, match="changed under this epoch"):
+        _check_same_epoch("t", shape, dict(shape, generation=8))  # evicted and loaded again
