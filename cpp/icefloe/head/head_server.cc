@@ -1,5 +1,6 @@
 #include "icefloe/head/head_server.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <arrow/flight/types.h>
@@ -67,6 +68,8 @@ HeadServer::~HeadServer() { StopBackground(); }
 
 void HeadServer::StartBackground() {
   registry_.PollAll();
+  // Lost slices heal themselves: every poll is followed by a health check.
+  registry_.SetAfterPoll([this] { coordinator_.CheckHealth(); });
   registry_.Start();
 }
 
@@ -150,11 +153,20 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::Lookup(
     }
     return arrow::Status::KeyError("unknown dataset '", name, "'");
   }
-  if (entry->state != "ready") {
+  // A degraded or healing copy stays readable where its rows are present.
+  if (entry->state != "ready" && entry->state != "degraded" && entry->state != "healing") {
     return arrow::Status::Invalid("dataset '", name, "' is ", entry->state,
                                   entry->error.empty() ? "" : ": " + entry->error);
   }
-  return entry;
+  // Live replicas first: readers try a slice's nodes in order.
+  const auto alive = registry_.AliveLocations();
+  auto is_alive = [&alive](const std::string& n) { return alive.count(n) > 0; };
+  if (std::all_of(entry->nodes.begin(), entry->nodes.end(), is_alive)) return entry;
+  auto reordered = std::make_shared<DatasetEntry>(*entry);
+  for (auto& slice : reordered->slices) {
+    std::stable_partition(slice.nodes.begin(), slice.nodes.end(), is_alive);
+  }
+  return std::shared_ptr<const DatasetEntry>(std::move(reordered));
 }
 
 arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::DatasetOf(
