@@ -14,8 +14,8 @@ from iceberg_util import Warehouse
 
 import icefloe
 
-FILES = 4
-ROWS = 50_000  # per file: 4 x 50,000 rows x 32 bytes = 6.4 MB in all
+FILES = 16
+ROWS = 25_000  # per file: 16 x 25,000 rows x 32 bytes = 12.8 MB in all
 # Dead after one second of silence (the default is five): bounded tests.
 HEAD_ARGS = ["--heartbeat-timeout-ms", "1000"]
 
@@ -65,8 +65,9 @@ def held_bytes(client, desc: dict) -> int:
 
 def test_no_room_stays_degraded_then_a_node_back_empty_heals(tmp_path, table):
     t, oracle = table
-    # Each node takes half the table, not more: with one gone, nothing has room.
-    with icefloe.LocalCluster(num_nodes=2, memory_limit="5MiB", head_args=HEAD_ARGS,
+    # 12 MiB a node: half the table (6.5 MB) and its decode buffers fit, the whole does
+    # not, so with one node gone nothing has room.
+    with icefloe.LocalCluster(num_nodes=2, memory_limit="12MiB", head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
         loaded = client.load("t", t.metadata_location, batch_size=4096)
         assert {s["nodes"][0] for s in loaded["slices"]} == set(cluster.node_uris)
