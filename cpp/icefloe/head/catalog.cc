@@ -72,8 +72,8 @@ json DatasetEntry::FilesJson() const {
     if (!files.empty() && files.back()["path"] == path &&
         files.back()["start"].get<uint64_t>() + files.back()["rows"].get<uint64_t>() ==
             task_starts[t]) {
-      files.back()["rows"] = files.back()["rows"].get<uint64_t>() +
-                             static_cast<uint64_t>(task_rows[t]);
+      files.back()["rows"] =
+          files.back()["rows"].get<uint64_t>() + static_cast<uint64_t>(task_rows[t]);
       continue;
     }
     files.push_back({{"path", path}, {"start", task_starts[t]}, {"rows", task_rows[t]}});

@@ -62,10 +62,10 @@ struct DatasetEntry {
   /// When the slice map last changed: node reports requested before then may
   /// not show it yet.
   std::chrono::steady_clock::time_point placed_at{};
-  int64_t slices_missing = 0;           ///< slices with no live replica
-  int64_t replicas_missing = 0;         ///< slice replicas lost (replication > 1)
-  std::optional<double> heal_seconds;   ///< the last heal's duration
-  std::string heal_error;               ///< why the copy cannot be healed now
+  int64_t slices_missing = 0;          ///< slices with no live replica
+  int64_t replicas_missing = 0;        ///< slice replicas lost (replication > 1)
+  std::optional<double> heal_seconds;  ///< the last heal's duration
+  std::string heal_error;              ///< why the copy cannot be healed now
 
   /// Each data file's rows: {path, start, rows} in plan (row id) order.
   nlohmann::json FilesJson() const;

@@ -29,7 +29,7 @@ struct CopyHealth {
     std::vector<std::string> holders;  ///< live nodes holding all its rows
     std::vector<std::string> partial;  ///< live nodes holding some of them
   };
-  std::vector<Unit> units;  ///< units with rows, in row order
+  std::vector<Unit> units;       ///< units with rows, in row order
   int64_t slices_missing = 0;    ///< catalog slices with rows no live node holds
   int64_t replicas_missing = 0;  ///< sum over slices of replicas short of `replication`
 };

@@ -128,9 +128,9 @@ void LoadCoordinator::RunHeal(const std::shared_ptr<HealTask>& task) {
     } else if (no_room) {
       b.next_try = Clock::now() + Seconds(options_.heal_backoff_s);  // cheap to check again
     } else {
-      const double wait_s = std::min(options_.heal_backoff_max_s,
-                                     options_.heal_backoff_s * double(int64_t{1} << std::min(
-                                                                          b.attempts, 20)));
+      const double wait_s =
+          std::min(options_.heal_backoff_max_s,
+                   options_.heal_backoff_s * double(int64_t{1} << std::min(b.attempts, 20)));
       ++b.attempts;
       b.next_try = Clock::now() + Seconds(wait_s);
     }
@@ -151,8 +151,8 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::HealForLoad(
   // Still queued behind this load: run it here rather than wait for a thread.
   if (!task->claimed.exchange(true)) {
     RunHeal(task);
-  } else if (!task->job->Wait(std::chrono::milliseconds(
-                 static_cast<int64_t>(options_.load_timeout_s * 1000)))) {
+  } else if (!task->job->Wait(
+                 std::chrono::milliseconds(static_cast<int64_t>(options_.load_timeout_s * 1000)))) {
     return arrow::Status::IOError("the heal of '", entry->name, "' did not finish within ",
                                   options_.load_timeout_s, "s");
   }
@@ -299,9 +299,9 @@ arrow::Status LoadCoordinator::RepairOnNodes(Run* run) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t t = run->node_tasks[n][i];
       if (rows[i] != entry.task_rows[t]) {
-        return arrow::Status::IOError(
-            "task ", t, " (", run->plan.tasks[t].data_file.file_path, ") now has ", rows[i],
-            " rows, not ", entry.task_rows[t], ": the table's files changed; evict and load");
+        return arrow::Status::IOError("task ", t, " (", run->plan.tasks[t].data_file.file_path,
+                                      ") now has ", rows[i], " rows, not ", entry.task_rows[t],
+                                      ": the table's files changed; evict and load");
       }
     }
   }

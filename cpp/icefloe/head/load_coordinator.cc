@@ -238,7 +238,8 @@ arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
     MutexLock lock(&mu_);
     auto heal = heals_.find(entry->storage_name);
     if (heal != heals_.end() && heal->second->generation == entry->generation) {
-      heal->second->job->Cancel(arrow::Status::Cancelled("heal of '", name, "' cancelled by evict"));
+      heal->second->job->Cancel(
+          arrow::Status::Cancelled("heal of '", name, "' cancelled by evict"));
     }
   }
   if (unused) {

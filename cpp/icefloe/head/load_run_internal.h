@@ -28,9 +28,9 @@ struct LoadCoordinator::Run {
 struct LoadCoordinator::HealTask {
   std::string storage;
   uint64_t generation = 0;
-  std::string name;                   // the entry it started from
-  std::shared_ptr<LoadJob> job;       // progress, cancellation, outcome
-  std::atomic<bool> claimed{false};   // run by the pool or by a load waiting on it
+  std::string name;                  // the entry it started from
+  std::shared_ptr<LoadJob> job;      // progress, cancellation, outcome
+  std::atomic<bool> claimed{false};  // run by the pool or by a load waiting on it
 };
 
 }  // namespace icefloe

@@ -50,8 +50,7 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
     const CachedDataset& base, std::vector<CachedBatch> more,
     std::shared_ptr<arrow::MemoryPool> pool) {
   std::vector<CachedBatch> all = base.batches_;
-  all.insert(all.end(), std::make_move_iterator(more.begin()),
-             std::make_move_iterator(more.end()));
+  all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   std::stable_sort(all.begin(), all.end(), [](const CachedBatch& a, const CachedBatch& b) {
     return a.global_start < b.global_start;
   });
@@ -60,8 +59,8 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
   const bool by_pools = !base.pools_.empty() && pool != nullptr;
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools = base.pools_;
   if (pool) pools.push_back(std::move(pool));
-  return MakeWithPools(base.name_, base.generation_, base.schema_, std::move(all),
-                       std::move(pools), by_pools);
+  return MakeWithPools(base.name_, base.generation_, base.schema_, std::move(all), std::move(pools),
+                       by_pools);
 }
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(

@@ -62,8 +62,7 @@ class LoadManager {
   /// older), cancelling a running load; true when something was dropped.
   /// Remembers `generation` so a late node.load of it is refused (a heal's
   /// extend load too, unless `load_only`: a heal cleaning up its own load).
-  bool Drop(const std::string& dataset, uint64_t generation, bool load_only = false)
-      EXCLUDES(mu_);
+  bool Drop(const std::string& dataset, uint64_t generation, bool load_only = false) EXCLUDES(mu_);
 
   /// Every slot's state (for node.status).
   std::vector<NodeLoadState> States() const EXCLUDES(mu_);
@@ -91,7 +90,7 @@ class LoadManager {
   mutable Mutex mu_;
   CondVar changed_;
   std::map<std::string, Slot> slots_ GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> newest_ GUARDED_BY(mu_);  // highest generation seen per name
+  std::map<std::string, uint64_t> newest_ GUARDED_BY(mu_);   // highest generation seen per name
   std::map<std::string, uint64_t> evicted_ GUARDED_BY(mu_);  // highest generation evicted
   bool stopping_ GUARDED_BY(mu_) = false;
   ThreadPool pool_;  // last: stops before what its tasks use

@@ -117,10 +117,10 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
     if (it != datasets_.end() && it->second->generation() == commit.generation) base = it->second;
   }
   // Make() and Extend() refuse overlapping or unsorted rows (a wrong task_starts).
-  ARROW_ASSIGN_OR_RAISE(
-      auto ds, base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
-                    : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
-                                          std::move(batches), staged.pool));
+  ARROW_ASSIGN_OR_RAISE(auto ds,
+                        base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
+                             : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
+                                                   std::move(batches), staged.pool));
   std::shared_ptr<const CachedDataset> published = ds;
   if (base) {
     MutexLock lock(&mu_);
