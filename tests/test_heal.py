@@ -6,6 +6,7 @@ the dataset reads exactly as before: same rows, same order."""
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +52,12 @@ def node_index(cluster, location: str) -> int:
     return cluster.node_uris.index(location)
 
 
+def head_metrics(cluster) -> dict[str, float]:
+    with urllib.request.urlopen(cluster.head.health + "/metrics", timeout=10) as resp:
+        lines = resp.read().decode().splitlines()
+    return {k: float(v) for k, v in (line.split() for line in lines if not line.startswith("#"))}
+
+
 def held_bytes(client, desc: dict) -> int:
     """Bytes the alive nodes report for the dataset's copy."""
     total = 0
@@ -81,9 +88,12 @@ def test_no_room_stays_degraded_then_a_node_back_empty_heals(tmp_path, table):
         # load() of the same arguments never returns the broken copy as ready.
         with pytest.raises(icefloe.OutOfMemory, match="no node has room"):
             client.load("t", t.metadata_location, batch_size=4096)
-        # Status tells the truth about the node too.
+        # Status and metrics tell the truth about the node and the dataset.
         dead = [n for n in client.status()["nodes"] if n["state"] == "dead"]
         assert len(dead) == 1 and dead[0]["last_heartbeat_s"] >= 1.0
+        metrics = head_metrics(cluster)
+        assert metrics["icefloe_head_datasets_degraded"] == 1
+        assert metrics["icefloe_head_slices_missing"] == desc["slices_missing"]
 
         # The pod comes back, empty, at the same address: the lost slices go back on it.
         cluster.restart_node(victim, same_port=True)

@@ -121,6 +121,7 @@ json HeadServer::ClusterStatus() const {
 
 std::string HeadServer::Metrics() const {
   int64_t nodes = 0, alive = 0, datasets = 0, rows = 0, bytes = 0;
+  int64_t degraded = 0, healing = 0, slices_missing = 0, replicas_missing = 0;
   for (const auto& n : registry_.Snapshot()) {
     ++nodes;
     alive += n.state == NodeState::kAlive ? 1 : 0;
@@ -129,6 +130,10 @@ std::string HeadServer::Metrics() const {
     ++datasets;
     rows += d->num_rows;
     bytes += d->nbytes;
+    degraded += d->state == "degraded" ? 1 : 0;
+    healing += d->state == "healing" ? 1 : 0;
+    slices_missing += d->slices_missing;
+    replicas_missing += d->replicas_missing;
   }
   std::string out;
   auto gauge = [&out](const char* name, int64_t v) {
@@ -141,6 +146,11 @@ std::string HeadServer::Metrics() const {
   gauge("icefloe_head_dataset_rows", rows);
   gauge("icefloe_head_dataset_bytes", bytes);
   gauge("icefloe_head_ready", Ready().first ? 1 : 0);
+  // Heal (issue 14): datasets that lost rows, and how many.
+  gauge("icefloe_head_datasets_degraded", degraded);
+  gauge("icefloe_head_datasets_healing", healing);
+  gauge("icefloe_head_slices_missing", slices_missing);
+  gauge("icefloe_head_replicas_missing", replicas_missing);
   return out;
 }
 
