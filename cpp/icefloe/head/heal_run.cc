@@ -32,6 +32,55 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> Current(const Catalog& catalo
   return entry;
 }
 
+// Where each task `health` finds short of replicas is copied: on live nodes
+// holding none of its rows, within their room (PlaceRepairs). Fills the
+// target nodes and, per target, its plan task indices in order.
+arrow::Status PlaceLostTasks(const DatasetEntry& entry, const CopyHealth& health,
+                             const std::vector<NodeInfo>& nodes, std::vector<std::string>* targets,
+                             std::vector<std::vector<int64_t>>* node_tasks) {
+  std::vector<PlacementNode> alive;
+  for (const auto& n : nodes) {
+    if (n.state == NodeState::kAlive) alive.push_back({n.location, n.available_bytes()});
+  }
+  auto index_of = [&](const std::string& location) {
+    for (size_t i = 0; i < alive.size(); ++i) {
+      if (alive[i].location == location) return static_cast<int32_t>(i);
+    }
+    return int32_t{-1};
+  };
+  const int64_t replicas = std::max<int64_t>(1, entry.request.replication);
+  // Bytes per row of one replica, as the nodes measured them at load.
+  const double row_bytes =
+      entry.num_rows > 0 ? double(entry.nbytes) / double(entry.num_rows * replicas) : 0;
+  std::vector<RepairTask> repairs;
+  std::vector<int64_t> repair_task;  // repair -> plan task
+  for (const auto& u : health.units) {
+    const int64_t lacking = replicas - static_cast<int64_t>(u.holders.size());
+    if (lacking <= 0 || u.task < 0) continue;
+    RepairTask r;
+    r.bytes = static_cast<int64_t>(row_bytes * double(u.stop - u.start));
+    r.copies = static_cast<int32_t>(lacking);
+    for (const auto& list : {u.holders, u.partial}) {
+      for (const auto& n : list) r.exclude.push_back(index_of(n));
+    }
+    repairs.push_back(std::move(r));
+    repair_task.push_back(u.task);
+  }
+  ARROW_ASSIGN_OR_RAISE(auto placement, PlaceRepairs(repairs, alive));
+  std::map<int32_t, size_t> slot;  // alive index -> target index
+  for (size_t i = 0; i < repairs.size(); ++i) {
+    for (int32_t n : placement[i]) {
+      auto [it, added] = slot.emplace(n, targets->size());
+      if (added) {
+        targets->push_back(alive[n].location);
+        node_tasks->emplace_back();
+      }
+      (*node_tasks)[it->second].push_back(repair_task[i]);
+    }
+  }
+  return arrow::Status::OK();
+}
+
 // The state a copy is in when no heal runs.
 const char* StateOf(const CopyHealth& h) { return h.slices_missing > 0 ? "degraded" : "ready"; }
 
@@ -197,59 +246,19 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(
                            {"slices_missing", std::to_string(health.slices_missing)},
                            {"replicas_missing", std::to_string(health.replicas_missing)}});
 
-  // What to copy where: each short task on nodes that hold none of its rows.
-  std::vector<PlacementNode> alive;
-  for (const auto& n : nodes) {
-    if (n.state == NodeState::kAlive) alive.push_back({n.location, n.available_bytes()});
-  }
-  auto index_of = [&](const std::string& location) {
-    for (size_t i = 0; i < alive.size(); ++i) {
-      if (alive[i].location == location) return static_cast<int32_t>(i);
-    }
-    return int32_t{-1};
-  };
-  const int64_t replicas = std::max<int64_t>(1, entry->request.replication);
-  const double row_bytes =
-      entry->num_rows > 0 ? double(entry->nbytes) / double(entry->num_rows * replicas) : 0;
-  std::vector<RepairTask> repairs;
-  std::vector<int64_t> repair_task;  // repair -> plan task
-  for (const auto& u : health.units) {
-    const int64_t lacking = replicas - static_cast<int64_t>(u.holders.size());
-    if (lacking <= 0 || u.task < 0) continue;
-    RepairTask r;
-    r.bytes = static_cast<int64_t>(row_bytes * double(u.stop - u.start));
-    r.copies = static_cast<int32_t>(lacking);
-    for (const auto& list : {u.holders, u.partial}) {
-      for (const auto& n : list) r.exclude.push_back(index_of(n));
-    }
-    repairs.push_back(std::move(r));
-    repair_task.push_back(u.task);
-  }
-  auto placement = PlaceRepairs(repairs, alive);
-  if (!placement.ok()) {
-    const std::string why = "no node has room: " + placement.status().message();
-    UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
-      c->state = StateOf(health);
-      c->heal_error = why;
-    });
-    return arrow::Status::OutOfMemory("cannot heal '", task->name, "': ", why);
-  }
-
   Run run;
   run.job = job;
   run.plan = *entry->plan;
   run.entry = std::make_shared<DatasetEntry>(*entry);
   run.extend = true;
-  std::map<int32_t, size_t> slot;  // alive index -> run.nodes index
-  for (size_t i = 0; i < repairs.size(); ++i) {
-    for (int32_t n : (*placement)[i]) {
-      auto [it, added] = slot.emplace(n, run.nodes.size());
-      if (added) {
-        run.nodes.push_back(alive[n].location);
-        run.node_tasks.emplace_back();
-      }
-      run.node_tasks[it->second].push_back(repair_task[i]);
-    }
+  arrow::Status placed = PlaceLostTasks(*entry, health, nodes, &run.nodes, &run.node_tasks);
+  if (!placed.ok()) {
+    const std::string why = "no node has room: " + placed.message();
+    UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
+      c->state = StateOf(health);
+      c->heal_error = why;
+    });
+    return arrow::Status::OutOfMemory("cannot heal '", task->name, "': ", why);
   }
   arrow::Status st = RepairOnNodes(&run);
   if (!st.ok()) EvictOnNodes(task->storage, task->generation, run.nodes, /*staged_only=*/true);
