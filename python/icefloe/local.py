@@ -126,8 +126,8 @@ class LocalCluster:
             self._security_args += ["--tls-cert", str(cert), "--tls-key", str(key),
                                     "--tls-root-certs", str(cert)]
 
-    def _start_node(self, i: int) -> ServerProcess:
-        argv = [bin_path("icefloe-node"), "--host", "127.0.0.1", "--port", "0",
+    def _start_node(self, i: int, port: int = 0) -> ServerProcess:
+        argv = [bin_path("icefloe-node"), "--host", "127.0.0.1", "--port", str(port),
                 "--head", self.head_uri, *self._security_args]
         if self.memory_limit:
             argv += ["--memory-limit", str(self.memory_limit)]
@@ -170,10 +170,12 @@ class LocalCluster:
         """Kills data node ``i`` at once (SIGKILL), as a crash would."""
         self.nodes[i].kill()
 
-    def restart_node(self, i: int) -> None:
-        """Starts data node ``i`` again (a new process, empty, on a new port)."""
+    def restart_node(self, i: int, same_port: bool = False) -> None:
+        """Starts data node ``i`` again: a new process, empty, on a new port, or
+        with ``same_port=True`` on its old one (a pod replaced at the same address)."""
+        port = int(self.nodes[i].location.rsplit(":", 1)[1]) if same_port else 0
         self.nodes[i].stop()
-        self.nodes[i] = self._start_node(i)
+        self.nodes[i] = self._start_node(i, port)
         self.wait_for_nodes()
 
     def stop(self) -> None:

@@ -48,6 +48,11 @@ json DatasetEntry::ToJson(bool with_slices) const {
     j["schema_text"] = schema->ToString();
   }
   if (!error.empty()) j["error"] = error;
+  j["slices_missing"] = slices_missing;
+  j["replicas_missing"] = replicas_missing;
+  if (heal_seconds) j["heal_seconds"] = *heal_seconds;
+  if (!heal_error.empty()) j["heal_error"] = heal_error;
+  if (with_slices) j["files"] = FilesJson();
   if (with_slices) {
     json slices = json::array();
     for (const auto& s : this->slices) {
@@ -56,6 +61,24 @@ json DatasetEntry::ToJson(bool with_slices) const {
     j["slices"] = slices;
   }
   return j;
+}
+
+json DatasetEntry::FilesJson() const {
+  json files = json::array();
+  if (!plan || plan->tasks.size() != task_starts.size()) return files;
+  for (size_t t = 0; t < plan->tasks.size(); ++t) {
+    const std::string& path = plan->tasks[t].data_file.file_path;
+    // A file split into several tasks is one run of row ids.
+    if (!files.empty() && files.back()["path"] == path &&
+        files.back()["start"].get<uint64_t>() + files.back()["rows"].get<uint64_t>() ==
+            task_starts[t]) {
+      files.back()["rows"] =
+          files.back()["rows"].get<uint64_t>() + static_cast<uint64_t>(task_rows[t]);
+      continue;
+    }
+    files.push_back({{"path", path}, {"start", task_starts[t]}, {"rows", task_rows[t]}});
+  }
+  return files;
 }
 
 std::shared_ptr<const DatasetEntry> Catalog::Find(const std::string& name) const {
@@ -75,6 +98,15 @@ std::shared_ptr<const DatasetEntry> Catalog::FindByKey(const std::string& key) c
 void Catalog::Put(std::shared_ptr<const DatasetEntry> entry) {
   MutexLock lock(&mu_);
   entries_[entry->name] = std::move(entry);
+}
+
+bool Catalog::Replace(const std::shared_ptr<const DatasetEntry>& expected,
+                      std::shared_ptr<const DatasetEntry> entry) {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(expected->name);
+  if (it == entries_.end() || it->second != expected) return false;
+  it->second = std::move(entry);
+  return true;
 }
 
 std::pair<std::shared_ptr<const DatasetEntry>, bool> Catalog::Remove(const std::string& name) {

@@ -8,6 +8,7 @@
 // table, snapshot, columns and filter): they share `storage_name`.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -36,7 +37,9 @@ struct DatasetEntry {
   std::string storage_name;  ///< the name nodes store it under (tickets use it)
   std::string key;           ///< identity of the cached copy (dedup)
   uint64_t generation = 0;
-  std::string state;  ///< "loading", "ready", "failed"
+  /// "loading", "ready", "degraded" (some slice has no live replica),
+  /// "healing" (a repair load runs), "failed".
+  std::string state;
   LoadRequest request;
   std::string metadata_location;
   std::optional<int64_t> snapshot_id;
@@ -51,6 +54,22 @@ struct DatasetEntry {
   double load_seconds = 0;
   std::string error;
 
+  // Heal (head/heal.cc): what a repair needs to reload exactly the lost rows.
+  /// The scan plan the copy was loaded from (same tasks, same order).
+  std::shared_ptr<const iceberg::ScanPlan> plan;
+  std::vector<uint64_t> task_starts;  ///< per plan task: global id of its first row
+  std::vector<int64_t> task_rows;     ///< per plan task: exact rows
+  /// When the slice map last changed: node reports requested before then may
+  /// not show it yet.
+  std::chrono::steady_clock::time_point placed_at{};
+  int64_t slices_missing = 0;          ///< slices with no live replica
+  int64_t replicas_missing = 0;        ///< slice replicas lost (replication > 1)
+  std::optional<double> heal_seconds;  ///< the last heal's duration
+  std::string heal_error;              ///< why the copy cannot be healed now
+
+  /// Each data file's rows: {path, start, rows} in plan (row id) order.
+  nlohmann::json FilesJson() const;
+
   /// Description for clients; `with_slices` adds the slice map.
   nlohmann::json ToJson(bool with_slices) const;
 };
@@ -61,6 +80,10 @@ class Catalog {
   /// A ready entry with this key, if any (for dedup).
   std::shared_ptr<const DatasetEntry> FindByKey(const std::string& key) const EXCLUDES(mu_);
   void Put(std::shared_ptr<const DatasetEntry> entry) EXCLUDES(mu_);
+  /// Replaces `expected` by `entry` only if `expected` is still the entry of
+  /// its name; false otherwise (a reload or evict came first).
+  bool Replace(const std::shared_ptr<const DatasetEntry>& expected,
+               std::shared_ptr<const DatasetEntry> entry) EXCLUDES(mu_);
   /// Removes `name`; returns the entry and whether its storage is now unused.
   std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name)
       EXCLUDES(mu_);

@@ -1,5 +1,6 @@
 #include "icefloe/head/head_server.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <arrow/flight/types.h>
@@ -67,6 +68,8 @@ HeadServer::~HeadServer() { StopBackground(); }
 
 void HeadServer::StartBackground() {
   registry_.PollAll();
+  // Lost slices heal themselves: every poll is followed by a health check.
+  registry_.SetAfterPoll([this] { coordinator_.CheckHealth(); });
   registry_.Start();
 }
 
@@ -118,6 +121,7 @@ json HeadServer::ClusterStatus() const {
 
 std::string HeadServer::Metrics() const {
   int64_t nodes = 0, alive = 0, datasets = 0, rows = 0, bytes = 0;
+  int64_t degraded = 0, healing = 0, slices_missing = 0, replicas_missing = 0;
   for (const auto& n : registry_.Snapshot()) {
     ++nodes;
     alive += n.state == NodeState::kAlive ? 1 : 0;
@@ -126,6 +130,10 @@ std::string HeadServer::Metrics() const {
     ++datasets;
     rows += d->num_rows;
     bytes += d->nbytes;
+    degraded += d->state == "degraded" ? 1 : 0;
+    healing += d->state == "healing" ? 1 : 0;
+    slices_missing += d->slices_missing;
+    replicas_missing += d->replicas_missing;
   }
   std::string out;
   auto gauge = [&out](const char* name, int64_t v) {
@@ -138,6 +146,11 @@ std::string HeadServer::Metrics() const {
   gauge("icefloe_head_dataset_rows", rows);
   gauge("icefloe_head_dataset_bytes", bytes);
   gauge("icefloe_head_ready", Ready().first ? 1 : 0);
+  // Heal (issue 14): datasets that lost rows, and how many.
+  gauge("icefloe_head_datasets_degraded", degraded);
+  gauge("icefloe_head_datasets_healing", healing);
+  gauge("icefloe_head_slices_missing", slices_missing);
+  gauge("icefloe_head_replicas_missing", replicas_missing);
   return out;
 }
 
@@ -150,11 +163,20 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::Lookup(
     }
     return arrow::Status::KeyError("unknown dataset '", name, "'");
   }
-  if (entry->state != "ready") {
+  // A degraded or healing copy stays readable where its rows are present.
+  if (entry->state != "ready" && entry->state != "degraded" && entry->state != "healing") {
     return arrow::Status::Invalid("dataset '", name, "' is ", entry->state,
                                   entry->error.empty() ? "" : ": " + entry->error);
   }
-  return entry;
+  // Live replicas first: readers try a slice's nodes in order.
+  const auto alive = registry_.AliveLocations();
+  auto is_alive = [&alive](const std::string& n) { return alive.count(n) > 0; };
+  if (std::all_of(entry->nodes.begin(), entry->nodes.end(), is_alive)) return entry;
+  auto reordered = std::make_shared<DatasetEntry>(*entry);
+  for (auto& slice : reordered->slices) {
+    std::stable_partition(slice.nodes.begin(), slice.nodes.end(), is_alive);
+  }
+  return std::shared_ptr<const DatasetEntry>(std::move(reordered));
 }
 
 arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::DatasetOf(

@@ -6,6 +6,7 @@
 
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/log.h"
+#include "icefloe/head/heal.h"
 #include "icefloe/head/load_run_internal.h"
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/fields.h"
@@ -74,6 +75,8 @@ void LoadCoordinator::Shutdown() {
     stopping_ = true;
     for (auto& [name, job] : jobs_)
       job->Cancel(arrow::Status::Cancelled("the head is shutting down"));
+    for (auto& [storage, heal] : heals_)
+      heal->job->Cancel(arrow::Status::Cancelled("the head is shutting down"));
   }
   pool_.Shutdown();
 }
@@ -142,8 +145,16 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   run.plan = std::move(*plan);
   const std::string key = DatasetKey(run.plan, request);
   run.previous = catalog_->Find(request.name);
-  if (run.previous && run.previous->key == key && run.previous->state == "ready") {
-    return run.previous;  // already cached: reuse
+  if (run.previous && run.previous->key == key &&
+      (run.previous->state == "ready" || run.previous->state == "degraded" ||
+       run.previous->state == "healing")) {
+    // Already cached: reuse it, once whole (a copy that lost rows is healed
+    // first, never handed out as it is).
+    if (AssessCopy(*run.previous, registry_->Snapshot()).replicas_missing == 0 &&
+        run.previous->state == "ready") {
+      return run.previous;
+    }
+    return HealForLoad(run.previous);
   }
   if (auto same = catalog_->FindByKey(key)) {
     // Another name holds exactly this copy: share it.
@@ -223,6 +234,14 @@ arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
     return arrow::Status::KeyError("unknown dataset '", name, "'");
   }
   json unreached = json::array();
+  if (unused) {
+    MutexLock lock(&mu_);
+    auto heal = heals_.find(entry->storage_name);
+    if (heal != heals_.end() && heal->second->generation == entry->generation) {
+      heal->second->job->Cancel(
+          arrow::Status::Cancelled("heal of '", name, "' cancelled by evict"));
+    }
+  }
   if (unused) {
     for (auto& n : EvictOnNodes(entry->storage_name, entry->generation, entry->nodes)) {
       unreached.push_back(std::move(n));

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +54,12 @@ struct LoadOptions {
   /// Multiplier from Parquet column bytes to in-memory Arrow bytes for
   /// variable-width columns when estimating whether a dataset fits.
   double size_estimate_factor = 3.0;
+  /// Heal (heal_run.cc): failed repairs of one copy are retried this many
+  /// times, waiting heal_backoff_s, doubling up to heal_backoff_max_s; a
+  /// repair that found no room is retried every heal_backoff_s, uncounted.
+  int32_t heal_attempts = 5;
+  double heal_backoff_s = 1.0;
+  double heal_backoff_max_s = 30.0;
 };
 
 /// Plans a load's scan (iceberg::PlanScan in the head; anything in tests).
@@ -73,6 +80,14 @@ class LoadCoordinator {
   arrow::Result<nlohmann::json> Evict(const std::string& name) EXCLUDES(mu_);
   /// Whether a load of `name` is queued or running.
   bool Loading(const std::string& name) const EXCLUDES(mu_);
+  /// Judges every ready, degraded or healing copy against the registry:
+  /// marks it degraded (or ready again) and starts a heal where replicas are
+  /// lost and one is due. Cheap (no node calls); run after each poll.
+  void CheckHealth() EXCLUDES(mu_);
+  /// Starts the heal of `entry`'s copy, or returns the one running; Status
+  /// when none can start (the load queue is full, the head is stopping).
+  arrow::Result<std::shared_ptr<LoadJob>> Heal(const std::shared_ptr<const DatasetEntry>& entry)
+      EXCLUDES(mu_);
   /// Progress of every queued or running load.
   nlohmann::json Loads() const EXCLUDES(mu_);
   /// Cancels every load and waits for the load threads (bounded by the
@@ -80,7 +95,12 @@ class LoadCoordinator {
   void Shutdown() EXCLUDES(mu_);
 
  private:
-  struct Run;  // one load's state on its thread (load_phases.cc)
+  struct Run;       // one load's state on its thread (load_phases.cc)
+  struct HealTask;  // one heal (heal_run.cc)
+  struct HealBackoff {
+    int32_t attempts = 0;
+    std::chrono::steady_clock::time_point next_try{};
+  };
 
   void RunJob(std::shared_ptr<LoadJob> job) EXCLUDES(mu_);
   arrow::Result<std::shared_ptr<const DatasetEntry>> Execute(LoadJob* job);
@@ -92,8 +112,22 @@ class LoadCoordinator {
   /// Evicts (storage, generation) on `nodes` in parallel within the evict
   /// timeout; returns the nodes that did not confirm.
   std::vector<std::string> EvictOnNodes(const std::string& storage, uint64_t generation,
-                                        const std::vector<std::string>& nodes);
+                                        const std::vector<std::string>& nodes,
+                                        bool staged_only = false);
   void Publish(Run* run);
+  // heal_run.cc
+  arrow::Result<std::shared_ptr<HealTask>> StartHeal(const std::shared_ptr<const DatasetEntry>& e,
+                                                     bool reset_backoff) EXCLUDES(mu_);
+  void RunHeal(const std::shared_ptr<HealTask>& task) EXCLUDES(mu_);
+  arrow::Result<std::shared_ptr<const DatasetEntry>> ExecuteHeal(HealTask* task);
+  arrow::Status RepairOnNodes(Run* run);
+  /// A load of a name whose copy lost rows: heals it (joining a running heal).
+  arrow::Result<std::shared_ptr<const DatasetEntry>> HealForLoad(
+      const std::shared_ptr<const DatasetEntry>& entry) EXCLUDES(mu_);
+  /// Applies `change` to every entry of (storage, generation); false when
+  /// none is left (evicted or replaced).
+  bool UpdateCopies(const std::string& storage, uint64_t generation,
+                    const std::function<void(DatasetEntry*)>& change);
 
   const LoadOptions options_;
   NodeRpc* const rpc_;
@@ -104,6 +138,8 @@ class LoadCoordinator {
   std::atomic<uint64_t> next_generation_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<LoadJob>> jobs_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<HealTask>> heals_ GUARDED_BY(mu_);  // by storage name
+  std::map<std::string, HealBackoff> heal_backoff_ GUARDED_BY(mu_);         // by storage name
   bool stopping_ GUARDED_BY(mu_) = false;
   ThreadPool pool_;  // last: its threads stop before the members they use go
 };

@@ -29,6 +29,22 @@ class FakeNodes : public NodeRpc {
     NodeStatus s;
     s.location = node;
     s.memory_limit_bytes = 1 << 30;
+    // What it committed, as a real node reports it (the head's heal check reads it).
+    MutexLock lock(&mu_);
+    auto c = commits_.find(node);
+    auto l = loads_.find(node);
+    if (c != commits_.end() && l != loads_.end() && l->second.generation == c->second.generation &&
+        c->second.task_starts.size() == l->second.tasks.size()) {
+      NodeDatasetInfo d;
+      d.name = c->second.dataset;
+      d.generation = c->second.generation;
+      for (size_t i = 0; i < l->second.tasks.size(); ++i) {
+        const uint64_t start = c->second.task_starts[i];
+        d.ranges.push_back(
+            {start, start + static_cast<uint64_t>(l->second.tasks[i].task.data_file.record_count)});
+      }
+      s.datasets.push_back(d);
+    }
     return s;
   }
   arrow::Result<NodeLoadState> StartLoad(const std::string& node, const NodeLoadRequest& r,

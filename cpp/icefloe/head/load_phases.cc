@@ -96,6 +96,7 @@ arrow::Status LoadCoordinator::StartOnNodes(Run* run) {
     req.name_mapping = plan.name_mapping;
     req.filter = plan.filter;
     req.batch_rows = entry.request.batch_rows;
+    req.extend = run->extend;
     for (int64_t t : run->node_tasks[n]) req.tasks.push_back({t, plan.tasks[t]});
   }
   NodeRpc* rpc = rpc_;
@@ -230,6 +231,11 @@ void LoadCoordinator::Publish(Run* run) {
   }
   entry.nodes = run->nodes;
   entry.state = "ready";
+  // What a heal needs to reload exactly the rows a node loses (heal_run.cc).
+  entry.task_starts = run->starts;
+  entry.task_rows = run->task_rows;
+  entry.plan = std::make_shared<const iceberg::ScanPlan>(run->plan);
+  entry.placed_at = Clock::now();
   catalog_->Put(run->entry);
   const auto& previous = run->previous;
   if (previous && previous->generation != entry.generation &&
@@ -245,11 +251,12 @@ void LoadCoordinator::Publish(Run* run) {
 
 std::vector<std::string> LoadCoordinator::EvictOnNodes(const std::string& storage,
                                                        uint64_t generation,
-                                                       const std::vector<std::string>& nodes) {
+                                                       const std::vector<std::string>& nodes,
+                                                       bool staged_only) {
   std::set<std::string> unique(nodes.begin(), nodes.end());
   const std::vector<std::string> targets(unique.begin(), unique.end());
   NodeRpc* rpc = rpc_;
-  const NodeEvict req{storage, generation};
+  const NodeEvict req{storage, generation, staged_only};
   const double timeout_s = options_.evict_timeout_s;
   auto results = FanOut<NodeEvictResult>(
       calls_, targets.size(),

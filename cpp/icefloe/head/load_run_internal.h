@@ -2,6 +2,7 @@
 // load_coordinator.cc and load_phases.cc.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,15 @@ struct LoadCoordinator::Run {
   std::vector<NodeLoadState> staged;             // per node: its final load state
   std::vector<int64_t> task_rows;                // per plan task: exact rows
   std::vector<uint64_t> starts;                  // per plan task: global id of its first row
+  bool extend = false;                           // a heal: node.load adds rows to the copy
+};
+
+struct LoadCoordinator::HealTask {
+  std::string storage;
+  uint64_t generation = 0;
+  std::string name;                  // the entry it started from
+  std::shared_ptr<LoadJob> job;      // progress, cancellation, outcome
+  std::atomic<bool> claimed{false};  // run by the pool or by a load waiting on it
 };
 
 }  // namespace icefloe

@@ -104,4 +104,46 @@ arrow::Result<Placement> PlaceTasks(const std::vector<int64_t>& task_bytes,
   return p;
 }
 
+arrow::Result<std::vector<std::vector<int32_t>>> PlaceRepairs(
+    const std::vector<RepairTask>& tasks, const std::vector<PlacementNode>& nodes) {
+  const int32_t k = static_cast<int32_t>(nodes.size());
+  std::vector<int64_t> room(k);
+  for (int32_t i = 0; i < k; ++i) room[i] = nodes[i].available_bytes;
+  std::vector<std::vector<int32_t>> out(tasks.size());
+  std::vector<int32_t> previous;  // where the previous task's copies went
+  int64_t needed = 0;
+  for (const auto& t : tasks) needed += t.bytes * t.copies;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const RepairTask& t = tasks[i];
+    auto usable = [&](int32_t n) {
+      return room[n] >= t.bytes &&
+             std::find(t.exclude.begin(), t.exclude.end(), n) == t.exclude.end() &&
+             std::find(out[i].begin(), out[i].end(), n) == out[i].end();
+    };
+    for (int32_t c = 0; c < t.copies; ++c) {
+      int32_t pick = -1;
+      for (int32_t n : previous) {
+        if (usable(n)) {
+          pick = n;
+          break;
+        }
+      }
+      if (pick < 0) {
+        for (int32_t n = 0; n < k; ++n) {
+          if (usable(n) && (pick < 0 || room[n] > room[pick])) pick = n;
+        }
+      }
+      if (pick < 0) {
+        std::string detail = "no node without these rows has " + FormatBytes(t.bytes) +
+                             " free for repair task " + std::to_string(i);
+        return DoesNotFit(needed, nodes, 1, detail);
+      }
+      out[i].push_back(pick);
+      room[pick] -= t.bytes;
+    }
+    previous = out[i];
+  }
+  return out;
+}
+
 }  // namespace icefloe

@@ -34,4 +34,20 @@ struct Placement {
 arrow::Result<Placement> PlaceTasks(const std::vector<int64_t>& task_bytes,
                                     const std::vector<PlacementNode>& nodes, int32_t replication);
 
+/// A task a heal must copy again: `copies` more replicas, on none of the
+/// `exclude` nodes (those already holding, or partly holding, its rows).
+struct RepairTask {
+  int64_t bytes = 0;
+  int32_t copies = 1;
+  std::vector<int32_t> exclude;
+};
+
+/// Places heal copies: for each task, `copies` distinct nodes (indices into
+/// `nodes`) within their available bytes. Keeps runs together: a task goes
+/// where the previous one went when that node has room, else to the node
+/// with most room. OutOfMemory stating the bytes needed and what the nodes
+/// can take.
+arrow::Result<std::vector<std::vector<int32_t>>> PlaceRepairs(
+    const std::vector<RepairTask>& tasks, const std::vector<PlacementNode>& nodes);
+
 }  // namespace icefloe

@@ -37,7 +37,8 @@ void NodeRegistry::AddStatic(const std::string& location) {
   n.is_static = true;
 }
 
-void NodeRegistry::Update(const std::string& location, const NodeStatus& status) {
+void NodeRegistry::Update(const std::string& location, const NodeStatus& status,
+                          Clock::time_point requested_at) {
   MutexLock lock(&mu_);
   auto& n = nodes_[location];
   n.location = location;
@@ -47,10 +48,11 @@ void NodeRegistry::Update(const std::string& location, const NodeStatus& status)
   n.last_seen = Clock::now();
   n.last_error.clear();
   n.status = status;
+  n.status_requested_at = requested_at;
 }
 
 void NodeRegistry::Heartbeat(const std::string& location, const NodeStatus& status) {
-  Update(location, status);
+  Update(location, status, Clock::time_point{});
 }
 
 void NodeRegistry::MarkDead(const std::string& location, const arrow::Status& error) {
@@ -96,6 +98,7 @@ void NodeRegistry::PollAll() {
     for (const auto& [loc, n] : nodes_) locations.push_back(loc);
   }
   const double timeout_s = options_.call_timeout_s;
+  const auto requested_at = Clock::now();
   NodeRpc* rpc = rpc_;
   auto results = FanOut<NodeStatus>(
       calls_, locations.size(),
@@ -109,17 +112,24 @@ void NodeRegistry::PollAll() {
     } else if (!results[i]->ok()) {
       Failed(locations[i], results[i]->status());
     } else {
-      Update(locations[i], **results[i]);
+      Update(locations[i], **results[i], requested_at);
     }
   }
+}
+
+void NodeRegistry::SetAfterPoll(std::function<void()> fn) {
+  MutexLock lock(&mu_);
+  after_poll_ = std::move(fn);
 }
 
 void NodeRegistry::Start() {
   poller_ = std::thread([this] {
     MutexLock lock(&mu_);
     while (!stopping_) {
+      auto after_poll = after_poll_;
       mu_.Unlock();
       PollAll();
+      if (after_poll) after_poll();
       mu_.Lock();
       if (stopping_) break;
       cv_.WaitFor(&mu_, std::chrono::duration<double>(options_.poll_interval_s));
@@ -151,6 +161,15 @@ std::vector<NodeInfo> NodeRegistry::Alive() const {
   return out;
 }
 
+std::set<std::string> NodeRegistry::AliveLocations() const {
+  MutexLock lock(&mu_);
+  std::set<std::string> out;
+  for (const auto& [loc, n] : nodes_) {
+    if (n.state == NodeState::kAlive) out.insert(loc);
+  }
+  return out;
+}
+
 json NodeRegistry::ToJson() const {
   json nodes = json::array();
   auto now = Clock::now();
@@ -165,6 +184,7 @@ json NodeRegistry::ToJson() const {
                      {"memory_limit_bytes", n.status.memory_limit_bytes},
                      {"memory_used_bytes", n.status.memory_used_bytes},
                      {"last_seen_s", ago},
+                     {"last_heartbeat_s", ago},  // issue 14: seconds since last heard
                      {"error", n.last_error},
                      {"datasets", datasets}});
   }

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +35,10 @@ struct NodeInfo {
   NodeState state = NodeState::kUnknown;
   NodeStatus status;  ///< the node's last good report
   std::chrono::steady_clock::time_point last_seen{};
+  /// When the head asked for `status` (a poll's start; zero after a
+  /// self-sent heartbeat, whose age is unknown): datasets published after
+  /// that may be missing from it without being lost (heal).
+  std::chrono::steady_clock::time_point status_requested_at{};
   std::string last_error;
   bool is_static = false;
   /// A node that sent a malformed reply stays out until then, whatever its polls say.
@@ -65,15 +71,21 @@ class NodeRegistry {
 
   /// Polls every node once now, in parallel (also done by the poller).
   void PollAll() EXCLUDES(mu_);
+  /// Runs `fn` on the poller thread after each of its polls (the head's heal
+  /// check). Set before Start().
+  void SetAfterPoll(std::function<void()> fn) EXCLUDES(mu_);
   void Start() EXCLUDES(mu_);
   void Stop() EXCLUDES(mu_);
 
   std::vector<NodeInfo> Snapshot() const EXCLUDES(mu_);
   std::vector<NodeInfo> Alive() const EXCLUDES(mu_);
+  /// Locations of the alive nodes (cheap: no statuses copied).
+  std::set<std::string> AliveLocations() const EXCLUDES(mu_);
   nlohmann::json ToJson() const EXCLUDES(mu_);
 
  private:
-  void Update(const std::string& location, const NodeStatus& status) EXCLUDES(mu_);
+  void Update(const std::string& location, const NodeStatus& status,
+              std::chrono::steady_clock::time_point requested_at) EXCLUDES(mu_);
   void Failed(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
 
   NodeRpc* const rpc_;
@@ -83,6 +95,7 @@ class NodeRegistry {
   std::map<std::string, NodeInfo> nodes_ GUARDED_BY(mu_);
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
+  std::function<void()> after_poll_ GUARDED_BY(mu_);
   std::thread poller_;
 };
 

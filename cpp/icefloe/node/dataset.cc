@@ -39,8 +39,36 @@ void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const voi
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
     std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool) {
+  std::vector<std::shared_ptr<arrow::MemoryPool>> pools;
+  if (pool) pools.push_back(std::move(pool));
+  const bool by_pools = !pools.empty();
+  return MakeWithPools(std::move(name), generation, std::move(schema), std::move(batches),
+                       std::move(pools), by_pools);
+}
+
+arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
+    const CachedDataset& base, std::vector<CachedBatch> more,
+    std::shared_ptr<arrow::MemoryPool> pool) {
+  std::vector<CachedBatch> all = base.batches_;
+  all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  std::stable_sort(all.begin(), all.end(), [](const CachedBatch& a, const CachedBatch& b) {
+    return a.global_start < b.global_start;
+  });
+  // Sizes come from the pools only when every part has one (else from the
+  // buffers, Make's rule for batches without a pool).
+  const bool by_pools = !base.pools_.empty() && pool != nullptr;
+  std::vector<std::shared_ptr<arrow::MemoryPool>> pools = base.pools_;
+  if (pool) pools.push_back(std::move(pool));
+  return MakeWithPools(base.name_, base.generation_, base.schema_, std::move(all), std::move(pools),
+                       by_pools);
+}
+
+arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
+    std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
+    std::vector<CachedBatch> batches, std::vector<std::shared_ptr<arrow::MemoryPool>> pools,
+    bool size_by_pools) {
   auto ds = std::shared_ptr<CachedDataset>(new CachedDataset());
-  ds->pool_ = std::move(pool);
+  ds->pools_ = std::move(pools);
   ds->name_ = std::move(name);
   ds->generation_ = generation;
   ds->schema_ = std::move(schema);
@@ -64,7 +92,10 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     }
     ds->batches_.push_back(std::move(b));
   }
-  if (ds->pool_) ds->nbytes_ = ds->pool_->bytes_allocated();
+  if (size_by_pools) {
+    ds->nbytes_ = 0;
+    for (const auto& p : ds->pools_) ds->nbytes_ += p->bytes_allocated();
+  }
   std::vector<std::shared_ptr<arrow::RecordBatch>> plain;
   int64_t local = 0;
   for (const auto& b : ds->batches_) {

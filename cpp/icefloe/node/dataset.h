@@ -38,6 +38,12 @@ class CachedDataset {
   static arrow::Result<std::shared_ptr<CachedDataset>> Make(
       std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
       std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool = nullptr);
+  /// `base`'s batches plus `more` (rows of the same name and generation that
+  /// `base` does not hold, e.g. a healed slice), as one dataset; `pool` is
+  /// `more`'s, kept alive beside base's. Invalid when rows overlap.
+  static arrow::Result<std::shared_ptr<CachedDataset>> Extend(
+      const CachedDataset& base, std::vector<CachedBatch> more,
+      std::shared_ptr<arrow::MemoryPool> pool);
 
   const std::string& name() const { return name_; }
   uint64_t generation() const { return generation_; }
@@ -71,7 +77,12 @@ class CachedDataset {
 
  private:
   CachedDataset() = default;
-  std::shared_ptr<arrow::MemoryPool> pool_;  // declared first: outlives the batches
+  static arrow::Result<std::shared_ptr<CachedDataset>> MakeWithPools(
+      std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
+      std::vector<CachedBatch> batches, std::vector<std::shared_ptr<arrow::MemoryPool>> pools,
+      bool size_by_pools);
+  // Declared first: outlive the batches. One per load that added rows.
+  std::vector<std::shared_ptr<arrow::MemoryPool>> pools_;
   std::string name_;
   uint64_t generation_ = 0;
   std::shared_ptr<arrow::Schema> schema_;

@@ -175,4 +175,24 @@ TEST(CachedDataset, GatherOrdersAgreeAndFindEveryHeldRow) {
   }
 }
 
+// Heal (issue 14): a healed range joins the copy a node holds, same name and
+// generation; both parts' memory pools stay alive and count.
+TEST(CachedDataset, ExtendAddsAHealedRangeAndRefusesOverlap) {
+  auto base = *CachedDataset::Make("d", 3, TestSchema(), {Batch(0, 10), Batch(30, 10)});
+  auto healed = CachedDataset::Extend(*base, {Batch(10, 20)}, nullptr);
+  ASSERT_TRUE(healed.ok()) << healed.status().ToString();
+  EXPECT_EQ((*healed)->name(), "d");
+  EXPECT_EQ((*healed)->generation(), 3u);
+  EXPECT_EQ((*healed)->num_rows(), 40);
+  std::vector<int64_t> want(40);
+  for (int64_t i = 0; i < 40; ++i) want[static_cast<size_t>(i)] = i;
+  EXPECT_EQ(Ids((*healed)->Slice({0, 40})), want);
+  auto gathered = (*healed)->Gather({35, 15, 0}, arrow::default_memory_pool());
+  ASSERT_TRUE(gathered.ok()) << gathered.status().ToString();
+  EXPECT_EQ(Ids({*gathered}), (std::vector<int64_t>{35, 15, 0}));
+  EXPECT_EQ(base->num_rows(), 20);  // the old snapshot is unchanged (streams keep it)
+  auto overlap = CachedDataset::Extend(*base, {Batch(5, 10)}, nullptr);
+  ASSERT_TRUE(overlap.status().IsInvalid());
+}
+
 }  // namespace icefloe

@@ -47,7 +47,11 @@ arrow::Result<NodeLoadState> LoadManager::Start(NodeLoadRequest request) {
     return StateOf(dataset, it->second);  // a retry of the same message
   }
   uint64_t& newest = newest_[dataset];
-  if (generation <= newest) {
+  // A heal adds rows to the newest generation (request.extend), unless that
+  // generation was evicted here since.
+  const bool extends_newest =
+      request.extend && generation == newest && generation > evicted_[dataset];
+  if (generation <= newest && !extends_newest) {
     return arrow::Status::Invalid("node.load: 'generation' ", generation, " of dataset '", dataset,
                                   "' is stale: this node has seen generation ", newest);
   }
@@ -139,12 +143,13 @@ arrow::Result<LoadedTasks> LoadManager::TakeStaged(const std::string& dataset,
   return staged;
 }
 
-bool LoadManager::Drop(const std::string& dataset, uint64_t generation) {
+bool LoadManager::Drop(const std::string& dataset, uint64_t generation, bool load_only) {
   std::optional<LoadedTasks> released;  // freed outside the lock
   MutexLock lock(&mu_);
   if (generation != 0) {
     uint64_t& newest = newest_[dataset];
     newest = std::max(newest, generation);
+    if (!load_only) evicted_[dataset] = std::max(evicted_[dataset], generation);
   }
   auto it = slots_.find(dataset);
   if (it == slots_.end() || (generation != 0 && it->second.generation > generation)) return false;

@@ -48,7 +48,8 @@ class LoadManager {
   ~LoadManager();
 
   /// Starts loading (idempotent for a generation already known). Invalid for a
-  /// stale generation; CapacityError when the queue is full.
+  /// stale generation (an `extend` load may repeat the newest one, to add rows
+  /// to it); CapacityError when the queue is full.
   arrow::Result<NodeLoadState> Start(NodeLoadRequest request) EXCLUDES(mu_);
   /// The load's state, after waiting up to `wait` for it to finish.
   NodeLoadState Wait(const std::string& dataset, uint64_t generation,
@@ -59,8 +60,9 @@ class LoadManager {
       EXCLUDES(mu_);
   /// Drops the slot of `dataset` (any generation when 0, else only that one or
   /// older), cancelling a running load; true when something was dropped.
-  /// Remembers `generation` so a late node.load of it is refused.
-  bool Drop(const std::string& dataset, uint64_t generation) EXCLUDES(mu_);
+  /// Remembers `generation` so a late node.load of it is refused (a heal's
+  /// extend load too, unless `load_only`: a heal cleaning up its own load).
+  bool Drop(const std::string& dataset, uint64_t generation, bool load_only = false) EXCLUDES(mu_);
 
   /// Every slot's state (for node.status).
   std::vector<NodeLoadState> States() const EXCLUDES(mu_);
@@ -88,7 +90,8 @@ class LoadManager {
   mutable Mutex mu_;
   CondVar changed_;
   std::map<std::string, Slot> slots_ GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> newest_ GUARDED_BY(mu_);  // highest generation seen per name
+  std::map<std::string, uint64_t> newest_ GUARDED_BY(mu_);   // highest generation seen per name
+  std::map<std::string, uint64_t> evicted_ GUARDED_BY(mu_);  // highest generation evicted
   bool stopping_ GUARDED_BY(mu_) = false;
   ThreadPool pool_;  // last: stops before what its tasks use
 };

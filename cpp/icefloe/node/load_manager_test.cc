@@ -162,5 +162,34 @@ TEST(LoadManagerTest, ConcurrentLoadsOfManyNamesAllFinish) {
   EXPECT_TRUE(loads.Idle());
 }
 
+// Heal (issue 14): more rows of the generation a node already published come
+// as an `extend` load of that generation; a plain repeat stays stale, and an
+// evicted generation cannot be extended back.
+TEST(LoadManagerTest, ExtendLoadsAddToTheNewestGenerationUnlessEvicted) {
+  FakeLoads fake;
+  fake.Release();
+  LoadManager loads({}, fake.fn());
+  ASSERT_TRUE(loads.Start(Request("d", 5)).ok());
+  ASSERT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  ASSERT_TRUE(loads.TakeStaged("d", 5).ok());  // committed
+  EXPECT_TRUE(loads.Start(Request("d", 5)).status().IsInvalid());
+  auto extend = Request("d", 5, 1);
+  extend.extend = true;
+  ASSERT_TRUE(loads.Start(extend).ok());
+  EXPECT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  auto older = Request("d", 4, 1);
+  older.extend = true;
+  EXPECT_TRUE(loads.Start(older).status().IsInvalid());
+  // A heal's clean-up drops its own load only; the generation stays extendable.
+  EXPECT_TRUE(loads.Drop("d", 5, /*load_only=*/true));
+  ASSERT_TRUE(loads.Start(extend).ok());
+  EXPECT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  // An evict of the generation is final.
+  EXPECT_TRUE(loads.Drop("d", 5));
+  auto late = loads.Start(extend);
+  ASSERT_TRUE(late.status().IsInvalid());
+  EXPECT_NE(late.status().message().find("stale"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace icefloe

@@ -108,16 +108,35 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
       row += n;
     }
   }
-  // Make() refuses overlapping or unsorted rows (a wrong task_starts).
+  // A heal's rows join the copy of the same generation this node holds
+  // (decision 1, docs/protocol.md); otherwise the commit publishes a new copy.
+  std::shared_ptr<const CachedDataset> base;
+  {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(commit.dataset);
+    if (it != datasets_.end() && it->second->generation() == commit.generation) base = it->second;
+  }
+  // Make() and Extend() refuse overlapping or unsorted rows (a wrong task_starts).
   ARROW_ASSIGN_OR_RAISE(auto ds,
-                        CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
-                                            std::move(batches), staged.pool));
+                        base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
+                             : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
+                                                   std::move(batches), staged.pool));
+  std::shared_ptr<const CachedDataset> published = ds;
+  if (base) {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(commit.dataset);
+    if (it == datasets_.end() || it->second != base) {
+      return arrow::Status::Cancelled("node.commit: dataset '", commit.dataset, "' generation ",
+                                      commit.generation, " changed during the commit");
+    }
+    it->second.swap(published);  // `base`'s old snapshot is released outside the lock
+  }
   LogInfo("published", {{"dataset", commit.dataset},
                         {"generation", std::to_string(commit.generation)},
                         {"rows", std::to_string(ds->num_rows())},
                         {"bytes", FormatBytes(ds->nbytes())}});
   NodeCommitResult out{ds->num_rows(), ds->nbytes()};
-  Put(std::move(ds));
+  if (!base) Put(std::move(ds));
   return Dump(out.ToJson());
 }
 
@@ -127,13 +146,13 @@ arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
   {
     MutexLock lock(&mu_);
     auto it = datasets_.find(evict.dataset);
-    if (it != datasets_.end() &&
+    if (it != datasets_.end() && !evict.staged_only &&
         (evict.generation == 0 || it->second->generation() == evict.generation)) {
       dropped = std::move(it->second);
       datasets_.erase(it);
     }
   }
-  const bool load_dropped = loads_.Drop(evict.dataset, evict.generation);
+  const bool load_dropped = loads_.Drop(evict.dataset, evict.generation, evict.staged_only);
   NodeEvictResult out{dropped != nullptr || load_dropped, dropped ? dropped->nbytes() : 0};
   dropped.reset();  // memory returns once in-flight streams finish too
   if (out.evicted) {

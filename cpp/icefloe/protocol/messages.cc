@@ -73,6 +73,8 @@ const Field<NodeLoadRequest> kLoadFields[] = {
     {Int("batch_rows", kOptional, Values(1, kMaxBatchRows)), &NodeLoadRequest::batch_rows},
     // JSON text of the table property schema.name-mapping.default (or empty).
     {Str("name_mapping", kOptional, Values(0, size_t{16} << 20)), &NodeLoadRequest::name_mapping},
+    // Heal (issue 14): rows added to a copy of this generation.
+    {Flag("extend"), &NodeLoadRequest::extend},
 };
 const FieldSpec kLoadSchema = ObjectField("schema", kRequired);
 const FieldSpec kLoadTasks = ObjectList("tasks", kRequired, Values(0, kMaxTasks));
@@ -101,6 +103,8 @@ const Field<NodeCommitResult> kCommitResultFields[] = {
 const Field<NodeEvict> kEvictFields[] = {
     {kNodeDataset, &NodeEvict::dataset},
     {Uint("generation", kOptional, Values(0, kU64Max)), &NodeEvict::generation},
+    // Heal clean-up (issue 14): only the load, not the published copy.
+    {Flag("staged_only"), &NodeEvict::staged_only},
 };
 const Field<NodeEvictResult> kEvictResultFields[] = {
     {Flag("evicted"), &NodeEvictResult::evicted},

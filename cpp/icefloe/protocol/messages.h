@@ -114,6 +114,9 @@ struct NodeLoadRequest {
   std::string filter;
   int64_t batch_rows = kDefaultBatchRows;
   std::vector<TaskSpec> tasks;
+  /// Heal: more rows of a generation the node may already hold (decision 1 of
+  /// docs/protocol.md); the commit adds them to that copy instead of replacing it.
+  bool extend = false;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeLoadRequest> FromJson(const nlohmann::json& j);
@@ -158,6 +161,8 @@ struct NodeCommitResult {
 struct NodeEvict {
   std::string dataset;
   uint64_t generation = 0;
+  /// Heal clean-up: drop only a staged or running load, never the published copy.
+  bool staged_only = false;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeEvict> Parse(std::string_view body);
