@@ -188,6 +188,5 @@ def test_chaos_replicas(tmp_path, table):
     _chaos(tmp_path, table, num_nodes=4, replication=4, healing=False)
 
 
-@pytest.mark.xfail(reason="needs head healing (heal branch)", strict=False)
 def test_chaos_heals(tmp_path, table):
     _chaos(tmp_path, table, num_nodes=3, replication=2, healing=True)

@@ -156,7 +156,6 @@ def test_rep1_kill_names_node_and_dataset(tmp_path, table):
     assert err.value.nodes == [uri] and err.value.dataset == "t"
 
 
-@pytest.mark.xfail(reason="needs head healing (heal branch)", strict=False)
 def test_rep1_kill_heals_mid_epoch(tmp_path, table):
     with _cluster(tmp_path, table, 2, 1) as cluster:
         with cluster.client(failover_timeout_s=60.0) as client:
