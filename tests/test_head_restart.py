@@ -51,10 +51,16 @@ def warehouse(tmp_path_factory):
     return Warehouse(tmp_path_factory.mktemp("restart") / "wh")
 
 
-def _create(warehouse, name: str, rows: int):
-    ids = np.arange(rows, dtype=np.int64)
-    return warehouse.create(name, pa.table({"id": ids, "x": ids.astype(np.float64) * 0.5,
-                                            "y": ids * 7}))
+def _create(warehouse, name: str, rows: int, files: int = 4):
+    # Several files, so the slices spread over both nodes.
+    def part(i):
+        ids = np.arange(i * rows // files, (i + 1) * rows // files, dtype=np.int64)
+        return pa.table({"id": ids, "x": ids.astype(np.float64) * 0.5, "y": ids * 7})
+
+    table = warehouse.create(name, part(0))
+    for i in range(1, files):
+        table.append(part(i))
+    return table
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +87,7 @@ def test_restarted_head_adopts_the_catalog_from_its_nodes(cluster, table):
         client.load("alias", table.metadata_location, batch_size=65536)  # shares t's copy
         before = {name: client.describe(name) for name in ("t", "alias")}
         assert before["alias"]["generation"] == before["t"]["generation"]
-        listed = sorted(d["name"] for d in client.list())
+        listed = sorted(d["name"] for d in client.datasets())
     assert len({s["nodes"][0] for s in before["t"]["slices"]}) == 2  # both nodes hold rows
     # The head hands each node its catalog record on its next rounds.
     _until("records on every node", lambda: all(
@@ -91,11 +97,11 @@ def test_restarted_head_adopts_the_catalog_from_its_nodes(cluster, table):
     cluster.kill_head()
     with pytest.raises(icefloe.Unavailable):
         with cluster.client() as client:
-            client.list()
+            client.datasets()
     started = time.monotonic()
     cluster.restart_head()
     with cluster.client() as client:
-        assert sorted(d["name"] for d in client.list()) == listed
+        assert sorted(d["name"] for d in client.datasets()) == listed
         recovered_s = time.monotonic() - started
         for name, description in before.items():
             assert client.describe(name) == description, name
@@ -119,7 +125,7 @@ def test_restarted_head_adopts_the_catalog_from_its_nodes(cluster, table):
 
 
 def test_a_reader_mid_epoch_finishes_across_a_head_restart(cluster, big_table):
-    plan = dict(batch_size=4096, shuffle="window", seed=11, epoch=0)
+    plan = dict(batch_size=4096, shuffle="window", seed=11, epoch=0, drop_last=False)
     with cluster.client() as client:
         client.load("big", big_table.metadata_location, batch_size=65536)
         expected = [b.column("id") for b in client.iter_epoch("big", **plan)]

@@ -120,7 +120,8 @@ std::map<CopyId, Copy> ReadReports(const std::vector<NodeReport>& reports, Adopt
                                 " record: " + std::to_string(r.num_rows) +
                                 " rows and key differ from the latest record's " +
                                 std::to_string(rows) + " rows");
-        std::erase_if(copy.holders, [&](const Holder& h) { return h.node == copy.record_nodes[i]; });
+        std::erase_if(copy.holders,
+                      [&](const Holder& h) { return h.node == copy.record_nodes[i]; });
       }
     }
     std::erase_if(copy.holders, [&](const Holder& h) {
@@ -175,7 +176,8 @@ AdoptionPlan PlanAdoption(const AdoptionInput& input) {
       reason = "every name it had is held by a newer copy";
     }
     if (adopted.empty()) {
-      for (const auto& h : copy.holders) plan.drops.push_back({h.node, id.first, id.second, reason});
+      for (const auto& h : copy.holders)
+        plan.drops.push_back({h.node, id.first, id.second, reason});
       continue;
     }
     const auto slices = SlicesOf(*copy.record, copy.holders);

@@ -48,9 +48,9 @@ using CopyId = std::pair<std::string, uint64_t>;  ///< storage name, generation
 struct AdoptionInput {
   std::vector<NodeReport> reports;  ///< live nodes only
   std::vector<std::shared_ptr<const DatasetEntry>> catalog;
-  std::set<CopyId> gone;             ///< copies this head released
-  std::set<std::string> loading;     ///< names this head is loading
-  uint64_t first_generation = 0;     ///< this head's first generation
+  std::set<CopyId> gone;          ///< copies this head released
+  std::set<std::string> loading;  ///< names this head is loading
+  uint64_t first_generation = 0;  ///< this head's first generation
 };
 
 /// A copy a node should drop.

@@ -38,7 +38,8 @@ CatalogRecord Record(const std::string& storage, uint64_t generation,
   return r;
 }
 
-NodeDatasetInfo Held(const CatalogRecord& r, std::vector<RowRange> ranges, bool with_record = true) {
+NodeDatasetInfo Held(const CatalogRecord& r, std::vector<RowRange> ranges,
+                     bool with_record = true) {
   NodeDatasetInfo d;
   d.name = r.storage_name;
   d.generation = r.generation;
@@ -59,8 +60,8 @@ TEST(AdoptTest, RebuildsTheCatalogFromEveryHolder) {
   const CatalogRecord r = Record("train", 5, {"train", "alias"});
   AdoptionInput in;
   in.first_generation = 100;
-  in.reports = {{kA, {Held(r, {{0, 10}})}}, {kB, {Held(r, {{10, 20}})}},
-                {kC, {Held(r, {{20, 30}})}}};
+  in.reports = {
+      {kA, {Held(r, {{0, 10}})}}, {kB, {Held(r, {{10, 20}})}}, {kC, {Held(r, {{20, 30}})}}};
   AdoptionPlan plan = PlanAdoption(in);
   EXPECT_TRUE(plan.refused.empty());
   EXPECT_TRUE(plan.drops.empty());
@@ -103,7 +104,8 @@ TEST(AdoptTest, ReplicasAndRangesSpanningSlicesGiveOneHolderListPerSlice) {
   in.first_generation = 100;
   // A holds everything in one range; B only the second slice; a third node
   // (not in the record) holds the first slice too.
-  in.reports = {{kA, {Held(r, {{0, 30}})}}, {kB, {Held(r, {{10, 30}})}},
+  in.reports = {{kA, {Held(r, {{0, 30}})}},
+                {kB, {Held(r, {{10, 30}})}},
                 {kC, {Held(r, {{0, 10}}, /*with_record=*/false)}}};
   AdoptionPlan plan = PlanAdoption(in);
   ASSERT_EQ(plan.entries.size(), 1u);
@@ -201,10 +203,10 @@ TEST(AdoptTest, KnownReleasedAndRecordlessCopies) {
   in.catalog = {EntryOf(known, known.requests[0])};
   in.gone = {{"released", 6}};
   in.loading = {"loading"};
-  in.reports = {{kA,
-                 {Held(known, {{0, 30}}, false), Held(released, {{0, 30}}),
-                  Held(orphan, {{0, 30}}, false), Held(ours, {{0, 30}}, false),
-                  Held(loading, {{0, 30}})}}};
+  in.reports = {
+      {kA,
+       {Held(known, {{0, 30}}, false), Held(released, {{0, 30}}), Held(orphan, {{0, 30}}, false),
+        Held(ours, {{0, 30}}, false), Held(loading, {{0, 30}})}}};
   AdoptionPlan plan = PlanAdoption(in);
   EXPECT_TRUE(plan.entries.empty());
   std::set<std::string> dropped;
@@ -220,9 +222,9 @@ TEST(AdoptTest, RecordsArePushedWhereMissingOrStale) {
   auto alias = EntryOf(r, r.requests[0]);
   const CatalogRecord only_train = Record("train", 5);
   std::vector<NodeReport> reports = {
-      {kA, {Held(r, {{0, 10}})}},                    // up to date
-      {kB, {Held(r, {{10, 20}}, false)}},            // none yet
-      {kC, {Held(only_train, {{20, 30}})}},          // alias missing
+      {kA, {Held(r, {{0, 10}})}},                         // up to date
+      {kB, {Held(r, {{10, 20}}, false)}},                 // none yet
+      {kC, {Held(only_train, {{20, 30}})}},               // alias missing
       {"grpc://d:1", {Held(Record("x", 1), {{0, 30}})}},  // not in the catalog
   };
   auto pushes = PlanRecordPushes(reports, {alias, train}, 42);

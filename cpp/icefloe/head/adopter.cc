@@ -126,12 +126,11 @@ void CatalogAdopter::Adopt(const AdoptionInput& base) {
     // A load of the name started (or published) meanwhile: it wins.
     if (loading_(e->name) || catalog_->Find(e->name)) continue;
     if (e->state == "degraded") ++degraded;
-    LogInfo("adopted a dataset from the nodes",
-            {{"dataset", e->name},
-             {"storage", e->storage_name},
-             {"generation", std::to_string(e->generation)},
-             {"state", e->state},
-             {"nodes", std::to_string(e->nodes.size())}});
+    LogInfo("adopted a dataset from the nodes", {{"dataset", e->name},
+                                                 {"storage", e->storage_name},
+                                                 {"generation", std::to_string(e->generation)},
+                                                 {"state", e->state},
+                                                 {"nodes", std::to_string(e->nodes.size())}});
     {
       MutexLock lock(&mu_);
       seen_.insert({e->storage_name, e->generation});
@@ -165,11 +164,10 @@ void CatalogAdopter::Adopt(const AdoptionInput& base) {
   if (first) {
     MutexLock lock(&mu_);
     recovering_ = false;
-    LogInfo("catalog recovered from the nodes",
-            {{"datasets", std::to_string(plan.entries.size())},
-             {"degraded", std::to_string(degraded)},
-             {"dropped", std::to_string(plan.drops.size())},
-             {"nodes", std::to_string(input.reports.size())}});
+    LogInfo("catalog recovered from the nodes", {{"datasets", std::to_string(plan.entries.size())},
+                                                 {"degraded", std::to_string(degraded)},
+                                                 {"dropped", std::to_string(plan.drops.size())},
+                                                 {"nodes", std::to_string(input.reports.size())}});
   }
 }
 
@@ -190,10 +188,10 @@ void CatalogAdopter::PushRecords(const std::vector<NodeReport>& reports) {
   for (size_t i = 0; i < pushes->size(); ++i) {
     if (results[i] && results[i]->ok()) continue;
     // Next round tries again (e.g. the node replaced the copy meanwhile).
-    Log(LogLevel::kDebug, "node.record failed", {{"node", (*pushes)[i].node},
-                                    {"dataset", (*pushes)[i].request.dataset},
-                                    {"error", results[i] ? results[i]->status().ToString()
-                                                         : std::string("no answer")}});
+    Log(LogLevel::kDebug, "node.record failed",
+        {{"node", (*pushes)[i].node},
+         {"dataset", (*pushes)[i].request.dataset},
+         {"error", results[i] ? results[i]->status().ToString() : std::string("no answer")}});
   }
 }
 

@@ -70,8 +70,8 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SchemaFromBase64(const std::string
   arrow::ipc::DictionaryMemo memo;
   auto schema = arrow::ipc::ReadSchema(reader.get(), &memo);
   if (!schema.ok()) {
-    return arrow::Status::Invalid(what, ": 'schema' is not a base64 Arrow IPC schema: ",
-                                  schema.status().message());
+    return arrow::Status::Invalid(
+        what, ": 'schema' is not a base64 Arrow IPC schema: ", schema.status().message());
   }
   return *schema;
 }
@@ -166,8 +166,9 @@ arrow::Result<CatalogRecord> CatalogRecord::FromJson(const json& j, const std::s
       return arrow::Status::Invalid(what, " 'requests'[", i, "]: ", req.status().message());
     }
     if (!r.requests.empty() && r.requests.back().name >= req->name) {
-      return arrow::Status::Invalid(what, " 'requests'[", i, "]: names must be unique and sorted; '",
-                                    req->name, "' follows '", r.requests.back().name, "'");
+      return arrow::Status::Invalid(what, " 'requests'[", i,
+                                    "]: names must be unique and sorted; '", req->name,
+                                    "' follows '", r.requests.back().name, "'");
     }
     r.requests.push_back(std::move(*req));
   }

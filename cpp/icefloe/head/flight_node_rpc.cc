@@ -97,7 +97,7 @@ arrow::Result<NodeEvictResult> FlightNodeRpc::Evict(const std::string& node,
 }
 
 arrow::Status FlightNodeRpc::Record(const std::string& node, const NodeRecordRequest& request,
-                                   double timeout_s) {
+                                    double timeout_s) {
   return Call(node, "node.record", Dump(request.ToJson()), timeout_s).status();
 }
 

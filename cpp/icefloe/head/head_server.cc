@@ -55,9 +55,10 @@ HeadServer::HeadServer(HeadOptions options)
       registry_(rpc_.get(), &calls_, options_.registry),
       coordinator_(options_.loads, rpc_.get(), &calls_, &registry_, &catalog_,
                    PlannerOf(options_, &io_), first_generation_),
-      adopter_(options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
-               [this](const std::string& name) { return coordinator_.Loading(name); },
-               first_generation_) {
+      adopter_(
+          options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
+          [this](const std::string& name) { return coordinator_.Loading(name); },
+          first_generation_) {
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
   if (ticket_key_.empty()) {
     LogWarn(

@@ -179,7 +179,8 @@ LoadFn ChargingLoad(std::shared_ptr<MemoryBudget> budget) {
       const int64_t rows = (1 << 20) / 8;
       ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> values,
                             arrow::AllocateBuffer(rows * 8, out.pool.get()));
-      auto array = arrow::MakeArray(arrow::ArrayData::Make(arrow::int64(), rows, {nullptr, values}));
+      auto array =
+          arrow::MakeArray(arrow::ArrayData::Make(arrow::int64(), rows, {nullptr, values}));
       out.batches.push_back({arrow::RecordBatch::Make(out.schema, rows, {array})});
       out.rows.push_back(rows);
     }

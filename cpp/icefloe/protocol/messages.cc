@@ -396,14 +396,22 @@ MessageSpec NodeRecordRequest::Spec() {
 }
 
 std::vector<MessageSpec> AllMessageSpecs() {
-  return {LoadRequest::Spec(),        NameRequest::Spec("describe"),
-          NameRequest::Spec("evict"), RangeDescriptor::Spec(),
-          EpochDescriptor::Spec(),    RowsDescriptor::Spec(),
-          RegisterRequest::Spec(),    NodeStatus::Spec(),
-          NodeLoadRequest::Spec(),    NodeLoadStatusRequest::Spec(),
-          NodeLoadState::Spec(),      NodeCommit::Spec(),
-          NodeCommitResult::Spec(),   NodeEvict::Spec(),
-          NodeEvictResult::Spec(),    NodeRecordRequest::Spec(),
+  return {LoadRequest::Spec(),
+          NameRequest::Spec("describe"),
+          NameRequest::Spec("evict"),
+          RangeDescriptor::Spec(),
+          EpochDescriptor::Spec(),
+          RowsDescriptor::Spec(),
+          RegisterRequest::Spec(),
+          NodeStatus::Spec(),
+          NodeLoadRequest::Spec(),
+          NodeLoadStatusRequest::Spec(),
+          NodeLoadState::Spec(),
+          NodeCommit::Spec(),
+          NodeCommitResult::Spec(),
+          NodeEvict::Spec(),
+          NodeEvictResult::Spec(),
+          NodeRecordRequest::Spec(),
           DataFileSpec()};
 }
 
