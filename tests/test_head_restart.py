@@ -17,6 +17,8 @@ import pytest
 from iceberg_util import Warehouse, assert_same_rows
 
 import icefloe
+from icefloe._bin import bin_path
+from icefloe._process import ServerProcess
 
 N = 200_000
 # Large enough that a reader is still being sent data when the head dies
@@ -183,3 +185,58 @@ def test_a_load_the_dead_head_left_staged_is_dropped_within_the_lease(cluster, t
     with cluster.client() as client:
         client.load("t", table.metadata_location, batch_size=65536)
         assert_same_rows(client.read("t"), table.scan().to_arrow())
+
+
+def test_a_rescheduled_kubeflow_head_adopts_its_workers_table(tmp_path, table):
+    """Kubeflow mode: the head polls a static list of workers and loads its
+    table at start-up; a new head (the pod rescheduled, the workers kept)
+    adopts the workers' copy instead of loading the table again."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(bin_path("icefloe-head"), bindir / "head")
+    os.symlink(bin_path("icefloe-node"), bindir / "worker")
+    env = {**os.environ, "METADATA_LOC": table.metadata_location, "SCHEMA_NAME": "db",
+           "TABLE_NAME": "t", "LWS_LEADER_ADDRESS": "localhost", "LWS_GROUP_SIZE": "3",
+           "HEALTH_PORT": "0"}
+    procs: list[ServerProcess] = []
+
+    def start_head(port: str) -> ServerProcess:
+        head_env = {**env, "ICEFLOE_NODES": ",".join(p.location for p in procs[:2])}
+        head = ServerProcess(name="head", argv=[str(bindir / "head"), "127.0.0.1", port],
+                             log_path=tmp_path / "head.log", env=head_env).start()
+        procs.append(head)
+        _until("head ready", lambda: _ready(head))
+        return head
+
+    try:
+        for i in range(2):
+            procs.append(ServerProcess(name=f"worker-{i}", argv=[str(bindir / "worker"),
+                                       "127.0.0.1", "0"], log_path=tmp_path / f"w{i}.log",
+                                       env=env).start())
+        head = start_head("0")
+        with icefloe.Client(head.location) as client:
+            [before] = client.datasets()
+            described = client.describe(before["name"])
+        _until("records on the workers", lambda: all(
+            d.get("record") for w in procs[:2] for d in _node_status(w)["datasets"]))
+        memory = [_node_status(w)["memory_used_bytes"] for w in procs[:2]]
+
+        head.kill()
+        head = start_head(head.location.rsplit(":", 1)[1])
+        with icefloe.Client(head.location) as client:
+            assert client.describe(before["name"]) == described  # same generation: no reload
+            assert_same_rows(client.read(before["name"]), table.scan().to_arrow())
+        assert [_node_status(w)["memory_used_bytes"] for w in procs[:2]] == memory
+        log = (tmp_path / "head.log").read_text()
+        assert log.count("load started") == 1, log  # only the first head read the table
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def _ready(server) -> bool:
+    try:
+        with urllib.request.urlopen(server.health + "/ready", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
