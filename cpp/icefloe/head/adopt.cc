@@ -105,7 +105,9 @@ std::map<CopyId, Copy> ReadReports(const std::vector<NodeReport>& reports, Adopt
     }
   }
   // The latest record names the copy; holders must agree with it.
-  for (auto& [id, copy] : copies) {
+  for (auto& item : copies) {
+    const CopyId& id = item.first;  // named, not bound: lambdas below capture them
+    Copy& copy = item.second;
     if (copy.records.empty()) continue;
     size_t latest = 0;
     for (size_t i = 1; i < copy.records.size(); ++i) {
