@@ -173,7 +173,8 @@ def run(env: Env) -> dict[str, Any]:
                 head = ServerProcess(
                     name="head", log_path=logs / "head.log", env=common.child_env(),
                     argv=["ip", "netns", "exec", head_ns, bin_path("icefloe-head"), "--host",
-                          HEAD_IP, "--port", "50051", "--health-port", "0", *auth]).start(60)
+                          HEAD_IP, "--port", "50051", "--health-port", "0",
+                          "--recover-ms", "0", *auth]).start(60)  # a new cluster
                 procs.append(head)
                 for i in range(nodes):
                     ip = f"{SUBNET}.{11 + i}"

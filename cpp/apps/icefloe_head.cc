@@ -29,6 +29,7 @@ struct Flags {
   int64_t load_timeout_s = 3600;
   int64_t evict_timeout_ms = 30000;
   int64_t startup_timeout_s = 600;
+  int64_t recover_ms = 3000;
 };
 
 // A positive flag value, or an error naming the flag.
@@ -51,6 +52,12 @@ arrow::Status Run(const Flags& flags) {
   ARROW_RETURN_NOT_OK(Positive("load-timeout-s", flags.load_timeout_s, 7 * 24 * 3600));
   ARROW_RETURN_NOT_OK(Positive("evict-timeout-ms", flags.evict_timeout_ms, 3'600'000));
   options.registry.dead_after_s = static_cast<double>(flags.heartbeat_timeout_ms) / 1000.0;
+  if (flags.recover_ms < 0 || flags.recover_ms > 600'000) {
+    return arrow::Status::Invalid("--recover-ms must be in 0..600000, got ", flags.recover_ms);
+  }
+  options.adopter.recover_s = static_cast<double>(flags.recover_ms) / 1000.0;
+  options.adopter.interval_s = options.registry.poll_interval_s;
+  options.adopter.call_timeout_s = options.registry.call_timeout_s;
   options.loads.max_concurrent_loads = static_cast<int32_t>(flags.max_loads);
   options.loads.max_queued_loads = static_cast<int32_t>(flags.max_queued_loads);
   options.loads.load_timeout_s = static_cast<double>(flags.load_timeout_s);
@@ -218,6 +225,9 @@ int main(int argc, char** argv) {
               "ICEFLOE_NODES");
   parser.Int("heartbeat-timeout-ms", &flags.heartbeat_timeout_ms,
              "A node silent this long is marked dead.");
+  parser.Int("recover-ms", &flags.recover_ms,
+             "After a start, how long the head waits for its nodes' reports (to adopt the "
+             "datasets they hold) before it serves catalog reads and loads; 0: at once.");
   parser.Int("max-loads", &flags.max_loads, "Loads that may run at once.");
   parser.Int("max-queued-loads", &flags.max_queued_loads,
              "Loads that may wait for one of those; more are refused.");

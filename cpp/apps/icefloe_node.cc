@@ -27,6 +27,7 @@ struct Flags {
   int64_t memory_limit = 0;
   int64_t load_threads = std::max(1u, std::thread::hardware_concurrency());
   int64_t max_loads = 2;
+  int64_t staged_lease_ms = 30'000;
   bool kubeflow = false;  // started as `worker`
   std::string head;
   std::string parquet;
@@ -69,6 +70,11 @@ arrow::Status Run(const Flags& flags) {
     return arrow::Status::Invalid("--max-loads must be in 1..64, got ", flags.max_loads);
   }
   options.loads.max_running = static_cast<int32_t>(flags.max_loads);
+  if (flags.staged_lease_ms < 100 || flags.staged_lease_ms > 86'400'000) {
+    return arrow::Status::Invalid("--staged-lease-ms must be in 100..86400000, got ",
+                                  flags.staged_lease_ms);
+  }
+  options.loads.staged_lease_s = static_cast<double>(flags.staged_lease_ms) / 1000.0;
   if (flags.kubeflow && settings.security.TicketKey().empty()) {
     // Kubeflow starts its cache pods with no secret: node actions are taken
     // from the leader pod's address only.
@@ -139,6 +145,8 @@ int main(int argc, char** argv) {
                "ICEFLOE_MEMORY_LIMIT");
   parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
   parser.Int("max-loads", &flags.max_loads, "Dataset loads that may run at once.");
+  parser.Int("staged-lease-ms", &flags.staged_lease_ms,
+             "Drop a load the head stopped following (no node.load_status) after this long.");
   parser.String("head", &flags.head, "Head location to register with (grpc://host:port).",
                 "ICEFLOE_HEAD");
   parser.String("default-dataset", &flags.default_dataset,

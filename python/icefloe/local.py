@@ -138,11 +138,10 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         try:
             self._prepare_security()
-            head_argv = [bin_path("icefloe-head"), "--host", "127.0.0.1", "--port", "0",
-                         *self._security_args, *self._head_args]
-            self.head = ServerProcess(name="head", argv=head_argv,
-                                      log_path=self.log_dir / "head.log",
-                                      env=self._env).start(self._timeout_s)
+            # A new cluster has no catalog on its nodes to recover: serve at once.
+            recover = [] if any(a.startswith("--recover-ms") for a in self._head_args) else [
+                "--recover-ms", "0"]
+            self.head = self._start_head("0", recover)
             for i in range(self.num_nodes):
                 self.nodes.append(self._start_node(i))
             self.wait_for_nodes()
@@ -150,6 +149,38 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _start_head(self, port: str, extra: list[str]) -> ServerProcess:
+        argv = [bin_path("icefloe-head"), "--host", "127.0.0.1", "--port", port,
+                *self._security_args, *extra, *self._head_args]
+        return ServerProcess(name="head", argv=argv, log_path=self.log_dir / "head.log",
+                             env=self._env).start(self._timeout_s)
+
+    def kill_head(self) -> None:
+        """Kills the head at once (SIGKILL), as a crash would; the nodes keep serving."""
+        if self.head is not None:
+            self.head.kill()
+
+    def restart_head(self, wait: bool = True) -> None:
+        """Starts the head again on the same port with the same secret and token.
+
+        The nodes re-register and the new head adopts the datasets they hold
+        (its default ``--recover-ms`` wait). With ``wait``, returns once every
+        running node is alive again and the head has recovered its catalog.
+        """
+        if self.head is None:
+            raise RuntimeError("cluster is not running")
+        port = self.head.location.rsplit(":", 1)[1]
+        self.head.stop()
+        self.head = self._start_head(port, [])
+        if wait:
+            self.wait_for_nodes()
+            deadline = time.monotonic() + self._timeout_s
+            with self.client() as client:
+                while client.status().get("recovering"):
+                    if time.monotonic() > deadline:
+                        raise Timeout(f"the head did not recover its catalog; logs:\n{self.logs()}")
+                    time.sleep(0.05)
 
     def wait_for_nodes(self, timeout_s: float | None = None) -> None:
         """Waits until the head sees every running node alive."""

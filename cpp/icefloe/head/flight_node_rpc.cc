@@ -96,4 +96,9 @@ arrow::Result<NodeEvictResult> FlightNodeRpc::Evict(const std::string& node,
                                 NodeEvictResult::Parse);
 }
 
+arrow::Status FlightNodeRpc::Record(const std::string& node, const NodeRecordRequest& request,
+                                    double timeout_s) {
+  return Call(node, "node.record", Dump(request.ToJson()), timeout_s).status();
+}
+
 }  // namespace icefloe

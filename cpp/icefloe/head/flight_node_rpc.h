@@ -29,6 +29,8 @@ class FlightNodeRpc : public NodeRpc {
                                          double timeout_s) override;
   arrow::Result<NodeEvictResult> Evict(const std::string& node, const NodeEvict& request,
                                        double timeout_s) override;
+  arrow::Status Record(const std::string& node, const NodeRecordRequest& request,
+                       double timeout_s) override;
 
  private:
   /// Runs `type` with `body` on `node`; its single result's bytes.

@@ -76,6 +76,10 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
                                     std::unique_ptr<flight::ResultStream>* result) {
   const std::string body = action.body ? action.body->ToString() : std::string();
   const std::string& type = action.type;
+  if (type == "load" || type == "list" || type == "describe" || type == "evict") {
+    // Not before the catalog is recovered: a name may be adopted in a moment.
+    ARROW_RETURN_NOT_OK(adopter_.CheckServing());
+  }
   if (type == "load") {
     ARROW_ASSIGN_OR_RAISE(LoadRequest request, LoadRequest::Parse(body));
     ARROW_ASSIGN_OR_RAISE(auto job, coordinator_.Load(request));

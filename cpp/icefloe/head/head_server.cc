@@ -48,13 +48,18 @@ ScanPlanner PlannerOf(const HeadOptions& options, iceberg::FileIO* io) {
 HeadServer::HeadServer(HeadOptions options)
     : options_(std::move(options)),
       ticket_key_(options_.security.TicketKey()),
+      first_generation_(InitialGeneration()),
       io_(options_.io),
       rpc_(RpcOf(options_)),
       calls_("the node-call pool", options_.node_call_threads,
              static_cast<size_t>(options_.max_queued_node_calls)),
       registry_(rpc_.get(), &calls_, options_.registry),
       coordinator_(options_.loads, rpc_.get(), &calls_, &registry_, &catalog_,
-                   PlannerOf(options_, &io_), InitialGeneration()) {
+                   PlannerOf(options_, &io_), first_generation_),
+      adopter_(
+          options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
+          [this](const std::string& name) { return coordinator_.Loading(name); },
+          first_generation_) {
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
   if (ticket_key_.empty()) {
     LogWarn(
@@ -71,6 +76,7 @@ void HeadServer::StartBackground() {
   // Lost slices heal themselves: every poll is followed by a health check.
   registry_.SetAfterPoll([this] { coordinator_.CheckHealth(); });
   registry_.Start();
+  adopter_.Start();
 }
 
 void HeadServer::StopBackground() {
@@ -79,6 +85,7 @@ void HeadServer::StopBackground() {
     stopping_ = true;
     startup_cv_.NotifyAll();
   }
+  adopter_.Stop();
   registry_.Stop();
   coordinator_.Shutdown();
   calls_.Shutdown();
@@ -89,6 +96,7 @@ arrow::Result<std::shared_ptr<LoadJob>> HeadServer::Load(const LoadRequest& requ
 }
 
 std::pair<bool, std::string> HeadServer::Ready() const {
+  if (adopter_.recovering()) return {false, "recovering the catalog from the data nodes"};
   size_t alive = 0;
   for (const auto& n : registry_.Snapshot()) {
     if (n.state == NodeState::kAlive) {
@@ -116,7 +124,8 @@ json HeadServer::ClusterStatus() const {
           {"datasets", datasets},
           {"loads", coordinator_.Loads()},
           {"ready", ready},
-          {"reason", reason}};
+          {"reason", reason},
+          {"recovering", adopter_.recovering()}};
 }
 
 std::string HeadServer::Metrics() const {
@@ -194,6 +203,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::DatasetOf(
 
 arrow::Status HeadServer::ListFlights(const flight::ServerCallContext&, const flight::Criteria*,
                                       std::unique_ptr<flight::FlightListing>* listings) {
+  ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   std::vector<flight::FlightInfo> infos;
   for (const auto& e : catalog_.All()) {
     if (e->state != "ready") continue;
@@ -209,6 +219,7 @@ arrow::Status HeadServer::ListFlights(const flight::ServerCallContext&, const fl
 arrow::Status HeadServer::GetFlightInfo(const flight::ServerCallContext&,
                                         const flight::FlightDescriptor& request,
                                         std::unique_ptr<flight::FlightInfo>* info) {
+  ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   auto out = Info(request);
   if (!out.ok()) return ToWireStatus(out.status());
   *info = std::make_unique<flight::FlightInfo>(std::move(*out));
@@ -241,6 +252,7 @@ arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescripto
 arrow::Status HeadServer::GetSchema(const flight::ServerCallContext&,
                                     const flight::FlightDescriptor& request,
                                     std::unique_ptr<flight::SchemaResult>* schema) {
+  ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   auto entry = DatasetOf(request);
   if (!entry.ok()) return ToWireStatus(entry.status());
   auto result = flight::SchemaResult::Make(*(*entry)->schema);

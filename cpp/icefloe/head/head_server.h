@@ -8,9 +8,14 @@
 // from data nodes (signed). GetFlightInfo takes a CMD descriptor (range,
 // epoch or rows), PATH [name] or Kubeflow's PATH [index, total].
 //
+// The catalog lives on the nodes too (head/adopter.h): a restarted head
+// adopts what its nodes hold, and answers catalog reads and loads with
+// Unavailable while it is still recovering (at most adopter.recover_s).
+//
 // Threads it owns (ARCHITECTURE.md): the node-call pool, the registry's
-// poller, the coordinator's load pool. StartBackground() starts the poller;
-// StopBackground() (also the destructor) cancels loads and joins them all.
+// poller, the adopter's thread, the coordinator's load pool.
+// StartBackground() starts the poller and the adopter; StopBackground()
+// (also the destructor) cancels loads and joins them all.
 #pragma once
 
 #include <memory>
@@ -25,6 +30,7 @@
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
 #include "icefloe/common/thread_pool.h"
+#include "icefloe/head/adopter.h"
 #include "icefloe/head/catalog.h"
 #include "icefloe/head/load_coordinator.h"
 #include "icefloe/head/node_rpc.h"
@@ -40,6 +46,8 @@ struct HeadOptions {
   iceberg::FileIOOptions io;
   RegistryOptions registry;
   LoadOptions loads;
+  /// Catalog recovery from the nodes; recover_s 0 (a new cluster) serves at once.
+  AdopterOptions adopter;
   /// Threads for calls to nodes (polls, load fan-outs, evicts), and how many
   /// calls may wait for one.
   int32_t node_call_threads = 16;
@@ -122,6 +130,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
 
   const HeadOptions options_;
   const std::string ticket_key_;
+  const uint64_t first_generation_;  // this head's first: newer than any before a restart
   iceberg::FileIO io_;
   Catalog catalog_;
   // Declaration order is destruction order in reverse: the coordinator and
@@ -130,6 +139,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
   ThreadPool calls_;
   NodeRegistry registry_;
   LoadCoordinator coordinator_;
+  CatalogAdopter adopter_;
   mutable Mutex startup_mu_;
   std::string startup_state_ GUARDED_BY(startup_mu_) = "not started";
   bool stopping_ GUARDED_BY(startup_mu_) = false;

@@ -139,8 +139,14 @@ arrow::Status LoadCoordinator::WaitForNodes(Run* run) {
                                     "s");
     }
     const auto round_start = Clock::now();
+    // Staged nodes are asked again too: each node.load_status renews the
+    // staged load's lease there (node/load_manager.h).
+    std::vector<size_t> polled = pending;
+    for (size_t n = 0; n < run->nodes.size(); ++n) {
+      if (run->staged[n].state == "staged") polled.push_back(n);
+    }
     std::vector<std::string> nodes;
-    for (size_t n : pending) nodes.push_back(run->nodes[n]);
+    for (size_t n : polled) nodes.push_back(run->nodes[n]);
     NodeLoadStatusRequest req{entry.storage_name, entry.generation, wait_ms};
     const double timeout_s = options_.node_call_timeout_s + options_.poll_wait_s;
     auto results = FanOut<NodeLoadState>(
@@ -151,7 +157,7 @@ arrow::Status LoadCoordinator::WaitForNodes(Run* run) {
         After(timeout_s + 1));
     std::vector<size_t> still;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      const size_t n = pending[i];
+      const size_t n = polled[i];
       if (!results[i]) return NoAnswer(nodes[i], "node.load_status");
       if (!results[i]->ok()) {
         if (IsPeerUnavailable(results[i]->status())) {

@@ -17,6 +17,10 @@ arrow::Status BadNodeReply(const std::string& node, const std::string& action,
       "node " + node + kMalformed + action + ": " + parse_error.message(), kErrorNodeUnavailable);
 }
 
+arrow::Status NodeRpc::Record(const std::string& node, const NodeRecordRequest&, double) {
+  return arrow::Status::NotImplemented("node.record to ", node);
+}
+
 bool IsBadNodeReply(const arrow::Status& status) {
   return IsPeerUnavailable(status) && status.message().find(kMalformed) != std::string::npos;
 }

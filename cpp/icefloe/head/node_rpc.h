@@ -37,6 +37,10 @@ class NodeRpc {
   /// node.evict: drops (or cancels) a dataset's copy or load.
   virtual arrow::Result<NodeEvictResult> Evict(const std::string& node, const NodeEvict& request,
                                                double timeout_s) = 0;
+  /// node.record: the catalog record a node keeps with a copy (head/adopter.h).
+  /// Not every fake needs it: NotImplemented unless overridden.
+  virtual arrow::Status Record(const std::string& node, const NodeRecordRequest& request,
+                               double timeout_s);
 };
 
 /// The error for a node whose reply to `action` did not parse: names the node

@@ -178,7 +178,11 @@ json NodeRegistry::ToJson() const {
                      ? -1
                      : std::chrono::duration<double>(now - n.last_seen).count();
     json datasets = json::array();
-    for (const auto& d : n.status.datasets) datasets.push_back(d.ToJson());
+    for (const auto& d : n.status.datasets) {
+      json dj = d.ToJson();
+      dj.erase("record");  // the head's own catalog record (head/adopter.h): noise here
+      datasets.push_back(std::move(dj));
+    }
     nodes.push_back({{"location", n.location},
                      {"state", NodeStateName(n.state)},
                      {"memory_limit_bytes", n.status.memory_limit_bytes},

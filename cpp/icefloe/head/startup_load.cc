@@ -37,6 +37,8 @@ arrow::Status HeadServer::RunStartupLoad() {
     for (const auto& n : registry_.Snapshot()) {
       if (n.is_static && n.state != NodeState::kAlive) all_nodes = false;
     }
+    // After a restart the dataset may be adopted from the nodes: no reload.
+    if (adopter_.recovering()) all_nodes = false;
     if (all_nodes) {
       if (set_state("loading")) return arrow::Status::Cancelled("shutting down");
       auto job = coordinator_.Load(request);

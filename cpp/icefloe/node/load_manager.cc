@@ -1,14 +1,41 @@
 #include "icefloe/node/load_manager.h"
 
+#include <algorithm>
+
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/log.h"
 
 namespace icefloe {
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
 LoadManager::LoadManager(LoadManagerOptions options, LoadFn load)
     : load_(std::move(load)),
+      lease_(Seconds(options.staged_lease_s)),
       pool_("the node's load pool", options.max_running,
-            static_cast<size_t>(std::max(0, options.max_queued))) {}
+            static_cast<size_t>(std::max(0, options.max_queued))) {
+  // Checks a quarter lease apart (at most 1 s): a slot goes at most 25% late.
+  const auto period = std::clamp<Clock::duration>(lease_ / 4, std::chrono::milliseconds(10),
+                                                  std::chrono::seconds(1));
+  lease_thread_ = std::thread([this, period] {
+    MutexLock lock(&mu_);
+    while (!stopping_) {
+      changed_.WaitFor(&mu_, period);
+      if (stopping_) break;
+      mu_.Unlock();
+      ExpireLeases();
+      mu_.Lock();
+    }
+  });
+}
 
 LoadManager::~LoadManager() { Shutdown(); }
 
@@ -21,7 +48,32 @@ void LoadManager::Shutdown() {
     }
     changed_.NotifyAll();
   }
+  if (lease_thread_.joinable()) lease_thread_.join();
   pool_.Shutdown();
+}
+
+size_t LoadManager::ExpireLeases() {
+  std::vector<std::optional<LoadedTasks>> released;  // freed outside the lock
+  MutexLock lock(&mu_);
+  const auto now = Clock::now();
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    Slot& slot = it->second;
+    if (now - slot.confirmed < lease_) {
+      ++it;
+      continue;
+    }
+    LogWarn("dropping a load the head stopped following",
+            {{"dataset", it->first},
+             {"generation", std::to_string(slot.generation)},
+             {"state", slot.state},
+             {"bytes", FormatBytes(slot.staged ? slot.staged->bytes() : 0)},
+             {"lease_s", std::to_string(std::chrono::duration<double>(lease_).count())}});
+    if (slot.progress) slot.progress->cancelled = true;
+    released.push_back(std::move(slot.staged));
+    it = slots_.erase(it);
+  }
+  if (!released.empty()) changed_.NotifyAll();
+  return released.size();
 }
 
 NodeLoadState LoadManager::StateOf(const std::string& dataset, const Slot& slot) const {
@@ -44,6 +96,7 @@ arrow::Result<NodeLoadState> LoadManager::Start(NodeLoadRequest request) {
   if (stopping_) return arrow::Status::Cancelled("the node is shutting down");
   auto it = slots_.find(dataset);
   if (it != slots_.end() && it->second.generation == generation) {
+    it->second.confirmed = Clock::now();
     return StateOf(dataset, it->second);  // a retry of the same message
   }
   uint64_t& newest = newest_[dataset];
@@ -72,6 +125,7 @@ arrow::Result<NodeLoadState> LoadManager::Start(NodeLoadRequest request) {
   slot.generation = generation;
   slot.state = "queued";
   slot.progress = progress;
+  slot.confirmed = Clock::now();
   changed_.NotifyAll();
   return StateOf(dataset, slot);
 }
@@ -123,6 +177,7 @@ NodeLoadState LoadManager::Wait(const std::string& dataset, uint64_t generation,
       absent.generation = generation;
       return absent;
     }
+    it->second.confirmed = Clock::now();  // the head still follows this load
     NodeLoadState s = StateOf(dataset, it->second);
     if (s.finished() || stopping_ || std::chrono::steady_clock::now() >= deadline) return s;
     changed_.WaitUntil(&mu_, deadline);

@@ -10,8 +10,15 @@
 // late message from an abandoned load never undoes a newer one. A failed
 // load holds nothing: its memory returns as its batches go.
 //
+// Every slot has a lease: the head confirms it with each node.load (Start)
+// and node.load_status (Wait) of that generation. A slot not confirmed for
+// staged_lease_s (the head died or gave up mid-load) is dropped as by Drop:
+// a running load is cancelled, staged batches return their memory to the
+// budget, and the name is free for the next load (a newer generation).
+//
 // Thread-safe. Owns the load pool (max_running threads; each load reads its
-// files with its own load_threads readers, see loader/task_loader.h).
+// files with its own load_threads readers, see loader/task_loader.h) and one
+// lease thread that expires unconfirmed slots.
 #pragma once
 
 #include <chrono>
@@ -20,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <arrow/result.h>
@@ -34,6 +42,9 @@ namespace icefloe {
 struct LoadManagerOptions {
   int32_t max_running = 2;  ///< dataset loads at once
   int32_t max_queued = 16;  ///< loads waiting for one
+  /// A load (queued, loading, staged or failed) the head has not asked about
+  /// for this long is dropped. The head asks every poll_wait_s (1 s).
+  double staged_lease_s = 30;
 };
 
 /// Reads a load's tasks (LoadTasks in the node; anything in tests). Must stop
@@ -47,11 +58,13 @@ class LoadManager {
   /// Shutdown().
   ~LoadManager();
 
-  /// Starts loading (idempotent for a generation already known). Invalid for a
-  /// stale generation (an `extend` load may repeat the newest one, to add rows
-  /// to it); CapacityError when the queue is full.
+  /// Starts loading (idempotent for a generation already known; a retry
+  /// renews the lease). Invalid for a stale generation (an `extend` load may
+  /// repeat the newest one, to add rows to it); CapacityError when the queue
+  /// is full.
   arrow::Result<NodeLoadState> Start(NodeLoadRequest request) EXCLUDES(mu_);
-  /// The load's state, after waiting up to `wait` for it to finish.
+  /// The load's state, after waiting up to `wait` for it to finish; renews
+  /// the lease of that generation.
   NodeLoadState Wait(const std::string& dataset, uint64_t generation,
                      std::chrono::milliseconds wait) EXCLUDES(mu_);
   /// Takes a staged load's batches for publishing; KeyError when there is none
@@ -63,6 +76,10 @@ class LoadManager {
   /// Remembers `generation` so a late node.load of it is refused (a heal's
   /// extend load too, unless `load_only`: a heal cleaning up its own load).
   bool Drop(const std::string& dataset, uint64_t generation, bool load_only = false) EXCLUDES(mu_);
+
+  /// Drops every slot whose lease ran out (the lease thread calls it);
+  /// returns how many.
+  size_t ExpireLeases() EXCLUDES(mu_);
 
   /// Every slot's state (for node.status).
   std::vector<NodeLoadState> States() const EXCLUDES(mu_);
@@ -80,6 +97,7 @@ class LoadManager {
     std::shared_ptr<LoadProgress> progress;
     std::optional<LoadedTasks> staged;
     NodeLoadState result;  // staged or failed: what node.load_status answers
+    std::chrono::steady_clock::time_point confirmed;  // last Start/Wait of this generation
   };
 
   void Run(const std::string& dataset, uint64_t generation, const NodeLoadRequest& request,
@@ -93,6 +111,8 @@ class LoadManager {
   std::map<std::string, uint64_t> newest_ GUARDED_BY(mu_);   // highest generation seen per name
   std::map<std::string, uint64_t> evicted_ GUARDED_BY(mu_);  // highest generation evicted
   bool stopping_ GUARDED_BY(mu_) = false;
+  const std::chrono::steady_clock::duration lease_;
+  std::thread lease_thread_;
   ThreadPool pool_;  // last: stops before what its tasks use
 };
 

@@ -3,9 +3,16 @@
 #include "icefloe/node/load_manager.h"
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
+#include <arrow/array.h>
+#include <arrow/buffer.h>
+#include <arrow/record_batch.h>
+#include <arrow/type.h>
 #include <gtest/gtest.h>
+
+#include "icefloe/common/memory.h"
 
 namespace icefloe {
 namespace {
@@ -189,6 +196,77 @@ TEST(LoadManagerTest, ExtendLoadsAddToTheNewestGenerationUnlessEvicted) {
   auto late = loads.Start(extend);
   ASSERT_TRUE(late.status().IsInvalid());
   EXPECT_NE(late.status().message().find("stale"), std::string::npos);
+}
+
+// A load that stages 1 MiB per task, charged to `budget`.
+LoadFn ChargingLoad(std::shared_ptr<MemoryBudget> budget) {
+  return [budget](const NodeLoadRequest& r, LoadProgress*) -> arrow::Result<LoadedTasks> {
+    LoadedTasks out;
+    out.pool = std::make_shared<TrackingPool>(budget, "test load");
+    out.schema = arrow::schema({arrow::field("x", arrow::int64())});
+    for (size_t t = 0; t < r.tasks.size(); ++t) {
+      const int64_t rows = (1 << 20) / 8;
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> values,
+                            arrow::AllocateBuffer(rows * 8, out.pool.get()));
+      auto array =
+          arrow::MakeArray(arrow::ArrayData::Make(arrow::int64(), rows, {nullptr, values}));
+      out.batches.push_back({arrow::RecordBatch::Make(out.schema, rows, {array})});
+      out.rows.push_back(rows);
+    }
+    return out;
+  };
+}
+
+// Waits (bounded) until `done` holds; false at the bound.
+bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds bound = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+TEST(LoadManagerTest, AStagedLoadTheHeadStopsFollowingIsDroppedAndItsMemoryReturns) {
+  auto budget = std::make_shared<MemoryBudget>(0);
+  LoadManagerOptions options;
+  options.staged_lease_s = 0.3;
+  LoadManager loads(options, ChargingLoad(budget));
+  ASSERT_TRUE(loads.Start(Request("d", 5)).ok());
+  ASSERT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  EXPECT_GE(budget->used_bytes(), 2 << 20);
+  // The head keeps asking: the lease holds well past its length.
+  const auto followed_until = std::chrono::steady_clock::now() + 900ms;
+  while (std::chrono::steady_clock::now() < followed_until) {
+    ASSERT_EQ(loads.Wait("d", 5, 50ms).state, "staged");
+  }
+  // The head stops asking (it died): dropped within the lease (plus a check
+  // period), the memory back in the budget.
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Eventually([&] { return loads.States().empty(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped, 250ms);
+  EXPECT_EQ(budget->used_bytes(), 0);
+  EXPECT_TRUE(loads.Idle());
+  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, "absent");
+  EXPECT_TRUE(loads.TakeStaged("d", 5).status().IsKeyError());
+  // The abandoned generation cannot come back; a later load of the name works.
+  EXPECT_TRUE(loads.Start(Request("d", 5)).status().IsInvalid());
+  ASSERT_TRUE(loads.Start(Request("d", 6)).ok());
+  ASSERT_EQ(loads.Wait("d", 6, 10s).state, "staged");
+  EXPECT_TRUE(loads.TakeStaged("d", 6).ok());
+  EXPECT_EQ(budget->used_bytes(), 0);
+}
+
+TEST(LoadManagerTest, ARunningLoadTheHeadStopsFollowingIsCancelled) {
+  FakeLoads fake;  // blocks until cancelled
+  LoadManagerOptions options;
+  options.staged_lease_s = 0.2;
+  LoadManager loads(options, fake.fn());
+  ASSERT_TRUE(loads.Start(Request("d", 5)).ok());
+  fake.WaitStarted(1);
+  ASSERT_TRUE(Eventually([&] { return loads.States().empty(); }));
+  EXPECT_FALSE(loads.Loading("d"));
+  EXPECT_EQ(loads.ExpireLeases(), 0u);
 }
 
 }  // namespace

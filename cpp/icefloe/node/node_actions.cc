@@ -19,7 +19,8 @@ arrow::Status NodeServer::ListActions(const flight::ServerCallContext&,
               {"node.load", "Head only: start reading scan tasks into staged batches."},
               {"node.load_status", "Head only: a load's state, after a bounded wait."},
               {"node.commit", "Head only: assign global row ids and publish a staged load."},
-              {"node.evict", "Head only: drop a dataset or cancel its load."}};
+              {"node.evict", "Head only: drop a dataset or cancel its load."},
+              {"node.record", "Head only: keep the head's catalog record of a dataset."}};
   return arrow::Status::OK();
 }
 
@@ -43,7 +44,7 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
   const std::string body = action.body ? action.body->ToString() : std::string();
   const std::string& type = action.type;
   if (type != "node.status" && type != "node.load" && type != "node.load_status" &&
-      type != "node.commit" && type != "node.evict") {
+      type != "node.commit" && type != "node.evict" && type != "node.record") {
     return arrow::Status::NotImplemented("unknown action '", type, "'");
   }
   ARROW_RETURN_NOT_OK(Authorize(context, type, body));
@@ -56,8 +57,10 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
     ARROW_ASSIGN_OR_RAISE(reply, HandleLoadStatus(body));
   } else if (type == "node.commit") {
     ARROW_ASSIGN_OR_RAISE(reply, HandleCommit(body));
-  } else {
+  } else if (type == "node.evict") {
     ARROW_ASSIGN_OR_RAISE(reply, HandleEvict(body));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(reply, HandleRecord(body));
   }
   std::vector<flight::Result> results(1);
   results[0].body = arrow::Buffer::FromString(std::move(reply));
@@ -150,6 +153,7 @@ arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
         (evict.generation == 0 || it->second->generation() == evict.generation)) {
       dropped = std::move(it->second);
       datasets_.erase(it);
+      records_.erase(evict.dataset);
     }
   }
   const bool load_dropped = loads_.Drop(evict.dataset, evict.generation, evict.staged_only);
@@ -159,6 +163,18 @@ arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
     LogInfo("evicted", {{"dataset", evict.dataset}, {"bytes", FormatBytes(out.bytes)}});
   }
   return Dump(out.ToJson());
+}
+
+arrow::Result<std::string> NodeServer::HandleRecord(const std::string& body) {
+  ARROW_ASSIGN_OR_RAISE(NodeRecordRequest request, NodeRecordRequest::Parse(body));
+  MutexLock lock(&mu_);
+  auto it = datasets_.find(request.dataset);
+  if (it == datasets_.end() || it->second->generation() != request.generation) {
+    return arrow::Status::KeyError("node.record: this node holds no dataset '", request.dataset,
+                                   "' of generation ", request.generation);
+  }
+  records_[request.dataset] = std::move(request.record);
+  return Dump(nlohmann::json::object());
 }
 
 }  // namespace icefloe

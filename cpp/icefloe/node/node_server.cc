@@ -79,6 +79,7 @@ void NodeServer::Put(std::shared_ptr<const CachedDataset> dataset) {
   MutexLock lock(&mu_);
   auto& slot = datasets_[dataset->name()];
   replaced = std::move(slot);
+  records_.erase(dataset->name());  // it described the copy replaced
   slot = std::move(dataset);
 }
 
@@ -106,7 +107,8 @@ NodeStatus NodeServer::Status() const {
   MutexLock lock(&mu_);
   status.location = advertised_location_;
   for (const auto& [name, ds] : datasets_) {
-    NodeDatasetInfo info{name, ds->generation(), ds->num_rows(), ds->nbytes(), {}};
+    NodeDatasetInfo info{name, ds->generation(), ds->num_rows(), ds->nbytes(), {}, nullptr};
+    if (auto r = records_.find(name); r != records_.end()) info.record = r->second;
     for (const auto& b : ds->batches()) {
       if (!info.ranges.empty() && info.ranges.back().stop == b.global_start) {
         info.ranges.back().stop = b.global_stop();

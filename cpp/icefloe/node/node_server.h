@@ -8,11 +8,15 @@
 // node's memory budget: a gather that does not fit fails with OutOfMemory.
 //
 // Node actions (node.status, node.load, node.load_status, node.commit,
-// node.evict) come from the head and are accepted only with its signature
+// node.evict, node.record) come from the head and are accepted only with its signature
 // (HMAC with the cluster secret), or, on a Kubeflow worker started without a
 // secret, only from its leader's address. Loads run in the background
 // (LoadManager): node.load answers at once, node.load_status follows it,
-// node.commit gives each task its first global row id and publishes.
+// node.commit gives each task its first global row id and publishes. A
+// staged load the head stops following (no node.load_status for
+// loads.staged_lease_s) is dropped. node.record hands the node the head's
+// catalog record of a copy, which node.status reports back, so a restarted
+// head can adopt what the nodes hold (head/adopt.h).
 //
 // Threads it owns: the load pool (LoadManager); gRPC's own serve the calls.
 #pragma once
@@ -99,6 +103,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::Result<std::string> HandleLoadStatus(const std::string& body);
   arrow::Result<std::string> HandleCommit(const std::string& body);
   arrow::Result<std::string> HandleEvict(const std::string& body);
+  arrow::Result<std::string> HandleRecord(const std::string& body);
   arrow::Result<LoadedTasks> LoadForManager(const NodeLoadRequest& request, LoadProgress* progress);
 
   const NodeOptions options_;
@@ -110,6 +115,9 @@ class NodeServer : public arrow::flight::FlightServerBase {
   mutable Mutex mu_;
   std::string advertised_location_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);
+  /// The head's catalog record per dataset in datasets_ (same generation);
+  /// dropped with the copy it describes.
+  std::map<std::string, nlohmann::json> records_ GUARDED_BY(mu_);
   LoadManager loads_;  // last: its threads stop before the members they use go
 };
 

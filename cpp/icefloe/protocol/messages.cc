@@ -29,6 +29,7 @@ const Field<NodeDatasetInfo> kDatasetInfoFields[] = {
     {Count("rows"), &NodeDatasetInfo::rows},
     {Count("bytes"), &NodeDatasetInfo::bytes},
 };
+const FieldSpec kDatasetRecord = ObjectField("record", kOptional);
 const FieldSpec kRanges = ObjectList("ranges", kOptional, Values(0, kMaxTasks));
 const FieldSpec kRangeBound = Uint("ranges", kRequired, Values(0, kMaxRows));
 
@@ -111,6 +112,13 @@ const Field<NodeEvictResult> kEvictResultFields[] = {
     {Count("bytes"), &NodeEvictResult::bytes},
 };
 
+// node.record (head -> node): the catalog record a node keeps with a copy.
+const Field<NodeRecordRequest> kRecordFields[] = {
+    {kNodeDataset, &NodeRecordRequest::dataset},
+    {kGeneration, &NodeRecordRequest::generation},
+};
+const FieldSpec kRecordObject = ObjectField("record", kRequired);
+
 template <typename M>
 json Write(std::span<const Field<M>> table, const M& m, bool versioned = true) {
   json j = versioned ? json{{"v", kProtocolVersion}} : json::object();
@@ -148,6 +156,11 @@ arrow::Result<NodeDatasetInfo> DatasetInfoFromJson(const json& j, std::string wh
   JsonFields in(j, what);
   NodeDatasetInfo d;
   ARROW_RETURN_NOT_OK(ReadFields<NodeDatasetInfo>(in, kDatasetInfoFields, &d));
+  ARROW_ASSIGN_OR_RAISE(const json* record, in.Find(kDatasetRecord));
+  if (record != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(record, in.Object(*record, kDatasetRecord));
+    d.record = *record;
+  }
   ARROW_ASSIGN_OR_RAISE(const json* ranges, in.Find(kRanges));
   if (ranges == nullptr) return d;
   ARROW_ASSIGN_OR_RAISE(const json* list, in.List(*ranges, kRanges));
@@ -171,6 +184,7 @@ json NodeDatasetInfo::ToJson() const {
   json ranges = json::array();
   for (const auto& r : this->ranges) ranges.push_back({r.start, r.stop});
   j["ranges"] = std::move(ranges);
+  if (record.is_object()) j["record"] = record;
   return j;
 }
 
@@ -366,15 +380,43 @@ MessageSpec NodeEvictResult::Spec() {
   return SpecOf<NodeEvictResult>("node.evict reply", kEvictResultFields);
 }
 
+json NodeRecordRequest::ToJson() const {
+  json j = Write<NodeRecordRequest>(kRecordFields, *this);
+  j["record"] = record;
+  return j;
+}
+arrow::Result<NodeRecordRequest> NodeRecordRequest::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "node.record"));
+  JsonFields in(j, "node.record");
+  NodeRecordRequest r;
+  ARROW_RETURN_NOT_OK(ReadFields<NodeRecordRequest>(in, kRecordFields, &r));
+  ARROW_ASSIGN_OR_RAISE(const json* record, in.Find(kRecordObject));
+  ARROW_ASSIGN_OR_RAISE(record, in.Object(*record, kRecordObject));
+  r.record = *record;
+  return r;
+}
+MessageSpec NodeRecordRequest::Spec() {
+  return SpecOf<NodeRecordRequest>("node.record", kRecordFields, {kRecordObject});
+}
+
 std::vector<MessageSpec> AllMessageSpecs() {
-  return {LoadRequest::Spec(),        NameRequest::Spec("describe"),
-          NameRequest::Spec("evict"), RangeDescriptor::Spec(),
-          EpochDescriptor::Spec(),    RowsDescriptor::Spec(),
-          RegisterRequest::Spec(),    NodeStatus::Spec(),
-          NodeLoadRequest::Spec(),    NodeLoadStatusRequest::Spec(),
-          NodeLoadState::Spec(),      NodeCommit::Spec(),
-          NodeCommitResult::Spec(),   NodeEvict::Spec(),
-          NodeEvictResult::Spec(),    DataFileSpec()};
+  return {LoadRequest::Spec(),
+          NameRequest::Spec("describe"),
+          NameRequest::Spec("evict"),
+          RangeDescriptor::Spec(),
+          EpochDescriptor::Spec(),
+          RowsDescriptor::Spec(),
+          RegisterRequest::Spec(),
+          NodeStatus::Spec(),
+          NodeLoadRequest::Spec(),
+          NodeLoadStatusRequest::Spec(),
+          NodeLoadState::Spec(),
+          NodeCommit::Spec(),
+          NodeCommitResult::Spec(),
+          NodeEvict::Spec(),
+          NodeEvictResult::Spec(),
+          NodeRecordRequest::Spec(),
+          DataFileSpec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
@@ -395,6 +437,7 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "node.commit reply") return NodeCommitResult::Parse(body).status();
   if (message == "node.evict") return NodeEvict::Parse(body).status();
   if (message == "node.evict reply") return NodeEvictResult::Parse(body).status();
+  if (message == "node.record") return NodeRecordRequest::Parse(body).status();
   return arrow::Status::NotImplemented("no message '", message, "'");
 }
 

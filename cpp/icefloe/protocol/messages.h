@@ -37,6 +37,10 @@ struct NodeDatasetInfo {
   int64_t rows = 0;
   int64_t bytes = 0;
   std::vector<RowRange> ranges;  ///< global rows held, sorted
+  /// The head's catalog record of this copy (head/catalog_record.h), kept by
+  /// the node for a restarted head; null when the head has sent none. Opaque
+  /// to the node; only checked to be an object here.
+  nlohmann::json record;
 
   nlohmann::json ToJson() const;
 };
@@ -175,6 +179,19 @@ struct NodeEvictResult {
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeEvictResult> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
+/// Action "node.record": keep `record` (the head's catalog record, an
+/// object) with the copy of `dataset` at `generation`, replacing the one
+/// kept before. Refused (NotFound) when the node holds no such copy.
+struct NodeRecordRequest {
+  std::string dataset;
+  uint64_t generation = 0;
+  nlohmann::json record;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeRecordRequest> Parse(std::string_view body);
   static MessageSpec Spec();
 };
 
