@@ -88,6 +88,7 @@ bool CatalogAdopter::RecoveryDone(const std::vector<NodeInfo>& nodes) const {
 }
 
 void CatalogAdopter::RunOnce() {
+  MutexLock round(&round_mu_);
   const std::vector<NodeInfo> nodes = registry_->Snapshot();
   {
     MutexLock lock(&mu_);

@@ -52,8 +52,9 @@ class CatalogAdopter {
 
   void Start() EXCLUDES(mu_);
   void Stop() EXCLUDES(mu_);
-  /// One round now (the thread runs them; tests call it directly).
-  void RunOnce() EXCLUDES(mu_);
+  /// One round now (the thread runs them; the head runs one after each
+  /// load; tests call it directly). Rounds never overlap.
+  void RunOnce() EXCLUDES(mu_, round_mu_);
 
   /// OK once the catalog is recovered; Unavailable (a Flight code) before.
   arrow::Status CheckServing() const EXCLUDES(mu_);
@@ -72,6 +73,7 @@ class CatalogAdopter {
   const LoadingFn loading_;
   const uint64_t first_generation_;
   const std::chrono::steady_clock::time_point started_;
+  Mutex round_mu_;  // one round at a time (the thread's, or one after a load)
   mutable Mutex mu_;
   bool recovering_ GUARDED_BY(mu_);
   std::set<CopyId> seen_ GUARDED_BY(mu_);  // copies in the catalog at the last round

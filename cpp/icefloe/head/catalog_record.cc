@@ -38,6 +38,9 @@ const Field<CatalogRecord> kRecordFields[] = {
     {Count("tasks"), &CatalogRecord::tasks_total},
     {Count("estimated_bytes"), &CatalogRecord::estimated_bytes},
     {Count("updated_us"), &CatalogRecord::updated_us},
+    {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows),
+            Values(0, kMaxSlices)),
+     &CatalogRecord::task_rows},
 };
 const FieldSpec kRequests = ObjectList("requests", kRequired, Values(1, 4096));
 const FieldSpec kSchema = Str("schema", kRequired, Values(1, size_t{16} << 20));
@@ -184,6 +187,14 @@ arrow::Result<CatalogRecord> CatalogRecord::FromJson(const json& j, const std::s
     ARROW_ASSIGN_OR_RAISE(r.scan.planning_ms, Number(sin, *scan, "planning_ms"));
   }
   ARROW_RETURN_NOT_OK(ReadSlices(in, &r));
+  if (!r.task_rows.empty()) {
+    uint64_t total = 0;
+    for (int64_t rows : r.task_rows) total += static_cast<uint64_t>(rows);  // each < 2^62
+    if (total != static_cast<uint64_t>(r.num_rows)) {
+      return arrow::Status::Invalid(what, ": 'task_rows' add up to ", total, " but 'rows' is ",
+                                    r.num_rows);
+    }
+  }
   return r;
 }
 
@@ -212,6 +223,7 @@ CatalogRecord RecordOf(const std::vector<std::shared_ptr<const DatasetEntry>>& e
   r.load_seconds = e.load_seconds;
   r.scan = e.scan;
   r.slices = e.slices;
+  r.task_rows = e.task_rows;
   r.updated_us = updated_us;
   for (const auto& x : entries) r.requests.push_back(x->request);
   std::sort(r.requests.begin(), r.requests.end(),
@@ -237,6 +249,12 @@ std::shared_ptr<DatasetEntry> EntryOf(const CatalogRecord& record, const LoadReq
   e->tasks_total = record.tasks_total;
   e->estimated_bytes = record.estimated_bytes;
   e->load_seconds = record.load_seconds;
+  e->task_rows = record.task_rows;
+  uint64_t start = 0;
+  for (int64_t rows : record.task_rows) {
+    e->task_starts.push_back(start);
+    start += static_cast<uint64_t>(rows);
+  }
   for (const auto& s : record.slices) {
     for (const auto& n : s.nodes) {
       if (std::find(e->nodes.begin(), e->nodes.end(), n) == e->nodes.end()) e->nodes.push_back(n);

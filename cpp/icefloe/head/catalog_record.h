@@ -42,6 +42,10 @@ struct CatalogRecord {
   int64_t estimated_bytes = 0;
   double load_seconds = 0;
   iceberg::ScanMetrics scan;
+  /// Exact rows of each scan task, in plan (row id) order: a restarted head
+  /// re-plans the pinned snapshot and checks it against these before it
+  /// shows the file map or heals the copy.
+  std::vector<int64_t> task_rows;
   /// The slice map when the record was made: contiguous, from row 0 to num_rows.
   std::vector<SliceLocation> slices;
   /// When the head made this record (µs since the epoch): of two records of

@@ -35,6 +35,7 @@ CatalogRecord Sample() {
   r.scan.row_groups_read = 2;
   r.scan.planning_ms = 4.5;
   r.slices = {{0, 10, {"grpc://a:1", "grpc://b:1"}}, {10, 30, {"grpc://b:1"}}};
+  r.task_rows = {10, 15, 5};
   r.updated_us = 123;
   return r;
 }
@@ -55,6 +56,7 @@ TEST(CatalogRecordTest, RoundTripKeepsEveryField) {
   ASSERT_EQ(back->slices.size(), 2u);
   EXPECT_EQ(back->slices[0].nodes, (std::vector<std::string>{"grpc://a:1", "grpc://b:1"}));
   EXPECT_EQ(back->slices[1].stop, 30u);
+  EXPECT_EQ(back->task_rows, (std::vector<int64_t>{10, 15, 5}));
 
   CatalogRecord other = r;
   other.requests.pop_back();
@@ -72,6 +74,10 @@ TEST(CatalogRecordTest, EntriesGiveTheRecordAndBack) {
   EXPECT_EQ(train->state, "ready");
   EXPECT_EQ(alias->storage_name, "train");
   EXPECT_EQ(train->nodes, (std::vector<std::string>{"grpc://a:1", "grpc://b:1"}));
+  // The task map comes back without the plan (a restarted head re-plans).
+  EXPECT_EQ(train->task_rows, (std::vector<int64_t>{10, 15, 5}));
+  EXPECT_EQ(train->task_starts, (std::vector<uint64_t>{0, 10, 25}));
+  EXPECT_EQ(train->plan, nullptr);
   CatalogRecord again = RecordOf({alias, train}, 5);
   EXPECT_TRUE(again.SameAs(r));
   EXPECT_EQ(again.updated_us, 5);
@@ -112,6 +118,11 @@ TEST(CatalogRecordTest, BadRecordsAreInvalidNamingTheField) {
       {[](json& j) { j["slices"][1]["start"] = 11; }, "contiguous"},
       {[](json& j) { j["slices"][0]["stop"] = 0; }, "contiguous"},
       {[](json& j) { j["slices"][1]["stop"] = 29; }, "cover rows"},
+      {[](json& j) {
+         j["task_rows"] = json::array({10, 15});
+       },
+       "'task_rows' add up to 25"},
+      {[](json& j) { j["task_rows"][0] = -1; }, "'task_rows'"},
       {[](json& j) { j["rows"] = 31; }, "cover rows"},
       {[](json& j) { j["slices"][0]["nodes"] = "grpc://a:1"; }, "'nodes'"},
       {[](json& j) { j["slices"][0]["nodes"] = json::array({""}); }, "'nodes'"},

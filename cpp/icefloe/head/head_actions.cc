@@ -3,6 +3,7 @@
 // registry.
 #include <arrow/flight/types.h>
 
+#include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/head/head_server.h"
 
@@ -96,6 +97,15 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
     ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
     auto entry = catalog_.Find(request.name);
     if (!entry) return arrow::Status::KeyError("unknown dataset '", request.name, "'");
+    if (!entry->plan) {  // adopted after a restart: the file map needs the plan
+      auto planned = coordinator_.WithPlan(request.name);
+      if (planned.ok()) {
+        entry = *planned;
+      } else {
+        LogWarn("describe without a file map",
+                {{"dataset", request.name}, {"error", planned.status().ToString()}});
+      }
+    }
     *result = JsonResult(entry->ToJson(true));
     return arrow::Status::OK();
   }

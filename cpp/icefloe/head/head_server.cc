@@ -75,6 +75,8 @@ void HeadServer::StartBackground() {
   registry_.PollAll();
   // Lost slices heal themselves: every poll is followed by a health check.
   registry_.SetAfterPoll([this] { coordinator_.CheckHealth(); });
+  // A finished load's catalog record reaches its nodes before load() returns.
+  coordinator_.SetAfterPublish([this] { adopter_.RunOnce(); });
   registry_.Start();
   adopter_.Start();
 }

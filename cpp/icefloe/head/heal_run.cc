@@ -220,8 +220,16 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(
   if (!entry || entry->storage_name != task->storage || entry->generation != task->generation) {
     return arrow::Status::Cancelled("dataset '", task->name, "' was replaced or evicted");
   }
+  std::string why = "this head has no task map of the copy; evict and load it again";
+  if (!entry->plan) {  // adopted after a head restart: re-plan its snapshot
+    auto planned = WithPlan(task->name);
+    if (planned.ok()) {
+      entry = *planned;
+    } else {
+      why = planned.status().message() + "; evict and load it again";
+    }
+  }
   if (!entry->plan || entry->task_starts.size() != entry->plan->tasks.size()) {
-    const std::string why = "this head has no task map of the copy; evict and load it again";
     UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) { c->heal_error = why; });
     return arrow::Status::Invalid("cannot heal '", task->name, "': ", why);
   }

@@ -132,6 +132,48 @@ void LoadCoordinator::RunJob(std::shared_ptr<LoadJob> job) {
   }
 }
 
+void LoadCoordinator::SetAfterPublish(std::function<void()> fn) {
+  MutexLock lock(&mu_);
+  after_publish_ = std::move(fn);
+}
+
+void LoadCoordinator::AfterPublish() {
+  std::function<void()> after_publish;
+  {
+    MutexLock lock(&mu_);
+    after_publish = after_publish_;
+  }
+  if (after_publish) after_publish();
+}
+
+arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
+    const std::string& name) {
+  auto entry = catalog_->Find(name);
+  if (!entry) return arrow::Status::KeyError("unknown dataset '", name, "'");
+  if (entry->plan || entry->task_rows.empty()) return entry;
+  LoadRequest pinned = entry->request;
+  pinned.snapshot_id = entry->snapshot_id;
+  pinned.ref.reset();
+  pinned.as_of_ms.reset();
+  auto plan = planner_(pinned);
+  if (!plan.ok()) {
+    return plan.status().WithMessage("re-planning '", name,
+                                     "' at its snapshot: ", plan.status().message());
+  }
+  if (plan->tasks.size() != entry->task_rows.size() || DatasetKey(*plan, pinned) != entry->key) {
+    return arrow::Status::Invalid("re-planning '", name, "' at its snapshot gives ",
+                                  plan->tasks.size(), " scan tasks, not the cached copy's ",
+                                  entry->task_rows.size(), " (or another table)");
+  }
+  auto shared = std::make_shared<const iceberg::ScanPlan>(std::move(*plan));
+  UpdateCopies(entry->storage_name, entry->generation, [&](DatasetEntry* copy) {
+    if (!copy->plan && copy->task_rows == entry->task_rows) copy->plan = shared;
+  });
+  auto current = catalog_->Find(name);
+  if (!current) return arrow::Status::KeyError("unknown dataset '", name, "'");
+  return current;
+}
+
 arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(LoadJob* job) {
   const LoadRequest& request = job->request();
   ARROW_RETURN_NOT_OK(job->cancelled());
@@ -163,6 +205,8 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     alias->request = request;
     catalog_->Put(alias);
     LogInfo("dataset shares a cached copy", {{"dataset", request.name}, {"with", same->name}});
+    registry_->PollAll();
+    AfterPublish();  // the copy's record names the alias before load() returns
     return alias;
   }
 
@@ -247,7 +291,8 @@ arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
       unreached.push_back(std::move(n));
     }
   }
-  registry_->PollAll();  // so status shows the freed memory at once
+  registry_->PollAll();         // so status shows the freed memory at once
+  if (!unused) AfterPublish();  // the shared copy's record loses this name
   LogInfo("evicted", {{"dataset", name}, {"bytes", FormatBytes(entry->nbytes)}});
   return json{{"name", name},
               {"bytes", unused ? entry->nbytes : 0},

@@ -88,6 +88,16 @@ class LoadCoordinator {
   /// when none can start (the load queue is full, the head is stopping).
   arrow::Result<std::shared_ptr<LoadJob>> Heal(const std::shared_ptr<const DatasetEntry>& entry)
       EXCLUDES(mu_);
+  /// The entry of `name` with its scan plan: a copy adopted after a head
+  /// restart has only its tasks' row counts, so this re-plans the pinned
+  /// snapshot once (same request, same task order) and keeps the plan if its
+  /// tasks and key match the copy; Invalid when the table no longer plans
+  /// to it (e.g. its metadata is gone). KeyError for an unknown name.
+  arrow::Result<std::shared_ptr<const DatasetEntry>> WithPlan(const std::string& name);
+  /// Runs after each load publishes, before the load reports its end (the
+  /// head pushes the copy's catalog record to its nodes then, so a load that
+  /// returned survives a head restart).
+  void SetAfterPublish(std::function<void()> fn) EXCLUDES(mu_);
   /// Progress of every queued or running load.
   nlohmann::json Loads() const EXCLUDES(mu_);
   /// Cancels every load and waits for the load threads (bounded by the
@@ -115,6 +125,8 @@ class LoadCoordinator {
                                         const std::vector<std::string>& nodes,
                                         bool staged_only = false);
   void Publish(Run* run);
+  /// Runs the SetAfterPublish callback, if any (never under mu_).
+  void AfterPublish() EXCLUDES(mu_);
   // heal_run.cc
   arrow::Result<std::shared_ptr<HealTask>> StartHeal(const std::shared_ptr<const DatasetEntry>& e,
                                                      bool reset_backoff) EXCLUDES(mu_);
@@ -138,6 +150,7 @@ class LoadCoordinator {
   std::atomic<uint64_t> next_generation_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<LoadJob>> jobs_ GUARDED_BY(mu_);
+  std::function<void()> after_publish_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<HealTask>> heals_ GUARDED_BY(mu_);  // by storage name
   std::map<std::string, HealBackoff> heal_backoff_ GUARDED_BY(mu_);         // by storage name
   bool stopping_ GUARDED_BY(mu_) = false;

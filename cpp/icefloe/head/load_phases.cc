@@ -249,6 +249,7 @@ void LoadCoordinator::Publish(Run* run) {
     EvictOnNodes(previous->storage_name, previous->generation, previous->nodes);
   }
   registry_->PollAll();  // memory figures reflect the load at once
+  AfterPublish();
   LogInfo("load finished", {{"dataset", entry.name},
                             {"rows", std::to_string(entry.num_rows)},
                             {"bytes", FormatBytes(entry.nbytes)},
