@@ -2,6 +2,7 @@
 
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/data_file_json.h"
+#include "icefloe/protocol/job_report.h"
 
 namespace icefloe {
 
@@ -370,7 +371,8 @@ std::vector<MessageSpec> AllMessageSpecs() {
           NodeLoadRequest::Spec(),    NodeLoadStatusRequest::Spec(),
           NodeLoadState::Spec(),      NodeCommit::Spec(),
           NodeCommitResult::Spec(),   NodeEvict::Spec(),
-          NodeEvictResult::Spec(),    DataFileSpec()};
+          NodeEvictResult::Spec(),    DataFileSpec(),
+          JobReport::Spec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
@@ -391,6 +393,7 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "node.commit reply") return NodeCommitResult::Parse(body).status();
   if (message == "node.evict") return NodeEvict::Parse(body).status();
   if (message == "node.evict reply") return NodeEvictResult::Parse(body).status();
+  if (message == "job.report") return JobReport::Parse(body).status();
   return arrow::Status::NotImplemented("no message '", message, "'");
 }
 
