@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from . import _malloc
+from . import _malloc, _stall
 from ._protocol import PROTOCOL_VERSION, encode
 from .errors import Error, InvalidArgument, Unavailable, map_error
 
@@ -291,6 +291,7 @@ class Client:
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
                    as_numpy: bool = False,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
+                   job: str | None = None,
                    **plan: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
@@ -301,6 +302,10 @@ class Client:
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
         assembly).
+
+        The time the caller waits for each batch is reported to the head in
+        the background under ``job`` (default: ``$ICEFLOE_JOB``, else the
+        Kubeflow TrainJob; see :mod:`icefloe._stall`).
         """
         from ._pieces import merged_batches
 
@@ -310,9 +315,26 @@ class Client:
             transform = _to_numpy
         info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
         readers = [self._endpoint_reader(e) for e in info.endpoints]
-        yield from merged_batches(readers, int(shape["worker_batches"]),
-                                  first=int(shape.get("first_batch", 0)), transform=transform,
-                                  prefetch=max(0, prefetch))
+        meter = self._stall_meter(name, job, plan, info)
+        if meter is not None:
+            transform = _counting(meter, transform)
+        batches = merged_batches(readers, int(shape["worker_batches"]),
+                                 first=int(shape.get("first_batch", 0)), transform=transform,
+                                 prefetch=max(0, prefetch))
+        yield from (batches if meter is None else _stall.metered(batches, meter))
+
+    def _stall_meter(self, name: str, job: str | None, plan: dict[str, Any],
+                     info: flight.FlightInfo) -> _stall.ConsumerMeter | None:
+        interval_s = _stall.report_interval_s()
+        if interval_s <= 0:
+            return None
+        sink = _stall.reporter(self.head_uri, self._headers, self._connect_kwargs)
+        nodes = [loc.uri.decode() for e in info.endpoints for loc in e.locations]
+        return _stall.ConsumerMeter(sink.submit, job=_stall.job_name(job), dataset=name,
+                                    rank=int(plan.get("rank", 0)),
+                                    worker=int(plan.get("worker", 0)),
+                                    world_size=int(plan.get("world_size", 1)), nodes=nodes,
+                                    interval_s=interval_s)
 
     def take(self, name: str, rows: list[int] | Any) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
@@ -353,6 +375,16 @@ def _read_first(reader: flight.FlightStreamReader) -> tuple[Any, pa.RecordBatch 
         return reader, reader.read_chunk().data
     except StopIteration:
         return reader, None
+
+
+def _counting(meter: _stall.ConsumerMeter,
+              transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
+    """``transform`` that also tells ``meter`` each batch's rows (in order)."""
+    def count(batch: pa.RecordBatch) -> Any:
+        meter.count_rows(batch.num_rows)
+        return batch if transform is None else transform(batch)
+
+    return count
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

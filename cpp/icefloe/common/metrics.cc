@@ -1,5 +1,6 @@
 #include "icefloe/common/metrics.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -61,6 +62,23 @@ std::string MetricsRegistry::Scrape() {
   } catch (const std::exception& e) {  // std::bad_alloc from the stream
     return std::string("# icefloe: cannot render metrics: ") + e.what() + "\n";
   }
+}
+
+std::string StatusCodeLabel(arrow::StatusCode code) {
+  std::string label = arrow::Status::CodeAsString(code);
+  for (char& c : label) {
+    c = c == ' ' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return label;
+}
+
+const std::vector<arrow::StatusCode>& CommonErrorCodes() {
+  static const std::vector<arrow::StatusCode> kCodes = {
+      arrow::StatusCode::Invalid,       arrow::StatusCode::KeyError,
+      arrow::StatusCode::IndexError,    arrow::StatusCode::IOError,
+      arrow::StatusCode::OutOfMemory,   arrow::StatusCode::Cancelled,
+      arrow::StatusCode::AlreadyExists, arrow::StatusCode::UnknownError};
+  return kCodes;
 }
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {

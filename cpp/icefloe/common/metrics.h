@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <arrow/status.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -56,6 +57,13 @@ class MetricsRegistry {
   Mutex mu_;
   std::vector<std::function<void()>> hooks_ GUARDED_BY(mu_);
 };
+
+/// An Arrow status code as a label value: "invalid", "key_error",
+/// "out_of_memory", "ioerror", "cancelled", "already_exists", ...
+std::string StatusCodeLabel(arrow::StatusCode code);
+/// The codes whose series exist (at 0) from the start, so dashboards and
+/// rate() see them before the first error.
+const std::vector<arrow::StatusCode>& CommonErrorCodes();
 
 /// Bucket bounds for latencies from 100 us to ~100 s (x~3 steps).
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets();

@@ -42,6 +42,12 @@ TEST(MetricsTest, ScrapeHooksSetGaugesAndLabelsComeAndGo) {
   EXPECT_EQ(children.size(), 2u);
 }
 
+TEST(MetricsTest, StatusCodeLabelsAreSnakeCase) {
+  EXPECT_EQ(StatusCodeLabel(arrow::StatusCode::KeyError), "key_error");
+  EXPECT_EQ(StatusCodeLabel(arrow::StatusCode::OutOfMemory), "out_of_memory");
+  EXPECT_EQ(StatusCodeLabel(arrow::StatusCode::Invalid), "invalid");
+}
+
 TEST(MetricsTest, LatencyBucketsIncrease) {
   const auto& b = LatencyBuckets();
   ASSERT_GT(b.size(), 5u);

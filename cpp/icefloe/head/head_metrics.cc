@@ -39,6 +39,10 @@ HeadMetrics::HeadMetrics() {
                      .Add({});
   loads_failed_ = &r.Counter("icefloe_head_loads_failed_total",
                              "Loads that failed, were cancelled or were refused, by code.");
+  for (auto code : CommonErrorCodes()) {
+    errors_->Add({{"rpc", "GetFlightInfo"}, {"code", StatusCodeLabel(code)}});
+    loads_failed_->Add({{"code", StatusCodeLabel(code)}});
+  }
   load_seconds_ = &r.Histogram("icefloe_head_load_seconds",
                                "Duration of loads that published a dataset.")
                        .Add({}, LoadBuckets());
@@ -58,6 +62,9 @@ HeadMetrics::HeadMetrics() {
   row_groups_read_ = &row_groups.Add({{"outcome", "read"}});
   job_reports_ = &r.Counter("icefloe_head_job_reports_total",
                             "job.report actions, by outcome (accepted, dropped, invalid).");
+  for (const char* outcome : {"accepted", "dropped", "invalid"}) {
+    job_reports_->Add({{"outcome", outcome}});
+  }
   loads_running_ =
       &r.Gauge("icefloe_head_loads_running", "Loads queued or running now.").Add({});
   ready_ = &r.Gauge("icefloe_head_ready", "1 when the head is ready (see /ready).").Add({});
@@ -95,7 +102,8 @@ void HeadMetrics::FlightInfo(const char* descriptor, std::chrono::steady_clock::
   flight_info_seconds_->Add({{"descriptor", descriptor}}, LatencyBuckets())
       .Observe(Seconds(elapsed));
   if (!status.ok()) {
-    errors_->Add({{"rpc", "GetFlightInfo"}, {"code", status.CodeAsString()}}).Increment();
+    errors_->Add({{"rpc", "GetFlightInfo"}, {"code", StatusCodeLabel(status.code())}})
+        .Increment();
   }
 }
 
@@ -107,7 +115,7 @@ void HeadMetrics::Track(std::shared_ptr<LoadJob> job) {
 }
 
 void HeadMetrics::LoadRefused(const arrow::Status& status) {
-  loads_failed_->Add({{"code", status.CodeAsString()}}).Increment();
+  loads_failed_->Add({{"code", StatusCodeLabel(status.code())}}).Increment();
 }
 
 void HeadMetrics::JobReported(const char* outcome) {
@@ -141,7 +149,7 @@ void HeadMetrics::Finished(const LoadJob& job) {
     row_groups_total_->Increment(Number(scan, "row_groups_total"));
     row_groups_read_->Increment(Number(scan, "row_groups_read"));
   } else {
-    loads_failed_->Add({{"code", outcome.status().CodeAsString()}}).Increment();
+    loads_failed_->Add({{"code", StatusCodeLabel(outcome.status().code())}}).Increment();
     description = {{"name", job.request().name},
                    {"state", "failed"},
                    {"error", outcome.status().ToString()}};

@@ -52,6 +52,7 @@ NodeMetrics::NodeMetrics() {
                     .Add({});
   errors_ = &r.Counter("icefloe_node_errors_total",
                        "Failed RPCs and streams, by RPC and Arrow status code.");
+  for (auto code : CommonErrorCodes()) errors_->Add({{"rpc", "DoGet"}, {"code", StatusCodeLabel(code)}});
   memory_used_ =
       &r.Gauge("icefloe_node_memory_used_bytes", "Bytes charged to the memory budget.").Add({});
   memory_limit_ =
@@ -96,7 +97,7 @@ void NodeMetrics::Published(int64_t rows, int64_t bytes) {
 }
 
 void NodeMetrics::Error(const char* rpc, const arrow::Status& status) {
-  errors_->Add({{"rpc", rpc}, {"code", status.CodeAsString()}}).Increment();
+  errors_->Add({{"rpc", rpc}, {"code", StatusCodeLabel(status.code())}}).Increment();
 }
 
 StreamMeter::StreamMeter(std::shared_ptr<NodeMetrics> metrics, StreamKind kind)
