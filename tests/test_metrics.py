@@ -116,7 +116,7 @@ def test_counters_move_by_exactly_what_was_served_and_loaded(cluster, table):
         plan_rows, plan_bytes = read_raw(c, info)
         range_info = c.flight_info(name, 100, 15_100)
         range_rows, range_bytes = read_raw(c, range_info)
-        assert plan_rows == ROWS and range_rows == 15_000
+        assert plan_rows == ROWS - ROWS % 512 and range_rows == 15_000  # drop_last
     head2, nodes2 = scrape(cluster.head.health), scrape_nodes(cluster)
 
     def moved(metric, **labels):
@@ -147,22 +147,23 @@ def test_errors_are_counted_by_code(cluster, table):
             c.epoch_info("no-such-dataset", batch_size=10)
         before = scrape_nodes(cluster)
         bad = flight.Ticket(b"not a ticket")
-        with pytest.raises(flight.FlightError):
+        with pytest.raises(pa.ArrowInvalid, match="Kubeflow-format ticket"):
             c.node(cluster.node_uris[0]).do_get(bad, options=c.call_options()).read_all()
     head = scrape(cluster.head.health)
     assert total(head, "icefloe_head_errors_total", rpc="GetFlightInfo", code="key_error") >= 1
     after = scrape_nodes(cluster)
-    assert nodes_total(after, "icefloe_node_errors_total", rpc="DoGet") == \
-        nodes_total(before, "icefloe_node_errors_total", rpc="DoGet") + 1
+    assert nodes_total(after, "icefloe_node_errors_total", rpc="DoGet", code="invalid") == \
+        nodes_total(before, "icefloe_node_errors_total", rpc="DoGet", code="invalid") + 1
 
 
-def _consume(client, name, job, sleep_s, batches):
+def _consume(client, name, job, sleep_s, batches, batch_size=256):
     """Reads `batches` batches as job `job`, sleeping `sleep_s` per batch
-    (the training step); returns the rows read."""
+    (the training step; none at all when 0); returns the rows read."""
     rows = 0
-    for batch in client.iter_epoch(name, batch_size=256, prefetch=0, shuffle="none", job=job):
+    for batch in client.iter_epoch(name, batch_size=batch_size, prefetch=0, job=job):
         rows += batch.num_rows
-        time.sleep(sleep_s)
+        if sleep_s:
+            time.sleep(sleep_s)
         batches -= 1
         if batches == 0:
             break
@@ -175,19 +176,21 @@ def test_stall_share_per_job(cluster, table):
     name = "stall"
     with cluster.client() as c:
         c.load(name, table.metadata_location)
-        eager_rows = _consume(c, name, "eager-job", 0.0, 10**9)
+        # Window batches are gathered on the nodes and merged here: with no
+        # step at all, the loop spends its time in next().
+        eager_rows = _consume(c, name, "eager-job", 0, 10**9, batch_size=2048)
         sleepy_rows = _consume(c, name, "sleepy-job", 0.1, 12)
         assert _stall.flush_all(timeout_s=30)
         jobs = {j["job"]: j for j in c.status()["jobs"]}
     assert jobs["eager-job"]["stall_ratio"] > 0.8, jobs["eager-job"]
     assert jobs["sleepy-job"]["stall_ratio"] < 0.3, jobs["sleepy-job"]
-    assert jobs["eager-job"]["rows_total"] == eager_rows == ROWS
+    assert jobs["eager-job"]["rows_total"] == eager_rows == ROWS - ROWS % 2048  # drop_last
     assert jobs["sleepy-job"]["rows_total"] == sleepy_rows == 12 * 256
     assert jobs["eager-job"]["datasets"] == [name]
     assert set(jobs["eager-job"]["nodes"]) <= set(cluster.node_uris)
     assert jobs["eager-job"]["nodes"]
     head = scrape(cluster.head.health)
-    assert total(head, "icefloe_job_rows_total", job="eager-job") == ROWS
+    assert total(head, "icefloe_job_rows_total", job="eager-job") == eager_rows
     assert total(head, "icefloe_job_rows_total", job="sleepy-job") == 12 * 256
     assert total(head, "icefloe_job_stall_ratio", job="eager-job") > 0.8
     assert total(head, "icefloe_job_stall_ratio", job="sleepy-job") < 0.3
@@ -207,7 +210,7 @@ def test_job_name_from_environment(cluster, table, monkeypatch):
     assert _stall.job_name() == "kubeflow-job"
     with cluster.client() as c:
         c.load("env", table.metadata_location)
-        _consume(c, "env", None, 0.0, 3)
+        _consume(c, "env", None, 0, 3)
         assert _stall.flush_all(timeout_s=30)
         assert "kubeflow-job" in {j["job"] for j in c.status()["jobs"]}
 
@@ -252,7 +255,7 @@ def test_dashboard_queries_use_exported_metrics(cluster, table):
     that loaded a dataset and read an epoch under a job."""
     with cluster.client() as c:
         c.load("dash", table.metadata_location)
-        _consume(c, "dash", "dash-job", 0.0, 5)
+        _consume(c, "dash", "dash-job", 0, 5)
         assert _stall.flush_all(timeout_s=30)
     exported = {name for (name, _) in scrape(cluster.head.health)}
     for s in scrape_nodes(cluster):

@@ -100,8 +100,13 @@ def test_browser_renders_datasets_nodes_jobs_and_loads(running, tmp_path):
     # Datasets: name, state, exact row count, slices per node.
     assert re.search(r"Datasets dataset state rows bytes slices per node clicks ready 5,000 ",
                      text), text
+    with running.client() as c:
+        slices = c.describe("clicks")["slices"]
+    holders = sorted({n for s in slices for n in s["nodes"]})
+    for node in holders:
+        count = sum(node in s["nodes"] for s in slices)
+        assert f"{node}: {count} " in text, (node, text)
     for node in running.node_uris:
-        assert f"{node}: " in text, (node, text)
         # Nodes: liveness and memory left of the 256 MiB budget.
         assert re.search(re.escape(node) + r" alive [\d.]+ s ago .* of 256\.0 MiB \(", text), text
     # Jobs reading now: rows/s and the stall share.
@@ -109,6 +114,8 @@ def test_browser_renders_datasets_nodes_jobs_and_loads(running, tmp_path):
     assert m, text
     assert int(m.group(1)) >= 1 and int(m.group(2).replace(",", "")) > 0
     assert 0 <= float(m.group(3)) <= 100
+    # ... and which nodes serve it.
+    assert re.search(r"rank 0: [\d.]+ % " + re.escape(holders[0]), text), text
     # Loads: the finished load of clicks.
     assert re.search(r"Loads .* clicks ready done \d+ s ago 5,000 ", text), text
 

@@ -30,23 +30,26 @@ MetricsRegistry::MetricsRegistry() : registry_(std::make_shared<prometheus::Regi
 
 prometheus::Family<prometheus::Counter>& MetricsRegistry::Counter(const std::string& name,
                                                                   const std::string& help) {
-  return RegisterOrDie(name, [&]() -> auto& {
-    return prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
-  });
+  return RegisterOrDie(
+      name, [&]() -> auto& {
+        return prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+      });
 }
 
 prometheus::Family<prometheus::Gauge>& MetricsRegistry::Gauge(const std::string& name,
                                                               const std::string& help) {
-  return RegisterOrDie(name, [&]() -> auto& {
-    return prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
-  });
+  return RegisterOrDie(
+      name, [&]() -> auto& {
+        return prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+      });
 }
 
 prometheus::Family<prometheus::Histogram>& MetricsRegistry::Histogram(const std::string& name,
                                                                       const std::string& help) {
-  return RegisterOrDie(name, [&]() -> auto& {
-    return prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
-  });
+  return RegisterOrDie(
+      name, [&]() -> auto& {
+        return prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+      });
 }
 
 void MetricsRegistry::OnScrape(std::function<void()> hook) {

@@ -8,8 +8,8 @@ namespace {
 TEST(MetricsTest, ScrapeRendersCountersGaugesAndHistograms) {
   MetricsRegistry metrics;
   auto& served = metrics.Counter("icefloe_test_served_bytes_total", "Bytes.").Add({});
-  auto& latency = metrics.Histogram("icefloe_test_latency_seconds", "Latency.")
-                      .Add({}, LatencyBuckets());
+  auto& latency =
+      metrics.Histogram("icefloe_test_latency_seconds", "Latency.").Add({}, LatencyBuckets());
   served.Increment(1234);
   latency.Observe(0.002);
   const std::string text = metrics.Scrape();
@@ -31,8 +31,7 @@ TEST(MetricsTest, ScrapeHooksSetGaugesAndLabelsComeAndGo) {
   std::string text = metrics.Scrape();
   EXPECT_NE(text.find("icefloe_test_datasets{state=\"ready\"} 2"), std::string::npos) << text;
   // Label values are escaped by the serializer: quotes and newlines stay inside.
-  EXPECT_NE(text.find("icefloe_test_datasets{state=\"odd \\\"name\\\"\\n\"} 1"),
-            std::string::npos)
+  EXPECT_NE(text.find("icefloe_test_datasets{state=\"odd \\\"name\\\"\\n\"} 1"), std::string::npos)
       << text;
   values = {{"ready", 3}, {"degraded", 1}};
   text = metrics.Scrape();

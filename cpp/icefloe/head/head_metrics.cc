@@ -20,8 +20,8 @@ double Number(const json& j, const char* key) {
 
 // Load durations run from a second to hours.
 const prometheus::Histogram::BucketBoundaries& LoadBuckets() {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000, 10000};
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.1, 0.3, 1,    3,    10,   30,
+                                                                   100, 300, 1000, 3000, 10000};
   return kBuckets;
 }
 
@@ -33,25 +33,25 @@ HeadMetrics::HeadMetrics() {
                             "GetFlightInfo calls answered, by descriptor kind and outcome.");
   flight_info_seconds_ = &r.Histogram("icefloe_head_flight_info_seconds",
                                       "Time to answer GetFlightInfo, by descriptor kind.");
-  errors_ = &r.Counter("icefloe_head_errors_total",
-                       "Failed head RPCs, by RPC and Arrow status code.");
-  loads_done_ = &r.Counter("icefloe_head_loads_done_total", "Loads that published a dataset.")
-                     .Add({});
+  errors_ =
+      &r.Counter("icefloe_head_errors_total", "Failed head RPCs, by RPC and Arrow status code.");
+  loads_done_ =
+      &r.Counter("icefloe_head_loads_done_total", "Loads that published a dataset.").Add({});
   loads_failed_ = &r.Counter("icefloe_head_loads_failed_total",
                              "Loads that failed, were cancelled or were refused, by code.");
   for (auto code : CommonErrorCodes()) {
     errors_->Add({{"rpc", "GetFlightInfo"}, {"code", StatusCodeLabel(code)}});
     loads_failed_->Add({{"code", StatusCodeLabel(code)}});
   }
-  load_seconds_ = &r.Histogram("icefloe_head_load_seconds",
-                               "Duration of loads that published a dataset.")
-                       .Add({}, LoadBuckets());
-  planning_seconds_ = &r.Histogram("icefloe_head_planning_seconds",
-                                   "Iceberg scan planning time of finished loads.")
-                           .Add({}, LatencyBuckets());
-  manifests_pruned_ = &r.Counter("icefloe_head_manifests_pruned_total",
-                                 "Manifests skipped by partition summaries.")
-                           .Add({});
+  load_seconds_ =
+      &r.Histogram("icefloe_head_load_seconds", "Duration of loads that published a dataset.")
+           .Add({}, LoadBuckets());
+  planning_seconds_ =
+      &r.Histogram("icefloe_head_planning_seconds", "Iceberg scan planning time of finished loads.")
+           .Add({}, LatencyBuckets());
+  manifests_pruned_ =
+      &r.Counter("icefloe_head_manifests_pruned_total", "Manifests skipped by partition summaries.")
+           .Add({});
   auto& files_pruned = r.Counter("icefloe_head_data_files_pruned_total",
                                  "Data files skipped by scan planning, by reason.");
   files_pruned_partition_ = &files_pruned.Add({{"by", "partition"}});
@@ -65,8 +65,7 @@ HeadMetrics::HeadMetrics() {
   for (const char* outcome : {"accepted", "dropped", "invalid"}) {
     job_reports_->Add({{"outcome", outcome}});
   }
-  loads_running_ =
-      &r.Gauge("icefloe_head_loads_running", "Loads queued or running now.").Add({});
+  loads_running_ = &r.Gauge("icefloe_head_loads_running", "Loads queued or running now.").Add({});
   ready_ = &r.Gauge("icefloe_head_ready", "1 when the head is ready (see /ready).").Add({});
   nodes_ = &r.Gauge("icefloe_head_nodes", "Data nodes known.").Add({});
   nodes_alive_ = &r.Gauge("icefloe_head_nodes_alive", "Data nodes alive.").Add({});
@@ -81,8 +80,7 @@ HeadMetrics::HeadMetrics() {
   node_memory_limit_ = &r.Gauge("icefloe_head_node_memory_limit_bytes",
                                 "The node's memory budget (0: unlimited), by node.");
   job_rows_ = &r.Counter("icefloe_job_rows_total", "Rows the job's consumers received.");
-  job_batches_ =
-      &r.Counter("icefloe_job_batches_total", "Batches the job's consumers received.");
+  job_batches_ = &r.Counter("icefloe_job_batches_total", "Batches the job's consumers received.");
   job_wait_ = &r.Counter("icefloe_job_stall_seconds_total",
                          "Time the job's training loops waited for data (summed over consumers).");
   job_elapsed_ = &r.Counter("icefloe_job_read_seconds_total",
@@ -102,8 +100,7 @@ void HeadMetrics::FlightInfo(const char* descriptor, std::chrono::steady_clock::
   flight_info_seconds_->Add({{"descriptor", descriptor}}, LatencyBuckets())
       .Observe(Seconds(elapsed));
   if (!status.ok()) {
-    errors_->Add({{"rpc", "GetFlightInfo"}, {"code", StatusCodeLabel(status.code())}})
-        .Increment();
+    errors_->Add({{"rpc", "GetFlightInfo"}, {"code", StatusCodeLabel(status.code())}}).Increment();
   }
 }
 
@@ -150,9 +147,8 @@ void HeadMetrics::Finished(const LoadJob& job) {
     row_groups_read_->Increment(Number(scan, "row_groups_read"));
   } else {
     loads_failed_->Add({{"code", StatusCodeLabel(outcome.status().code())}}).Increment();
-    description = {{"name", job.request().name},
-                   {"state", "failed"},
-                   {"error", outcome.status().ToString()}};
+    description = {
+        {"name", job.request().name}, {"state", "failed"}, {"error", outcome.status().ToString()}};
   }
   recent_.push_front({std::move(description), std::chrono::steady_clock::now()});
   if (recent_.size() > kRecentLoads) recent_.pop_back();
@@ -210,8 +206,7 @@ void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
     rows.emplace_back(d->name, static_cast<double>(d->num_rows));
     bytes.emplace_back(d->name, static_cast<double>(d->nbytes));
   }
-  SetGaugesByLabel(datasets_, "state", {by_state.begin(), by_state.end()},
-                   &children_["datasets"]);
+  SetGaugesByLabel(datasets_, "state", {by_state.begin(), by_state.end()}, &children_["datasets"]);
   SetGaugesByLabel(dataset_rows_, "dataset", rows, &children_["dataset_rows"]);
   SetGaugesByLabel(dataset_bytes_, "dataset", bytes, &children_["dataset_bytes"]);
   SetJobs(jobs);

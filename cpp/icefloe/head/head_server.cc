@@ -208,7 +208,7 @@ arrow::Status HeadServer::GetFlightInfo(const flight::ServerCallContext&,
 }
 
 arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescriptor& request,
-                                                  const char** kind) const {
+                                                   const char** kind) const {
   if (request.type == flight::FlightDescriptor::PATH) {
     if (request.path.size() != 1 || !catalog_.Find(request.path[0])) {
       *kind = "kubeflow";

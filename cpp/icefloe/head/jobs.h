@@ -43,8 +43,8 @@ struct JobSummary {
   std::string job;
   std::set<std::string> datasets;
   std::set<std::string> nodes;
-  size_t consumers = 0;  ///< consumers that reported within the window
-  size_t ranks = 0;      ///< distinct ranks among them
+  size_t consumers = 0;    ///< consumers that reported within the window
+  size_t ranks = 0;        ///< distinct ranks among them
   double stall_ratio = 0;  ///< waited / elapsed over the window, 0..1
   double rows_per_s = 0;
   double worst_rank_stall_ratio = 0;

@@ -82,15 +82,15 @@ std::string Bytes(double v) {
 std::string Bar(double share, double warn_at, double bad_at) {
   share = std::clamp(share, 0.0, 1.0);  // display only: the value is printed next to it
   const char* cls = share >= bad_at ? "bar bad" : share >= warn_at ? "bar warn" : "bar";
-  return std::string("<span class=\"") + cls + "\"><span style=\"width:" +
-         Fixed(share * 100, 1) + "%\"></span></span>";
+  return std::string("<span class=\"") + cls + "\"><span style=\"width:" + Fixed(share * 100, 1) +
+         "%\"></span></span>";
 }
 
 std::string StateCell(const std::string& state) {
-  const char* cls = state == "ready" || state == "alive"                          ? "ok"
-                    : state == "failed" || state == "dead"                       ? "bad"
+  const char* cls = state == "ready" || state == "alive"                              ? "ok"
+                    : state == "failed" || state == "dead"                            ? "bad"
                     : state == "degraded" || state == "healing" || state == "loading" ? "warn"
-                                                                                     : "muted";
+                                                                                      : "muted";
   return std::string("<td class=\"") + cls + "\">" + HtmlEscape(state) + "</td>";
 }
 
@@ -101,8 +101,9 @@ void Datasets(const json& status, std::string* out) {
     *out += "<p class=\"muted\">No datasets.</p>\n";
     return;
   }
-  *out += "<table><tr><th>dataset</th><th>state</th><th>rows</th><th>bytes</th>"
-          "<th>slices per node</th></tr>\n";
+  *out +=
+      "<table><tr><th>dataset</th><th>state</th><th>rows</th><th>bytes</th>"
+      "<th>slices per node</th></tr>\n";
   for (const auto& d : datasets) {
     std::string slices;
     const json per_node = Member(d, "slices_per_node");
@@ -124,8 +125,9 @@ void Nodes(const json& status, std::string* out) {
     *out += "<p class=\"muted\">No data nodes.</p>\n";
     return;
   }
-  *out += "<table><tr><th>node</th><th>state</th><th>last heartbeat</th><th>memory</th>"
-          "<th>datasets</th></tr>\n";
+  *out +=
+      "<table><tr><th>node</th><th>state</th><th>last heartbeat</th><th>memory</th>"
+      "<th>datasets</th></tr>\n";
   for (const auto& n : nodes) {
     const double used = Num(n, "memory_used_bytes"), limit = Num(n, "memory_limit_bytes");
     const double seen = Num(n, "last_seen_s");
@@ -139,8 +141,7 @@ void Nodes(const json& status, std::string* out) {
     *out += "<tr><td>" + HtmlEscape(Str(n, "location")) + "</td>" + StateCell(Str(n, "state")) +
             "<td class=\"n\">" + (seen < 0 ? std::string("never") : Fixed(seen, 1) + " s ago") +
             "</td><td>" + memory + "</td><td class=\"n\">" +
-            Count(static_cast<double>(Size(n, "datasets"))) +
-            "</td></tr>\n";
+            Count(static_cast<double>(Size(n, "datasets"))) + "</td></tr>\n";
   }
   *out += "</table>\n";
 }
@@ -152,8 +153,9 @@ void Jobs(const json& status, std::string* out) {
     *out += "<p class=\"muted\">No job has reported in the last two minutes.</p>\n";
     return;
   }
-  *out += "<table><tr><th>job</th><th>datasets</th><th>consumers</th><th>rows/s</th>"
-          "<th>waiting on data</th><th>worst rank</th><th>nodes</th></tr>\n";
+  *out +=
+      "<table><tr><th>job</th><th>datasets</th><th>consumers</th><th>rows/s</th>"
+      "<th>waiting on data</th><th>worst rank</th><th>nodes</th></tr>\n";
   for (const auto& j : jobs) {
     std::string datasets, nodes;
     const json job_datasets = Member(j, "datasets");
@@ -181,8 +183,9 @@ void Loads(const json& status, std::string* out) {
     *out += "<p class=\"muted\">No loads yet.</p>\n";
     return;
   }
-  *out += "<table><tr><th>dataset</th><th>state</th><th>progress</th><th>rows</th>"
-          "<th>bytes</th><th>time</th></tr>\n";
+  *out +=
+      "<table><tr><th>dataset</th><th>state</th><th>progress</th><th>rows</th>"
+      "<th>bytes</th><th>time</th></tr>\n";
   for (const auto& l : running) {
     const double done = Num(l, "tasks_done"), total = Num(l, "tasks_total");
     *out += "<tr><td>" + HtmlEscape(Str(l, "name")) + "</td>" + StateCell("loading") + "<td>" +
@@ -211,12 +214,23 @@ std::string HtmlEscape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -231,8 +245,7 @@ std::string RenderStatusPage(const json& status, int refresh_s) {
       std::to_string(refresh_s) + "\"><title>icefloe status</title><style>" + kStyle +
       "</style></head><body>\n<h1>icefloe</h1>\n<p>Head <span class=\"" +
       (ready ? "ok\">ready" : "bad\">not ready") + "</span> <span class=\"muted\">" +
-      HtmlEscape(Str(status, "reason")) + " &middot; refreshes every " +
-      std::to_string(refresh_s) +
+      HtmlEscape(Str(status, "reason")) + " &middot; refreshes every " + std::to_string(refresh_s) +
       " s &middot; <a href=\"/metrics\">metrics</a> &middot; <a href=\"/status\">JSON</a>"
       "</span></p>\n";
   Datasets(status, &out);

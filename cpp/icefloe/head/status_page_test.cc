@@ -33,8 +33,7 @@ TEST(StatusPageTest, ShowsEverySectionAndEscapesNames) {
          {"stall_ratio", 0.25},
          {"worst_rank", 3},
          {"worst_rank_stall_ratio", 0.5}}}},
-      {"loads",
-       {{{"name", "big"}, {"phase", "loading"}, {"tasks_done", 3}, {"tasks_total", 10}}}},
+      {"loads", {{{"name", "big"}, {"phase", "loading"}, {"tasks_done", 3}, {"tasks_total", 10}}}},
       {"recent_loads", {{{"name", "old"}, {"state", "failed"}, {"error", "IOError: gone"}}}}};
   const std::string page = RenderStatusPage(status, 7);
   EXPECT_NE(page.find("http-equiv=\"refresh\" content=\"7\""), std::string::npos);

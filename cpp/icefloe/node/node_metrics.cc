@@ -29,8 +29,8 @@ NodeMetrics::NodeMetrics() {
                             "From a DoGet's start to its first record batch being ready.");
   for (int k = 0; k < 3; ++k) {
     const prometheus::Labels labels = {{"ticket", KindName(k)}};
-    kinds_[k] = {&bytes.Add(labels), &rows.Add(labels), &batches.Add(labels),
-                 &streams.Add(labels), &first.Add(labels, LatencyBuckets())};
+    kinds_[k] = {&bytes.Add(labels), &rows.Add(labels), &batches.Add(labels), &streams.Add(labels),
+                 &first.Add(labels, LatencyBuckets())};
   }
   streams_active_ =
       &r.Gauge("icefloe_node_doget_streams_active", "DoGet streams being served now.").Add({});
@@ -52,7 +52,8 @@ NodeMetrics::NodeMetrics() {
                     .Add({});
   errors_ = &r.Counter("icefloe_node_errors_total",
                        "Failed RPCs and streams, by RPC and Arrow status code.");
-  for (auto code : CommonErrorCodes()) errors_->Add({{"rpc", "DoGet"}, {"code", StatusCodeLabel(code)}});
+  for (auto code : CommonErrorCodes())
+    errors_->Add({{"rpc", "DoGet"}, {"code", StatusCodeLabel(code)}});
   memory_used_ =
       &r.Gauge("icefloe_node_memory_used_bytes", "Bytes charged to the memory budget.").Add({});
   memory_limit_ =
@@ -60,8 +61,7 @@ NodeMetrics::NodeMetrics() {
   memory_staged_ = &r.Gauge("icefloe_node_memory_staged_bytes",
                             "Bytes of loads staged here, waiting for node.commit.")
                         .Add({});
-  gather_bytes_ =
-      &r.Gauge("icefloe_node_gather_bytes", "Bytes held by gathers in flight.").Add({});
+  gather_bytes_ = &r.Gauge("icefloe_node_gather_bytes", "Bytes held by gathers in flight.").Add({});
   datasets_ = &r.Gauge("icefloe_node_datasets", "Datasets cached here.").Add({});
   dataset_bytes_ = &r.Gauge("icefloe_node_dataset_bytes", "Bytes cached here, by dataset.");
   dataset_rows_ = &r.Gauge("icefloe_node_dataset_rows", "Rows cached here, by dataset.");

@@ -229,7 +229,8 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
     RowRange range{kf.start, kf.end < kf.start ? kf.start : kf.end + 1};
     if (kf.end == UINT64_MAX) range.stop = UINT64_MAX;
     *stream = std::make_unique<MeteredRangeStream>(
-        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range)), Meter(StreamKind::kRange));
+        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range)),
+        Meter(StreamKind::kRange));
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(NativeTicket ticket, DecodeNativeTicket(request.ticket, ticket_key_));
@@ -241,14 +242,14 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
   }
   if (ticket.header.kind == TicketKind::kPlan) {
     ARROW_ASSIGN_OR_RAISE(PlanTicket plan, DecodePlanBody(ticket.body));
-    ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan),
-                                                  gather_pool_, Meter(StreamKind::kPlan)));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
+                                                  Meter(StreamKind::kPlan)));
     return arrow::Status::OK();
   }
   if (ticket.header.kind == TicketKind::kRows) {
     ARROW_ASSIGN_OR_RAISE(RowsTicket rows, DecodeRowsBody(ticket.body));
-    ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows),
-                                                  gather_pool_, Meter(StreamKind::kRows)));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_,
+                                                  Meter(StreamKind::kRows)));
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));

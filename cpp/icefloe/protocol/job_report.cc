@@ -23,8 +23,7 @@ const Field<JobReport> kJobReportFields[] = {
     {Uint("rows", kOptional, Values(0, kMaxRows)), &JobReport::rows},
     {Uint("wait_us", kOptional, Values(0, kMaxMicros)), &JobReport::wait_us},
     {Uint("elapsed_us", kRequired, Values(1, kMaxMicros)), &JobReport::elapsed_us},
-    {ListOf(FieldType::kStringList, "nodes", kOptional, Values(1, 512),
-            Values(0, kMaxReportNodes)),
+    {ListOf(FieldType::kStringList, "nodes", kOptional, Values(1, 512), Values(0, kMaxReportNodes)),
      &JobReport::nodes},
 };
 

@@ -28,10 +28,10 @@ struct JobReport {
   uint32_t rank = 0;
   uint32_t worker = 0;
   uint32_t world_size = 1;
-  uint64_t batches = 0;     ///< batches the loop received in the interval
-  uint64_t rows = 0;        ///< their rows
-  uint64_t wait_us = 0;     ///< time the loop waited for them
-  uint64_t elapsed_us = 0;  ///< time the interval covers (>= wait_us)
+  uint64_t batches = 0;            ///< batches the loop received in the interval
+  uint64_t rows = 0;               ///< their rows
+  uint64_t wait_us = 0;            ///< time the loop waited for them
+  uint64_t elapsed_us = 0;         ///< time the interval covers (>= wait_us)
   std::vector<std::string> nodes;  ///< the node locations it reads from
 
   nlohmann::json ToJson() const;
