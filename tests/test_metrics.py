@@ -280,3 +280,25 @@ def test_dashboard_queries_use_exported_metrics(cluster, table):
     titles = " ".join(p.get("title", "") for p in dashboard["panels"]).lower()
     for word in ("stall", "rows", "memory", "node"):
         assert word in titles, word
+
+
+def test_idle_reporter_thread_ends_and_a_new_one_takes_over(monkeypatch):
+    monkeypatch.setattr(_stall, "IDLE_EXIT_S", 0.2)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    uri = f"grpc://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()  # nothing listens: sends fail at once
+    submit = _stall.submitter(uri, [], {})
+    submit({"job": "j", "elapsed_us": 1})
+    key = next(k for k in _stall._reporters if k[1] == uri)
+    first = _stall._reporters[key]
+    assert first.flush(timeout_s=30)
+    deadline = time.monotonic() + 30
+    while key in _stall._reporters:
+        assert time.monotonic() < deadline, "the idle reporter did not end"
+        time.sleep(0.05)
+    first._thread.join(timeout=30)
+    assert not first._thread.is_alive()
+    submit({"job": "j", "elapsed_us": 1})
+    assert _stall._reporters[key] is not first
+    assert _stall._reporters[key].flush(timeout_s=30)

@@ -35,6 +35,10 @@ MAX_QUEUED_REPORTS = 64
 SEND_TIMEOUT_S = 2.0
 #: After a failed send, reports are dropped (not sent) for this long.
 BACKOFF_S = 10.0
+#: A reporter thread with nothing to send for this long ends (a new one
+#: starts with the next report), so a process that talked to many heads does
+#: not keep a thread for each.
+IDLE_EXIT_S = 30.0
 _MAX_NODES = 64
 
 
@@ -80,6 +84,17 @@ class Reporter:
         except queue.Full:
             self.dropped += 1
 
+    def _idle_exit(self) -> bool:
+        """Leaves the registry when nothing is queued (under its lock, so a
+        report is either queued before or goes to a new reporter)."""
+        with _reporters_lock:
+            if not self._queue.empty():
+                return False
+            for key, r in list(_reporters.items()):
+                if r is self:
+                    del _reporters[key]
+            return True
+
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Waits up to ``timeout_s`` until every queued report was sent or
         dropped (tests, and the end of a program that wants its last report)."""
@@ -95,7 +110,14 @@ class Reporter:
     def _run(self) -> None:
         client: flight.FlightClient | None = None
         while True:
-            report = self._queue.get()
+            try:
+                report = self._queue.get(timeout=IDLE_EXIT_S)
+            except queue.Empty:
+                if self._idle_exit():
+                    if client is not None:
+                        client.close()
+                    return
+                continue
             try:
                 if time.monotonic() < self._down_until:
                     self.dropped += 1
@@ -128,16 +150,21 @@ _reporters: dict[tuple[int, str], Reporter] = {}
 _reporters_lock = threading.Lock()
 
 
-def reporter(head_uri: str, headers: list[tuple[bytes, bytes]],
-             connect_kwargs: dict[str, Any]) -> Reporter:
-    """This process's reporter for ``head_uri`` (a new one after a fork: the
-    parent's thread does not exist in the child)."""
+def submitter(head_uri: str, headers: list[tuple[bytes, bytes]],
+              connect_kwargs: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A function that queues a report for ``head_uri`` with this process's
+    reporter for it, starting one when there is none (none yet, it ended
+    when idle, or this is a forked child: the parent's thread is not here)."""
     key = (os.getpid(), head_uri)
-    with _reporters_lock:
-        r = _reporters.get(key)
-        if r is None:
-            r = _reporters[key] = Reporter(head_uri, headers, connect_kwargs)
-        return r
+
+    def submit(report: dict[str, Any]) -> None:
+        with _reporters_lock:
+            r = _reporters.get(key)
+            if r is None:
+                r = _reporters[key] = Reporter(head_uri, headers, connect_kwargs)
+            r.submit(report)
+
+    return submit
 
 
 def flush_all(timeout_s: float = 5.0) -> bool:

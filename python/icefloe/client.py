@@ -328,9 +328,9 @@ class Client:
         interval_s = _stall.report_interval_s()
         if interval_s <= 0:
             return None
-        sink = _stall.reporter(self.head_uri, self._headers, self._connect_kwargs)
+        submit = _stall.submitter(self.head_uri, self._headers, self._connect_kwargs)
         nodes = [loc.uri.decode() for e in info.endpoints for loc in e.locations]
-        return _stall.ConsumerMeter(sink.submit, job=_stall.job_name(job), dataset=name,
+        return _stall.ConsumerMeter(submit, job=_stall.job_name(job), dataset=name,
                                     rank=int(plan.get("rank", 0)),
                                     worker=int(plan.get("worker", 0)),
                                     world_size=int(plan.get("world_size", 1)), nodes=nodes,
