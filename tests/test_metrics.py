@@ -103,6 +103,11 @@ def test_counters_move_by_exactly_what_was_served_and_loaded(cluster, table):
         assert total(head1, "icefloe_head_loads_done_total") == \
             total(head0, "icefloe_head_loads_done_total") + 1
         assert total(head1, "icefloe_head_datasets", state="ready") >= 1
+        # Nothing lost: the heal gauges are there, at 0.
+        for gauge in ("icefloe_head_datasets_degraded", "icefloe_head_datasets_healing",
+                      "icefloe_head_slices_missing", "icefloe_head_replicas_missing"):
+            assert head1[(gauge, frozenset())] == 0, gauge
+        assert head1[("icefloe_head_datasets", frozenset({("state", "degraded")}))] == 0
         assert total(head1, "icefloe_head_dataset_rows", dataset=name) == ROWS
         assert nodes_total(nodes1, "icefloe_node_loaded_rows_total") - \
             nodes_total(nodes0, "icefloe_node_loaded_rows_total") == ROWS

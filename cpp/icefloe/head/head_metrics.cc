@@ -70,6 +70,17 @@ HeadMetrics::HeadMetrics() {
   nodes_ = &r.Gauge("icefloe_head_nodes", "Data nodes known.").Add({});
   nodes_alive_ = &r.Gauge("icefloe_head_nodes_alive", "Data nodes alive.").Add({});
   datasets_ = &r.Gauge("icefloe_head_datasets", "Datasets in the catalog, by state.");
+  datasets_degraded_ = &r.Gauge("icefloe_head_datasets_degraded",
+                                "Datasets with slices lost and not healed (state degraded).")
+                            .Add({});
+  datasets_healing_ =
+      &r.Gauge("icefloe_head_datasets_healing", "Datasets being healed (state healing).").Add({});
+  slices_missing_ =
+      &r.Gauge("icefloe_head_slices_missing", "Slices with no live replica, over all datasets.")
+           .Add({});
+  replicas_missing_ = &r.Gauge("icefloe_head_replicas_missing",
+                               "Slice replicas lost (replication > 1), over all datasets.")
+                           .Add({});
   dataset_rows_ = &r.Gauge("icefloe_head_dataset_rows", "Rows of each dataset.");
   dataset_bytes_ = &r.Gauge("icefloe_head_dataset_bytes", "Cached bytes of each dataset.");
   node_up_ = &r.Gauge("icefloe_head_node_up", "1 when the node is alive, by node.");
@@ -201,11 +212,20 @@ void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
   // the usual ones are always there, at 0 when empty.
   std::map<std::string, double> by_state = {{"loading", 0}, {"ready", 0}, {"failed", 0}};
   std::vector<std::pair<std::string, double>> rows, bytes;
+  double slices_missing = 0, replicas_missing = 0;
   for (const auto& d : datasets) {
     by_state[d->state] += 1;
     rows.emplace_back(d->name, static_cast<double>(d->num_rows));
     bytes.emplace_back(d->name, static_cast<double>(d->nbytes));
+    // Lost slices and replicas (heal), as the description counts them.
+    const json description = d->ToJson(false);
+    slices_missing += Number(description, "slices_missing");
+    replicas_missing += Number(description, "replicas_missing");
   }
+  datasets_degraded_->Set(by_state["degraded"]);
+  datasets_healing_->Set(by_state["healing"]);
+  slices_missing_->Set(slices_missing);
+  replicas_missing_->Set(replicas_missing);
   SetGaugesByLabel(datasets_, "state", {by_state.begin(), by_state.end()}, &children_["datasets"]);
   SetGaugesByLabel(dataset_rows_, "dataset", rows, &children_["dataset_rows"]);
   SetGaugesByLabel(dataset_bytes_, "dataset", bytes, &children_["dataset_bytes"]);

@@ -97,6 +97,10 @@ class HeadMetrics {
   prometheus::Gauge* nodes_;
   prometheus::Gauge* nodes_alive_;
   prometheus::Family<prometheus::Gauge>* datasets_;
+  prometheus::Gauge* datasets_degraded_;
+  prometheus::Gauge* datasets_healing_;
+  prometheus::Gauge* slices_missing_;
+  prometheus::Gauge* replicas_missing_;
   prometheus::Family<prometheus::Gauge>* dataset_rows_;
   prometheus::Family<prometheus::Gauge>* dataset_bytes_;
   prometheus::Family<prometheus::Gauge>* node_up_;
