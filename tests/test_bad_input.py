@@ -162,6 +162,8 @@ MESSAGES = {
                                       "batch_size": 4}),
     "rows descriptor": (dict(descriptor=True),
                         lambda src: {"v": 1, "kind": "rows", "dataset": "good", "rows": [1]}),
+    "job.report": (dict(), lambda src: {"v": 1, "job": "j", "rank": 0, "world_size": 2,
+                                        "wait_us": 1, "elapsed_us": 10, "nodes": ["n"]}),
     "node.register": (dict(sign=True),
                       lambda src: {"v": 1, "location": "grpc://127.0.0.1:9", "status": STATUS}),
     "node.load": (dict(sign=True, to_node=True),

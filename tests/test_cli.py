@@ -36,8 +36,13 @@ def test_up_load_status_evict(tmp_path):
         assert out.returncode == 0, out.stderr
         assert "loaded t: 100 rows" in out.stdout
         assert [d["name"] for d in json.loads(run("datasets", env=env).stdout)] == ["t"]
-        status = json.loads(run("status", env=env).stdout)
+        status = json.loads(run("status", "--json", env=env).stdout)
         assert sum(n["state"] == "alive" for n in status["nodes"]) == 2
+        # The tables (what the status page shows), redrawn by --watch.
+        text = run("status", "--watch", "0.1", "--count", "2", env=env).stdout
+        assert text.count("DATASETS") == 2 and text.count("NODES") == 2, text
+        assert re.search(r"^  t\s+ready\s+100\s", text, re.M), text
+        assert text.count(" alive ") == 4, text
         assert json.loads(run("describe", "t", env=env).stdout)["rows"] == 100
         assert run("evict", "t", env=env).returncode == 0
         missing = run("describe", "t", env=env)

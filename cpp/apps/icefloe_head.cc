@@ -93,7 +93,8 @@ arrow::Status Run(const Flags& flags) {
   HttpServer http;
   AddHealthRoutes(&http,
                   {[&server] { return server.Ready(); }, [&server] { return server.Metrics(); },
-                   [&server] { return Dump(server.ClusterStatus()); }});
+                   [&server] { return Dump(server.ClusterStatus()); },
+                   [&server] { return server.StatusPage(); }});
   ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
   AnnounceReady("icefloe-head", AdvertisedLocation(settings, server.port()),

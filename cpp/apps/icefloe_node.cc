@@ -96,7 +96,8 @@ arrow::Status Run(const Flags& flags) {
   HttpServer http;
   AddHealthRoutes(&http,
                   {[&server] { return server.Ready(); }, [&server] { return server.Metrics(); },
-                   [&server] { return Dump(server.Status().ToJson()); }});
+                   [&server] { return Dump(server.Status().ToJson()); },
+                   /*page=*/{}});
   ARROW_ASSIGN_OR_RAISE(int health_port, http.Start(flags.server.host, settings.health_port));
 
   std::unique_ptr<HeadRegistration> registration;

@@ -3,7 +3,8 @@
     icefloe up [--nodes 3] [--memory-limit 4GiB] [--cluster-secret-file F]
                                                     run a local cluster until Ctrl-C
     icefloe load NAME SOURCE [--columns a,b] [--filter EXPR] [--snapshot-id N]
-    icefloe datasets | status | describe NAME | evict NAME
+    icefloe status [--watch [SECONDS]] [--json]     datasets, nodes, jobs, loads
+    icefloe datasets | describe NAME | evict NAME
     icefloe demo
 
 Commands other than ``up`` and ``demo`` talk to ``--head`` (or $ICEFLOE_HEAD),
@@ -18,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from .errors import Error
@@ -98,6 +100,30 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace, client: Any) -> int:
+    from ._status_text import render
+
+    if args.json:
+        _print(client.status())
+        return 0
+    # --watch: redraw until Ctrl-C (or --count redraws, for tests).
+    shown = 0
+    while True:
+        text = render(client.status())
+        if args.watch is not None and sys.stdout.isatty():
+            sys.stdout.write("\033[H\033[2J")  # clear the screen
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        shown += 1
+        if args.watch is None or (args.count and shown >= args.count):
+            return 0
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return 0
+        print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="icefloe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--batch-size", type=int)
     load.add_argument("--replication", type=int, default=1)
     sub.add_parser("datasets", help="list datasets")
-    sub.add_parser("status", help="nodes, memory, datasets, loads")
+    status = sub.add_parser("status", help="datasets, nodes, jobs reading now, loads")
+    status.add_argument("--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",
+                        help="redraw every SECONDS (default 2) until Ctrl-C")
+    status.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    status.add_argument("--json", action="store_true", help="print the raw status JSON")
     describe = sub.add_parser("describe", help="one dataset with its slices")
     describe.add_argument("name")
     evict = sub.add_parser("evict", help="drop a dataset from the cache")
@@ -141,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "datasets":
                 _print(client.datasets())
             elif args.command == "status":
-                _print(client.status())
+                return cmd_status(args, client)
             elif args.command == "describe":
                 _print(client.describe(args.name))
             elif args.command == "evict":

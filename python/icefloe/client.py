@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from . import _malloc
+from . import _malloc, _stall
 from ._failover import Recovery, is_break, named, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, encode
@@ -335,6 +335,7 @@ class Client:
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
                    as_numpy: bool = False,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
+                   job: str | None = None,
                    **plan: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
@@ -350,6 +351,10 @@ class Client:
         not yet complete, on another replica or once the head has repaired
         the rows (bounded: ``failover_timeout_s``, ``failover_attempts``):
         the batches are exactly those of an epoch without the fault.
+
+        The time the caller waits for each batch is reported to the head in
+        the background under ``job`` (default: ``$ICEFLOE_JOB``, else the
+        Kubeflow TrainJob; see :mod:`icefloe._stall`).
         """
         from ._pieces import merged_batches
 
@@ -378,10 +383,27 @@ class Client:
             return [self._endpoint_reader(e, name) for e in fresh.endpoints]
 
         recovery = self._recovery(name, "epoch")
-        yield from merged_batches(open_streams, int(shape["worker_batches"]),
-                                  first=int(shape.get("first_batch", 0)), transform=transform,
-                                  prefetch=max(0, prefetch), dataset=name,
-                                  recover=recovery.broken)
+        meter = self._stall_meter(name, job, plan, info)
+        if meter is not None:
+            transform = _counting(meter, transform)
+        batches = merged_batches(open_streams, int(shape["worker_batches"]),
+                                 first=int(shape.get("first_batch", 0)), transform=transform,
+                                 prefetch=max(0, prefetch), dataset=name,
+                                 recover=recovery.broken)
+        yield from (batches if meter is None else _stall.metered(batches, meter))
+
+    def _stall_meter(self, name: str, job: str | None, plan: dict[str, Any],
+                     info: flight.FlightInfo) -> _stall.ConsumerMeter | None:
+        interval_s = _stall.report_interval_s()
+        if interval_s <= 0:
+            return None
+        submit = _stall.submitter(self.head_uri, self._headers, self._connect_kwargs)
+        nodes = [loc.uri.decode() for e in info.endpoints for loc in e.locations]
+        return _stall.ConsumerMeter(submit, job=_stall.job_name(job), dataset=name,
+                                    rank=int(plan.get("rank", 0)),
+                                    worker=int(plan.get("worker", 0)),
+                                    world_size=int(plan.get("world_size", 1)), nodes=nodes,
+                                    interval_s=interval_s)
 
     def take(self, name: str, rows: list[int] | Any) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
@@ -453,6 +475,16 @@ def _check_same_epoch(name: str, shape: dict[str, Any], again: dict[str, Any]) -
 
 def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: d.get(k) for k in keys}
+
+
+def _counting(meter: _stall.ConsumerMeter,
+              transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
+    """``transform`` that also tells ``meter`` each batch's rows (in order)."""
+    def count(batch: pa.RecordBatch) -> Any:
+        meter.count_rows(batch.num_rows)
+        return batch if transform is None else transform(batch)
+
+    return count
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

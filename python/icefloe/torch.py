@@ -176,7 +176,9 @@ class CacheDataset(_ClusterClient, IterableDataset):
     are consecutive rows) or ``"sample"`` (a pseudo-random permutation of all
     rows). ``block_rows`` and ``window_blocks`` tune the window and block
     modes (docs/epochs.md). Call :meth:`set_epoch` before each epoch (it
-    reaches ``persistent_workers`` too).
+    reaches ``persistent_workers`` too). ``job`` names the training job in
+    the head's stall metrics (default ``$ICEFLOE_JOB``, else the Kubeflow
+    TrainJob).
     Override :meth:`to_tensors` to change how a record batch becomes a
     sample.
 
@@ -210,6 +212,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         shuffle_within_block: bool = False,
         window_blocks: int | None = None,
         client_options: dict[str, Any] | None = None,
+        job: str | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -228,6 +231,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         self.shuffle_within_block = shuffle_within_block
         self.window_blocks = window_blocks
         self.client_options = client_options
+        self.job = job  # stall reports' job (icefloe._stall.job_name)
         self._token = token
         self._tls_root_certs = tls_root_certs
         self.epoch = 0
@@ -335,7 +339,8 @@ class CacheDataset(_ClusterClient, IterableDataset):
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
-                                              prefetch=prefetch, transform=prepare, **plan):
+                                              prefetch=prefetch, transform=prepare, job=self.job,
+                                              **plan):
             self._yielded += 1
             yield item if default else self.to_tensors(item)
 

@@ -82,6 +82,11 @@ void AddHealthRoutes(HttpServer* http, HealthRoutes routes) {
   http->Get("/status", [status = routes.status] {
     return HttpResponse{200, status(), "application/json"};
   });
+  if (routes.page) {
+    http->Get("/", [page = routes.page] {
+      return HttpResponse{200, page(), "text/html; charset=utf-8"};
+    });
+  }
 }
 
 int ServerMain(const char* program, FlagParser* parser, int argc, char** argv,

@@ -45,14 +45,15 @@ std::string AdvertisedLocation(const ServerSettings& settings, int port);
 arrow::Status InitFlightServer(arrow::flight::FlightServerBase* server,
                                const ServerSettings& settings);
 
-/// What the HTTP side port reports: /ready, /metrics and /status bodies.
+/// What the HTTP side port reports: /ready, /metrics, /status and / bodies.
 struct HealthRoutes {
   std::function<std::pair<bool, std::string>()> ready;
   std::function<std::string()> metrics;  ///< Prometheus text
   std::function<std::string()> status;   ///< JSON
+  std::function<std::string()> page;     ///< HTML for /; empty: no page
 };
 /// Registers /healthz, /ready (200 "ready" or 503 "not ready: <reason>"),
-/// /metrics and /status.
+/// /metrics, /status and (with a page) /.
 void AddHealthRoutes(HttpServer* http, HealthRoutes routes);
 
 /// The common main(): parses flags (exit 2 with the message on bad ones),

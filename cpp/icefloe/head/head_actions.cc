@@ -61,7 +61,10 @@ arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
               {"list", "Every dataset (JSON array of descriptions)."},
               {"describe", "One dataset with its slice map: {name}."},
               {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
-              {"status", "Nodes, datasets and loads in progress."},
+              {"status", "Nodes, datasets, loads and jobs reading now."},
+              {"job.report",
+               "A consumer's reading of the last seconds: {job, rank, worker, rows, wait_us, "
+               "elapsed_us, ...}; feeds the per-job stall metrics."},
               {"node.register", "Data nodes only (signed): announce a node and its status."}};
   return arrow::Status::OK();
 }
@@ -83,7 +86,7 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
   }
   if (type == "load") {
     ARROW_ASSIGN_OR_RAISE(LoadRequest request, LoadRequest::Parse(body));
-    ARROW_ASSIGN_OR_RAISE(auto job, coordinator_.Load(request));
+    ARROW_ASSIGN_OR_RAISE(auto job, Load(request));
     *result = std::make_unique<LoadProgressStream>(std::move(job));
     return arrow::Status::OK();
   }
@@ -119,6 +122,11 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
     *result = JsonResult(ClusterStatus());
     return arrow::Status::OK();
   }
+  if (type == "job.report") {
+    ARROW_RETURN_NOT_OK(ReportJob(body));
+    *result = JsonResult({{"ok", true}});
+    return arrow::Status::OK();
+  }
   if (type == "node.register") {
     ARROW_RETURN_NOT_OK(Register(context, body));
     *result = JsonResult({{"ok", true}});
@@ -133,6 +141,19 @@ arrow::Status HeadServer::Register(const flight::ServerCallContext& context,
   // Parsed whole before the registry sees it: a bad status registers nothing.
   ARROW_ASSIGN_OR_RAISE(RegisterRequest request, RegisterRequest::Parse(body));
   registry_.Heartbeat(request.location, request.status);
+  return arrow::Status::OK();
+}
+
+arrow::Status HeadServer::ReportJob(const std::string& body) {
+  auto report = icefloe::JobReport::Parse(body);
+  if (!report.ok()) {
+    metrics_.JobReported("invalid");
+    return report.status();
+  }
+  // Over a bound (jobs, consumers) the report is dropped, not refused: the
+  // consumer sends fire-and-forget and must never notice.
+  const bool accepted = jobs_.Report(*report, std::chrono::steady_clock::now());
+  metrics_.JobReported(accepted ? "accepted" : "dropped");
   return arrow::Status::OK();
 }
 

@@ -9,6 +9,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/head/flight_node_rpc.h"
+#include "icefloe/head/status_page.h"
 #include "icefloe/iceberg/scan.h"
 
 namespace icefloe {
@@ -50,6 +51,7 @@ HeadServer::HeadServer(HeadOptions options)
       ticket_key_(options_.security.TicketKey()),
       first_generation_(InitialGeneration()),
       io_(options_.io),
+      jobs_(options_.jobs),
       rpc_(RpcOf(options_)),
       calls_("the node-call pool", options_.node_call_threads,
              static_cast<size_t>(options_.max_queued_node_calls)),
@@ -60,6 +62,7 @@ HeadServer::HeadServer(HeadOptions options)
           options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
           [this](const std::string& name) { return coordinator_.Loading(name); },
           first_generation_) {
+  metrics_.registry().OnScrape([this] { RefreshMetrics(); });
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
   if (ticket_key_.empty()) {
     LogWarn(
@@ -94,7 +97,13 @@ void HeadServer::StopBackground() {
 }
 
 arrow::Result<std::shared_ptr<LoadJob>> HeadServer::Load(const LoadRequest& request) {
-  return coordinator_.Load(request);
+  auto job = coordinator_.Load(request);
+  if (job.ok()) {
+    metrics_.Track(*job);
+  } else {
+    metrics_.LoadRefused(job.status());
+  }
+  return job;
 }
 
 std::pair<bool, std::string> HeadServer::Ready() const {
@@ -119,51 +128,43 @@ std::pair<bool, std::string> HeadServer::Ready() const {
 }
 
 json HeadServer::ClusterStatus() const {
+  metrics_.PollLoads();
   json datasets = json::array();
-  for (const auto& e : catalog_.All()) datasets.push_back(e->ToJson(false));
+  for (const auto& e : catalog_.All()) {
+    json d = e->ToJson(false);
+    json per_node = json::object();
+    for (const auto& slice : e->slices) {
+      for (const auto& node : slice.nodes) {
+        per_node[node] = per_node.value(node, 0) + 1;
+      }
+    }
+    d["slices_per_node"] = std::move(per_node);
+    datasets.push_back(std::move(d));
+  }
+  json jobs = json::array();
+  for (const auto& j : jobs_.Summaries(std::chrono::steady_clock::now())) {
+    jobs.push_back(j.ToJson());
+  }
   auto [ready, reason] = Ready();
   return {{"nodes", registry_.ToJson()},
           {"datasets", datasets},
           {"loads", coordinator_.Loads()},
+          {"recent_loads", metrics_.RecentLoads()},
+          {"jobs", jobs},
           {"ready", ready},
           {"reason", reason},
           {"recovering", adopter_.recovering()}};
 }
 
-std::string HeadServer::Metrics() const {
-  int64_t nodes = 0, alive = 0, datasets = 0, rows = 0, bytes = 0;
-  int64_t degraded = 0, healing = 0, slices_missing = 0, replicas_missing = 0;
-  for (const auto& n : registry_.Snapshot()) {
-    ++nodes;
-    alive += n.state == NodeState::kAlive ? 1 : 0;
-  }
-  for (const auto& d : catalog_.All()) {
-    ++datasets;
-    rows += d->num_rows;
-    bytes += d->nbytes;
-    degraded += d->state == "degraded" ? 1 : 0;
-    healing += d->state == "healing" ? 1 : 0;
-    slices_missing += d->slices_missing;
-    replicas_missing += d->replicas_missing;
-  }
-  std::string out;
-  auto gauge = [&out](const char* name, int64_t v) {
-    out += std::string("# TYPE ") + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
-  };
-  gauge("icefloe_head_nodes", nodes);
-  gauge("icefloe_head_nodes_alive", alive);
-  gauge("icefloe_head_datasets", datasets);
-  gauge("icefloe_head_loads_running", static_cast<int64_t>(coordinator_.Loads().size()));
-  gauge("icefloe_head_dataset_rows", rows);
-  gauge("icefloe_head_dataset_bytes", bytes);
-  gauge("icefloe_head_ready", Ready().first ? 1 : 0);
-  // Heal (issue 14): datasets that lost rows, and how many.
-  gauge("icefloe_head_datasets_degraded", degraded);
-  gauge("icefloe_head_datasets_healing", healing);
-  gauge("icefloe_head_slices_missing", slices_missing);
-  gauge("icefloe_head_replicas_missing", replicas_missing);
-  return out;
+std::string HeadServer::StatusPage() const { return RenderStatusPage(ClusterStatus()); }
+
+void HeadServer::RefreshMetrics() const {
+  metrics_.PollLoads();
+  metrics_.SetState(registry_.Snapshot(), catalog_.All(), coordinator_.Loads().size(),
+                    Ready().first, jobs_.Summaries(std::chrono::steady_clock::now()));
 }
+
+std::string HeadServer::Metrics() const { return metrics_.registry().Scrape(); }
 
 arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::Lookup(
     const std::string& name) const {
@@ -222,15 +223,23 @@ arrow::Status HeadServer::GetFlightInfo(const flight::ServerCallContext&,
                                         const flight::FlightDescriptor& request,
                                         std::unique_ptr<flight::FlightInfo>* info) {
   ARROW_RETURN_NOT_OK(adopter_.CheckServing());
-  auto out = Info(request);
+  const auto started = std::chrono::steady_clock::now();
+  const char* kind = "invalid";
+  auto out = Info(request, &kind);
+  metrics_.FlightInfo(kind, std::chrono::steady_clock::now() - started, out.status());
   if (!out.ok()) return ToWireStatus(out.status());
   *info = std::make_unique<flight::FlightInfo>(std::move(*out));
   return arrow::Status::OK();
 }
 
-arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescriptor& request) const {
+arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescriptor& request,
+                                                   const char** kind) const {
   if (request.type == flight::FlightDescriptor::PATH) {
-    if (request.path.size() != 1 || !catalog_.Find(request.path[0])) return KubeflowInfo(request);
+    if (request.path.size() != 1 || !catalog_.Find(request.path[0])) {
+      *kind = "kubeflow";
+      return KubeflowInfo(request);
+    }
+    *kind = "path";
     ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(request.path[0]));
     return RangeInfo(*entry, request, 0, static_cast<uint64_t>(entry->num_rows));
   }
@@ -238,8 +247,15 @@ arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescripto
     return arrow::Status::Invalid("descriptor: expected a CMD or PATH descriptor");
   }
   ARROW_ASSIGN_OR_RAISE(Descriptor descriptor, ParseDescriptor(request.cmd));
-  if (auto* epoch = std::get_if<EpochDescriptor>(&descriptor)) return EpochInfo(*epoch, request);
-  if (auto* rows = std::get_if<RowsDescriptor>(&descriptor)) return RowsInfo(*rows, request);
+  if (auto* epoch = std::get_if<EpochDescriptor>(&descriptor)) {
+    *kind = "epoch";
+    return EpochInfo(*epoch, request);
+  }
+  if (auto* rows = std::get_if<RowsDescriptor>(&descriptor)) {
+    *kind = "rows";
+    return RowsInfo(*rows, request);
+  }
+  *kind = "range";
   const auto& range = std::get<RangeDescriptor>(descriptor);
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset));
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);

@@ -32,6 +32,8 @@
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/adopter.h"
 #include "icefloe/head/catalog.h"
+#include "icefloe/head/head_metrics.h"
+#include "icefloe/head/jobs.h"
 #include "icefloe/head/load_coordinator.h"
 #include "icefloe/head/node_rpc.h"
 #include "icefloe/head/registry.h"
@@ -52,6 +54,8 @@ struct HeadOptions {
   /// calls may wait for one.
   int32_t node_call_threads = 16;
   int32_t max_queued_node_calls = 4096;
+  /// Bounds of the per-job stall table (job.report).
+  JobOptions jobs;
   /// Dataset that Kubeflow PATH descriptors [index, total] shard.
   std::string default_dataset;
   /// A dataset to load at start-up (Kubeflow mode), retried with backoff
@@ -80,12 +84,15 @@ class HeadServer : public arrow::flight::FlightServerBase {
   /// Returns the final error when it never succeeds.
   arrow::Status RunStartupLoad() EXCLUDES(startup_mu_);
 
-  /// Nodes, datasets, loads, readiness.
+  /// Nodes, datasets (with slices per node), loads running and recently
+  /// finished, jobs reading (job.report), readiness.
   nlohmann::json ClusterStatus() const;
+  /// The status page (GET /): ClusterStatus() as HTML (status_page.h).
+  std::string StatusPage() const;
   /// Ready when at least one node is alive, no static node is missing and the
   /// start-up dataset (if any) is loaded.
   std::pair<bool, std::string> Ready() const EXCLUDES(startup_mu_);
-  /// Prometheus text for /metrics.
+  /// Prometheus text for /metrics (head_metrics.h).
   std::string Metrics() const;
   const NodeRegistry& registry() const { return registry_; }
 
@@ -107,8 +114,10 @@ class HeadServer : public arrow::flight::FlightServerBase {
  private:
   // head_server.cc
   arrow::Result<std::shared_ptr<const DatasetEntry>> Lookup(const std::string& name) const;
-  arrow::Result<arrow::flight::FlightInfo> Info(
-      const arrow::flight::FlightDescriptor& request) const;
+  /// `kind` names the descriptor for metrics.
+  arrow::Result<arrow::flight::FlightInfo> Info(const arrow::flight::FlightDescriptor& request,
+                                                const char** kind) const;
+  void RefreshMetrics() const;
   arrow::Result<std::shared_ptr<const DatasetEntry>> DatasetOf(
       const arrow::flight::FlightDescriptor& descriptor) const;
   // range_info.cc
@@ -127,12 +136,16 @@ class HeadServer : public arrow::flight::FlightServerBase {
                           const arrow::flight::Action& action,
                           std::unique_ptr<arrow::flight::ResultStream>* result);
   arrow::Status Register(const arrow::flight::ServerCallContext& context, const std::string& body);
+  arrow::Status ReportJob(const std::string& body);
 
   const HeadOptions options_;
   const std::string ticket_key_;
   const uint64_t first_generation_;  // this head's first: newer than any before a restart
   iceberg::FileIO io_;
   Catalog catalog_;
+  // Metrics and job reports change on const paths (a scrape, a status).
+  mutable HeadMetrics metrics_;
+  mutable JobTable jobs_;
   // Declaration order is destruction order in reverse: the coordinator and
   // the registry use the pool and the rpc, so they go first.
   std::shared_ptr<NodeRpc> rpc_;

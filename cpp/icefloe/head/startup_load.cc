@@ -41,7 +41,7 @@ arrow::Status HeadServer::RunStartupLoad() {
     if (adopter_.recovering()) all_nodes = false;
     if (all_nodes) {
       if (set_state("loading")) return arrow::Status::Cancelled("shutting down");
-      auto job = coordinator_.Load(request);
+      auto job = Load(request);
       if (job.ok()) {
         while (!(*job)->Wait(std::chrono::milliseconds(500))) {
         }

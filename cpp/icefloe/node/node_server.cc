@@ -1,6 +1,7 @@
 #include "icefloe/node/node_server.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <arrow/flight/types.h>
 #include <arrow/record_batch.h>
@@ -33,13 +34,46 @@ class SnapshotReader : public arrow::RecordBatchReader {
       return arrow::Status::OK();
     }
     *batch = std::move(batches_[next_++]);
+    last_rows_ = (*batch)->num_rows();
     return arrow::Status::OK();
   }
+  /// Rows of the batch ReadNext() returned last.
+  int64_t last_rows() const { return last_rows_; }
 
  private:
   std::shared_ptr<const CachedDataset> dataset_;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
   size_t next_ = 0;
+  int64_t last_rows_ = 0;
+};
+
+// A range stream (Flight's RecordBatchStream: dictionaries included) that
+// reports every record batch it sends to the node's metrics.
+class MeteredRangeStream : public flight::FlightDataStream {
+ public:
+  MeteredRangeStream(std::shared_ptr<SnapshotReader> reader, std::unique_ptr<StreamMeter> meter)
+      : reader_(reader), inner_(std::move(reader)), meter_(std::move(meter)) {}
+
+  std::shared_ptr<arrow::Schema> schema() override { return inner_.schema(); }
+  arrow::Result<flight::FlightPayload> GetSchemaPayload() override {
+    return inner_.GetSchemaPayload();
+  }
+  arrow::Result<flight::FlightPayload> Next() override {
+    const auto started = std::chrono::steady_clock::now();
+    auto payload = inner_.Next();
+    if (!payload.ok()) {
+      meter_->Failed(payload.status());
+    } else if (payload->ipc_message.type == arrow::ipc::MessageType::RECORD_BATCH) {
+      meter_->Batch(reader_->last_rows(), payload->ipc_message.body_length,
+                    std::chrono::steady_clock::now() - started, /*gathered=*/false);
+    }
+    return payload;
+  }
+
+ private:
+  std::shared_ptr<SnapshotReader> reader_;
+  flight::RecordBatchStream inner_;
+  std::unique_ptr<StreamMeter> meter_;
 };
 
 // Cached data lives for hours while loads churn through decode buffers:
@@ -60,10 +94,14 @@ NodeServer::NodeServer(NodeOptions options)
       base_pool_(BasePool()),
       gather_pool_(std::make_shared<TrackingPool>(budget_, "gathers", base_pool_)),
       io_(options_.io),
+      metrics_(std::make_shared<NodeMetrics>()),
       advertised_location_(options_.advertised_location),
       loads_(options_.loads, [this](const NodeLoadRequest& request, LoadProgress* progress) {
         return LoadForManager(request, progress);
-      }) {}
+      }) {
+  metrics_->registry().OnScrape(
+      [this] { metrics_->SetStatus(Status(), gather_pool_->bytes_allocated()); });
+}
 
 NodeServer::~NodeServer() { StopBackground(); }
 
@@ -75,6 +113,8 @@ void NodeServer::set_advertised_location(std::string location) {
 }
 
 void NodeServer::Put(std::shared_ptr<const CachedDataset> dataset) {
+  metrics_->Published(static_cast<int64_t>(dataset->num_rows()),
+                      static_cast<int64_t>(dataset->nbytes()));
   std::shared_ptr<const CachedDataset> replaced;  // released outside the lock
   MutexLock lock(&mu_);
   auto& slot = datasets_[dataset->name()];
@@ -121,32 +161,7 @@ NodeStatus NodeServer::Status() const {
   return status;
 }
 
-std::string NodeServer::Metrics() const {
-  NodeStatus status = Status();
-  std::string out;
-  out += "# TYPE icefloe_node_memory_used_bytes gauge\nicefloe_node_memory_used_bytes " +
-         std::to_string(status.memory_used_bytes) + "\n";
-  out += "# TYPE icefloe_node_memory_limit_bytes gauge\nicefloe_node_memory_limit_bytes " +
-         std::to_string(status.memory_limit_bytes) + "\n";
-  out += "# TYPE icefloe_node_gather_bytes gauge\nicefloe_node_gather_bytes " +
-         std::to_string(gather_pool_->bytes_allocated()) + "\n";
-  out += "# TYPE icefloe_node_datasets gauge\nicefloe_node_datasets " +
-         std::to_string(status.datasets.size()) + "\n";
-  out += "# TYPE icefloe_node_dataset_bytes gauge\n";
-  for (const auto& d : status.datasets) {
-    std::string name;  // a label value: escape what Prometheus text needs escaped
-    for (char c : d.name) {
-      if (c == '\\' || c == '"') name.push_back('\\');
-      if (c == '\n') {
-        name += "\\n";
-        continue;
-      }
-      name.push_back(c);
-    }
-    out += "icefloe_node_dataset_bytes{dataset=\"" + name + "\"} " + std::to_string(d.bytes) + "\n";
-  }
-  return out;
-}
+std::string NodeServer::Metrics() const { return metrics_->registry().Scrape(); }
 
 std::pair<bool, std::string> NodeServer::Ready() const {
   if (options_.default_dataset.empty()) return {true, "ready"};
@@ -193,7 +208,13 @@ arrow::Status NodeServer::ListFlights(const flight::ServerCallContext&, const fl
 arrow::Status NodeServer::DoGet(const flight::ServerCallContext& context,
                                 const flight::Ticket& request,
                                 std::unique_ptr<flight::FlightDataStream>* stream) {
-  return ToWireStatus(ServeTicket(request, stream));
+  arrow::Status st = ServeTicket(request, stream);
+  if (!st.ok()) metrics_->Error("DoGet", st);
+  return ToWireStatus(st);
+}
+
+std::unique_ptr<StreamMeter> NodeServer::Meter(StreamKind kind) const {
+  return std::make_unique<StreamMeter>(metrics_, kind);
 }
 
 arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
@@ -209,8 +230,9 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
     ARROW_ASSIGN_OR_RAISE(auto dataset, Get(options_.default_dataset));
     RowRange range{kf.start, kf.end < kf.start ? kf.start : kf.end + 1};
     if (kf.end == UINT64_MAX) range.stop = UINT64_MAX;
-    *stream = std::make_unique<flight::RecordBatchStream>(
-        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range)));
+    *stream = std::make_unique<MeteredRangeStream>(
+        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range)),
+        Meter(StreamKind::kRange));
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(NativeTicket ticket, DecodeNativeTicket(request.ticket, ticket_key_));
@@ -222,20 +244,20 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
   }
   if (ticket.header.kind == TicketKind::kPlan) {
     ARROW_ASSIGN_OR_RAISE(PlanTicket plan, DecodePlanBody(ticket.body));
-    ARROW_ASSIGN_OR_RAISE(*stream,
-                          MakePlanStream(std::move(dataset), std::move(plan), gather_pool_));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
+                                                  Meter(StreamKind::kPlan)));
     return arrow::Status::OK();
   }
   if (ticket.header.kind == TicketKind::kRows) {
     ARROW_ASSIGN_OR_RAISE(RowsTicket rows, DecodeRowsBody(ticket.body));
-    ARROW_ASSIGN_OR_RAISE(*stream,
-                          MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_,
+                                                  Meter(StreamKind::kRows)));
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));
   auto batches = dataset->Slice(range);
   auto reader = std::make_shared<SnapshotReader>(dataset, std::move(batches));
-  *stream = std::make_unique<flight::RecordBatchStream>(std::move(reader));
+  *stream = std::make_unique<MeteredRangeStream>(std::move(reader), Meter(StreamKind::kRange));
   return arrow::Status::OK();
 }
 

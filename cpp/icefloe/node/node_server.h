@@ -34,6 +34,7 @@
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/node/dataset.h"
 #include "icefloe/node/load_manager.h"
+#include "icefloe/node/node_metrics.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -73,7 +74,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
   bool Idle() const;
   /// Ready to serve: holds the default dataset when one is configured.
   std::pair<bool, std::string> Ready() const EXCLUDES(mu_);
-  /// Prometheus text for /metrics.
+  /// Prometheus text for /metrics (node_metrics.h).
   std::string Metrics() const;
   /// Cancels loads and joins the load pool. Idempotent.
   void StopBackground();
@@ -93,6 +94,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
  private:
   arrow::Status ServeTicket(const arrow::flight::Ticket& request,
                             std::unique_ptr<arrow::flight::FlightDataStream>* stream);
+  std::unique_ptr<StreamMeter> Meter(StreamKind kind) const;
   // node_actions.cc
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
                           const arrow::flight::Action& action,
@@ -112,6 +114,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
   std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;
+  std::shared_ptr<NodeMetrics> metrics_;  // shared with the streams it meters
   mutable Mutex mu_;
   std::string advertised_location_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);

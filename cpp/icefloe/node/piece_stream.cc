@@ -1,6 +1,7 @@
 #include "icefloe/node/piece_stream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -18,6 +19,7 @@ namespace {
 struct Piece {
   std::shared_ptr<arrow::RecordBatch> batch;
   PieceInfo info;
+  bool gathered = false;  // rows copied from scattered places (for metrics)
 };
 
 // Batches with more scattered runs than this are gathered into one piece.
@@ -32,11 +34,13 @@ class PieceStream : public flight::FlightDataStream {
   using Producer = std::function<arrow::Result<bool>(std::deque<Piece>*)>;
 
   PieceStream(std::shared_ptr<const CachedDataset> dataset,
-              std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next)
+              std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next,
+              std::unique_ptr<StreamMeter> meter)
       : gather_pool_(std::move(gather_pool)),
         dataset_(std::move(dataset)),
         next_(std::move(next)),
-        mapper_(*dataset_->schema()) {}
+        mapper_(*dataset_->schema()),
+        meter_(std::move(meter)) {}
 
   std::shared_ptr<arrow::Schema> schema() override { return dataset_->schema(); }
 
@@ -48,16 +52,8 @@ class PieceStream : public flight::FlightDataStream {
   }
 
   arrow::Result<flight::FlightPayload> Next() override {
-    while (pending_.empty()) {
-      ARROW_ASSIGN_OR_RAISE(bool more, next_(&pending_));
-      if (!more) return flight::FlightPayload{};  // end of stream: null metadata
-    }
-    Piece piece = std::move(pending_.front());
-    pending_.pop_front();
-    flight::FlightPayload payload;
-    ARROW_RETURN_NOT_OK(
-        arrow::ipc::GetRecordBatchPayload(*piece.batch, options_, &payload.ipc_message));
-    payload.app_metadata = arrow::Buffer::FromString(EncodePieceMetadata(piece.info));
+    auto payload = NextPayload();
+    if (meter_ && !payload.ok()) meter_->Failed(payload.status());
     return payload;
   }
 
@@ -68,6 +64,26 @@ class PieceStream : public flight::FlightDataStream {
   arrow::ipc::DictionaryFieldMapper mapper_;
   arrow::ipc::IpcWriteOptions options_ = arrow::ipc::IpcWriteOptions::Defaults();
   std::deque<Piece> pending_;
+  std::unique_ptr<StreamMeter> meter_;  // null: not metered (unit tests)
+
+  arrow::Result<flight::FlightPayload> NextPayload() {
+    const auto started = std::chrono::steady_clock::now();
+    while (pending_.empty()) {
+      ARROW_ASSIGN_OR_RAISE(bool more, next_(&pending_));
+      if (!more) return flight::FlightPayload{};  // end of stream: null metadata
+    }
+    Piece piece = std::move(pending_.front());
+    pending_.pop_front();
+    flight::FlightPayload payload;
+    ARROW_RETURN_NOT_OK(
+        arrow::ipc::GetRecordBatchPayload(*piece.batch, options_, &payload.ipc_message));
+    payload.app_metadata = arrow::Buffer::FromString(EncodePieceMetadata(piece.info));
+    if (meter_) {
+      meter_->Batch(piece.batch->num_rows(), payload.ipc_message.body_length,
+                    std::chrono::steady_clock::now() - started, piece.gathered);
+    }
+    return payload;
+  }
 };
 
 void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t length) {
@@ -89,7 +105,7 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32
   ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order));
   PieceInfo info{batch, batch_rows, {}};
   for (uint32_t i : order) AppendPieceRun(&info.runs, offsets[i], 1);
-  out->push_back({std::move(gathered), std::move(info)});
+  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true});
   return arrow::Status::OK();
 }
 
@@ -168,7 +184,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool) {
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   if (ticket.batch_end > shape.worker_batches) {
     return arrow::Status::Invalid("plan ticket asks for batches up to ", ticket.batch_end,
@@ -188,12 +204,12 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     return true;
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
-                                       std::move(producer));
+                                       std::move(producer), std::move(meter));
 }
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool) {
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter) {
   auto next = std::make_shared<size_t>(0);
   const CachedDataset* ds = dataset.get();
   arrow::MemoryPool* pool = gather_pool.get();
@@ -210,7 +226,7 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     return true;
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
-                                       std::move(producer));
+                                       std::move(producer), std::move(meter));
 }
 
 }  // namespace icefloe

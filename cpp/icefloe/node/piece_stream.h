@@ -13,6 +13,7 @@
 #include <arrow/result.h>
 
 #include "icefloe/node/dataset.h"
+#include "icefloe/node/node_metrics.h"
 #include "icefloe/protocol/plan_ticket.h"
 
 namespace icefloe {
@@ -21,14 +22,14 @@ namespace icefloe {
 /// the consumer, restricted to the ticket's owned ranges. KeyError when the
 /// node lacks owned rows it is asked for (a stale or misrouted ticket).
 /// Gathered rows are allocated from `gather_pool` (the node's budget), which
-/// the stream keeps alive.
+/// the stream keeps alive. `meter` (may be null) hears of every batch sent.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool);
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr);
 
 /// The stream for a row ticket: the requested rows, gathered, in chunks.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool);
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr);
 
 }  // namespace icefloe

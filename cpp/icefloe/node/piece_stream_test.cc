@@ -54,5 +54,37 @@ TEST(PieceStream, GathersAreChargedToTheBudget) {
   EXPECT_EQ(roomy->used_bytes(), 0);
 }
 
+bool Has(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(PieceStream, MeterCountsRowsBytesAndGathers) {
+  auto metrics = std::make_shared<NodeMetrics>();
+  auto pool = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "gathers");
+  auto stream = MakeRowsStream(Dataset(10000), EveryOtherRow(10000), pool,
+                               std::make_unique<StreamMeter>(metrics, StreamKind::kRows));
+  ASSERT_TRUE(stream.ok());
+  EXPECT_TRUE(Has(metrics->registry().Scrape(), "icefloe_node_doget_streams_active 1"));
+  int64_t body_bytes = 0;
+  for (;;) {
+    auto payload = (*stream)->Next();
+    ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+    if (!payload->ipc_message.metadata) break;
+    body_bytes += payload->ipc_message.body_length;
+  }
+  stream->reset();
+  const std::string text = metrics->registry().Scrape();
+  EXPECT_TRUE(Has(text, "icefloe_node_served_rows_total{ticket=\"rows\"} 5000")) << text;
+  EXPECT_TRUE(
+      Has(text, "icefloe_node_served_bytes_total{ticket=\"rows\"} " + std::to_string(body_bytes)))
+      << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_gathered_rows_total 5000")) << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_gathers_total 1")) << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_doget_streams_total{ticket=\"rows\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_doget_streams_active 0")) << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_doget_first_batch_seconds_count{ticket=\"rows\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_served_rows_total{ticket=\"plan\"} 0")) << text;
+}
+
 }  // namespace
 }  // namespace icefloe

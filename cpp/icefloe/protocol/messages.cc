@@ -2,6 +2,7 @@
 
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/data_file_json.h"
+#include "icefloe/protocol/job_report.h"
 
 namespace icefloe {
 
@@ -416,7 +417,8 @@ std::vector<MessageSpec> AllMessageSpecs() {
           NodeEvict::Spec(),
           NodeEvictResult::Spec(),
           NodeRecordRequest::Spec(),
-          DataFileSpec()};
+          DataFileSpec(),
+          JobReport::Spec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
@@ -438,6 +440,7 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "node.evict") return NodeEvict::Parse(body).status();
   if (message == "node.evict reply") return NodeEvictResult::Parse(body).status();
   if (message == "node.record") return NodeRecordRequest::Parse(body).status();
+  if (message == "job.report") return JobReport::Parse(body).status();
   return arrow::Status::NotImplemented("no message '", message, "'");
 }
 

@@ -29,7 +29,8 @@ constexpr std::string_view kMessages[] = {"load",
                                           "node.commit",
                                           "node.commit reply",
                                           "node.evict",
-                                          "node.evict reply"};
+                                          "node.evict reply",
+                                          "job.report"};
 constexpr size_t kNumMessages = sizeof(kMessages) / sizeof(kMessages[0]);
 
 void Tickets(std::string_view bytes) {

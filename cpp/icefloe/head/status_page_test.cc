@@ -1,0 +1,66 @@
+#include "icefloe/head/status_page.h"
+
+#include <gtest/gtest.h>
+
+namespace icefloe {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(StatusPageTest, ShowsEverySectionAndEscapesNames) {
+  json status = {
+      {"ready", true},
+      {"reason", "ready"},
+      {"datasets",
+       {{{"name", "clicks<script>"},
+         {"state", "degraded"},
+         {"rows", 1234567},
+         {"bytes", 3 * 1024 * 1024},
+         {"slices_per_node", {{"grpc://n1:1", 2}, {"grpc://n2:2", 1}}}}}},
+      {"nodes",
+       {{{"location", "grpc://n1:1"},
+         {"state", "alive"},
+         {"memory_used_bytes", 900},
+         {"memory_limit_bytes", 1000},
+         {"last_seen_s", 0.4},
+         {"datasets", json::array()}}}},
+      {"jobs",
+       {{{"job", "train-7"},
+         {"datasets", {"clicks"}},
+         {"nodes", {"grpc://n1:1"}},
+         {"consumers", 4},
+         {"rows_per_s", 25000},
+         {"stall_ratio", 0.25},
+         {"worst_rank", 3},
+         {"worst_rank_stall_ratio", 0.5}}}},
+      {"loads", {{{"name", "big"}, {"phase", "loading"}, {"tasks_done", 3}, {"tasks_total", 10}}}},
+      {"recent_loads", {{{"name", "old"}, {"state", "failed"}, {"error", "IOError: gone"}}}}};
+  const std::string page = RenderStatusPage(status, 7);
+  EXPECT_NE(page.find("http-equiv=\"refresh\" content=\"7\""), std::string::npos);
+  EXPECT_NE(page.find("clicks&lt;script&gt;"), std::string::npos);
+  EXPECT_EQ(page.find("<script>"), std::string::npos);
+  EXPECT_NE(page.find("degraded"), std::string::npos);
+  EXPECT_NE(page.find("1,234,567"), std::string::npos);
+  EXPECT_NE(page.find("3.0 MiB"), std::string::npos);
+  EXPECT_NE(page.find("grpc://n2:2: 1"), std::string::npos);
+  EXPECT_NE(page.find("class=\"bar warn\"><span style=\"width:90.0%\""), std::string::npos);
+  EXPECT_NE(page.find("train-7"), std::string::npos);
+  EXPECT_NE(page.find("25,000"), std::string::npos);
+  EXPECT_NE(page.find("25.0 %"), std::string::npos);
+  EXPECT_NE(page.find("rank 3: 50.0 %"), std::string::npos);
+  EXPECT_NE(page.find("3/10 files"), std::string::npos);
+  EXPECT_NE(page.find("IOError: gone"), std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos);  // no external assets
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+}
+
+TEST(StatusPageTest, EmptyClusterSaysSo) {
+  const std::string page = RenderStatusPage({{"ready", false}, {"reason", "no data node"}});
+  EXPECT_NE(page.find("not ready"), std::string::npos);
+  EXPECT_NE(page.find("No datasets."), std::string::npos);
+  EXPECT_NE(page.find("No data nodes."), std::string::npos);
+  EXPECT_NE(page.find("No job has reported"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace icefloe

@@ -1,0 +1,100 @@
+// A data node's Prometheus metrics: what it served (bytes, rows, batches,
+// streams, gathers, latencies), what it loaded, its memory and its errors.
+//
+// Counters move where the work happens: every DoGet stream holds a
+// StreamMeter and reports each record batch it sends; Put() counts what a
+// load published. Gauges (memory, datasets, loads) are set from
+// NodeServer::Status() by a scrape hook. Names and meaning: docs/kubernetes.md.
+//
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <arrow/status.h>
+
+#include "icefloe/common/metrics.h"
+#include "icefloe/protocol/messages.h"
+
+namespace icefloe {
+
+/// What a DoGet stream serves: a row range (also Kubeflow tickets), an
+/// epoch plan or a list of rows. The value of the `ticket` label.
+enum class StreamKind { kRange, kPlan, kRows };
+
+class NodeMetrics {
+ public:
+  NodeMetrics();
+
+  /// Sets the gauges from a status (memory, datasets, loads); `gather_bytes`
+  /// is what gathers hold now. Call from a scrape hook.
+  void SetStatus(const NodeStatus& status, int64_t gather_bytes);
+  /// A dataset published by a load: `rows` and `bytes` now cached.
+  void Published(int64_t rows, int64_t bytes);
+  /// A failed RPC, by Arrow status code (a small fixed set of label values).
+  void Error(const char* rpc, const arrow::Status& status);
+
+  MetricsRegistry& registry() { return registry_; }
+
+ private:
+  friend class StreamMeter;
+  struct PerKind {
+    prometheus::Counter* bytes;
+    prometheus::Counter* rows;
+    prometheus::Counter* batches;
+    prometheus::Counter* streams;
+    prometheus::Histogram* first_batch;
+  };
+  PerKind& Of(StreamKind kind) { return kinds_[static_cast<int>(kind)]; }
+
+  MetricsRegistry registry_;
+  PerKind kinds_[3];
+  prometheus::Gauge* streams_active_;
+  prometheus::Histogram* batch_serve_;
+  prometheus::Counter* gathers_;
+  prometheus::Counter* gathered_rows_;
+  prometheus::Counter* loaded_bytes_;
+  prometheus::Counter* loaded_rows_;
+  prometheus::Counter* published_;
+  prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Gauge* memory_used_;
+  prometheus::Gauge* memory_limit_;
+  prometheus::Gauge* memory_staged_;
+  prometheus::Gauge* gather_bytes_;
+  prometheus::Gauge* datasets_;
+  prometheus::Family<prometheus::Gauge>* dataset_bytes_;
+  prometheus::Family<prometheus::Gauge>* dataset_rows_;
+  prometheus::Family<prometheus::Gauge>* loads_;
+  std::vector<std::pair<std::string, prometheus::Gauge*>> dataset_bytes_children_;
+  std::vector<std::pair<std::string, prometheus::Gauge*>> dataset_rows_children_;
+  std::vector<std::pair<std::string, prometheus::Gauge*>> loads_children_;
+};
+
+/// One DoGet stream's view of the node's metrics: active while it lives,
+/// then done. Used by one thread at a time (the stream's).
+class StreamMeter {
+ public:
+  StreamMeter(std::shared_ptr<NodeMetrics> metrics, StreamKind kind);
+  ~StreamMeter();
+  StreamMeter(const StreamMeter&) = delete;
+  StreamMeter& operator=(const StreamMeter&) = delete;
+
+  /// A record batch sent: its rows, its Arrow IPC body bytes, and how long
+  /// producing it took. The first one also records the latency since the
+  /// DoGet began; `gathered`: its rows were gathered (one copy).
+  void Batch(int64_t rows, int64_t body_bytes, std::chrono::steady_clock::duration serve,
+             bool gathered);
+  /// The stream failed after it started.
+  void Failed(const arrow::Status& status);
+
+ private:
+  std::shared_ptr<NodeMetrics> metrics_;
+  StreamKind kind_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  bool first_ = true;
+};
+
+}  // namespace icefloe

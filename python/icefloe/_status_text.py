@@ -1,0 +1,71 @@
+"""``icefloe status`` in a terminal: the status page's tables as text.
+
+Rendered from the head's ``status`` action (the same JSON the page on the
+head's HTTP port is drawn from): datasets, nodes, jobs reading now, loads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover - the loop returns
+
+
+def _bar(share: float, width: int = 10) -> str:
+    filled = round(min(max(share, 0.0), 1.0) * width)  # display only; the value is printed too
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _table(title: str, header: list[str], rows: list[list[str]], empty: str) -> str:
+    if not rows:
+        return f"{title}\n  {empty}\n"
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [title, "  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render(status: dict[str, Any]) -> str:
+    """The tables for one ``Client.status()``."""
+    ready = "ready" if status.get("ready") else f"NOT READY: {status.get('reason', '')}"
+    out = [f"head: {ready}\n"]
+    datasets = [[d.get("name", ""), d.get("state", ""), f"{d.get('rows', 0):,}",
+                 _bytes(d.get("bytes", 0)),
+                 ", ".join(f"{n} x{c}" for n, c in d.get("slices_per_node", {}).items())]
+                for d in status.get("datasets", [])]
+    out.append(_table("DATASETS", ["name", "state", "rows", "bytes", "slices per node"],
+                      datasets, "none"))
+    nodes = []
+    for n in status.get("nodes", []):
+        used, limit = n.get("memory_used_bytes", 0), n.get("memory_limit_bytes", 0)
+        memory = (f"{_bar(used / limit)} {_bytes(used)} of {_bytes(limit)}, "
+                  f"{_bytes(max(0, limit - used))} free" if limit > 0
+                  else f"{_bytes(used)} (no limit)")
+        seen = n.get("last_seen_s", -1)
+        nodes.append([n.get("location", ""), n.get("state", ""),
+                      "never" if seen < 0 else f"{seen:.1f}s ago", memory])
+    out.append(_table("NODES", ["node", "state", "heartbeat", "memory"], nodes, "none"))
+    jobs = [[j.get("job", ""), ", ".join(j.get("datasets", [])), str(j.get("consumers", 0)),
+             f"{j.get('rows_per_s', 0):,.0f}",
+             f"{_bar(j.get('stall_ratio', 0))} {100 * j.get('stall_ratio', 0):.1f}%",
+             f"rank {j.get('worst_rank', 0)}: {100 * j.get('worst_rank_stall_ratio', 0):.1f}%",
+             ", ".join(j.get("nodes", []))]
+            for j in status.get("jobs", [])]
+    out.append(_table("JOBS", ["job", "datasets", "consumers", "rows/s", "waiting on data",
+                               "worst rank", "nodes"], jobs,
+                      "no job has reported in the last two minutes"))
+    loads = [[load.get("name", ""), f"loading ({load.get('phase', '')})",
+              f"{load.get('tasks_done', 0)}/{load.get('tasks_total', 0)} files",
+              f"{load.get('seconds', 0):.1f}s"] for load in status.get("loads", [])]
+    loads += [[load.get("name", ""), load.get("state", ""),
+               load.get("error") or f"{load.get('rows', 0):,.0f} rows, "
+                                    f"{_bytes(load.get('bytes', 0))}",
+               f"{load.get('load_seconds', 0):.2f}s"] for load in status.get("recent_loads", [])]
+    out.append(_table("LOADS", ["dataset", "state", "progress", "time"], loads, "none"))
+    return "\n".join(out)
