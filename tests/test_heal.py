@@ -142,3 +142,30 @@ def test_replication_two_stays_readable_and_re_replicates(tmp_path, table):
         assert all(len(s["nodes"]) == 2 for s in healed["slices"])
         assert client.read("t").equals(oracle)
         assert held_bytes(client, healed) == healed["bytes"]
+
+
+def test_a_copy_adopted_after_a_head_restart_heals(tmp_path, table):
+    """A restarted head knows the copy only from its nodes' catalog records; it
+    re-plans the pinned snapshot to show the file map and to reload the scan
+    tasks of a node lost afterwards."""
+    t, oracle = table
+    with icefloe.LocalCluster(num_nodes=3, head_args=HEAD_ARGS,
+                              log_dir=tmp_path / "logs") as cluster:
+        with cluster.client() as client:
+            client.load("t", t.metadata_location, batch_size=4096)
+            before = client.describe("t")
+        cluster.kill_head()
+        cluster.restart_head()
+        with cluster.client() as client:
+            adopted = client.describe("t")
+            assert adopted["generation"] == before["generation"]
+            assert adopted["files"] == before["files"] and len(before["files"]) == FILES
+            lost = before["slices"][0]["nodes"][0]
+            cluster.kill_node(node_index(cluster, lost))
+            healed = wait_for(
+                client, "t",
+                lambda d: d["state"] == "ready" and all(lost not in s["nodes"]
+                                                        for s in d["slices"]),
+                "healed after the head restart")
+            assert healed["generation"] == before["generation"]
+            assert client.read("t").equals(oracle)  # exact rows, exact order
