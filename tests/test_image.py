@@ -385,3 +385,38 @@ def test_kubeflow_group_with_tls_and_token(image, table, tmp_path, secrets_dir):
                                  ",".join(f"{w}x{n}" for w, n in COMBOS), *roots, *token)
         assert_every_row_once(results, locations)
     print(f"\nTLS + token group: {time.monotonic() - started:.1f}s")
+
+
+def test_a_killed_worker_pod_replaced_by_an_empty_one_heals(image, table, tmp_path):
+    """A worker pod SIGKILLed and started again at the same address with
+    nothing in memory (what a StatefulSet does): the head, polling its static
+    workers, reloads the lost slices onto it, and every consumer again reads
+    every row exactly once through Kubeflow's own reading loop."""
+    data, metadata_loc = table
+    with Cluster(image, data, tmp_path, "k") as cluster:
+        pods = ["head"] + [f"worker-{i}" for i in range(1, WORKERS + 1)]
+        cluster.start("head", ["--heartbeat-timeout-ms", "1000"], metadata_loc)
+        for pod in pods[1:]:
+            cluster.start(pod, [], metadata_loc)
+        cluster.wait(pods, 120)
+        head = f"grpc://{SERVICE}:50051"
+        combos = ",".join(f"{w}x{n}" for w, n in COMBOS)
+        locations = {f"grpc://job-cache-0-{i}.{NAMESPACE}:50051" for i in range(1, WORKERS + 1)}
+        assert_every_row_once(cluster.client("read", head, "--combos", combos), locations)
+
+        victim = cluster.procs["worker-1"]
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=30)
+        cluster.start("worker-1", [], metadata_loc)  # the replacement pod: empty
+        cluster.wait(["worker-1"], 60)
+        deadline = time.monotonic() + 90
+        while True:  # bounded: until the head has healed the lost slices
+            results = cluster.client("read", head, "--combos", combos)
+            if not any("error" in r for r in results):
+                break
+            assert time.monotonic() < deadline, f"not healed: {results}\n{cluster.logs()}"
+            time.sleep(0.5)
+        assert_every_row_once(results, locations)
+        head_log = cluster.log("head").read_text(errors="replace")
+        assert "heal finished" in head_log, cluster.logs()
+        assert head_log.count("load started") == 1, cluster.logs()  # healed, not reloaded
