@@ -19,6 +19,7 @@ import os
 import random
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import pyarrow as pa
@@ -122,15 +123,19 @@ def _run(tmp_path, table, rng, num_nodes, replication, healing, failovers) -> No
             t.start()
         kills = 0
         try:
-            end = time.monotonic() + SECONDS
-            while time.monotonic() < end and kills < MAX_KILLS and len(results) < CONSUMERS:
+            # Runs SECONDS, and on (at most as long again) until a kill has
+            # broken a reader's stream: a run whose kills all fell between
+            # streams would test nothing.
+            start = time.monotonic()
+            while kills < MAX_KILLS and len(results) < CONSUMERS:
+                elapsed = time.monotonic() - start
+                if elapsed > 2 * SECONDS or (elapsed > SECONDS and failovers.count):
+                    break
                 time.sleep(rng.uniform(1.0, 6.0))
-                if healing:
-                    victim = rng.randrange(num_nodes)
-                elif len(holders) > 1:
-                    victim = _streaming(cluster, holders)  # the node readers use
-                else:
+                candidates = set(range(num_nodes)) if healing else holders
+                if len(candidates) < (1 if healing else 2):
                     continue
+                victim = _serving(cluster, candidates, rng)
                 gone = cluster.node_uris[victim]
                 cluster.kill_node(victim)
                 kills += 1
@@ -154,12 +159,25 @@ def _run(tmp_path, table, rng, num_nodes, replication, healing, failovers) -> No
         assert kills >= 1 and failovers.count >= 1 and epochs >= CONSUMERS
 
 
-def _streaming(cluster, holders: set[int]) -> int:
-    """The holder listed first for the first slice: the one readers stream from."""
-    with cluster.client() as client:
-        first = client.describe("t")["slices"][0]["nodes"]
-    return next(cluster.node_uris.index(u) for u in first
-                if u in cluster.node_uris and cluster.node_uris.index(u) in holders)
+def _serving(cluster, candidates: set[int], rng: random.Random) -> int:
+    """A candidate node serving a DoGet stream now (its
+    ``icefloe_node_doget_streams_active`` gauge), polled for up to 2 s; else
+    any candidate."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        busy = sorted(i for i in candidates if _streams_active(cluster.nodes[i].health) > 0)
+        if busy:
+            return rng.choice(busy)
+        time.sleep(0.01)
+    return rng.choice(sorted(candidates))
+
+
+def _streams_active(health_url: str) -> float:
+    with urllib.request.urlopen(health_url + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("icefloe_node_doget_streams_active"):
+                return float(line.split()[-1])
+    raise AssertionError(f"{health_url}/metrics has no icefloe_node_doget_streams_active")
 
 
 def _wait_replicated(cluster, replication: int, gone: str, timeout_s: float) -> None:
