@@ -12,6 +12,7 @@
 #include <arrow/type.h>
 #include <gtest/gtest.h>
 
+#include "icefloe/head/fake_scan_plan.h"
 #include "icefloe/head/load_coordinator.h"
 
 namespace icefloe {
@@ -182,22 +183,8 @@ class HoldingNodes : public NodeRpc {
 
 // Six tasks of 100 rows each.
 iceberg::ScanPlan SixTasks(const LoadRequest& r) {
-  iceberg::ScanPlan plan;
-  plan.metadata_location = r.source;
-  plan.table_uuid = "uuid-" + r.source;
-  plan.snapshot_id = 1;
-  plan.schema.fields.push_back(
-      {1, "id", true, iceberg::MakePrimitive(iceberg::TypeId::kLong), "", ""});
-  plan.projection = {1};
-  plan.arrow_schema = arrow::schema({arrow::field("id", arrow::int64(), false)});
-  for (int i = 0; i < 6; ++i) {
-    iceberg::ScanTask t;
-    t.data_file.file_path = "file:///t/" + std::to_string(i) + ".parquet";
-    t.data_file.record_count = 100;
-    t.data_file.file_size_in_bytes = 100;
-    plan.tasks.push_back(t);
-  }
-  return plan;
+  return FakeScanPlan(
+      r, 6, [](int) { return int64_t{100}; }, 100);
 }
 
 class HealTest : public ::testing::Test {

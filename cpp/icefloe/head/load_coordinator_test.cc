@@ -12,6 +12,8 @@
 #include <arrow/type.h>
 #include <gtest/gtest.h>
 
+#include "icefloe/head/fake_scan_plan.h"
+
 namespace icefloe {
 namespace {
 
@@ -185,24 +187,10 @@ class Gate {
   int waiting_ GUARDED_BY(mu_) = 0;
 };
 
+// Four tasks of 100, 101, 102 and 103 rows.
 iceberg::ScanPlan FourTaskPlan(const LoadRequest& r) {
-  iceberg::ScanPlan plan;
-  plan.metadata_location = r.source;
-  plan.table_uuid = "uuid-" + r.source;
-  plan.snapshot_id = 1;
-  plan.schema.fields.push_back(
-      {1, "id", true, iceberg::MakePrimitive(iceberg::TypeId::kLong), "", ""});
-  plan.projection = {1};
-  plan.filter = r.filter;
-  plan.arrow_schema = arrow::schema({arrow::field("id", arrow::int64(), false)});
-  for (int i = 0; i < 4; ++i) {
-    iceberg::ScanTask t;
-    t.data_file.file_path = "file:///t/" + std::to_string(i) + ".parquet";
-    t.data_file.record_count = 100 + i;
-    t.data_file.file_size_in_bytes = 1000;
-    plan.tasks.push_back(t);
-  }
-  return plan;
+  return FakeScanPlan(
+      r, 4, [](int i) { return int64_t{100} + i; }, 1000);
 }
 
 class LoadCoordinatorTest : public ::testing::Test {
