@@ -33,6 +33,7 @@ cannot be made they are reported as skipped and everything else still runs.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from typing import Any
 
@@ -149,6 +150,9 @@ def run(env: Env) -> dict[str, Any]:
                     failed[v] = f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
                     log(f"  {v}: skipped: {failed[v]}")
                     return None
+                if res["rows"] != desc["rows"]:  # wrong rows are a failure, not a figure
+                    raise RuntimeError(f"{v}: an epoch of {res['rows']:,} rows, the table "
+                                       f"has {desc['rows']:,}")
                 res["server_cpu_s_per_gb"] = (server_cpu(kind) - cpu0) / (res["bytes"] / 1e9)
                 return res
 
@@ -182,11 +186,14 @@ def _read(kind: str, args: dict[str, Any], peer: peers.Peers | None) -> dict[str
         return peers.run(peer, f"{kind}_epoch", args)
     if kind != "icefloe-2":
         return common.run_worker("epoch", {"kind": kind, **args})
-    # Two consumers at once: ranks 0 and 1 of a world of 2, each its own process.
-    procs = [common.start_worker("epoch", {"kind": "icefloe", **args},
-                                 env={"RANK": str(rank), "WORLD_SIZE": "2"})
-             for rank in range(2)]
-    res = [common.finish_worker(p, "epoch") for p in procs]
+    # Two consumers at once: ranks 0 and 1 of a world of 2, each its own process,
+    # both clocks started together once both have imported torch and icefloe.
+    with tempfile.TemporaryDirectory(prefix="icefloe-bench-barrier-") as barrier:
+        procs = [common.start_worker("epoch", {"kind": "icefloe", **args, "barrier": barrier,
+                                               "parties": 2},
+                                     env={"RANK": str(rank), "WORLD_SIZE": "2"})
+                 for rank in range(2)]
+        res = [common.finish_worker(p, "epoch") for p in procs]
     seconds = max(x["end_wall"] for x in res) - min(x["start_wall"] for x in res)
     rows, nbytes = sum(x["rows"] for x in res), sum(x["bytes"] for x in res)
     cpu = sum(x["cpu_seconds"] for x in res)

@@ -128,12 +128,30 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     raise ValueError(kind)
 
 
-def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]:
+def _barrier(path: str, parties: int, timeout_s: float = 120) -> None:
+    """Waits until `parties` processes have reached this point: each leaves a file in
+    directory `path` and polls for the others' (bounded by timeout_s)."""
+    import os
+    from pathlib import Path
+
+    Path(path, str(os.getpid())).touch()
+    deadline = time.monotonic() + timeout_s
+    while len(os.listdir(path)) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"barrier {path}: {len(os.listdir(path))} of {parties} arrived")
+        time.sleep(0.002)
+
+
+def epoch(kind: str, max_batches: int | None = None, barrier: str | None = None,
+          parties: int = 1, **a: Any) -> dict[str, Any]:
     """One whole epoch (or its first max_batches batches) into tensors: rows/s and
-    GB/s of tensor bytes delivered."""
+    GB/s of tensor bytes delivered. With `barrier`, the clock starts once `parties`
+    workers have imported everything and are ready (concurrent consumers)."""
     rows = nbytes = batches = 0
     first = None
     source = _source(kind, a)
+    if barrier is not None:
+        _barrier(barrier, parties)
     cpu0 = time.process_time()
     wall0 = time.time()
     t0 = time.perf_counter()
