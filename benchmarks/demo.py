@@ -59,8 +59,9 @@ def run(env: Env) -> dict[str, Any]:
     s3 = next((v for k, v in speedup.items() if "S3" in k), None)
     local = next((v for k, v in speedup.items() if "local" in k), None)
     rows = [[k, v["mb_per_s"], v["rows_per_s"], v["waiting_share"]] for k, v in steady.items()]
-    text = common.print_table(f"the demo (python -m icefloe.demo {' '.join(args)}), steady "
-                              f"state, {t.seconds:.0f} s",
+    how = " ".join(args) or "(defaults)"
+    text = common.print_table(f"the demo (python -m icefloe.demo {how}), steady state, "
+                              f"{t.seconds:.0f} s",
                               ["source", "MB/s", "rows/s", "waiting share"], rows)
     targets = [
         common.target("demo: icefloe / Parquet from S3 (MB/s, steady epochs)", ">=", 2, s3),
