@@ -68,6 +68,9 @@ def ensure(log: Callable[[str], None] = print, pins: Sequence[str] = PINS) -> Pe
                        capture_output=True, text=True, timeout=300)
         out = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *pins],
                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    except subprocess.CalledProcessError as exc:
+        return Peers(None, reason=f"python -m venv {root} failed ({exc.returncode}): "
+                                  f"{(exc.stderr or '').strip()[-300:]}")
     except (OSError, subprocess.SubprocessError) as exc:
         return Peers(None, reason=f"creating the peers' venv at {root} failed: {exc}")
     if out.returncode != 0:
