@@ -361,6 +361,8 @@ def target(figure: str, op: str, threshold: float, measured: float | None,
         ok = None
     elif op == ">=":
         ok = measured >= threshold
+    elif op == ">":
+        ok = measured > threshold
     else:
         ok = measured < threshold if op == "<" else measured <= threshold
     return {"figure": figure, "target": f"{op} {threshold:g}", "measured": measured,

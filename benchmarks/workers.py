@@ -85,6 +85,25 @@ def _kubeflow(head: str, batch_size: int) -> Iterator[dict[str, Any]]:
                           num_workers=0)
 
 
+def _inprocess(paths: list[str], batch_size: int,
+               columns: list[str] | None) -> Iterator[dict[str, Any]]:
+    """The in-process limit: the same rows held as one pyarrow.Table in the training
+    process (read and made contiguous before the clock), sliced into batch_size-row
+    batches (zero copy) and turned into tensors."""
+    import pyarrow.parquet as pq
+
+    from icefloe.torch import batch_to_tensors
+
+    table = pq.read_table(paths, columns=columns).combine_chunks()
+    batch = table.to_batches()[0] if table.num_rows else None
+
+    def slices() -> Iterator[dict[str, Any]]:
+        for start in range(0, table.num_rows, batch_size):
+            yield batch_to_tensors(batch.slice(start, batch_size))
+
+    return slices()
+
+
 def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     # Imports happen here, before any clock starts (torch takes a second).
     import pyarrow.dataset  # noqa: F401
@@ -104,16 +123,37 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return _pyflight(a["location"])
     if kind == "kubeflow":
         return _kubeflow(a["head"], a.get("kf_batch_size", 1024))
+    if kind == "inprocess":
+        return _inprocess(a["paths"], a["batch_size"], a.get("columns"))
     raise ValueError(kind)
 
 
-def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]:
+def _barrier(path: str, parties: int, timeout_s: float = 120) -> None:
+    """Waits until `parties` processes have reached this point: each leaves a file in
+    directory `path` and polls for the others' (bounded by timeout_s)."""
+    import os
+    from pathlib import Path
+
+    Path(path, str(os.getpid())).touch()
+    deadline = time.monotonic() + timeout_s
+    while len(os.listdir(path)) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"barrier {path}: {len(os.listdir(path))} of {parties} arrived")
+        time.sleep(0.002)
+
+
+def epoch(kind: str, max_batches: int | None = None, barrier: str | None = None,
+          parties: int = 1, **a: Any) -> dict[str, Any]:
     """One whole epoch (or its first max_batches batches) into tensors: rows/s and
-    GB/s of tensor bytes delivered."""
+    GB/s of tensor bytes delivered. With `barrier`, the clock starts once `parties`
+    workers have imported everything and are ready (concurrent consumers)."""
     rows = nbytes = batches = 0
     first = None
     source = _source(kind, a)
+    if barrier is not None:
+        _barrier(barrier, parties)
     cpu0 = time.process_time()
+    wall0 = time.time()
     t0 = time.perf_counter()
     for tensors in source:
         if first is None:
@@ -128,7 +168,8 @@ def epoch(kind: str, max_batches: int | None = None, **a: Any) -> dict[str, Any]
     cpu = time.process_time() - cpu0
     return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
             "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
-            "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9)}
+            "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9), "start_wall": wall0,
+            "end_wall": wall0 + dt}
 
 
 def shuffle_quality(head: str, dataset: str, shuffle: str, rows: int, batch_size: int = 1024,
@@ -300,6 +341,46 @@ def first_batch(head: str, dataset: str, rows: int, batch_size: int, n: int) -> 
         with Client(head) as fresh:
             one_range(fresh, i + 1)
         out["new_client"].append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+# -- random access ---------------------------------------------------------------------
+
+
+def take_latency(kind: str, rows: int, sizes: list[int], calls: list[int], seed: int = 0,
+                 head: str | None = None, dataset: str | None = None,
+                 paths: list[str] | None = None) -> dict[str, list[float]]:
+    """Milliseconds of each call taking n uniformly random rows (any order,
+    duplicates allowed): icefloe's Client.take (`icefloe`), or pyarrow.Table.take
+    on the same rows held in this process (`inprocess`)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    if kind == "icefloe":
+        from icefloe import Client
+
+        client = Client(head)
+        client.take(dataset, [0])  # connect to the head and the nodes before the clock
+
+        def take(idx: np.ndarray) -> int:
+            return client.take(dataset, idx).num_rows
+    else:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(paths).combine_chunks()
+
+        def take(idx: np.ndarray) -> int:
+            return table.take(idx).num_rows
+    out: dict[str, list[float]] = {}
+    for n, k in zip(sizes, calls, strict=True):
+        times = []
+        for _ in range(k):
+            idx = rng.integers(0, rows, n)
+            t0 = time.perf_counter()
+            got = take(idx)
+            times.append((time.perf_counter() - t0) * 1e3)
+            assert got == n, (got, n)
+        out[str(n)] = times
     return out
 
 
