@@ -13,6 +13,7 @@ the dataset) or has aged past its time to live.
 from __future__ import annotations
 
 import base64
+import numbers
 import struct
 import threading
 import time
@@ -106,26 +107,31 @@ def row_ids(rows: Any, name: str) -> np.ndarray:
     InvalidArgument naming the first one that is not."""
     if hasattr(rows, "numpy") and not isinstance(rows, np.ndarray):  # torch tensors
         rows = rows.numpy()
-    arr = np.asarray(rows if isinstance(rows, (np.ndarray, list, tuple)) else list(rows))
+    if not isinstance(rows, (np.ndarray, list, tuple)):
+        rows = list(rows)
+    arr = np.asarray(rows)
     if arr.ndim != 1:
         if arr.size == 0:
             return np.empty(0, dtype=np.int64)
         raise InvalidArgument(f"take: 'rows' must be a list of row ids; got shape {arr.shape}")
     if len(arr) > MAX_ROWS:
         raise InvalidArgument(f"take: 'rows' holds {len(arr)} ids; at most {MAX_ROWS} per take")
-    if arr.dtype.kind in "iu":
+    if arr.dtype.kind in "iu" and not (isinstance(rows, (list, tuple)) and
+                                       bool in set(map(type, rows))):  # numpy takes True as 1
         if arr.dtype.kind == "u" and len(arr) and int(arr.max()) > np.iinfo(np.int64).max:
             i = int(np.argmax(arr > np.iinfo(np.int64).max))
             raise _outside(name, i, int(arr[i]), None)
         return arr.astype(np.int64, copy=False)
     if len(arr) == 0:
         return np.empty(0, dtype=np.int64)
-    for i, v in enumerate(arr.tolist()):  # floats, bools, objects: name the culprit
-        if isinstance(v, bool) or not isinstance(v, int):
+    # Floats, bools, objects, or Python ints past int64 (which numpy turns
+    # into floats): check the values as given, naming the culprit.
+    for i, v in enumerate(rows.tolist() if isinstance(rows, np.ndarray) else rows):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
             raise InvalidArgument(f"take: 'rows'[{i}] must be an integer row id; got {v!r}")
-        if not -(2**63) <= v < 2**63:
-            raise _outside(name, i, v, None)
-    return np.array(arr.tolist(), dtype=np.int64)
+        if not -(2**63) <= int(v) < 2**63:
+            raise _outside(name, i, int(v), None)
+    return np.array(rows, dtype=np.int64)
 
 
 def check_range(ids: np.ndarray, smap: SliceMap) -> None:
