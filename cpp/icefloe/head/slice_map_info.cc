@@ -20,9 +20,8 @@ arrow::Result<json> HeadServer::SliceMap(const std::string& name) const {
   // The grant signs the storage name and generation, never rows: any rows of
   // this copy are as readable as with a range ticket the head signs for anyone
   // who asks. A reload makes a new generation, which the grant does not cover.
-  const std::string grant =
-      EncodeReadGrant({TicketKind::kGrantedRows, entry->storage_name, entry->generation},
-                      ticket_key_);
+  const std::string grant = EncodeReadGrant(
+      {TicketKind::kGrantedRows, entry->storage_name, entry->generation}, ticket_key_);
   return json{{"name", entry->name},
               {"storage", entry->storage_name},
               {"generation", entry->generation},

@@ -156,12 +156,11 @@ TEST(GrantedRowsTicket, TamperedHeaderIsASignatureMismatch) {
   other.replace(other.size() - kHmacSize, kHmacSize, grant.substr(grant.size() - kHmacSize));
   auto r = DecodeNativeTicket(EncodeGrantedRowsTicket(other, EncodeRowsBody(SomeRows())), "k");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("signature mismatch"), std::string::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("signature mismatch"), std::string::npos) << r.status();
   // Another cluster's grant, and an unsigned one where a secret is set.
   EXPECT_FALSE(DecodeNativeTicket(bytes, "other-secret").ok());
-  const std::string open = EncodeGrantedRowsTicket(EncodeReadGrant({TicketKind::kRows, "ds", 7}, ""),
-                                                   EncodeRowsBody(SomeRows()));
+  const std::string open = EncodeGrantedRowsTicket(
+      EncodeReadGrant({TicketKind::kRows, "ds", 7}, ""), EncodeRowsBody(SomeRows()));
   EXPECT_FALSE(DecodeNativeTicket(open, "k").ok());
 }
 
