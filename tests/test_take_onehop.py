@@ -164,3 +164,41 @@ def test_a_killed_node_with_replication_two(tmp_path, tables):
             c.kill_node(c.node_uris.index(first))
             assert client.take("t", ids).equals(whole.take(ids))
             assert client.take("t", [0, N - 1])["id"].to_pylist() == [0, N - 1]
+
+
+@pytest.mark.parametrize("num_sets", [1, 2, 12])
+def test_groups_send_each_position_to_the_replica_set_holding_its_row(num_sets):
+    """The client's grouping alone (no cluster): every position goes exactly
+    once to the replica set of the slice holding its row."""
+    import struct
+
+    from icefloe._slice_map import SliceMap
+
+    sets = tuple((f"grpc://n{i}", f"grpc://m{i}") for i in range(num_sets))
+    desc = {"name": "d", "storage": "d", "generation": 3, "rows": 48 * 100,
+            "schema": _schema_b64(), "grant": "AAAA",
+            "slices": [{"start": i * 100, "stop": (i + 1) * 100, "nodes": list(sets[i % num_sets])}
+                       for i in range(48)]}
+    smap = SliceMap.from_json(desc, 0.0)
+    rng = np.random.default_rng(num_sets)
+    for ids in ([5], [5, 5, 4799, 0], rng.integers(0, 4800, 4096)):
+        ids = np.asarray(ids, dtype=np.int64)
+        seen = np.zeros(len(ids), dtype=int)
+        for group in smap.groups(ids):
+            body = group.ticket[len(smap.grant):]
+            total, n = struct.unpack_from("<II", body)
+            entries = np.frombuffer(body, dtype=[("p", "<u4"), ("r", "<u8")], offset=8)
+            assert total == len(ids) and n == len(entries)
+            assert np.array_equal(ids[entries["p"]], entries["r"])
+            assert {sets[(r // 100) % num_sets] for r in entries["r"].tolist()} == {group.nodes}
+            seen[entries["p"]] += 1
+        assert np.all(seen == 1)
+    desc["slices"].pop(3)  # a gap: refused, never guessed around
+    with pytest.raises(icefloe.Error, match="does not cover"):
+        SliceMap.from_json(desc, 0.0)
+
+
+def _schema_b64() -> str:
+    import base64
+
+    return base64.b64encode(pa.schema([("id", pa.int64())]).serialize().to_pybytes()).decode()

@@ -13,6 +13,7 @@ the dataset) or has aged past its time to live.
 from __future__ import annotations
 
 import base64
+import bisect
 import numbers
 import struct
 import threading
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, ServerError
 
 MAX_ROWS = 1 << 24  # rows per take: the ticket body's bound (protocol/plan_ticket.cc)
 _BODY_HEAD = struct.Struct("<II")  # u32 total, u32 n
@@ -49,8 +50,7 @@ class SliceMap:
     generation: int
     num_rows: int
     schema: pa.Schema
-    stops: np.ndarray  # int64, ascending: slice i holds [stops[i-1] (or its start), stops[i])
-    starts: np.ndarray  # int64
+    stops: np.ndarray  # int64, ascending: slice i holds [stops[i-1] (0 for i = 0), stops[i])
     group_of_slice: np.ndarray  # int64: index into replica_sets
     replica_sets: tuple[tuple[str, ...], ...]
     grant: bytes
@@ -59,14 +59,19 @@ class SliceMap:
     @classmethod
     def from_json(cls, desc: dict[str, Any], now_s: float) -> SliceMap:
         slices = sorted(desc["slices"], key=lambda s: int(s["start"]))
+        num_rows = int(desc["rows"])
+        # The slices tile [0, rows): then a row's slice is one binary search.
+        edges = [0] + [int(s["stop"]) for s in slices]
+        if any(int(s["start"]) != edges[i] for i, s in enumerate(slices)) or \
+                edges[-1] != num_rows:
+            raise ServerError(f"dataset {desc.get('name')!r}: the head's slice map does not "
+                              f"cover rows [0, {num_rows}) exactly once")
         sets: dict[tuple[str, ...], int] = {}
         groups = [sets.setdefault(tuple(s["nodes"]), len(sets)) for s in slices]
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(desc["schema"])))
         return cls(name=str(desc["name"]), storage=str(desc["storage"]),
-                   generation=int(desc["generation"]), num_rows=int(desc["rows"]),
-                   schema=schema,
-                   stops=np.array([int(s["stop"]) for s in slices], dtype=np.int64),
-                   starts=np.array([int(s["start"]) for s in slices], dtype=np.int64),
+                   generation=int(desc["generation"]), num_rows=num_rows, schema=schema,
+                   stops=np.array(edges[1:], dtype=np.int64),
                    group_of_slice=np.array(groups, dtype=np.int64),
                    replica_sets=tuple(sets), grant=base64.b64decode(desc["grant"]),
                    fetched_s=now_s)
@@ -75,23 +80,30 @@ class SliceMap:
         """One kind-04 ticket per replica set holding any of ``ids`` (already
         checked to lie in [0, num_rows)); position i of the answer is ids[i]."""
         total = len(ids)
-        head = _BODY_HEAD.pack(total, total)
-        if len(self.stops) == 1:  # one slice holds every row: no search
-            return [Group(self.grant + head + _entries(np.arange(total), ids),
-                          self.replica_sets[0])]
-        where = np.searchsorted(self.stops, ids, side="right")
-        if len(where) and int(where.max()) >= len(self.stops):  # a gap after the last slice
-            raise InvalidArgument(f"dataset {self.name!r}: no slice holds row {int(ids.max())}")
-        if not np.all(self.starts[where] <= ids):
-            bad = int(ids[np.argmax(self.starts[where] > ids)])
-            raise InvalidArgument(f"dataset {self.name!r}: no slice holds row {bad}")
-        group = self.group_of_slice[where]
+        if len(self.replica_sets) == 1:  # one replica set holds every row: no search
+            return [self._group(total, np.arange(total), ids, 0)]
+        if total == 1:  # the common single-row read: no array work
+            where = bisect.bisect_right(self.stops, int(ids[0]))
+            return [self._group(1, np.zeros(1, dtype=np.int64), ids,
+                                int(self.group_of_slice[where]))]
+        group = self.group_of_slice[np.searchsorted(self.stops, ids, side="right")]
+        counts = np.bincount(group, minlength=len(self.replica_sets)).tolist()
+        # A pass per replica set present where they are few, else one sort.
+        order = np.argsort(group, kind="stable") if len(counts) > 8 else None
         out = []
-        for g in np.unique(group):
-            positions = np.flatnonzero(group == g)
-            body = _BODY_HEAD.pack(total, len(positions)) + _entries(positions, ids[positions])
-            out.append(Group(self.grant + body, self.replica_sets[int(g)]))
+        at = 0
+        for g, n in enumerate(counts):
+            if n == total:
+                return [self._group(total, np.arange(total), ids, g)]
+            if n:
+                positions = np.flatnonzero(group == g) if order is None else order[at:at + n]
+                out.append(self._group(total, positions, ids[positions], g))
+                at += n
         return out
+
+    def _group(self, total: int, positions: np.ndarray, rows: np.ndarray, g: int) -> Group:
+        body = _BODY_HEAD.pack(total, len(rows)) + _entries(positions, rows)
+        return Group(self.grant + body, self.replica_sets[g])
 
 
 def _entries(positions: np.ndarray, rows: np.ndarray) -> bytes:
