@@ -36,7 +36,8 @@ def _create(wh: Warehouse, name: str, data: pa.Table, files: int = 4):
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     wh = Warehouse(tmp_path_factory.mktemp("onehop") / "wh")
-    return _create(wh, "t", _data(1)), _create(wh, "t2", _data(7))
+    bigger = pa.concat_tables([_data(1), _data(1)])
+    return _create(wh, "t", _data(1)), _create(wh, "t2", _data(7)), _create(wh, "t3", bigger)
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +146,10 @@ def test_reload_by_another_client_is_noticed(cluster, tables):
             # it fetches the map again (one head call) and reads the new data.
             assert reader.take("t", [5, 1])["id"].to_pylist() == [35, 7]
             assert reader._slice_maps.get("t").generation != generation
+            # A copy grown by another client's reload: a row past the old end
+            # is asked of the head again, not refused on the old map's word.
+            other.load("t", tables[2].metadata_location, batch_size=1000)
+            assert reader.take("t", [N + 3])["id"].to_pylist() == [3]
             # Its own reload it knows at once.
             reader.evict("t")
             reader.load("t", tables[0].metadata_location, batch_size=1000)

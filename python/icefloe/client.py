@@ -444,7 +444,15 @@ class Client:
         retried_stale = False
         while True:  # bounded: one stale retry, and recovery
             smap = self._slice_maps.get(name)
-            check_range(ids, smap)
+            try:
+                check_range(ids, smap)
+            except InvalidArgument:
+                if retried_stale:
+                    raise
+                # Maybe only outside an old copy: refuse on the head's current word.
+                self._slice_maps.drop(name, smap)
+                retried_stale = True
+                continue
             if not len(ids):
                 return smap.schema.empty_table()
             try:
