@@ -24,7 +24,16 @@ from . import _malloc, _stall
 from ._failover import Recovery, is_break, named, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, encode
-from .errors import Busy, Error, InvalidArgument, StreamBroken, Unavailable, map_error
+from ._slice_map import SliceMaps, check_range, row_ids
+from .errors import (
+    Busy,
+    Error,
+    InvalidArgument,
+    NotFound,
+    StreamBroken,
+    Unavailable,
+    map_error,
+)
 
 T = TypeVar("T")
 __all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
@@ -84,6 +93,12 @@ class Client:
     a row and ``failover_timeout_s`` of waiting for the head to repair lost
     rows; calls to the head are retried while it is Unavailable for at most
     ``head_retry_s``.
+
+    :meth:`take` asks nodes directly using a cached slice map per dataset,
+    fetched again when a node calls it stale, after a break, after this
+    client's own load or evict of the dataset, and at the latest
+    ``slice_map_ttl_s`` after it was fetched (a reload by another client that
+    leaves the old copy on the nodes is seen within that time).
     """
 
     def __init__(
@@ -98,11 +113,12 @@ class Client:
         failover_attempts: int = 10,
         head_retry_s: float = 30.0,
         stream_timeout_s: float = 600.0,
+        slice_map_ttl_s: float = 10.0,
     ) -> None:
         if failover_timeout_s < 0 or failover_attempts < 1 or head_retry_s < 0 or \
-                stream_timeout_s <= 0:
-            raise ValueError("failover_timeout_s and head_retry_s must be >= 0, "
-                             "failover_attempts >= 1, stream_timeout_s > 0")
+                stream_timeout_s <= 0 or slice_map_ttl_s < 0:
+            raise ValueError("failover_timeout_s, head_retry_s and slice_map_ttl_s must be "
+                             ">= 0, failover_attempts >= 1, stream_timeout_s > 0")
         self.head_uri = head_uri
         self._timeout_s = timeout_s
         self.failover_timeout_s = failover_timeout_s
@@ -123,6 +139,7 @@ class Client:
         self._nodes: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
         self._head_reached = False
+        self._slice_maps = SliceMaps(self.slice_map, ttl_s=slice_map_ttl_s)
 
     # -- plumbing ---------------------------------------------------------
 
@@ -206,6 +223,7 @@ class Client:
                       columns=list(columns) if columns is not None else None,
                       filter=filter or None, batch_rows=batch_size, replication=replication)
         last: dict[str, Any] = {}
+        self._slice_maps.drop(name)
         for report in self._action_stream("load", body, timeout_s):
             last = report
             if report.get("state") == "loading" and progress is not None:
@@ -220,8 +238,15 @@ class Client:
         """One dataset, with its slice map (which nodes hold which rows)."""
         return _decode_schema(self._action("describe", encode("describe", name=name)))
 
+    def slice_map(self, name: str) -> dict[str, Any]:
+        """Where a dataset's rows live, for random access in one hop: storage
+        name, generation, rows, schema (base64 IPC), slices ``[{start, stop,
+        nodes}]`` (live replicas first) and the read grant (base64)."""
+        return self._action("slice_map", encode("slice_map", name=name))
+
     def evict(self, name: str) -> dict[str, Any]:
         """Drops a dataset; its nodes free the memory."""
+        self._slice_maps.drop(name)
         results = list(self._action_stream("evict", encode("evict", name=name)))
         if not results:
             raise Unavailable("head returned no result for evict")
@@ -408,26 +433,52 @@ class Client:
     def take(self, name: str, rows: list[int] | Any) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
 
-        One gather per node holding any of them, done by the nodes.
+        One hop: the client knows which nodes hold which rows (the slice map,
+        fetched from the head once per dataset and generation) and asks each
+        node holding any of them for its share with a ticket it builds under
+        the head's read grant (docs/protocol.md, "Slice map"). A row outside
+        the dataset is refused before any node is asked.
         """
+        ids = row_ids(rows, name)
+        recovery: Recovery | None = None
+        retried_stale = False
+        while True:  # bounded: one stale retry, and recovery
+            smap = self._slice_maps.get(name)
+            try:
+                check_range(ids, smap)
+            except InvalidArgument:
+                if retried_stale:
+                    raise
+                # Maybe only outside an old copy: refuse on the head's current word.
+                self._slice_maps.drop(name, smap)
+                retried_stale = True
+                continue
+            if not len(ids):
+                return smap.schema.empty_table()
+            try:
+                return self._take_groups(name, smap.groups(ids))
+            except StreamBroken as exc:  # nothing handed out yet: gather them all again
+                self._slice_maps.drop(name, smap)
+                recovery = recovery or self._recovery(name, "take")
+                recovery.broken(exc, 0)
+            except (InvalidArgument, NotFound) as exc:
+                # The copy was replaced or evicted since the map was fetched:
+                # fetch it again once; the head then says what is true now.
+                if retried_stale or not _is_stale(exc):
+                    raise
+                self._slice_maps.drop(name, smap)
+                retried_stale = True
+
+    def _take_groups(self, name: str, groups: list[Any]) -> pa.Table:
+        """The rows of kind-04 tickets, one per replica set, assembled in
+        request order. Every DoGet starts before any is read (gRPC receives in
+        the background), so several nodes work at once without threads."""
         from ._pieces import merged_batches
 
-        if hasattr(rows, "tolist"):  # numpy arrays, torch tensors: their Python values
-            rows = rows.tolist()
-        ids = rows if isinstance(rows, (list, tuple)) else list(rows)
-        cmd = encode("rows descriptor", dataset=name, rows=ids)  # integers, never rounded
-        if not ids:
-            return self.flight_info(name, 0, 0).schema.empty_table()
-        descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
-        recovery = self._recovery(name, "take")
-        while True:  # bounded by recovery
-            info = self._head_info(descriptor)
-            readers = [self._endpoint_reader(e, name) for e in info.endpoints]
-            try:
-                batches = list(merged_batches(lambda _, r=readers: r, 1, dataset=name))
-                return pa.Table.from_batches(batches)
-            except StreamBroken as exc:  # nothing handed out yet: gather them all again
-                recovery.broken(exc, 0)
+        readers = [self._endpoint_reader(
+            flight.FlightEndpoint(g.ticket, list(g.nodes)), name) for g in groups]
+        batches = list(merged_batches(lambda _: readers, 1, dataset=name))
+        return pa.Table.from_batches(batches)
 
     def close(self) -> None:
         with self._lock:
@@ -462,6 +513,13 @@ def _at_node(err: Error, location: str) -> Error:
         return err
     out.__cause__ = err.__cause__ or err
     return out
+
+
+def _is_stale(err: Error) -> bool:
+    """Whether a node's answer says the ticket's copy is gone: replaced by a
+    newer generation, or not held (evicted, or the node restarted empty)."""
+    text = str(err)
+    return isinstance(err, NotFound) or "stale ticket" in text or "unknown dataset" in text
 
 
 def _check_same_epoch(name: str, shape: dict[str, Any], again: dict[str, Any]) -> None:

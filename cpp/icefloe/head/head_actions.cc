@@ -60,6 +60,9 @@ arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
                "filter?, batch_rows?, replication?}; streams progress, then the description."},
               {"list", "Every dataset (JSON array of descriptions)."},
               {"describe", "One dataset with its slice map: {name}."},
+              {"slice_map",
+               "Where a dataset's rows live and a read grant for rows tickets (kind 04): "
+               "{name}."},
               {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
               {"status", "Nodes, datasets, loads and jobs reading now."},
               {"job.report",
@@ -80,7 +83,8 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
                                     std::unique_ptr<flight::ResultStream>* result) {
   const std::string body = action.body ? action.body->ToString() : std::string();
   const std::string& type = action.type;
-  if (type == "load" || type == "list" || type == "describe" || type == "evict") {
+  if (type == "load" || type == "list" || type == "describe" || type == "evict" ||
+      type == "slice_map") {
     // Not before the catalog is recovered: a name may be adopted in a moment.
     ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   }
@@ -110,6 +114,13 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
       }
     }
     *result = JsonResult(entry->ToJson(true));
+    return arrow::Status::OK();
+  }
+  if (type == "slice_map") {
+    ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
+    metrics_.SliceMapServed();
+    ARROW_ASSIGN_OR_RAISE(json out, SliceMap(request.name));
+    *result = JsonResult(out);
     return arrow::Status::OK();
   }
   if (type == "evict") {

@@ -65,6 +65,9 @@ HeadMetrics::HeadMetrics() {
   for (const char* outcome : {"accepted", "dropped", "invalid"}) {
     job_reports_->Add({{"outcome", outcome}});
   }
+  slice_maps_ = &r.Counter("icefloe_head_slice_maps_total",
+                           "slice_map actions: clients learning where a dataset's rows live.")
+                     .Add({});
   loads_running_ = &r.Gauge("icefloe_head_loads_running", "Loads queued or running now.").Add({});
   ready_ = &r.Gauge("icefloe_head_ready", "1 when the head is ready (see /ready).").Add({});
   nodes_ = &r.Gauge("icefloe_head_nodes", "Data nodes known.").Add({});

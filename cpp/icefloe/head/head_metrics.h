@@ -43,6 +43,8 @@ class HeadMetrics {
   /// kubeflow or invalid) in `elapsed`, with `status`.
   void FlightInfo(const char* descriptor, std::chrono::steady_clock::duration elapsed,
                   const arrow::Status& status);
+  /// A slice_map action answered (a client learning where rows live).
+  void SliceMapServed() { slice_maps_->Increment(); }
   /// A load started or joined.
   void Track(std::shared_ptr<LoadJob> job) EXCLUDES(mu_);
   /// A load refused before it started (busy, name taken, no room).
@@ -92,6 +94,7 @@ class HeadMetrics {
   prometheus::Counter* row_groups_total_;
   prometheus::Counter* row_groups_read_;
   prometheus::Family<prometheus::Counter>* job_reports_;
+  prometheus::Counter* slice_maps_;
   prometheus::Gauge* loads_running_;
   prometheus::Gauge* ready_;
   prometheus::Gauge* nodes_;

@@ -248,7 +248,8 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
                                                   Meter(StreamKind::kPlan)));
     return arrow::Status::OK();
   }
-  if (ticket.header.kind == TicketKind::kRows) {
+  // A granted rows ticket (kind 04) is served exactly as a head-signed one.
+  if (ticket.header.kind == TicketKind::kRows || ticket.header.kind == TicketKind::kGrantedRows) {
     ARROW_ASSIGN_OR_RAISE(RowsTicket rows, DecodeRowsBody(ticket.body));
     ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_,
                                                   Meter(StreamKind::kRows)));

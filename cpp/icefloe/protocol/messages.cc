@@ -404,6 +404,7 @@ std::vector<MessageSpec> AllMessageSpecs() {
   return {LoadRequest::Spec(),
           NameRequest::Spec("describe"),
           NameRequest::Spec("evict"),
+          NameRequest::Spec("slice_map"),
           RangeDescriptor::Spec(),
           EpochDescriptor::Spec(),
           RowsDescriptor::Spec(),

@@ -11,7 +11,42 @@ constexpr uint8_t kMagic2 = 'F';
 constexpr uint8_t kFlagSigned = 0x01;
 constexpr size_t kFixedHeaderSize = 6;  // magic (3), version, kind, flags
 
-bool ValidKind(uint8_t kind) { return kind >= 1 && kind <= 3; }
+bool ValidKind(uint8_t kind) { return kind >= 1 && kind <= 4; }
+
+// A kGrantedRows ticket: signed header (the grant), then the rows body. The
+// body is deliberately outside the signature: the grant already allows any
+// rows of that copy, so the client may list them itself.
+arrow::Result<NativeTicket> DecodeGrantedRows(std::string_view bytes, std::string_view secret) {
+  const auto flags = static_cast<uint8_t>(bytes[5]);
+  if ((flags & ~kFlagSigned) != 0) {
+    return arrow::Status::Invalid("Invalid ticket format: granted rows ticket with flags ",
+                                  static_cast<int>(flags), " this node does not know");
+  }
+  ByteReader r(bytes.substr(kFixedHeaderSize), "Invalid ticket format: granted rows");
+  NativeTicket ticket;
+  ticket.header.kind = TicketKind::kGrantedRows;
+  ARROW_ASSIGN_OR_RAISE(auto name, r.String16());
+  ticket.header.dataset = std::string(name);
+  ARROW_ASSIGN_OR_RAISE(ticket.header.generation, r.U64());
+  const size_t grant_size = kFixedHeaderSize + r.position();
+  ticket.signed_ = (flags & kFlagSigned) != 0;
+  std::string_view mac;
+  if (ticket.signed_) {
+    ARROW_ASSIGN_OR_RAISE(mac, r.Bytes(kHmacSize));
+  }
+  if (!secret.empty()) {
+    if (!ticket.signed_)
+      return arrow::Status::Invalid("ticket is not signed; this cluster requires signed tickets");
+    HmacDigest expected = HmacSha256(secret, bytes.substr(0, grant_size));
+    if (!ConstantTimeEquals(mac, std::string_view(reinterpret_cast<const char*>(expected.data()),
+                                                  expected.size()))) {
+      return arrow::Status::Invalid("ticket signature mismatch (forged or from another cluster)");
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(auto body, r.Bytes(r.remaining()));
+  ticket.body = std::string(body);
+  return ticket;
+}
 
 }  // namespace
 
@@ -54,6 +89,9 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
     return arrow::Status::Invalid("Invalid ticket format: unknown ticket kind ",
                                   static_cast<int>(kind));
   }
+  if (kind == static_cast<uint8_t>(TicketKind::kGrantedRows)) {
+    return DecodeGrantedRows(bytes, secret);
+  }
   const bool is_signed = (static_cast<uint8_t>(bytes[5]) & kFlagSigned) != 0;
   std::string_view signed_part = bytes;
   if (is_signed) {
@@ -83,6 +121,21 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
   ARROW_ASSIGN_OR_RAISE(auto body, r.Bytes(r.remaining()));
   ticket.body = std::string(body);
   return ticket;
+}
+
+std::string EncodeReadGrant(const TicketHeader& header, std::string_view secret) {
+  TicketHeader grant = header;
+  grant.kind = TicketKind::kGrantedRows;
+  // The same bytes as a signed ticket with an empty body: the MAC ends the grant.
+  return EncodeNativeTicket(grant, {}, secret);
+}
+
+std::string EncodeGrantedRowsTicket(std::string_view grant, std::string_view rows_body) {
+  std::string out;
+  out.reserve(grant.size() + rows_body.size());
+  out.append(grant);
+  out.append(rows_body);
+  return out;
 }
 
 std::string EncodeRangeBody(RowRange range) {

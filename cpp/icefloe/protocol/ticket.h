@@ -24,6 +24,9 @@ enum class TicketKind : uint8_t {
   kRange = 1,  ///< Contiguous global rows [start, stop).
   kPlan = 2,   ///< An epoch plan's coordinates (see plan/).
   kRows = 3,   ///< An explicit list of global row ids (random access).
+  /// kRows' body under a head-signed read grant: the client lists the rows
+  /// itself (the signature covers the header only, see EncodeReadGrant).
+  kGrantedRows = 4,
 };
 
 /// The part every native ticket has.
@@ -46,8 +49,20 @@ std::string EncodeNativeTicket(const TicketHeader& header, std::string_view body
 
 /// Decodes a native ticket. With a non-empty `secret`, an unsigned ticket is
 /// Invalid and a ticket whose signature does not match is Invalid("ticket
-/// signature mismatch"); comparisons are constant-time.
+/// signature mismatch"); comparisons are constant-time. A kGrantedRows
+/// ticket decodes with the grant's header and the (unsigned) rows body.
 arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::string_view secret);
+
+/// A read grant: the signed prefix of a kGrantedRows ticket,
+/// `FF 49 46 | 01 | 04 | flags | name | generation | HMAC-SHA256 of all
+/// preceding bytes` (no HMAC and flags bit 0 clear without a secret). It
+/// authorises reading any rows of `header.dataset` (a storage name) at
+/// `header.generation`, as a head-signed range ticket over the whole dataset
+/// would; `header.kind` is ignored. Appending a kRows body
+/// (EncodeRowsBody) makes a ticket: EncodeGrantedRowsTicket.
+std::string EncodeReadGrant(const TicketHeader& header, std::string_view secret);
+/// `grant` (EncodeReadGrant) followed by a kRows body.
+std::string EncodeGrantedRowsTicket(std::string_view grant, std::string_view rows_body);
 
 /// True when the bytes are a native ticket (by magic), false for Kubeflow's.
 bool IsNativeTicket(std::string_view bytes);

@@ -1,0 +1,35 @@
+// The "slice_map" action: where every row of a dataset lives, and a read
+// grant that lets the client build rows tickets (kind 04) itself, so random
+// access goes straight to the nodes in one hop (docs/protocol.md, "Slice map").
+#include <arrow/util/base64.h>
+
+#include "icefloe/head/head_server.h"
+#include "icefloe/protocol/ticket.h"
+
+namespace icefloe {
+
+using json = nlohmann::json;
+
+arrow::Result<json> HeadServer::SliceMap(const std::string& name) const {
+  // Lookup refuses datasets that cannot be read and lists live replicas first.
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name));
+  json slices = json::array();
+  for (const auto& s : entry->slices) {
+    slices.push_back({{"start", s.start}, {"stop", s.stop}, {"nodes", s.nodes}});
+  }
+  // The grant signs the storage name and generation, never rows: any rows of
+  // this copy are as readable as with a range ticket the head signs for anyone
+  // who asks. A reload makes a new generation, which the grant does not cover.
+  const std::string grant = EncodeReadGrant(
+      {TicketKind::kGrantedRows, entry->storage_name, entry->generation}, ticket_key_);
+  return json{{"name", entry->name},
+              {"storage", entry->storage_name},
+              {"generation", entry->generation},
+              {"state", entry->state},
+              {"rows", entry->num_rows},
+              {"schema", SchemaToBase64(*entry->schema)},
+              {"slices", std::move(slices)},
+              {"grant", arrow::util::base64_encode(grant)}};
+}
+
+}  // namespace icefloe

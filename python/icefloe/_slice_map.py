@@ -1,0 +1,207 @@
+"""The slice map: where each global row of a dataset lives, for random access
+in one hop (docs/protocol.md, "Slice map").
+
+The head answers the ``slice_map`` action with the dataset's slices (global
+row ranges and the nodes holding them, live replicas first) and a *read
+grant*: the signed prefix of a kind-04 ticket for the dataset's storage name
+and generation. A client appends a rows body to the grant and asks the nodes
+directly; the head is asked again only when the map is dropped (the nodes
+call the copy stale or unknown, a read broke, this client loaded or evicted
+the dataset) or has aged past its time to live.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import numbers
+import struct
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import InvalidArgument, ServerError
+
+MAX_ROWS = 1 << 24  # rows per take: the ticket body's bound (protocol/plan_ticket.cc)
+_BODY_HEAD = struct.Struct("<II")  # u32 total, u32 n
+_ENTRY = np.dtype([("position", "<u4"), ("row", "<u8")])  # packed: 12 bytes
+
+
+@dataclass(frozen=True)
+class Group:
+    """The rows one replica set serves: its kind-04 ticket and its nodes."""
+
+    ticket: bytes
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SliceMap:
+    """One dataset's slice map at one generation (immutable: shared by threads)."""
+
+    name: str
+    storage: str
+    generation: int
+    num_rows: int
+    schema: pa.Schema
+    stops: np.ndarray  # int64, ascending: slice i holds [stops[i-1] (0 for i = 0), stops[i])
+    group_of_slice: np.ndarray  # int64: index into replica_sets
+    replica_sets: tuple[tuple[str, ...], ...]
+    grant: bytes
+    fetched_s: float
+
+    @classmethod
+    def from_json(cls, desc: dict[str, Any], now_s: float) -> SliceMap:
+        slices = sorted(desc["slices"], key=lambda s: int(s["start"]))
+        num_rows = int(desc["rows"])
+        # The slices tile [0, rows): then a row's slice is one binary search.
+        edges = [0] + [int(s["stop"]) for s in slices]
+        if any(int(s["start"]) != edges[i] for i, s in enumerate(slices)) or \
+                edges[-1] != num_rows:
+            raise ServerError(f"dataset {desc.get('name')!r}: the head's slice map does not "
+                              f"cover rows [0, {num_rows}) exactly once")
+        sets: dict[tuple[str, ...], int] = {}
+        groups = [sets.setdefault(tuple(s["nodes"]), len(sets)) for s in slices]
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(desc["schema"])))
+        return cls(name=str(desc["name"]), storage=str(desc["storage"]),
+                   generation=int(desc["generation"]), num_rows=num_rows, schema=schema,
+                   stops=np.array(edges[1:], dtype=np.int64),
+                   group_of_slice=np.array(groups, dtype=np.int64),
+                   replica_sets=tuple(sets), grant=base64.b64decode(desc["grant"]),
+                   fetched_s=now_s)
+
+    def groups(self, ids: np.ndarray) -> list[Group]:
+        """One kind-04 ticket per replica set holding any of ``ids`` (already
+        checked to lie in [0, num_rows)); position i of the answer is ids[i]."""
+        total = len(ids)
+        if len(self.replica_sets) == 1:  # one replica set holds every row: no search
+            return [self._group(total, np.arange(total), ids, 0)]
+        if total == 1:  # the common single-row read: no array work
+            where = bisect.bisect_right(self.stops, int(ids[0]))
+            return [self._group(1, np.zeros(1, dtype=np.int64), ids,
+                                int(self.group_of_slice[where]))]
+        group = self.group_of_slice[np.searchsorted(self.stops, ids, side="right")]
+        counts = np.bincount(group, minlength=len(self.replica_sets)).tolist()
+        # A pass per replica set present where they are few, else one sort.
+        order = np.argsort(group, kind="stable") if len(counts) > 8 else None
+        out = []
+        at = 0
+        for g, n in enumerate(counts):
+            if n == total:
+                return [self._group(total, np.arange(total), ids, g)]
+            if n:
+                positions = np.flatnonzero(group == g) if order is None else order[at:at + n]
+                out.append(self._group(total, positions, ids[positions], g))
+                at += n
+        return out
+
+    def _group(self, total: int, positions: np.ndarray, rows: np.ndarray, g: int) -> Group:
+        body = _BODY_HEAD.pack(total, len(rows)) + _entries(positions, rows)
+        return Group(self.grant + body, self.replica_sets[g])
+
+
+def _entries(positions: np.ndarray, rows: np.ndarray) -> bytes:
+    """n x (u32 position, u64 row), little-endian, packed."""
+    out = np.empty(len(rows), dtype=_ENTRY)
+    out["position"] = positions
+    out["row"] = rows
+    return out.tobytes()
+
+
+def row_ids(rows: Any, name: str) -> np.ndarray:
+    """``rows`` as int64 global row ids: integers only (no bools, no floats),
+    InvalidArgument naming the first one that is not."""
+    if hasattr(rows, "numpy") and not isinstance(rows, np.ndarray):  # torch tensors
+        rows = rows.numpy()
+    if not isinstance(rows, (np.ndarray, list, tuple)):
+        rows = list(rows)
+    arr = np.asarray(rows)
+    if arr.ndim != 1:
+        if arr.size == 0:
+            return np.empty(0, dtype=np.int64)
+        raise InvalidArgument(f"take: 'rows' must be a list of row ids; got shape {arr.shape}")
+    if len(arr) > MAX_ROWS:
+        raise InvalidArgument(f"take: 'rows' holds {len(arr)} ids; at most {MAX_ROWS} per take")
+    if arr.dtype.kind in "iu" and not (isinstance(rows, (list, tuple)) and
+                                       bool in set(map(type, rows))):  # numpy takes True as 1
+        if arr.dtype.kind == "u" and len(arr) and int(arr.max()) > np.iinfo(np.int64).max:
+            i = int(np.argmax(arr > np.iinfo(np.int64).max))
+            raise _outside(name, i, int(arr[i]), None)
+        return arr.astype(np.int64, copy=False)
+    if len(arr) == 0:
+        return np.empty(0, dtype=np.int64)
+    # Floats, bools, objects, or Python ints past int64 (which numpy turns
+    # into floats): check the values as given, naming the culprit.
+    for i, v in enumerate(rows.tolist() if isinstance(rows, np.ndarray) else rows):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise InvalidArgument(f"take: 'rows'[{i}] must be an integer row id; got {v!r}")
+        if not -(2**63) <= int(v) < 2**63:
+            raise _outside(name, i, int(v), None)
+    return np.array(rows, dtype=np.int64)
+
+
+def check_range(ids: np.ndarray, smap: SliceMap) -> None:
+    """InvalidArgument naming the first id outside [0, num_rows)."""
+    if not len(ids):
+        return
+    bad = (ids < 0) | (ids >= smap.num_rows)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise _outside(smap.name, i, int(ids[i]), smap.num_rows)
+
+
+def _outside(name: str, i: int, row: int, num_rows: int | None) -> InvalidArgument:
+    of = f" of {num_rows} rows" if num_rows is not None else ""
+    return InvalidArgument(f"take: 'rows'[{i}] = {row} is outside dataset {name!r}{of}")
+
+
+class SliceMaps:
+    """A client's slice maps, one per dataset name (at most ``max_entries``,
+    least recently used dropped first). Thread-safe; a map is fetched by one
+    thread while others asking for the same name wait for it."""
+
+    def __init__(self, fetch: Callable[[str], dict[str, Any]], *, ttl_s: float,
+                 max_entries: int = 256) -> None:
+        self._fetch = fetch
+        self._ttl_s = ttl_s
+        self._max_entries = max_entries
+        self._maps: OrderedDict[str, SliceMap] = OrderedDict()
+        self._lock = threading.Lock()
+        self._fetching: dict[str, threading.Lock] = {}
+
+    def get(self, name: str) -> SliceMap:
+        now = time.monotonic()
+        with self._lock:
+            smap = self._maps.get(name)
+            if smap is not None and now - smap.fetched_s < self._ttl_s:
+                self._maps.move_to_end(name)
+                return smap
+            fetching = self._fetching.setdefault(name, threading.Lock())
+        with fetching:  # one head call per name at a time
+            with self._lock:
+                smap = self._maps.get(name)
+                if smap is not None and time.monotonic() - smap.fetched_s < self._ttl_s:
+                    return smap
+            try:
+                smap = SliceMap.from_json(self._fetch(name), time.monotonic())
+            finally:
+                with self._lock:
+                    self._fetching.pop(name, None)
+            with self._lock:
+                self._maps[name] = smap
+                self._maps.move_to_end(name)
+                while len(self._maps) > self._max_entries:
+                    self._maps.popitem(last=False)
+            return smap
+
+    def drop(self, name: str, smap: SliceMap | None = None) -> None:
+        """Forgets ``name``'s map (only if it is still ``smap``, when given)."""
+        with self._lock:
+            if smap is None or self._maps.get(name) is smap:
+                self._maps.pop(name, None)
