@@ -233,9 +233,13 @@ class Client:
 
     # -- reading ------------------------------------------------------------
 
-    def flight_info(self, name: str, start: int = 0, stop: int | None = None) -> flight.FlightInfo:
-        """The endpoints covering global rows ``[start, stop)`` of a dataset."""
-        cmd = encode("range descriptor", dataset=name, start=start, stop=stop)
+    def flight_info(self, name: str, start: int = 0, stop: int | None = None,
+                    columns: list[str] | None = None) -> flight.FlightInfo:
+        """The endpoints covering global rows ``[start, stop)`` of a dataset;
+        with ``columns``, tickets (and the schema) for only those columns, in
+        that order (the nodes project: other columns never cross the wire)."""
+        cmd = encode("range descriptor", dataset=name, start=start, stop=stop,
+                     columns=columns)
         return self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
 
     def _failover(self, endpoint: flight.FlightEndpoint,
@@ -289,11 +293,13 @@ class Client:
         except Error as exc:
             raise _at_node(exc, location)  # noqa: B904 - _at_node chains the cause
 
-    def read(self, name: str, start: int = 0, stop: int | None = None) -> pa.Table:
-        """Global rows ``[start, stop)`` of dataset ``name``, in order."""
+    def read(self, name: str, start: int = 0, stop: int | None = None,
+             columns: list[str] | None = None) -> pa.Table:
+        """Global rows ``[start, stop)`` of dataset ``name``, in order; with
+        ``columns``, only those columns, in that order (projected by the nodes)."""
         recovery = self._recovery(name, "read")
         while True:  # bounded by recovery
-            info = self.flight_info(name, start, stop)
+            info = self.flight_info(name, start, stop, columns)
             endpoints = list(info.endpoints)
             if not endpoints:
                 return info.schema.empty_table()
@@ -314,7 +320,8 @@ class Client:
         the default, "none", "block", "sample"), block_rows, window_blocks,
         shuffle_within_block, world_size, rank, num_workers, worker,
         batch_size, drop_last, start, and to resume from a saved job
-        resume_steps, resume_world_size, resume_batch_size (docs/epochs.md).
+        resume_steps, resume_world_size, resume_batch_size (docs/epochs.md);
+        ``columns`` projects the batches onto those columns, in that order.
         The shape (app_metadata) has the resolved start position.
         """
         cmd = encode("epoch descriptor", dataset=name, **plan)
@@ -345,7 +352,9 @@ class Client:
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
-        assembly).
+        assembly). With ``columns`` (in ``plan``) the batches hold only those
+        columns, in that order: the nodes project them, so the others never
+        cross the wire, and a failover asks for the same columns.
 
         When a node dies mid-epoch the epoch continues from its first batch
         not yet complete, on another replica or once the head has repaired
@@ -405,19 +414,22 @@ class Client:
                                     world_size=int(plan.get("world_size", 1)), nodes=nodes,
                                     interval_s=interval_s)
 
-    def take(self, name: str, rows: list[int] | Any) -> pa.Table:
+    def take(self, name: str, rows: list[int] | Any,
+             columns: list[str] | None = None) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
 
-        One gather per node holding any of them, done by the nodes.
+        One gather per node holding any of them, done by the nodes; with
+        ``columns``, of only those columns, in that order.
         """
         from ._pieces import merged_batches
 
         if hasattr(rows, "tolist"):  # numpy arrays, torch tensors: their Python values
             rows = rows.tolist()
         ids = rows if isinstance(rows, (list, tuple)) else list(rows)
-        cmd = encode("rows descriptor", dataset=name, rows=ids)  # integers, never rounded
+        cmd = encode("rows descriptor", dataset=name, rows=ids,  # integers, never rounded
+                     columns=columns)
         if not ids:
-            return self.flight_info(name, 0, 0).schema.empty_table()
+            return self.flight_info(name, 0, 0, columns).schema.empty_table()
         descriptor = flight.FlightDescriptor.for_command(json.dumps(cmd).encode())
         recovery = self._recovery(name, "take")
         while True:  # bounded by recovery
