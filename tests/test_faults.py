@@ -27,6 +27,9 @@ from icefloe.torch import CacheDataset, CacheMapDataset
 N = 1_500_000
 BATCH = 4096
 KILL_AFTER = 4  # batches the consumer has taken when the node dies
+# A projection (the nodes send only these) still several times the client's
+# buffers, so a kill lands mid-stream; failover asks for the same columns.
+COLUMNS = ["id", "f1", "f2", "f3", "f4", "f5", "f6"]
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +71,15 @@ def _ids(batches) -> list[int]:
     return out
 
 
-def _read_killing(batches, cluster, victim: int) -> list[int]:
-    """Every batch's ids, killing node ``victim`` after KILL_AFTER batches."""
+def _read_killing(batches, cluster, victim: int, columns=None) -> list[int]:
+    """Every batch's ids, killing node ``victim`` after KILL_AFTER batches;
+    with ``columns``, checks every batch (dict) holds exactly those."""
     out = []
     for k, batch in enumerate(batches):
         if k == KILL_AFTER:
             cluster.kill_node(victim)
+        if columns is not None:
+            assert list(batch) == columns, (k, list(batch))
         out.append(batch)
     return _ids(out)
 
@@ -114,12 +120,12 @@ def test_iter_epoch_survives_a_node_kill_exactly(rep2, caplog):
 
 def test_cache_dataset_survives_a_node_kill_exactly(rep2, caplog):
     ds = CacheDataset(rep2.head_uri, "t", batch_size=BATCH, shuffle="sample", seed=2,
-                      drop_last=True, columns=["id"], client_options={"failover_attempts": 4})
+                      drop_last=True, columns=COLUMNS, client_options={"failover_attempts": 4})
     want = _ids(DataLoader(ds, batch_size=None))
     assert ds.client().failover_attempts == 4
     victim = _streaming_node(rep2, shuffle="sample", seed=2)
     with caplog.at_level(logging.WARNING, logger="icefloe"):
-        got = _read_killing(DataLoader(ds, batch_size=None), rep2, victim)
+        got = _read_killing(DataLoader(ds, batch_size=None), rep2, victim, COLUMNS)
     assert got == want
     assert len(got) == (N // BATCH) * BATCH
     assert any("failing over" in r.message for r in caplog.records), "no stream broke"
@@ -127,7 +133,7 @@ def test_cache_dataset_survives_a_node_kill_exactly(rep2, caplog):
 
 def test_cache_dataset_with_workers_survives_a_node_kill_exactly(rep2):
     ds = CacheDataset(rep2.head_uri, "t", batch_size=BATCH, shuffle="block", seed=1,
-                      drop_last=False, columns=["id"])
+                      drop_last=False, columns=COLUMNS)
     # The unfaulted run: a DataLoader hands the loop the rank's steps in
     # order, whatever its worker count (docs/epochs.md, section 3), so the
     # rank read in this process is the reference.
@@ -137,7 +143,7 @@ def test_cache_dataset_with_workers_survives_a_node_kill_exactly(rep2):
     assert sorted(want) == list(range(N))
     victim = _streaming_node(rep2, shuffle="block", seed=1, num_workers=2, worker=0)
     loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="forkserver")
-    got = _read_killing(loader, rep2, victim)
+    got = _read_killing(loader, rep2, victim, COLUMNS)
     assert got == want
     assert not rep2.nodes[victim].alive()  # the workers' streams broke and they read on
 

@@ -162,46 +162,51 @@ def _outside(name: str, i: int, row: int, num_rows: int | None) -> InvalidArgume
 
 
 class SliceMaps:
-    """A client's slice maps, one per dataset name (at most ``max_entries``,
-    least recently used dropped first). Thread-safe; a map is fetched by one
-    thread while others asking for the same name wait for it."""
+    """A client's slice maps, one per dataset name and column set (at most
+    ``max_entries``, least recently used dropped first). Thread-safe; a map is
+    fetched by one thread while others asking for the same one wait for it."""
 
-    def __init__(self, fetch: Callable[[str], dict[str, Any]], *, ttl_s: float,
-                 max_entries: int = 256) -> None:
+    def __init__(self, fetch: Callable[[str, list[str] | None], dict[str, Any]], *,
+                 ttl_s: float, max_entries: int = 256) -> None:
         self._fetch = fetch
         self._ttl_s = ttl_s
         self._max_entries = max_entries
-        self._maps: OrderedDict[str, SliceMap] = OrderedDict()
+        self._maps: OrderedDict[_Key, SliceMap] = OrderedDict()
         self._lock = threading.Lock()
-        self._fetching: dict[str, threading.Lock] = {}
+        self._fetching: dict[_Key, threading.Lock] = {}
 
-    def get(self, name: str) -> SliceMap:
+    def get(self, name: str, columns: list[str] | None = None) -> SliceMap:
+        key = (name, tuple(columns) if columns is not None else None)
         now = time.monotonic()
         with self._lock:
-            smap = self._maps.get(name)
+            smap = self._maps.get(key)
             if smap is not None and now - smap.fetched_s < self._ttl_s:
-                self._maps.move_to_end(name)
+                self._maps.move_to_end(key)
                 return smap
-            fetching = self._fetching.setdefault(name, threading.Lock())
-        with fetching:  # one head call per name at a time
+            fetching = self._fetching.setdefault(key, threading.Lock())
+        with fetching:  # one head call per map at a time
             with self._lock:
-                smap = self._maps.get(name)
+                smap = self._maps.get(key)
                 if smap is not None and time.monotonic() - smap.fetched_s < self._ttl_s:
                     return smap
             try:
-                smap = SliceMap.from_json(self._fetch(name), time.monotonic())
+                smap = SliceMap.from_json(self._fetch(name, columns), time.monotonic())
             finally:
                 with self._lock:
-                    self._fetching.pop(name, None)
+                    self._fetching.pop(key, None)
             with self._lock:
-                self._maps[name] = smap
-                self._maps.move_to_end(name)
+                self._maps[key] = smap
+                self._maps.move_to_end(key)
                 while len(self._maps) > self._max_entries:
                     self._maps.popitem(last=False)
             return smap
 
     def drop(self, name: str, smap: SliceMap | None = None) -> None:
-        """Forgets ``name``'s map (only if it is still ``smap``, when given)."""
+        """Forgets ``name``'s maps (only ``smap``, when given)."""
         with self._lock:
-            if smap is None or self._maps.get(name) is smap:
-                self._maps.pop(name, None)
+            for key in [k for k, m in self._maps.items()
+                        if k[0] == name and (smap is None or m is smap)]:
+                del self._maps[key]
+
+
+_Key = tuple[str, tuple[str, ...] | None]

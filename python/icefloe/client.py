@@ -238,11 +238,13 @@ class Client:
         """One dataset, with its slice map (which nodes hold which rows)."""
         return _decode_schema(self._action("describe", encode("describe", name=name)))
 
-    def slice_map(self, name: str) -> dict[str, Any]:
+    def slice_map(self, name: str, columns: list[str] | None = None) -> dict[str, Any]:
         """Where a dataset's rows live, for random access in one hop: storage
-        name, generation, rows, schema (base64 IPC), slices ``[{start, stop,
-        nodes}]`` (live replicas first) and the read grant (base64)."""
-        return self._action("slice_map", encode("slice_map", name=name))
+        name, generation, rows, schema (base64 IPC; of ``columns`` only, when
+        given), slices ``[{start, stop, nodes}]`` (live replicas first) and the
+        read grant (base64; it names ``columns``, so nodes send only those)."""
+        return self._action("slice_map", encode(
+            "slice_map", name=name, columns=list(columns) if columns is not None else None))
 
     def evict(self, name: str) -> dict[str, Any]:
         """Drops a dataset; its nodes free the memory."""
@@ -258,9 +260,13 @@ class Client:
 
     # -- reading ------------------------------------------------------------
 
-    def flight_info(self, name: str, start: int = 0, stop: int | None = None) -> flight.FlightInfo:
-        """The endpoints covering global rows ``[start, stop)`` of a dataset."""
-        cmd = encode("range descriptor", dataset=name, start=start, stop=stop)
+    def flight_info(self, name: str, start: int = 0, stop: int | None = None,
+                    columns: list[str] | None = None) -> flight.FlightInfo:
+        """The endpoints covering global rows ``[start, stop)`` of a dataset;
+        with ``columns``, tickets (and the schema) for only those columns, in
+        that order (the nodes project: other columns never cross the wire)."""
+        cmd = encode("range descriptor", dataset=name, start=start, stop=stop,
+                     columns=columns)
         return self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
 
     def _failover(self, endpoint: flight.FlightEndpoint,
@@ -314,11 +320,13 @@ class Client:
         except Error as exc:
             raise _at_node(exc, location)  # noqa: B904 - _at_node chains the cause
 
-    def read(self, name: str, start: int = 0, stop: int | None = None) -> pa.Table:
-        """Global rows ``[start, stop)`` of dataset ``name``, in order."""
+    def read(self, name: str, start: int = 0, stop: int | None = None,
+             columns: list[str] | None = None) -> pa.Table:
+        """Global rows ``[start, stop)`` of dataset ``name``, in order; with
+        ``columns``, only those columns, in that order (projected by the nodes)."""
         recovery = self._recovery(name, "read")
         while True:  # bounded by recovery
-            info = self.flight_info(name, start, stop)
+            info = self.flight_info(name, start, stop, columns)
             endpoints = list(info.endpoints)
             if not endpoints:
                 return info.schema.empty_table()
@@ -339,7 +347,8 @@ class Client:
         the default, "none", "block", "sample"), block_rows, window_blocks,
         shuffle_within_block, world_size, rank, num_workers, worker,
         batch_size, drop_last, start, and to resume from a saved job
-        resume_steps, resume_world_size, resume_batch_size (docs/epochs.md).
+        resume_steps, resume_world_size, resume_batch_size (docs/epochs.md);
+        ``columns`` projects the batches onto those columns, in that order.
         The shape (app_metadata) has the resolved start position.
         """
         cmd = encode("epoch descriptor", dataset=name, **plan)
@@ -370,7 +379,9 @@ class Client:
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
-        assembly).
+        assembly). With ``columns`` (in ``plan``) the batches hold only those
+        columns, in that order: the nodes project them, so the others never
+        cross the wire, and a failover asks for the same columns.
 
         When a node dies mid-epoch the epoch continues from its first batch
         not yet complete, on another replica or once the head has repaired
@@ -430,20 +441,23 @@ class Client:
                                     world_size=int(plan.get("world_size", 1)), nodes=nodes,
                                     interval_s=interval_s)
 
-    def take(self, name: str, rows: list[int] | Any) -> pa.Table:
+    def take(self, name: str, rows: list[int] | Any,
+             columns: list[str] | None = None) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
 
         One hop: the client knows which nodes hold which rows (the slice map,
         fetched from the head once per dataset and generation) and asks each
         node holding any of them for its share with a ticket it builds under
         the head's read grant (docs/protocol.md, "Slice map"). A row outside
-        the dataset is refused before any node is asked.
+        the dataset is refused before any node is asked. With ``columns``, the
+        nodes send only those columns, in that order (a slice map per column
+        set, whose grant names them).
         """
         ids = row_ids(rows, name)
         recovery: Recovery | None = None
         retried_stale = False
         while True:  # bounded: one stale retry, and recovery
-            smap = self._slice_maps.get(name)
+            smap = self._slice_maps.get(name, columns)
             try:
                 check_range(ids, smap)
             except InvalidArgument:

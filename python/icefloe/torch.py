@@ -305,7 +305,9 @@ class CacheDataset(_ClusterClient, IterableDataset):
                 "batch_size": self.batch_size, "drop_last": self.drop_last,
                 "start": self._start, "block_rows": self.block_rows,
                 "window_blocks": self.window_blocks,
-                "shuffle_within_block": self.shuffle_within_block, **self._coordinates()}
+                "shuffle_within_block": self.shuffle_within_block, **self._coordinates(),
+                # Projected by the nodes: other columns never cross the wire.
+                "columns": list(self.columns) if self.columns is not None else None}
         plan.update(overrides)
         return plan
 
@@ -324,15 +326,12 @@ class CacheDataset(_ClusterClient, IterableDataset):
         if self._worker_state is not None:
             self._check_worker_topology(plan)
         self._yielded = self._first_batch
-        columns = self.columns
         # The default conversion runs with the assembly on the background
         # thread; an override runs here, on the loop's thread (it may use
         # per-thread state such as the current CUDA device).
         default = type(self).to_tensors is CacheDataset.to_tensors
 
         def prepare(batch: pa.RecordBatch) -> Any:
-            if columns is not None:
-                batch = batch.select(columns)
             return batch_to_tensors(batch) if default else batch
 
         prefetch = self.prefetch
@@ -508,8 +507,7 @@ class CacheMapDataset(_ClusterClient, Dataset):
         return self._len
 
     def _take(self, indices: list[int]) -> pa.Table:
-        table = self.client().take(self.dataset, indices)
-        return table.select(self.columns) if self.columns is not None else table
+        return self.client().take(self.dataset, indices, columns=self.columns)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self._take([int(index)]).to_pylist()[0]

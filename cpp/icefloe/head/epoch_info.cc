@@ -5,6 +5,7 @@
 #include <arrow/flight/types.h>
 
 #include "icefloe/head/head_server.h"
+#include "icefloe/head/projection.h"
 #include "icefloe/plan/plan.h"
 #include "icefloe/protocol/messages.h"
 #include "icefloe/protocol/plan_ticket.h"
@@ -41,6 +42,8 @@ arrow::Result<flight::FlightEndpoint> Endpoint(const std::vector<std::string>& n
 arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
     const EpochDescriptor& d, const flight::FlightDescriptor& request) const {
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset));
+  ARROW_ASSIGN_OR_RAISE(Projection projection,
+                        Project(entry->schema, d.columns, "epoch descriptor"));
   // Field types and ranges were checked when the descriptor was parsed
   // (protocol/descriptors.cc); ValidatePlan checks how they fit together.
   PlanParams p;
@@ -100,9 +103,9 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
   for (auto& [nodes, owned] : ByReplicaSet(*entry)) {
     PlanTicket t{p, first_batch, shape.worker_batches, owned};
     ARROW_ASSIGN_OR_RAISE(
-        auto e, Endpoint(nodes, EncodeNativeTicket(
-                                    {TicketKind::kPlan, entry->storage_name, entry->generation},
-                                    EncodePlanBody(t), ticket_key_)));
+        auto e, Endpoint(nodes, EncodeNativeTicket({TicketKind::kPlan, entry->storage_name,
+                                                    entry->generation, projection.columns},
+                                                   EncodePlanBody(t), ticket_key_)));
     endpoints.push_back(std::move(e));
   }
   // app_metadata tells the consumer how many batches to expect.
@@ -122,7 +125,7 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
                {"generation", entry->generation},
                {"block_rows", p.order.block_rows},
                {"window_blocks", p.order.window_blocks}};
-  return flight::FlightInfo::Make(*entry->schema, request, endpoints,
+  return flight::FlightInfo::Make(*projection.schema, request, endpoints,
                                   static_cast<int64_t>(shape.worker_rows), -1,
                                   /*ordered=*/false, Dump(meta));
 }
@@ -130,6 +133,8 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
 arrow::Result<flight::FlightInfo> HeadServer::RowsInfo(
     const RowsDescriptor& d, const flight::FlightDescriptor& request) const {
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset));
+  ARROW_ASSIGN_OR_RAISE(Projection projection,
+                        Project(entry->schema, d.columns, "rows descriptor"));
   const auto& ids = d.rows;  // at most 2^24, each an integer in range (protocol/descriptors.cc)
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);
   auto groups = ByReplicaSet(*entry);
@@ -157,12 +162,12 @@ arrow::Result<flight::FlightInfo> HeadServer::RowsInfo(
   std::vector<flight::FlightEndpoint> endpoints;
   for (auto& [nodes, t] : tickets) {
     ARROW_ASSIGN_OR_RAISE(
-        auto e, Endpoint(*nodes, EncodeNativeTicket(
-                                     {TicketKind::kRows, entry->storage_name, entry->generation},
-                                     EncodeRowsBody(t), ticket_key_)));
+        auto e, Endpoint(*nodes, EncodeNativeTicket({TicketKind::kRows, entry->storage_name,
+                                                     entry->generation, projection.columns},
+                                                    EncodeRowsBody(t), ticket_key_)));
     endpoints.push_back(std::move(e));
   }
-  return flight::FlightInfo::Make(*entry->schema, request, endpoints,
+  return flight::FlightInfo::Make(*projection.schema, request, endpoints,
                                   static_cast<int64_t>(ids.size()), -1, /*ordered=*/false);
 }
 

@@ -62,7 +62,7 @@ arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
               {"describe", "One dataset with its slice map: {name}."},
               {"slice_map",
                "Where a dataset's rows live and a read grant for rows tickets (kind 04): "
-               "{name}."},
+               "{name, columns?}."},
               {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
               {"status", "Nodes, datasets, loads and jobs reading now."},
               {"job.report",
@@ -117,9 +117,9 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
     return arrow::Status::OK();
   }
   if (type == "slice_map") {
-    ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
+    ARROW_ASSIGN_OR_RAISE(SliceMapRequest request, SliceMapRequest::Parse(body));
     metrics_.SliceMapServed();
-    ARROW_ASSIGN_OR_RAISE(json out, SliceMap(request.name));
+    ARROW_ASSIGN_OR_RAISE(json out, SliceMap(request.name, request.columns));
     *result = JsonResult(out);
     return arrow::Status::OK();
   }

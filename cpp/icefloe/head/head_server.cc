@@ -9,6 +9,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/head/flight_node_rpc.h"
+#include "icefloe/head/projection.h"
 #include "icefloe/head/status_page.h"
 #include "icefloe/iceberg/scan.h"
 
@@ -264,7 +265,7 @@ arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescripto
     return arrow::Status::IndexError("range [", range.start, ", ", stop, ") is outside dataset '",
                                      entry->name, "' of ", n, " rows");
   }
-  return RangeInfo(*entry, request, range.start, stop);
+  return RangeInfo(*entry, request, range.start, stop, range.columns);
 }
 
 arrow::Status HeadServer::GetSchema(const flight::ServerCallContext&,
@@ -273,7 +274,15 @@ arrow::Status HeadServer::GetSchema(const flight::ServerCallContext&,
   ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   auto entry = DatasetOf(request);
   if (!entry.ok()) return ToWireStatus(entry.status());
-  auto result = flight::SchemaResult::Make(*(*entry)->schema);
+  // A CMD descriptor's projection shapes the schema as it shapes the streams.
+  std::vector<std::string> columns;
+  if (request.type == flight::FlightDescriptor::CMD) {
+    auto descriptor = ParseDescriptor(request.cmd);  // parsed fine in DatasetOf
+    if (descriptor.ok()) columns = DescriptorColumns(*descriptor);
+  }
+  auto projection = Project((*entry)->schema, columns, "descriptor");
+  if (!projection.ok()) return ToWireStatus(projection.status());
+  auto result = flight::SchemaResult::Make(*projection->schema);
   if (!result.ok()) return ToWireStatus(result.status());
   *schema = std::move(*result);
   return arrow::Status::OK();

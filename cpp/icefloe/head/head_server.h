@@ -121,9 +121,10 @@ class HeadServer : public arrow::flight::FlightServerBase {
   arrow::Result<std::shared_ptr<const DatasetEntry>> DatasetOf(
       const arrow::flight::FlightDescriptor& descriptor) const;
   // range_info.cc
-  arrow::Result<arrow::flight::FlightInfo> RangeInfo(const DatasetEntry& entry,
-                                                     const arrow::flight::FlightDescriptor& d,
-                                                     uint64_t start, uint64_t stop) const;
+  // `columns`: the descriptor's projection (empty: every column).
+  arrow::Result<arrow::flight::FlightInfo> RangeInfo(
+      const DatasetEntry& entry, const arrow::flight::FlightDescriptor& d, uint64_t start,
+      uint64_t stop, const std::vector<std::string>& columns = {}) const;
   arrow::Result<arrow::flight::FlightInfo> KubeflowInfo(
       const arrow::flight::FlightDescriptor& request) const;
   // epoch_info.cc: one plan ticket (or gather) per replica set.
@@ -132,7 +133,8 @@ class HeadServer : public arrow::flight::FlightServerBase {
   arrow::Result<arrow::flight::FlightInfo> RowsInfo(
       const RowsDescriptor& command, const arrow::flight::FlightDescriptor& request) const;
   // slice_map_info.cc: the "slice_map" action's answer.
-  arrow::Result<nlohmann::json> SliceMap(const std::string& name) const;
+  arrow::Result<nlohmann::json> SliceMap(const std::string& name,
+                                         const std::vector<std::string>& columns) const;
   // head_actions.cc
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
                           const arrow::flight::Action& action,

@@ -5,22 +5,25 @@
 
 #include "icefloe/common/kubeflow.h"
 #include "icefloe/head/head_server.h"
+#include "icefloe/head/projection.h"
 #include "icefloe/protocol/ticket.h"
 
 namespace icefloe {
 
 namespace flight = arrow::flight;
 
-arrow::Result<flight::FlightInfo> HeadServer::RangeInfo(const DatasetEntry& entry,
-                                                        const flight::FlightDescriptor& d,
-                                                        uint64_t start, uint64_t stop) const {
+arrow::Result<flight::FlightInfo> HeadServer::RangeInfo(
+    const DatasetEntry& entry, const flight::FlightDescriptor& d, uint64_t start, uint64_t stop,
+    const std::vector<std::string>& columns) const {
+  ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry.schema, columns, "range descriptor"));
   std::vector<flight::FlightEndpoint> endpoints;
   for (const auto& s : entry.slices) {
     uint64_t from = std::max(start, s.start), to = std::min(stop, s.stop);
     if (from >= to) continue;
     flight::FlightEndpoint e;
-    e.ticket.ticket = EncodeNativeTicket({TicketKind::kRange, entry.storage_name, entry.generation},
-                                         EncodeRangeBody({from, to}), ticket_key_);
+    e.ticket.ticket = EncodeNativeTicket(
+        {TicketKind::kRange, entry.storage_name, entry.generation, projection.columns},
+        EncodeRangeBody({from, to}), ticket_key_);
     for (const auto& n : s.nodes) {
       ARROW_ASSIGN_OR_RAISE(auto loc, flight::Location::Parse(n));
       e.locations.push_back(std::move(loc));
@@ -32,8 +35,8 @@ arrow::Result<flight::FlightInfo> HeadServer::RangeInfo(const DatasetEntry& entr
                            : 0.0;
   const int64_t bytes =
       static_cast<int64_t>(static_cast<double>(entry.nbytes) / entry.request.replication * share);
-  return flight::FlightInfo::Make(*entry.schema, d, endpoints, static_cast<int64_t>(stop - start),
-                                  bytes, /*ordered=*/true);
+  return flight::FlightInfo::Make(*projection.schema, d, endpoints,
+                                  static_cast<int64_t>(stop - start), bytes, /*ordered=*/true);
 }
 
 arrow::Result<flight::FlightInfo> HeadServer::KubeflowInfo(

@@ -4,15 +4,18 @@
 #include <arrow/util/base64.h>
 
 #include "icefloe/head/head_server.h"
+#include "icefloe/head/projection.h"
 #include "icefloe/protocol/ticket.h"
 
 namespace icefloe {
 
 using json = nlohmann::json;
 
-arrow::Result<json> HeadServer::SliceMap(const std::string& name) const {
+arrow::Result<json> HeadServer::SliceMap(const std::string& name,
+                                         const std::vector<std::string>& columns) const {
   // Lookup refuses datasets that cannot be read and lists live replicas first.
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name));
+  ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry->schema, columns, "slice_map"));
   json slices = json::array();
   for (const auto& s : entry->slices) {
     slices.push_back({{"start", s.start}, {"stop", s.stop}, {"nodes", s.nodes}});
@@ -20,14 +23,16 @@ arrow::Result<json> HeadServer::SliceMap(const std::string& name) const {
   // The grant signs the storage name and generation, never rows: any rows of
   // this copy are as readable as with a range ticket the head signs for anyone
   // who asks. A reload makes a new generation, which the grant does not cover.
+  // A projection is part of the grant (signed): the nodes send those columns.
   const std::string grant = EncodeReadGrant(
-      {TicketKind::kGrantedRows, entry->storage_name, entry->generation}, ticket_key_);
+      {TicketKind::kGrantedRows, entry->storage_name, entry->generation, projection.columns},
+      ticket_key_);
   return json{{"name", entry->name},
               {"storage", entry->storage_name},
               {"generation", entry->generation},
               {"state", entry->state},
               {"rows", entry->num_rows},
-              {"schema", SchemaToBase64(*entry->schema)},
+              {"schema", SchemaToBase64(*projection.schema)},
               {"slices", std::move(slices)},
               {"grant", arrow::util::base64_encode(grant)}};
 }

@@ -62,18 +62,21 @@ class CachedDataset {
 
   /// Copies the given global rows (any order, duplicates allowed) into one
   /// record batch, in that order. KeyError naming a row this node does not hold.
-  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Gather(const std::vector<uint64_t>& rows,
-                                                            arrow::MemoryPool* pool) const;
+  /// `columns` (indices into schema(), checked by the caller; empty: all)
+  /// projects the batch: only those columns are copied, in that order.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Gather(
+      const std::vector<uint64_t>& rows, arrow::MemoryPool* pool,
+      const std::vector<int>& columns = {}) const;
 
   /// Copies the given global rows (any order, duplicates allowed) into one
   /// record batch in ascending row order, and sets (*order)[k] to the index
   /// in `rows` of the batch's row k. Runs of consecutive rows are copied
   /// whole, so rows that come in small blocks (window shuffle) cost little
   /// more than a slice: the cheapest gather when the reader reorders rows
-  /// anyway. Same errors as Gather.
+  /// anyway. Same errors and `columns` as Gather.
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherSorted(
-      const std::vector<uint64_t>& rows, arrow::MemoryPool* pool,
-      std::vector<uint32_t>* order) const;
+      const std::vector<uint64_t>& rows, arrow::MemoryPool* pool, std::vector<uint32_t>* order,
+      const std::vector<int>& columns = {}) const;
 
  private:
   CachedDataset() = default;
@@ -94,7 +97,8 @@ class CachedDataset {
   arrow::Status PlanGather(const std::vector<uint64_t>& rows, const std::vector<uint32_t>& sorted,
                            bool sorted_output, GatherPlan* plan) const;
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Copy(const GatherPlan& plan, int64_t rows,
-                                                          arrow::MemoryPool* pool) const;
+                                                          arrow::MemoryPool* pool,
+                                                          const std::vector<int>& columns) const;
   arrow::Status NotHeld(uint64_t row) const;
 
   std::vector<int64_t> local_starts_;  // index of each batch's first row among held rows

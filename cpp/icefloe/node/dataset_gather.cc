@@ -212,15 +212,20 @@ arrow::Status CachedDataset::NotHeld(uint64_t row) const {
 }
 
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Copy(
-    const GatherPlan& plan, int64_t n, arrow::MemoryPool* pool) const {
-  std::vector<std::shared_ptr<arrow::Array>> columns(schema_->num_fields());
+    const GatherPlan& plan, int64_t n, arrow::MemoryPool* pool,
+    const std::vector<int>& projection) const {
+  // A projection copies only its columns: the rows' other bytes are never read.
+  const int out_fields =
+      projection.empty() ? schema_->num_fields() : static_cast<int>(projection.size());
+  std::vector<std::shared_ptr<arrow::Array>> columns(static_cast<size_t>(out_fields));
   std::shared_ptr<arrow::Array> indices;  // for the other columns, made when first needed
-  for (int c = 0; c < schema_->num_fields(); ++c) {
+  for (int k = 0; k < out_fields; ++k) {
+    const int c = projection.empty() ? k : projection[static_cast<size_t>(k)];
     int width = batches_.empty() ? 0 : GatherWidth(*schema_->field(c)->type());
     if (width > 0) {
       // Fixed width: copy the values run by run, O(rows) whatever the dataset's size.
       ARROW_ASSIGN_OR_RAISE(auto data, GatherFixedWidth(batches_, c, width, plan, n, pool));
-      columns[c] = arrow::MakeArray(std::move(data));
+      columns[k] = arrow::MakeArray(std::move(data));
       continue;
     }
     // Other types (strings, nested, dictionaries, booleans): Arrow's take over
@@ -241,32 +246,38 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Copy(
                                                arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
     const auto& chunks = taken.chunked_array()->chunks();
     if (chunks.size() == 1) {
-      columns[c] = chunks[0];
+      columns[k] = chunks[0];
     } else if (chunks.empty()) {
-      ARROW_ASSIGN_OR_RAISE(columns[c], arrow::MakeEmptyArray(schema_->field(c)->type(), pool));
+      ARROW_ASSIGN_OR_RAISE(columns[k], arrow::MakeEmptyArray(schema_->field(c)->type(), pool));
     } else {
-      ARROW_ASSIGN_OR_RAISE(columns[c], arrow::Concatenate(chunks, pool));
+      ARROW_ASSIGN_OR_RAISE(columns[k], arrow::Concatenate(chunks, pool));
     }
   }
-  return arrow::RecordBatch::Make(schema_, n, std::move(columns));
+  if (projection.empty()) return arrow::RecordBatch::Make(schema_, n, std::move(columns));
+  std::vector<std::shared_ptr<arrow::Field>> fields;
+  fields.reserve(projection.size());
+  for (int c : projection) fields.push_back(schema_->field(c));
+  return arrow::RecordBatch::Make(arrow::schema(std::move(fields), schema_->metadata()), n,
+                                  std::move(columns));
 }
 
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Gather(
-    const std::vector<uint64_t>& rows, arrow::MemoryPool* pool) const {
+    const std::vector<uint64_t>& rows, arrow::MemoryPool* pool,
+    const std::vector<int>& columns) const {
   if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
   GatherPlan plan;
   ARROW_RETURN_NOT_OK(PlanGather(rows, SortedByRow(rows), /*sorted_output=*/false, &plan));
-  return Copy(plan, static_cast<int64_t>(rows.size()), pool);
+  return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
 }
 
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::GatherSorted(
-    const std::vector<uint64_t>& rows, arrow::MemoryPool* pool,
-    std::vector<uint32_t>* order) const {
+    const std::vector<uint64_t>& rows, arrow::MemoryPool* pool, std::vector<uint32_t>* order,
+    const std::vector<int>& columns) const {
   if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
   *order = SortedByRow(rows);
   GatherPlan plan;
   ARROW_RETURN_NOT_OK(PlanGather(rows, *order, /*sorted_output=*/true, &plan));
-  return Copy(plan, static_cast<int64_t>(rows.size()), pool);
+  return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
 }
 
 }  // namespace icefloe

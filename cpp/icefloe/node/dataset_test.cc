@@ -126,6 +126,29 @@ TEST(CachedDataset, GatherCopiesRowsInRequestOrder) {
   EXPECT_EQ((*none)->num_rows(), 0);
 }
 
+// A projection gathers only its columns, in its order; each equals that
+// column of the full gather (fixed-width with nulls and the string fallback).
+TEST(CachedDataset, GatherProjectsColumns) {
+  auto big = MixedRows(0, 40);
+  auto ds = *CachedDataset::Make("d", 1, MixedSchema(),
+                                 {{0, big->Slice(0, 17)}, {17, big->Slice(17, 23)}});
+  const std::vector<uint64_t> rows = {39, 0, 17, 16, 3, 3, 18, 19, 20, 5};
+  const std::vector<int> columns = {3, 1};  // s, x
+  for (bool sorted : {false, true}) {
+    std::vector<uint32_t> order, full_order;
+    auto full = sorted ? ds->GatherSorted(rows, arrow::default_memory_pool(), &full_order)
+                       : ds->Gather(rows, arrow::default_memory_pool());
+    auto got = sorted ? ds->GatherSorted(rows, arrow::default_memory_pool(), &order, columns)
+                      : ds->Gather(rows, arrow::default_memory_pool(), columns);
+    ASSERT_TRUE(full.ok() && got.ok()) << full.status() << got.status();
+    ASSERT_TRUE((*got)->ValidateFull().ok());
+    EXPECT_EQ((*got)->schema()->ToString(), "s: string\nx: float");
+    EXPECT_EQ(order, full_order);
+    auto want = *(*full)->SelectColumns(columns);
+    EXPECT_TRUE((*got)->Equals(*want)) << (*got)->ToString() << " vs " << want->ToString();
+  }
+}
+
 TEST(CachedDataset, GatherOrdersAgreeAndFindEveryHeldRow) {
   // Many batches of uneven sizes with gaps, spread over several lookup buckets.
   const uint32_t seed = std::random_device{}();

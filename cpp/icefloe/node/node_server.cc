@@ -23,11 +23,13 @@ namespace {
 // memory pool (and so every buffer) alive until the stream ends.
 class SnapshotReader : public arrow::RecordBatchReader {
  public:
+  /// `schema`: the dataset's, or its projection the batches already have.
   SnapshotReader(std::shared_ptr<const CachedDataset> dataset,
-                 std::vector<std::shared_ptr<arrow::RecordBatch>> batches)
-      : dataset_(std::move(dataset)), batches_(std::move(batches)) {}
+                 std::vector<std::shared_ptr<arrow::RecordBatch>> batches,
+                 std::shared_ptr<arrow::Schema> schema)
+      : dataset_(std::move(dataset)), batches_(std::move(batches)), schema_(std::move(schema)) {}
 
-  std::shared_ptr<arrow::Schema> schema() const override { return dataset_->schema(); }
+  std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
   arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* batch) override {
     if (next_ >= batches_.size()) {
       batch->reset();
@@ -43,6 +45,7 @@ class SnapshotReader : public arrow::RecordBatchReader {
  private:
   std::shared_ptr<const CachedDataset> dataset_;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
+  std::shared_ptr<arrow::Schema> schema_;
   size_t next_ = 0;
   int64_t last_rows_ = 0;
 };
@@ -230,8 +233,9 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
     ARROW_ASSIGN_OR_RAISE(auto dataset, Get(options_.default_dataset));
     RowRange range{kf.start, kf.end < kf.start ? kf.start : kf.end + 1};
     if (kf.end == UINT64_MAX) range.stop = UINT64_MAX;
+    auto schema = dataset->schema();
     *stream = std::make_unique<MeteredRangeStream>(
-        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range)),
+        std::make_shared<SnapshotReader>(dataset, dataset->Slice(range), std::move(schema)),
         Meter(StreamKind::kRange));
     return arrow::Status::OK();
   }
@@ -242,22 +246,31 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request,
                                   ticket.header.generation, " was replaced by generation ",
                                   dataset->generation(), "; ask the head for new endpoints");
   }
+  // The projection (empty: every column) is applied before anything is sent.
+  ARROW_RETURN_NOT_OK(CheckTicketColumns(ticket.header.columns, dataset->schema()->num_fields()));
+  std::vector<int> columns(ticket.header.columns.begin(), ticket.header.columns.end());
   if (ticket.header.kind == TicketKind::kPlan) {
     ARROW_ASSIGN_OR_RAISE(PlanTicket plan, DecodePlanBody(ticket.body));
     ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
-                                                  Meter(StreamKind::kPlan)));
+                                                  Meter(StreamKind::kPlan), std::move(columns)));
     return arrow::Status::OK();
   }
   // A granted rows ticket (kind 04) is served exactly as a head-signed one.
   if (ticket.header.kind == TicketKind::kRows || ticket.header.kind == TicketKind::kGrantedRows) {
     ARROW_ASSIGN_OR_RAISE(RowsTicket rows, DecodeRowsBody(ticket.body));
     ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_,
-                                                  Meter(StreamKind::kRows)));
+                                                  Meter(StreamKind::kRows), std::move(columns)));
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));
+  ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   auto batches = dataset->Slice(range);
-  auto reader = std::make_shared<SnapshotReader>(dataset, std::move(batches));
+  if (!columns.empty()) {  // zero-copy: the slices' column arrays, fewer of them
+    for (auto& b : batches) {
+      ARROW_ASSIGN_OR_RAISE(b, b->SelectColumns(columns));
+    }
+  }
+  auto reader = std::make_shared<SnapshotReader>(dataset, std::move(batches), std::move(schema));
   *stream = std::make_unique<MeteredRangeStream>(std::move(reader), Meter(StreamKind::kRange));
   return arrow::Status::OK();
 }

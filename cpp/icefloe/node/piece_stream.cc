@@ -9,6 +9,7 @@
 #include <arrow/buffer.h>
 #include <arrow/ipc/writer.h>
 #include <arrow/record_batch.h>
+#include <arrow/type.h>
 
 namespace icefloe {
 
@@ -33,21 +34,22 @@ class PieceStream : public flight::FlightDataStream {
  public:
   using Producer = std::function<arrow::Result<bool>(std::deque<Piece>*)>;
 
-  PieceStream(std::shared_ptr<const CachedDataset> dataset,
+  PieceStream(std::shared_ptr<const CachedDataset> dataset, std::shared_ptr<arrow::Schema> schema,
               std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next,
               std::unique_ptr<StreamMeter> meter)
       : gather_pool_(std::move(gather_pool)),
         dataset_(std::move(dataset)),
+        schema_(std::move(schema)),
         next_(std::move(next)),
-        mapper_(*dataset_->schema()),
+        mapper_(*schema_),
         meter_(std::move(meter)) {}
 
-  std::shared_ptr<arrow::Schema> schema() override { return dataset_->schema(); }
+  std::shared_ptr<arrow::Schema> schema() override { return schema_; }
 
   arrow::Result<flight::FlightPayload> GetSchemaPayload() override {
     flight::FlightPayload payload;
     ARROW_RETURN_NOT_OK(
-        arrow::ipc::GetSchemaPayload(*dataset_->schema(), options_, mapper_, &payload.ipc_message));
+        arrow::ipc::GetSchemaPayload(*schema_, options_, mapper_, &payload.ipc_message));
     return payload;
   }
 
@@ -60,6 +62,7 @@ class PieceStream : public flight::FlightDataStream {
  private:
   std::shared_ptr<arrow::MemoryPool> gather_pool_;  // first: outlives gathered pieces
   std::shared_ptr<const CachedDataset> dataset_;    // keeps buffers (and pool) alive
+  std::shared_ptr<arrow::Schema> schema_;           // the dataset's, projected
   Producer next_;
   arrow::ipc::DictionaryFieldMapper mapper_;
   arrow::ipc::IpcWriteOptions options_ = arrow::ipc::IpcWriteOptions::Defaults();
@@ -100,9 +103,10 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
 // reorders the rows of all endpoints in one step anyway.
 arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32_t batch_rows,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
-                            arrow::MemoryPool* pool, std::deque<Piece>* out) {
+                            arrow::MemoryPool* pool, const std::vector<int>& columns,
+                            std::deque<Piece>* out) {
   std::vector<uint32_t> order;
-  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order));
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order, columns));
   PieceInfo info{batch, batch_rows, {}};
   for (uint32_t i : order) AppendPieceRun(&info.runs, offsets[i], 1);
   out->push_back({std::move(gathered), std::move(info), /*gathered=*/true});
@@ -114,23 +118,23 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32
 // fastest in batch order; sample rows lie anywhere, read fastest sorted.
 arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ticket,
                               uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
-                              std::deque<Piece>* out) {
+                              const std::vector<int>& columns, std::deque<Piece>* out) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   std::vector<uint64_t> mine;
   std::vector<uint32_t> offsets;  // mine[i] goes to offsets[i] of the batch
   ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, batch, ticket.owned, cache, &mine, &offsets));
   if (mine.empty()) return arrow::Status::OK();
   const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
-  return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, out);
+  return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, columns, out);
 }
 
 // The pieces of one consumer batch that fall in the owned ranges.
 arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
                           PlanCache* cache, arrow::MemoryPool* gather_pool,
-                          std::deque<Piece>* out) {
+                          const std::vector<int>& columns, std::deque<Piece>* out) {
   const ShuffleMode mode = ticket.params.order.mode;
   if (mode == ShuffleMode::kSample || mode == ShuffleMode::kWindow) {
-    return ScatteredPieces(dataset, ticket, batch, cache, gather_pool, out);
+    return ScatteredPieces(dataset, ticket, batch, cache, gather_pool, columns, out);
   }
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   uint64_t rows_in_batch = 0;
@@ -163,6 +167,9 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       uint32_t piece_offset = s.offset;
       for (auto& slice : dataset.Slice(s.rows)) {
         uint32_t n = static_cast<uint32_t>(slice->num_rows());
+        if (!columns.empty()) {
+          ARROW_ASSIGN_OR_RAISE(slice, slice->SelectColumns(columns));
+        }
         out->push_back({std::move(slice), {batch, batch_rows, {{piece_offset, n}}}});
         piece_offset += n;
       }
@@ -177,14 +184,31 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       offsets.push_back(static_cast<uint32_t>(s.offset + (r - s.rows.start)));
     }
   }
-  return GatheredPiece(dataset, batch, batch_rows, rows, offsets, gather_pool, out);
+  return GatheredPiece(dataset, batch, batch_rows, rows, offsets, gather_pool, columns, out);
 }
 
 }  // namespace
 
+arrow::Result<std::shared_ptr<arrow::Schema>> ProjectedSchema(const CachedDataset& dataset,
+                                                              const std::vector<int>& columns) {
+  if (columns.empty()) return dataset.schema();
+  std::vector<std::shared_ptr<arrow::Field>> fields;
+  fields.reserve(columns.size());
+  for (int c : columns) {
+    if (c < 0 || c >= dataset.schema()->num_fields()) {
+      return arrow::Status::Invalid("column index ", c, " is outside dataset '", dataset.name(),
+                                    "' of ", dataset.schema()->num_fields(), " columns");
+    }
+    fields.push_back(dataset.schema()->field(c));
+  }
+  return arrow::schema(std::move(fields), dataset.schema()->metadata());
+}
+
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter) {
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
+    std::vector<int> columns) {
+  ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   if (ticket.batch_end > shape.worker_batches) {
     return arrow::Status::Invalid("plan ticket asks for batches up to ", ticket.batch_end,
@@ -197,36 +221,40 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   auto cache = std::make_shared<PlanCache>();  // the stream's consecutive batches share windows
   const CachedDataset* ds = dataset.get();
   arrow::MemoryPool* pool = gather_pool.get();
-  auto producer = [ds, pool, ticket = std::move(ticket), next_batch,
-                   cache](std::deque<Piece>* out) -> arrow::Result<bool> {
+  auto producer = [ds, pool, ticket = std::move(ticket), next_batch, cache,
+                   columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
-    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), pool, out));
+    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), pool, columns, out));
     return true;
   };
-  return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
-                                       std::move(producer), std::move(meter));
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),
+                                       std::move(gather_pool), std::move(producer),
+                                       std::move(meter));
 }
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter) {
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
+    std::vector<int> columns) {
+  ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   auto next = std::make_shared<size_t>(0);
   const CachedDataset* ds = dataset.get();
   arrow::MemoryPool* pool = gather_pool.get();
-  auto producer = [ds, pool, ticket = std::move(ticket),
-                   next](std::deque<Piece>* out) -> arrow::Result<bool> {
+  auto producer = [ds, pool, ticket = std::move(ticket), next,
+                   columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next >= ticket.rows.size()) return false;
     size_t end = std::min(ticket.rows.size(), *next + kRowsPerPiece);
     const auto from = static_cast<ptrdiff_t>(*next);
     const auto to = static_cast<ptrdiff_t>(end);
     std::vector<uint64_t> rows(ticket.rows.begin() + from, ticket.rows.begin() + to);
     std::vector<uint32_t> offsets(ticket.positions.begin() + from, ticket.positions.begin() + to);
-    ARROW_RETURN_NOT_OK(GatheredPiece(*ds, 0, ticket.total, rows, offsets, pool, out));
+    ARROW_RETURN_NOT_OK(GatheredPiece(*ds, 0, ticket.total, rows, offsets, pool, columns, out));
     *next = end;
     return true;
   };
-  return std::make_unique<PieceStream>(std::move(dataset), std::move(gather_pool),
-                                       std::move(producer), std::move(meter));
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),
+                                       std::move(gather_pool), std::move(producer),
+                                       std::move(meter));
 }
 
 }  // namespace icefloe

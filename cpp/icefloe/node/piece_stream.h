@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <arrow/flight/server.h>
 #include <arrow/result.h>
@@ -23,13 +24,22 @@ namespace icefloe {
 /// node lacks owned rows it is asked for (a stale or misrouted ticket).
 /// Gathered rows are allocated from `gather_pool` (the node's budget), which
 /// the stream keeps alive. `meter` (may be null) hears of every batch sent.
+/// `columns` (indices into the dataset's schema, checked by the caller;
+/// empty: all) projects the stream: its schema and every batch hold only
+/// those columns, in that order; slices select them, gathers copy only them.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr);
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
+    std::vector<int> columns = {});
 
 /// The stream for a row ticket: the requested rows, gathered, in chunks.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
-    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr);
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
+    std::vector<int> columns = {});
+
+/// The dataset's schema projected onto `columns` (empty: the schema itself).
+arrow::Result<std::shared_ptr<arrow::Schema>> ProjectedSchema(const CachedDataset& dataset,
+                                                              const std::vector<int>& columns);
 
 }  // namespace icefloe

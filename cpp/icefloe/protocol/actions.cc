@@ -29,6 +29,13 @@ const Field<NameRequest> kNameFields[] = {
     {Str("name", kRequired, Values(1, 1024)), &NameRequest::name},
 };
 
+// Column names as the descriptors' (descriptors.cc); the head checks them.
+const Field<SliceMapRequest> kSliceMapFields[] = {
+    {Str("name", kRequired, Values(1, 1024)), &SliceMapRequest::name},
+    {ListOf(FieldType::kStringList, "columns", kOptional, Values(1, 1024), Values(1, 65535)),
+     &SliceMapRequest::columns},
+};
+
 }  // namespace
 
 arrow::Status CheckDatasetName(std::string_view name, std::string_view what) {
@@ -82,6 +89,24 @@ arrow::Result<NameRequest> NameRequest::Parse(std::string_view body, std::string
 
 MessageSpec NameRequest::Spec(std::string_view action) {
   return SpecOf<NameRequest>(action, kNameFields);
+}
+
+json SliceMapRequest::ToJson() const {
+  json j = {{"v", kProtocolVersion}};
+  WriteFields<SliceMapRequest>(kSliceMapFields, *this, &j);
+  if (columns.empty()) j.erase("columns");  // absent means all; [] is refused
+  return j;
+}
+
+arrow::Result<SliceMapRequest> SliceMapRequest::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "slice_map"));
+  SliceMapRequest r;
+  ARROW_RETURN_NOT_OK(ReadFields<SliceMapRequest>(JsonFields(j, "slice_map"), kSliceMapFields, &r));
+  return r;
+}
+
+MessageSpec SliceMapRequest::Spec() {
+  return SpecOf<SliceMapRequest>("slice_map", kSliceMapFields);
 }
 
 }  // namespace icefloe

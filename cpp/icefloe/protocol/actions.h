@@ -48,6 +48,17 @@ struct NameRequest {
   static MessageSpec Spec(std::string_view action);
 };
 
+/// The `slice_map` action: a dataset's slices and a read grant, for the
+/// columns asked for (none: every column; the grant then names no projection).
+struct SliceMapRequest {
+  std::string name;
+  std::vector<std::string> columns;
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<SliceMapRequest> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
 /// The dataset-name rule of `load` (also for names nodes store data under).
 arrow::Status CheckDatasetName(std::string_view name, std::string_view what);
 

@@ -15,11 +15,15 @@ constexpr std::string_view kShuffleModes[] = {"window", "none", "block", "sample
 
 const FieldSpec kKind = Str("kind", kOptional, Values(1, 16), kKinds);
 const FieldSpec kDataset = Str("dataset", kRequired, Values(1, 200));
+// Column names as the load's (actions.cc); the head checks them against the schema.
+const FieldSpec kColumns = ListOf(FieldType::kStringList, "columns", kOptional, Values(1, 1024),
+                                  Values(1, kMaxProjectedColumns));
 
 const Field<RangeDescriptor> kRangeFields[] = {
     {kDataset, &RangeDescriptor::dataset},
     {Uint("start", kOptional, Values(0, kMaxRows)), &RangeDescriptor::start},
     {Uint("stop", kOptional, Values(0, kMaxRows)), &RangeDescriptor::stop},
+    {kColumns, &RangeDescriptor::columns},
 };
 
 // The epoch plan's coordinates, one line per field. A new field: a member in
@@ -46,6 +50,7 @@ const Field<EpochDescriptor> kEpochFields[] = {
     {Uint("resume_world_size", kOptional, Values(1, kU32Max)), &EpochDescriptor::resume_world_size},
     {Uint("resume_batch_size", kOptional, Values(1, uint64_t{1} << 24)),
      &EpochDescriptor::resume_batch_size},
+    {kColumns, &EpochDescriptor::columns},
 };
 
 const Field<RowsDescriptor> kRowsFields[] = {
@@ -53,12 +58,14 @@ const Field<RowsDescriptor> kRowsFields[] = {
     {ListOf(FieldType::kUintList, "rows", kRequired, Values(0, kMaxRows),
             Values(0, uint64_t{1} << 24)),
      &RowsDescriptor::rows},
+    {kColumns, &RowsDescriptor::columns},
 };
 
 template <typename M>
 json WithKind(std::string_view kind, std::span<const Field<M>> table, const M& m) {
   json j = {{"v", kProtocolVersion}, {"kind", kind}};
   WriteFields<M>(table, m, &j);
+  if (m.columns.empty()) j.erase("columns");  // absent means all; [] is refused
   return j;
 }
 
@@ -120,6 +127,10 @@ arrow::Result<Descriptor> ParseDescriptor(std::string_view cmd) {
 
 const std::string& DescriptorDataset(const Descriptor& d) {
   return std::visit([](const auto& x) -> const std::string& { return x.dataset; }, d);
+}
+
+const std::vector<std::string>& DescriptorColumns(const Descriptor& d) {
+  return std::visit([](const auto& x) -> const std::vector<std::string>& { return x.columns; }, d);
 }
 
 }  // namespace icefloe

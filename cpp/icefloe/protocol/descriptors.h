@@ -16,11 +16,17 @@
 
 namespace icefloe {
 
+/// Most columns a descriptor may project (tickets carry their indices as u16).
+inline constexpr uint64_t kMaxProjectedColumns = 65535;
+
 /// {"kind": "range"}: global rows [start, stop) of a dataset.
 struct RangeDescriptor {
   std::string dataset;
   uint64_t start = 0;
   std::optional<uint64_t> stop;  ///< empty: to the end
+  /// Projection: column names in output order; empty: every column. On the
+  /// wire an absent field; a present one holds 1..65535 names.
+  std::vector<std::string> columns = {};
 
   nlohmann::json ToJson() const;
   static arrow::Result<RangeDescriptor> FromJson(const nlohmann::json& j);
@@ -51,6 +57,7 @@ struct EpochDescriptor {
   std::optional<uint64_t> resume_steps;
   std::optional<uint64_t> resume_world_size;  ///< 1..2^32-1
   std::optional<uint64_t> resume_batch_size;
+  std::vector<std::string> columns = {};  ///< as RangeDescriptor::columns
 
   nlohmann::json ToJson() const;
   static arrow::Result<EpochDescriptor> FromJson(const nlohmann::json& j);
@@ -61,6 +68,7 @@ struct EpochDescriptor {
 struct RowsDescriptor {
   std::string dataset;
   std::vector<uint64_t> rows;
+  std::vector<std::string> columns = {};  ///< as RangeDescriptor::columns
 
   nlohmann::json ToJson() const;
   static arrow::Result<RowsDescriptor> FromJson(const nlohmann::json& j);
@@ -73,5 +81,7 @@ using Descriptor = std::variant<RangeDescriptor, EpochDescriptor, RowsDescriptor
 arrow::Result<Descriptor> ParseDescriptor(std::string_view cmd);
 /// The dataset a descriptor names.
 const std::string& DescriptorDataset(const Descriptor& d);
+/// The columns a descriptor projects (empty: all).
+const std::vector<std::string>& DescriptorColumns(const Descriptor& d);
 
 }  // namespace icefloe

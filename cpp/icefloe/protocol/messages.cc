@@ -401,24 +401,12 @@ MessageSpec NodeRecordRequest::Spec() {
 }
 
 std::vector<MessageSpec> AllMessageSpecs() {
-  return {LoadRequest::Spec(),
-          NameRequest::Spec("describe"),
-          NameRequest::Spec("evict"),
-          NameRequest::Spec("slice_map"),
-          RangeDescriptor::Spec(),
-          EpochDescriptor::Spec(),
-          RowsDescriptor::Spec(),
-          RegisterRequest::Spec(),
-          NodeStatus::Spec(),
-          NodeLoadRequest::Spec(),
-          NodeLoadStatusRequest::Spec(),
-          NodeLoadState::Spec(),
-          NodeCommit::Spec(),
-          NodeCommitResult::Spec(),
-          NodeEvict::Spec(),
-          NodeEvictResult::Spec(),
-          NodeRecordRequest::Spec(),
-          DataFileSpec(),
+  return {LoadRequest::Spec(),     NameRequest::Spec("describe"), NameRequest::Spec("evict"),
+          SliceMapRequest::Spec(), RangeDescriptor::Spec(),       EpochDescriptor::Spec(),
+          RowsDescriptor::Spec(),  RegisterRequest::Spec(),       NodeStatus::Spec(),
+          NodeLoadRequest::Spec(), NodeLoadStatusRequest::Spec(), NodeLoadState::Spec(),
+          NodeCommit::Spec(),      NodeCommitResult::Spec(),      NodeEvict::Spec(),
+          NodeEvictResult::Spec(), NodeRecordRequest::Spec(),     DataFileSpec(),
           JobReport::Spec()};
 }
 
@@ -427,6 +415,7 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "describe" || message == "evict") {
     return NameRequest::Parse(body, message).status();
   }
+  if (message == "slice_map") return SliceMapRequest::Parse(body).status();
   if (message == "descriptor") return ParseDescriptor(body).status();
   if (message == "node.register") return RegisterRequest::Parse(body).status();
   if (message == "node.status reply") return NodeStatus::Parse(body).status();

@@ -63,6 +63,12 @@ TEST(MessagesTest, DescriptorsRoundTrip) {
   parsed = ParseDescriptor(Dump(rows.ToJson()));
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(std::get<RowsDescriptor>(*parsed).rows, rows.rows);
+  // A projection round-trips in order; none is written as no field at all.
+  EXPECT_FALSE(rows.ToJson().contains("columns"));
+  RowsDescriptor projected{"d", {1}, {"b", "a"}};
+  parsed = ParseDescriptor(Dump(projected.ToJson()));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(DescriptorColumns(*parsed), (std::vector<std::string>{"b", "a"}));
   // No kind: a range.
   parsed = ParseDescriptor(R"({"dataset": "d"})");
   ASSERT_TRUE(parsed.ok());

@@ -41,6 +41,7 @@ void Tickets(std::string_view bytes) {
     (void)icefloe::DecodeRangeBody(ticket->body);
     (void)icefloe::DecodePlanBody(ticket->body);
     (void)icefloe::DecodeRowsBody(ticket->body);
+    (void)icefloe::CheckTicketColumns(ticket->header.columns, 16);
   }
   (void)icefloe::DecodePlanBody(bytes);
   (void)icefloe::DecodeRowsBody(bytes);

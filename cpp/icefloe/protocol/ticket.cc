@@ -9,16 +9,34 @@ namespace {
 constexpr uint8_t kMagic1 = 'I';
 constexpr uint8_t kMagic2 = 'F';
 constexpr uint8_t kFlagSigned = 0x01;
+constexpr uint8_t kFlagProjected = 0x02;
 constexpr size_t kFixedHeaderSize = 6;  // magic (3), version, kind, flags
 
 bool ValidKind(uint8_t kind) { return kind >= 1 && kind <= 4; }
+
+arrow::Result<std::vector<uint16_t>> ReadColumns(ByteReader& r) {
+  ARROW_ASSIGN_OR_RAISE(uint16_t n, r.U16());
+  if (n == 0) return arrow::Status::Invalid("Invalid ticket format: projection of 0 columns");
+  std::vector<uint16_t> columns(n);
+  std::vector<bool> seen;
+  for (uint16_t i = 0; i < n; ++i) {
+    ARROW_ASSIGN_OR_RAISE(columns[i], r.U16());
+    if (columns[i] >= seen.size()) seen.resize(size_t{columns[i]} + 1, false);
+    if (seen[columns[i]]) {
+      return arrow::Status::Invalid("Invalid ticket format: column index ", columns[i],
+                                    " appears twice in the projection");
+    }
+    seen[columns[i]] = true;
+  }
+  return columns;
+}
 
 // A kGrantedRows ticket: signed header (the grant), then the rows body. The
 // body is deliberately outside the signature: the grant already allows any
 // rows of that copy, so the client may list them itself.
 arrow::Result<NativeTicket> DecodeGrantedRows(std::string_view bytes, std::string_view secret) {
   const auto flags = static_cast<uint8_t>(bytes[5]);
-  if ((flags & ~kFlagSigned) != 0) {
+  if ((flags & ~(kFlagSigned | kFlagProjected)) != 0) {
     return arrow::Status::Invalid("Invalid ticket format: granted rows ticket with flags ",
                                   static_cast<int>(flags), " this node does not know");
   }
@@ -28,6 +46,9 @@ arrow::Result<NativeTicket> DecodeGrantedRows(std::string_view bytes, std::strin
   ARROW_ASSIGN_OR_RAISE(auto name, r.String16());
   ticket.header.dataset = std::string(name);
   ARROW_ASSIGN_OR_RAISE(ticket.header.generation, r.U64());
+  if ((flags & kFlagProjected) != 0) {
+    ARROW_ASSIGN_OR_RAISE(ticket.header.columns, ReadColumns(r));
+  }
   const size_t grant_size = kFixedHeaderSize + r.position();
   ticket.signed_ = (flags & kFlagSigned) != 0;
   std::string_view mac;
@@ -64,9 +85,15 @@ std::string EncodeNativeTicket(const TicketHeader& header, std::string_view body
   w.U8(kMagic2);
   w.U8(kTicketVersion);
   w.U8(static_cast<uint8_t>(header.kind));
-  w.U8(secret.empty() ? 0 : kFlagSigned);
+  uint8_t flags = secret.empty() ? 0 : kFlagSigned;
+  if (!header.columns.empty()) flags |= kFlagProjected;
+  w.U8(flags);
   w.String16(header.dataset);
   w.U64(header.generation);
+  if (!header.columns.empty()) {
+    w.U16(static_cast<uint16_t>(header.columns.size()));  // at most kMaxTicketColumns
+    for (uint16_t c : header.columns) w.U16(c);
+  }
   w.Bytes(body);
   if (!secret.empty()) {
     HmacDigest mac = HmacSha256(secret, out);
@@ -92,7 +119,8 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
   if (kind == static_cast<uint8_t>(TicketKind::kGrantedRows)) {
     return DecodeGrantedRows(bytes, secret);
   }
-  const bool is_signed = (static_cast<uint8_t>(bytes[5]) & kFlagSigned) != 0;
+  const auto flags = static_cast<uint8_t>(bytes[5]);
+  const bool is_signed = (flags & kFlagSigned) != 0;
   std::string_view signed_part = bytes;
   if (is_signed) {
     if (bytes.size() < kFixedHeaderSize + kHmacSize) {
@@ -118,6 +146,9 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
   ARROW_ASSIGN_OR_RAISE(auto name, r.String16());
   ticket.header.dataset = std::string(name);
   ARROW_ASSIGN_OR_RAISE(ticket.header.generation, r.U64());
+  if ((flags & kFlagProjected) != 0) {
+    ARROW_ASSIGN_OR_RAISE(ticket.header.columns, ReadColumns(r));
+  }
   ARROW_ASSIGN_OR_RAISE(auto body, r.Bytes(r.remaining()));
   ticket.body = std::string(body);
   return ticket;
@@ -136,6 +167,16 @@ std::string EncodeGrantedRowsTicket(std::string_view grant, std::string_view row
   out.append(grant);
   out.append(rows_body);
   return out;
+}
+
+arrow::Status CheckTicketColumns(const std::vector<uint16_t>& columns, int num_fields) {
+  for (uint16_t c : columns) {
+    if (static_cast<int>(c) >= num_fields) {
+      return arrow::Status::Invalid("ticket column index ", c, " is outside the dataset's ",
+                                    num_fields, " columns");
+    }
+  }
+  return arrow::Status::OK();
 }
 
 std::string EncodeRangeBody(RowRange range) {

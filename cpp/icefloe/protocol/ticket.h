@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <arrow/result.h>
 
@@ -29,11 +30,18 @@ enum class TicketKind : uint8_t {
   kGrantedRows = 4,
 };
 
+/// Most columns a projected ticket names (its count is a u16, never 0).
+inline constexpr size_t kMaxTicketColumns = 65535;
+
 /// The part every native ticket has.
 struct TicketHeader {
   TicketKind kind = TicketKind::kRange;
   std::string dataset;      ///< Dataset name.
   uint64_t generation = 0;  ///< Which loaded copy; reloads and evictions make tickets stale.
+  /// Projection: indices into the cached dataset's schema, in output order,
+  /// distinct; empty = every column. On the wire: flags bit 0x02 and, after
+  /// the generation, u16 n (1..65535) then n u16 indices (signed with the rest).
+  std::vector<uint16_t> columns = {};
 };
 
 /// A decoded native ticket: header plus the kind-specific body bytes.
@@ -44,6 +52,8 @@ struct NativeTicket {
 };
 
 /// Encodes a native ticket. When `secret` is non-empty the ticket is signed.
+/// `header.columns` must hold at most kMaxTicketColumns distinct indices (the
+/// head builds it from checked names; see CheckTicketColumns).
 std::string EncodeNativeTicket(const TicketHeader& header, std::string_view body,
                                std::string_view secret);
 
@@ -63,6 +73,10 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
 std::string EncodeReadGrant(const TicketHeader& header, std::string_view secret);
 /// `grant` (EncodeReadGrant) followed by a kRows body.
 std::string EncodeGrantedRowsTicket(std::string_view grant, std::string_view rows_body);
+/// OK when every index of `columns` names one of the dataset's `num_fields`
+/// columns; Invalid naming the first index that does not (a ticket made for
+/// another copy of the dataset).
+arrow::Status CheckTicketColumns(const std::vector<uint16_t>& columns, int num_fields);
 
 /// True when the bytes are a native ticket (by magic), false for Kubeflow's.
 bool IsNativeTicket(std::string_view bytes);

@@ -92,19 +92,78 @@ TEST(NativeTicket, RequiresSignatureWhenSecretSet) {
   EXPECT_NE(wrong_key.status().message().find("signature mismatch"), std::string::npos);
 }
 
+TEST(NativeTicket, ProjectionRoundTripsInsideTheSignature) {
+  TicketHeader h{TicketKind::kPlan, "mnist", 9, {7, 0, 3}};
+  for (std::string secret : {"", "k"}) {
+    std::string bytes = EncodeNativeTicket(h, EncodeRangeBody({1, 2}), secret);
+    auto t = DecodeNativeTicket(bytes, secret);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->header.columns, (std::vector<uint16_t>{7, 0, 3}));
+    EXPECT_EQ(t->header.generation, 9u);
+    EXPECT_EQ(*DecodeRangeBody(t->body), (RowRange{1, 2}));
+  }
+  // Unprojected tickets keep their bytes: flags 0, no column list.
+  std::string plain = EncodeNativeTicket({TicketKind::kRange, "d", 1}, EncodeRangeBody({0, 1}), "");
+  EXPECT_EQ(static_cast<uint8_t>(plain[5]), 0);
+  EXPECT_TRUE(DecodeNativeTicket(plain, "")->header.columns.empty());
+  std::string projected =
+      EncodeNativeTicket({TicketKind::kRange, "d", 1, {2}}, EncodeRangeBody({0, 1}), "");
+  EXPECT_EQ(static_cast<uint8_t>(projected[5]), 0x02);
+  EXPECT_EQ(projected.size(), plain.size() + 4);  // u16 n, one u16 index
+  // Changing the projection of a signed ticket breaks its signature.
+  std::string signed_ticket = EncodeNativeTicket(h, EncodeRangeBody({1, 2}), "k");
+  signed_ticket[6 + 2 + 5 + 8 + 2] ^= 1;  // the first index's low byte
+  EXPECT_NE(DecodeNativeTicket(signed_ticket, "k").status().message().find("signature mismatch"),
+            std::string::npos);
+}
+
+TEST(NativeTicket, ProjectionIndexOutsideTheDatasetIsInvalid) {
+  EXPECT_TRUE(CheckTicketColumns({0, 4, 2}, 5).ok());
+  EXPECT_TRUE(CheckTicketColumns({}, 0).ok());
+  auto st = CheckTicketColumns({1, 5, 9}, 5);
+  ASSERT_TRUE(st.IsInvalid()) << st;
+  EXPECT_NE(st.message().find("column index 5"), std::string::npos) << st;
+}
+
+TEST(NativeTicket, TruncatedOrDuplicateProjectionIsInvalid) {
+  std::string full =
+      EncodeNativeTicket({TicketKind::kRange, "d", 1, {3, 1}}, EncodeRangeBody({0, 1}), "");
+  // Cut inside the column list (header 6, name 2+1, generation 8, n 2, 2 indices).
+  for (size_t cut : {size_t{17}, size_t{18}, size_t{19}, size_t{20}, size_t{22}}) {
+    auto t = DecodeNativeTicket(full.substr(0, cut), "");
+    ASSERT_FALSE(t.ok()) << cut;
+    EXPECT_NE(t.status().message().find("Invalid ticket format"), std::string::npos) << t.status();
+  }
+  std::string dup = full;
+  dup[21] = dup[19];  // second index = first
+  dup[22] = dup[20];
+  auto t = DecodeNativeTicket(dup, "");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("column index 3 appears twice"), std::string::npos)
+      << t.status();
+  std::string zero = full;
+  zero[17] = 0;  // n = 0
+  zero[18] = 0;
+  EXPECT_NE(DecodeNativeTicket(zero, "").status().message().find("0 columns"), std::string::npos);
+}
+
 TEST(NativeTicket, RandomBytesNeverCrash) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937 rng(seed);
-  std::string valid =
+  const std::string plain =
       EncodeNativeTicket({TicketKind::kRange, "ds", 7}, EncodeRangeBody({0, 9}), "");
+  const std::string projected =
+      EncodeNativeTicket({TicketKind::kRange, "ds", 7, {4, 1, 2}}, EncodeRangeBody({0, 9}), "");
   for (int i = 0; i < 20000; ++i) {
+    const std::string& valid = i % 3 == 0 ? projected : plain;
     std::string bytes = valid.substr(0, rng() % (valid.size() + 1));
     for (size_t j = 3; j < bytes.size(); ++j) {
       if (rng() % 4 == 0) bytes[j] = static_cast<char>(rng());
     }
     auto t = DecodeNativeTicket(bytes, i % 2 ? "k" : "");
     if (t.ok()) (void)DecodeRangeBody(t->body);
+    if (t.ok()) (void)CheckTicketColumns(t->header.columns, 3);
     (void)DecodeKubeflowTicket(bytes);
   }
 }
