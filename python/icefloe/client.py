@@ -480,11 +480,18 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def _counting(meter: _stall.ConsumerMeter,
               transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
     """``transform`` that also tells ``meter`` each batch's rows (in order)."""
+    from ._pieces import ChunkTransform, apply_many
+
     def count(batch: pa.RecordBatch) -> Any:
         meter.count_rows(batch.num_rows)
         return batch if transform is None else transform(batch)
 
-    return count
+    def count_many(batch: pa.RecordBatch, sizes: list[int]) -> list[Any]:
+        for n in sizes:
+            meter.count_rows(n)
+        return apply_many(transform, batch, sizes)
+
+    return ChunkTransform(count, count_many)
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:
