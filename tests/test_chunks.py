@@ -30,6 +30,7 @@ def cluster(tmp_path_factory):
     with icefloe.LocalCluster(num_nodes=2, log_dir=root / "logs") as c:
         with c.client() as client:
             client.load("t", table.metadata_location)
+        c.table_location = table.metadata_location
         yield c
 
 
@@ -124,3 +125,28 @@ def test_cache_dataset_tensors_equal_per_batch_conversion(cluster):
                 assert torch.equal(a, b), name
     assert any("maybe_valid" in batch_to_tensors(b) for b in ref)
     assert not all("maybe_valid" in batch_to_tensors(b) for b in ref)
+
+
+
+def test_iter_epoch_with_batch_to_tensors_converts_chunks_at_once(cluster):
+    with cluster.client() as client:
+        # The same table without the column that has nulls.
+        client.load("u", cluster.table_location, columns=["id", "x"])
+        for name, chunked in (("u", True), ("t", False)):
+            ref = list(client.iter_epoch(name, batch_size=1024, shuffle="none"))
+            got = list(client.iter_epoch(name, batch_size=1024, shuffle="none",
+                                         transform=batch_to_tensors))
+            assert len(got) == len(ref) == N // 1024
+            views = 0
+            for batch, tensors in zip(ref, got, strict=True):
+                want = batch_to_tensors(batch)
+                assert list(tensors) == list(want)
+                assert torch.equal(tensors["id"], want["id"])
+                assert torch.equal(tensors["x"], want["x"])
+                # A view of a chunk's tensor shares its storage with the chunk's.
+                views += tensors["id"].untyped_storage().nbytes() > 1024 * 8
+            # Chunks with nulls in some batches are converted batch by batch,
+            # so each batch has "maybe_valid" exactly when it has a null (the
+            # keys above); only the few chunks without a null are views.
+            assert (views > len(got) // 2) if chunked else views < len(got) // 10, \
+                (name, views, len(got))

@@ -87,7 +87,9 @@ class ChunkTransform:
     """A per-batch transform (``one``) that can also turn several whole
     batches at once: ``many(record_batch, sizes)`` returns one item per batch,
     equal to ``one`` of each of the ``sizes``-row slices, in order, but
-    cheaper (e.g. one conversion to tensors, then views)."""
+    cheaper (e.g. one conversion to tensors, then views). Any transform with
+    such a ``many`` attribute is used this way (icefloe.torch's
+    ``batch_to_tensors`` has one)."""
 
     def __init__(self, one: Callable[[pa.RecordBatch], Any],
                  many: Callable[[pa.RecordBatch, list[int]], list[Any]]) -> None:

@@ -345,7 +345,10 @@ class Client:
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
-        assembly).
+        assembly). Where a node sent several whole batches as one message, a
+        transform with a ``many(record_batch, sizes)`` attribute turns them
+        at once (``icefloe.torch.batch_to_tensors`` has one); it must return
+        what the transform would of each batch.
 
         When a node dies mid-epoch the epoch continues from its first batch
         not yet complete, on another replica or once the head has repaired

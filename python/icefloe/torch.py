@@ -146,6 +146,11 @@ def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int]) -> list[dict[str
     return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
 
 
+# Client.iter_epoch(transform=batch_to_tensors) converts each chunk of whole
+# batches at once too (icefloe._pieces.apply_many looks for `many`).
+batch_to_tensors.many = batches_to_tensors  # type: ignore[attr-defined]
+
+
 class _ClusterClient:
     """One Client per process (Flight clients must not cross a fork), never pickled."""
 
