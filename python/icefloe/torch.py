@@ -242,8 +242,10 @@ class CacheDataset(_ClusterClient, IterableDataset):
 
     In the training process batches are assembled (and, with the default
     :meth:`to_tensors`, turned into tensors) on a background thread,
-    ``prefetch`` batches (default 2) before the loop asks for them, so the
-    loop's step overlaps the input work; inside DataLoader workers, which do
+    ``prefetch`` batches (default 2; the batches a node sent as one chunk
+    count as one and are handed over together) before the loop asks for
+    them, so the loop's step overlaps the input work; inside DataLoader
+    workers, which do
     nothing else and which the DataLoader already runs ahead, the default is
     to assemble on the worker's own thread (``prefetch=0``).
 
