@@ -118,6 +118,19 @@ def test_iter_epoch_survives_a_node_kill_exactly(rep2, caplog):
         assert any("Deadline" in r.message for r in caplog.records), "no deadline passed"
 
 
+def test_chunked_epoch_survives_a_node_kill_exactly(rep2, caplog):
+    # Shuffle none at 1024 rows: nodes send dozens of whole batches a message
+    # (IFP3 chunks); the kill lands after 4 batches of the first one.
+    plan = {"shuffle": "none", "drop_last": False}
+    with rep2.client() as client:
+        victim = _streaming_node(rep2, **plan)
+        with caplog.at_level(logging.WARNING, logger="icefloe"):
+            batches = client.iter_epoch("t", batch_size=1024, **plan)
+            got = _read_killing(batches, rep2, victim)
+    assert got == list(range(N))
+    assert any("failing over" in r.message for r in caplog.records), "no stream broke"
+
+
 def test_cache_dataset_survives_a_node_kill_exactly(rep2, caplog):
     ds = CacheDataset(rep2.head_uri, "t", batch_size=BATCH, shuffle="sample", seed=2,
                       drop_last=True, columns=COLUMNS, client_options={"failover_attempts": 4})

@@ -7,6 +7,13 @@ For plan and row tickets a node sends record batches tagged with app_metadata
 ``batch``. Every endpoint streams pieces in increasing batch order, so a batch
 is complete when ``batch_rows`` rows have arrived, and it is yielded as soon
 as it is.
+
+Consecutive batches an endpoint holds whole and contiguous come as one
+*chunk*, ``"IFP3" | u64 first_batch | u32 batch_rows | u32 count | u32
+last_rows``: ``count`` whole batches, all of ``batch_rows`` rows but the last
+(``last_rows``), split here zero-copy, or turned into tensors at once and
+split (:class:`ChunkTransform`). Every batch of a chunk is complete when it
+arrives, so a failover resumes after the chunk exactly as after a batch.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from .errors import Error, InvalidArgument, StreamBroken, map_error
 _HEADER = struct.Struct("<4sQII")
 _RUNS = b"IFP1"
 _POSITIONS = b"IFP2"
+_CHUNK = struct.Struct("<4sQIII")
+_CHUNK_MAGIC = b"IFP3"
 _DONE = object()
 _JOIN_TIMEOUT_S = 10.0
 
@@ -54,10 +63,69 @@ class Piece:
         return int(self.runs[0][0]) if self.runs is not None and len(self.runs) else 0
 
 
-def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece:
+@dataclass
+class Chunk:
+    """Whole batches batch, ..., batch + count - 1 (IFP3), in ``data``'s rows."""
+
+    batch: int
+    batch_rows: int
+    count: int
+    last_rows: int
+    data: pa.RecordBatch
+
+    def sizes(self) -> list[int]:
+        """Rows of each of the chunk's batches."""
+        return [self.batch_rows] * (self.count - 1) + [self.last_rows]
+
+    def split(self, transform: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
+        """One item per batch: the batch (a zero-copy slice), or what
+        ``transform`` makes of it (its ``many`` at once when it has one)."""
+        return apply_many(transform, self.data, self.sizes())
+
+
+class ChunkTransform:
+    """A per-batch transform (``one``) that can also turn several whole
+    batches at once: ``many(record_batch, sizes)`` returns one item per batch,
+    equal to ``one`` of each of the ``sizes``-row slices, in order, but
+    cheaper (e.g. one conversion to tensors, then views). Any transform with
+    such a ``many`` attribute is used this way (icefloe.torch's
+    ``batch_to_tensors`` has one)."""
+
+    def __init__(self, one: Callable[[pa.RecordBatch], Any],
+                 many: Callable[[pa.RecordBatch, list[int]], list[Any]]) -> None:
+        self.one = one
+        self.many = many
+
+    def __call__(self, batch: pa.RecordBatch) -> Any:
+        return self.one(batch)
+
+
+def slices(data: pa.RecordBatch, sizes: list[int]) -> list[pa.RecordBatch]:
+    """``data`` cut into consecutive zero-copy slices of ``sizes`` rows."""
+    out, offset = [], 0
+    for n in sizes:
+        out.append(data.slice(offset, n))
+        offset += n
+    return out
+
+
+def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
+               sizes: list[int]) -> list[Any]:
+    """``transform`` of each consecutive ``sizes``-row slice of ``data`` (the
+    slices themselves without one), through its ``many`` when it has one."""
+    many = getattr(transform, "many", None)
+    if many is not None:
+        return many(data, sizes)
+    batches = slices(data, sizes)
+    return batches if transform is None else [transform(b) for b in batches]
+
+
+def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece | Chunk:
     if metadata is None or metadata.size < _HEADER.size:
         raise InvalidArgument("a node sent a batch without piece metadata")
     raw = metadata.to_pybytes()
+    if raw[:4] == _CHUNK_MAGIC:
+        return _parse_chunk(data, raw)
     magic, batch, batch_rows, n = _HEADER.unpack_from(raw)
     if magic == _POSITIONS and len(raw) == _HEADER.size + 4 * n:
         positions = np.frombuffer(raw, dtype="<u4", count=n, offset=_HEADER.size)
@@ -66,6 +134,18 @@ def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece:
         raise InvalidArgument("a node sent malformed piece metadata")
     runs = np.frombuffer(raw, dtype="<u4", count=2 * n, offset=_HEADER.size).reshape(n, 2)
     return Piece(batch, batch_rows, runs, data)
+
+
+def _parse_chunk(data: pa.RecordBatch, raw: bytes) -> Chunk:
+    if len(raw) != _CHUNK.size:
+        raise InvalidArgument("a node sent malformed chunk metadata")
+    _, batch, batch_rows, count, last_rows = _CHUNK.unpack(raw)
+    if count < 2 or not 1 <= last_rows <= batch_rows or \
+            data.num_rows != (count - 1) * batch_rows + last_rows:
+        raise InvalidArgument(
+            f"a node sent a chunk of {data.num_rows} rows for {count} batches of "
+            f"{batch_rows} rows (the last {last_rows})")
+    return Chunk(batch, batch_rows, count, last_rows, data)
 
 
 def run_positions(runs: np.ndarray) -> np.ndarray:
@@ -125,7 +205,7 @@ class _Stream:
         self._dataset = dataset
         self._reader: Any = None
         self.location = ""
-        self.head: Piece | None = None
+        self.head: Piece | Chunk | None = None
         self.done = False
         self.cancelled = False
 
@@ -143,8 +223,8 @@ class _Stream:
         if reader is not None:
             reader.cancel()
 
-    def peek(self) -> Piece | None:
-        """The next piece, or None at the end of the stream."""
+    def peek(self) -> Piece | Chunk | None:
+        """The next piece or chunk, or None at the end of the stream."""
         if self.head is None and not self.done:
             if self._reader is None:
                 self.open()
@@ -170,7 +250,7 @@ class _Stream:
             mapped = broken
         return named(mapped, self._dataset, nodes) if self._dataset else mapped
 
-    def take(self) -> Piece:
+    def take(self) -> Piece | Chunk:
         piece, self.head = self.head, None
         assert piece is not None
         return piece
@@ -202,17 +282,19 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
     is lost or repeated. ``recover`` raises to give up.
 
     With ``prefetch`` > 0 a background thread reads, assembles and transforms
-    up to ``prefetch`` batches before the consumer asks: the consumer's thread
-    only takes finished batches off a queue, which keeps a training loop's
-    step free of input work.
+    up to ``prefetch`` messages' worth of batches (a chunk's batches are
+    handed over together, one queue entry) before the consumer asks: the
+    consumer's thread only takes finished batches off a queue, which keeps a
+    training loop's step free of input work.
     """
     stop = threading.Event()
     current: list[_Stream] = []  # the streams being read, for cancel()
     merged = _merge(open_streams, num_batches, first, dataset, recover, stop, current)
-    items = merged if transform is None else map(transform, merged)
+    groups = _groups(merged, transform)
     if prefetch <= 0:
         try:
-            yield from items
+            for group in groups:
+                yield from group
         finally:
             stop.set()
             merged.close()
@@ -221,8 +303,8 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
 
     def produce() -> None:
         try:
-            for item in items:
-                if not _put(ready, item, stop):
+            for group in groups:
+                if not _put(ready, group, stop):
                     return
             _put(ready, _DONE, stop)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
@@ -239,7 +321,7 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            yield from item
     finally:
         # Leaving early: unblock the thread (it may wait on the network) and
         # wait for it, so no thread is left inside gRPC when the process
@@ -250,9 +332,20 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
         thread.join(timeout=_JOIN_TIMEOUT_S)
 
 
+def _groups(merged: Iterator[pa.RecordBatch | Chunk],
+            transform: Callable[[pa.RecordBatch], Any] | None) -> Iterator[list[Any]]:
+    """Lists of finished items: one per batch, a chunk's batches together."""
+    for item in merged:
+        if isinstance(item, Chunk):
+            yield item.split(transform)
+        else:
+            yield [item if transform is None else transform(item)]
+
+
 def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str,
            recover: Recover | None, stop: threading.Event,
-           current: list[_Stream]) -> Iterator[pa.RecordBatch]:
+           current: list[_Stream]) -> Iterator[pa.RecordBatch | Chunk]:
+    """Batches (and chunks of whole batches) from ``first`` on, in order."""
     b = first
     while b < num_batches and not stop.is_set():
         streams = [_Stream(r, dataset) for r in open_streams(b)]
@@ -263,9 +356,9 @@ def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str
                     s.cancelled = True
                 s.open()  # every endpoint starts sending at once
             while b < num_batches:
-                batch = _collect(streams, b)
-                yield batch
-                b += 1
+                item = _collect(streams, b, num_batches)
+                yield item
+                b += item.count if isinstance(item, Chunk) else 1
         except StreamBroken as exc:
             if recover is None or stop.is_set():
                 raise
@@ -275,15 +368,17 @@ def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str
                 s.close()
 
 
-def _collect(streams: list[_Stream], b: int) -> pa.RecordBatch:
-    """Batch b from its pieces: streams send pieces in batch order, so one
-    pass takes all of it."""
+def _collect(streams: list[_Stream], b: int, num_batches: int) -> pa.RecordBatch | Chunk:
+    """Batch b from its pieces, or the chunk of whole batches starting at b:
+    streams send in batch order, so one pass takes all of it."""
     pieces: list[Piece] = []
     rows, need = 0, None
     for s in streams:
         piece = s.peek()
-        while piece is not None and piece.batch == b:
-            pieces.append(s.take())
+        if isinstance(piece, Chunk) and piece.batch == b:
+            return _whole(streams, s.take(), num_batches, bool(pieces))
+        while isinstance(piece, Piece) and piece.batch == b:
+            pieces.append(s.take())  # type: ignore[arg-type]
             rows += piece.data.num_rows
             need = piece.batch_rows
             piece = s.peek()
@@ -292,3 +387,17 @@ def _collect(streams: list[_Stream], b: int) -> pa.RecordBatch:
             f"batch {b} is incomplete: {rows} of {need} rows arrived; "
             "the cluster changed under this epoch (was the dataset reloaded?)")
     return assemble(pieces)
+
+
+def _whole(streams: list[_Stream], chunk: Chunk, num_batches: int, pieces: bool) -> Chunk:
+    """``chunk``, once no stream sends anything else for its batches
+    (``pieces``: some already did)."""
+    end = chunk.batch + chunk.count
+    clash = pieces or end > num_batches or any(
+        (head := s.peek()) is not None and head.batch < end for s in streams)
+    if clash:
+        raise InvalidArgument(
+            f"a node sent batches {chunk.batch}..{end - 1} whole while another sent rows of "
+            f"them (or the epoch has {num_batches} batches); the cluster changed under this "
+            "epoch (was the dataset reloaded?)")
+    return chunk

@@ -375,13 +375,18 @@ class Client:
 
         Reads every endpoint at once and assembles each batch from its pieces
         on a background thread, up to ``prefetch`` batches before they are
-        asked for (0: on the caller's thread, when it has nothing else to do).
+        asked for (a chunk of batches a node sent as one message counts as
+        one; 0: on the caller's thread, when it has nothing else to do).
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
         assembly). With ``columns`` (in ``plan``) the batches hold only those
         columns, in that order: the nodes project them, so the others never
-        cross the wire, and a failover asks for the same columns.
+        cross the wire, and a failover asks for the same columns. Where a node
+        sent several whole batches as one message, a transform with a
+        ``many(record_batch, sizes)`` attribute turns them at once
+        (``icefloe.torch.batch_to_tensors`` has one); it must return what the
+        transform would of each batch.
 
         When a node dies mid-epoch the epoch continues from its first batch
         not yet complete, on another replica or once the head has repaired
@@ -552,11 +557,18 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def _counting(meter: _stall.ConsumerMeter,
               transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
     """``transform`` that also tells ``meter`` each batch's rows (in order)."""
+    from ._pieces import ChunkTransform, apply_many
+
     def count(batch: pa.RecordBatch) -> Any:
         meter.count_rows(batch.num_rows)
         return batch if transform is None else transform(batch)
 
-    return count
+    def count_many(batch: pa.RecordBatch, sizes: list[int]) -> list[Any]:
+        for n in sizes:
+            meter.count_rows(n)
+        return apply_many(transform, batch, sizes)
+
+    return ChunkTransform(count, count_many)
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

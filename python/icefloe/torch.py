@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from ._pieces import ChunkTransform, slices
 from .client import Client
 
 # The epoch-order version this package's states are written for (plan.h's
@@ -79,6 +80,40 @@ def _column_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> None:
         out[name] = col.to_pylist()
 
 
+def _dlpack(col: pa.Array) -> Any:
+    return torch.utils.dlpack.from_dlpack(col)
+
+
+def _column_converter(t: pa.DataType) -> Callable[[pa.Array], Any] | None:
+    """The zero-copy conversion of a column of type ``t`` without nulls, decided
+    once per schema; None for types _column_to_tensor handles each time."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return _dlpack
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or \
+            pa.types.is_duration(t):
+        width = pa.int64() if t.bit_width == 64 else pa.int32()
+        return lambda col: torch.utils.dlpack.from_dlpack(col.view(width))
+    return None
+
+
+_Plan = list[tuple[int, str, Callable[[pa.Array], Any] | None]]
+# Converter plans by schema, newest first: training reads one or a few
+# schemas, so each column's conversion is decided once, not per batch.
+# Looked up with Schema.equals (hashing a schema costs more than converting).
+_PLANS: list[tuple[pa.Schema, _Plan]] = []
+_MAX_PLANS = 8
+
+
+def _plan(schema: pa.Schema) -> _Plan:
+    for known, plan in _PLANS:
+        if known.equals(schema):
+            return plan
+    plan = [(i, f.name, _column_converter(f.type)) for i, f in enumerate(schema)]
+    _PLANS.insert(0, (schema, plan))
+    del _PLANS[_MAX_PLANS:]
+    return plan
+
+
 def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
     """The default conversion of a record batch to a dict of tensors.
 
@@ -88,9 +123,32 @@ def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
     a ``<name>_valid`` mask; strings and other types become Python lists.
     """
     out: dict[str, Any] = {}
-    for name, col in zip(batch.schema.names, batch.columns, strict=True):
-        _column_to_tensor(name, col, out)
+    column = batch.column
+    for i, name, convert in _plan(batch.schema):
+        col = column(i)
+        if convert is not None and not col.null_count:
+            out[name] = convert(col)
+        else:
+            _column_to_tensor(name, col, out)
     return out
+
+
+def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int]) -> list[dict[str, Any]]:
+    """``batch_to_tensors`` of each consecutive ``sizes``-row slice of
+    ``batch``: one conversion and views of it when every column converts
+    without copying (no nulls, tensor types), else slice by slice (so each
+    batch's result is exactly what it would be alone)."""
+    plan = _plan(batch.schema)
+    column = batch.column
+    if any(convert is None or column(i).null_count for i, _, convert in plan):
+        return [batch_to_tensors(b) for b in slices(batch, sizes)]
+    parts = [(name, convert(column(i)).split(sizes)) for i, name, convert in plan]
+    return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
+
+
+# Client.iter_epoch(transform=batch_to_tensors) converts each chunk of whole
+# batches at once too (icefloe._pieces.apply_many looks for `many`).
+batch_to_tensors.many = batches_to_tensors  # type: ignore[attr-defined]
 
 
 class _ClusterClient:
@@ -184,8 +242,10 @@ class CacheDataset(_ClusterClient, IterableDataset):
 
     In the training process batches are assembled (and, with the default
     :meth:`to_tensors`, turned into tensors) on a background thread,
-    ``prefetch`` batches (default 2) before the loop asks for them, so the
-    loop's step overlaps the input work; inside DataLoader workers, which do
+    ``prefetch`` batches (default 2; the batches a node sent as one chunk
+    count as one and are handed over together) before the loop asks for
+    them, so the loop's step overlaps the input work; inside DataLoader
+    workers, which do
     nothing else and which the DataLoader already runs ahead, the default is
     to assemble on the worker's own thread (``prefetch=0``).
 
@@ -334,11 +394,16 @@ class CacheDataset(_ClusterClient, IterableDataset):
         def prepare(batch: pa.RecordBatch) -> Any:
             return batch_to_tensors(batch) if default else batch
 
+        def prepare_many(batch: pa.RecordBatch, sizes: list[int]) -> list[Any]:
+            return batches_to_tensors(batch, sizes) if default else slices(batch, sizes)
+
         prefetch = self.prefetch
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
-                                              prefetch=prefetch, transform=prepare, job=self.job,
+                                              prefetch=prefetch,
+                                              transform=ChunkTransform(prepare, prepare_many),
+                                              job=self.job,
                                               **plan):
             self._yielded += 1
             yield item if default else self.to_tensors(item)

@@ -10,6 +10,7 @@
 #include <arrow/ipc/writer.h>
 #include <arrow/record_batch.h>
 #include <arrow/type.h>
+#include <arrow/util/byte_size.h>
 
 namespace icefloe {
 
@@ -20,13 +21,18 @@ namespace {
 struct Piece {
   std::shared_ptr<arrow::RecordBatch> batch;
   PieceInfo info;
-  bool gathered = false;  // rows copied from scattered places (for metrics)
+  bool gathered = false;           // rows copied from scattered places (for metrics)
+  std::optional<ChunkInfo> chunk;  // set: whole batches (IFP3), `info` unused
 };
 
 // Batches with more scattered runs than this are gathered into one piece.
 constexpr size_t kMaxSlicePieces = 8;
 // Rows per gathered piece of a row ticket.
 constexpr size_t kRowsPerPiece = 64 * 1024;
+// Bounds on a chunk of whole batches (one message): rows, and bytes of the
+// Arrow buffers it references, so a reader's receive buffers stay small.
+constexpr uint64_t kMaxChunkRows = 64 * 1024;
+constexpr int64_t kMaxChunkBytes = 8 << 20;
 
 // A FlightDataStream over pieces produced on demand by `next_`: each call
 // appends the pieces of one more unit of work, or returns false at the end.
@@ -80,7 +86,8 @@ class PieceStream : public flight::FlightDataStream {
     flight::FlightPayload payload;
     ARROW_RETURN_NOT_OK(
         arrow::ipc::GetRecordBatchPayload(*piece.batch, options_, &payload.ipc_message));
-    payload.app_metadata = arrow::Buffer::FromString(EncodePieceMetadata(piece.info));
+    payload.app_metadata = arrow::Buffer::FromString(piece.chunk ? EncodeChunkMetadata(*piece.chunk)
+                                                                 : EncodePieceMetadata(piece.info));
     if (meter_) {
       meter_->Batch(piece.batch->num_rows(), payload.ipc_message.body_length,
                     std::chrono::steady_clock::now() - started, piece.gathered);
@@ -109,7 +116,7 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32
   ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order, columns));
   PieceInfo info{batch, batch_rows, {}};
   for (uint32_t i : order) AppendPieceRun(&info.runs, offsets[i], 1);
-  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true});
+  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true, std::nullopt});
   return arrow::Status::OK();
 }
 
@@ -126,6 +133,68 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   if (mine.empty()) return arrow::Status::OK();
   const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
   return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, columns, out);
+}
+
+// The cached batch holding global row `row`, or null when this node has none.
+const CachedBatch* HoldingBatch(const CachedDataset& dataset, uint64_t row) {
+  const auto& batches = dataset.batches();
+  auto it = std::upper_bound(batches.begin(), batches.end(), row,
+                             [](uint64_t v, const CachedBatch& c) { return v < c.global_stop(); });
+  return it == batches.end() || it->global_start > row ? nullptr : &*it;
+}
+
+// Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
+// of them are each one run of rows, owned by this ticket, directly after
+// each other in one cached batch (mode none, or block mode within a block, for
+// a consumer whose consecutive batches are consecutive rows): one zero-copy
+// slice and one message instead of one per batch. Returns the batches taken;
+// 0 when no chunk applies (the caller sends `batch` as pieces).
+arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicket& ticket,
+                                   uint64_t batch, const std::vector<int>& columns,
+                                   std::deque<Piece>* out) {
+  const ShuffleMode mode = ticket.params.order.mode;
+  if (mode != ShuffleMode::kNone && mode != ShuffleMode::kBlock) return 0;
+  if (batch + 1 >= ticket.batch_end) return 0;
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
+  if (runs.size() != 1) return 0;
+  const RowRange first = runs[0];
+  const CachedBatch* holder = HoldingBatch(dataset, first.start);
+  const auto& owned = ticket.owned;
+  auto range = std::upper_bound(owned.begin(), owned.end(), first.start,
+                                [](uint64_t v, const RowRange& r) { return v < r.stop; });
+  if (holder == nullptr || range == owned.end() || range->start > first.start) return 0;
+  const uint64_t limit =
+      std::min({holder->global_stop(), range->stop, first.start + kMaxChunkRows});
+  if (first.stop > limit) return 0;
+  ChunkInfo chunk{batch, static_cast<uint32_t>(first.size()), 1,
+                  static_cast<uint32_t>(first.size())};
+  uint64_t stop = first.stop;
+  while (batch + chunk.count < ticket.batch_end && chunk.last_rows == chunk.batch_rows) {
+    ARROW_ASSIGN_OR_RAISE(runs, BatchRuns(ticket.params, batch + chunk.count));
+    if (runs.size() != 1 || runs[0].start != stop || runs[0].stop > limit ||
+        runs[0].size() > chunk.batch_rows) {
+      break;
+    }
+    stop = runs[0].stop;
+    chunk.last_rows = static_cast<uint32_t>(runs[0].size());
+    ++chunk.count;
+  }
+  std::shared_ptr<arrow::RecordBatch> slice;
+  while (chunk.count >= 2) {  // at most log2(kMaxChunkRows) halvings
+    slice = holder->batch->Slice(static_cast<int64_t>(first.start - holder->global_start),
+                                 static_cast<int64_t>(stop - first.start));
+    if (!columns.empty()) {
+      ARROW_ASSIGN_OR_RAISE(slice, slice->SelectColumns(columns));
+    }
+    ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*slice));
+    if (bytes <= kMaxChunkBytes) break;
+    chunk.count /= 2;  // whole batches of batch_rows, so last_rows becomes batch_rows
+    chunk.last_rows = chunk.batch_rows;
+    stop = first.start + uint64_t{chunk.count} * chunk.batch_rows;
+  }
+  if (chunk.count < 2) return 0;
+  out->push_back({std::move(slice), {}, /*gathered=*/false, chunk});
+  return chunk.count;
 }
 
 // The pieces of one consumer batch that fall in the owned ranges.
@@ -170,7 +239,8 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
         if (!columns.empty()) {
           ARROW_ASSIGN_OR_RAISE(slice, slice->SelectColumns(columns));
         }
-        out->push_back({std::move(slice), {batch, batch_rows, {{piece_offset, n}}}});
+        out->push_back(
+            {std::move(slice), {batch, batch_rows, {{piece_offset, n}}}, false, std::nullopt});
         piece_offset += n;
       }
     }
@@ -224,6 +294,11 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   auto producer = [ds, pool, ticket = std::move(ticket), next_batch, cache,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
+    ARROW_ASSIGN_OR_RAISE(uint64_t chunked, ChunkPiece(*ds, ticket, *next_batch, columns, out));
+    if (chunked > 0) {
+      *next_batch += chunked;
+      return true;
+    }
     ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), pool, columns, out));
     return true;
   };

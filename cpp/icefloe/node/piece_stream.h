@@ -5,6 +5,8 @@
 // a whole epoch holds at most one batch's pieces in memory. Runs of rows held
 // contiguously are sent as zero-copy slices of cached batches; scattered rows
 // (sample shuffle, random access) are gathered into one batch (one copy).
+// Consecutive whole batches back to back in one cached batch go as one chunk
+// (IFP3: one slice, one message, at most 64Ki rows and 8 MiB).
 #pragma once
 
 #include <memory>

@@ -3,7 +3,11 @@
 // the gathered piece is gone.
 #include "icefloe/node/piece_stream.h"
 
+#include <arrow/array/builder_binary.h>
 #include <arrow/array/builder_primitive.h>
+#include <arrow/io/memory.h>
+#include <arrow/ipc/reader.h>
+#include <arrow/ipc/writer.h>
 #include <arrow/type.h>
 #include <gtest/gtest.h>
 
@@ -84,6 +88,186 @@ TEST(PieceStream, MeterCountsRowsBytesAndGathers) {
   EXPECT_TRUE(Has(text, "icefloe_node_doget_streams_active 0")) << text;
   EXPECT_TRUE(Has(text, "icefloe_node_doget_first_batch_seconds_count{ticket=\"rows\"} 1")) << text;
   EXPECT_TRUE(Has(text, "icefloe_node_served_rows_total{ticket=\"plan\"} 0")) << text;
+}
+
+// Ids [0, rows) cached as batches of `cached_rows` rows.
+std::shared_ptr<const CachedDataset> Cached(int64_t rows, int64_t cached_rows) {
+  auto schema = arrow::schema({arrow::field("id", arrow::int64())});
+  std::vector<CachedBatch> batches;
+  for (int64_t start = 0; start < rows; start += cached_rows) {
+    arrow::Int64Builder b;
+    for (int64_t i = start; i < std::min(rows, start + cached_rows); ++i) {
+      EXPECT_TRUE(b.Append(i).ok());
+    }
+    const int64_t length = b.length();
+    batches.push_back(
+        {static_cast<uint64_t>(start), arrow::RecordBatch::Make(schema, length, {*b.Finish()})});
+  }
+  return *CachedDataset::Make("d", 1, schema, std::move(batches));
+}
+
+// The whole epoch of one consumer (mode none unless told), every row owned
+// unless told.
+PlanTicket Epoch(uint64_t rows, uint64_t batch_size, std::vector<RowRange> owned = {},
+                 uint32_t world_size = 1, ShuffleMode mode = ShuffleMode::kNone) {
+  PlanTicket t;
+  t.params.order.num_rows = rows;
+  t.params.order.mode = mode;
+  ResolveDefaults(&t.params.order);
+  t.params.world_size = world_size;
+  t.params.batch_size = batch_size;
+  t.params.drop_last = false;
+  t.batch_end = Shape(t.params)->worker_batches;
+  t.owned = owned.empty() ? std::vector<RowRange>{{0, rows}} : std::move(owned);
+  return t;
+}
+
+// One message as the consumer sees it: its metadata and its ids.
+struct Message {
+  std::string metadata;
+  std::vector<int64_t> ids;
+};
+
+std::vector<Message> ReadAll(std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket) {
+  auto pool = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "gathers");
+  auto schema = dataset->schema();
+  auto stream = MakePlanStream(std::move(dataset), std::move(ticket), pool);
+  EXPECT_TRUE(stream.ok()) << stream.status().ToString();
+  std::vector<Message> out;
+  for (int i = 0; i < 10000; ++i) {  // bounded: tests send far fewer
+    auto payload = (*stream)->Next();
+    EXPECT_TRUE(payload.ok()) << payload.status().ToString();
+    if (!payload.ok() || !payload->ipc_message.metadata) break;
+    auto sink = *arrow::io::BufferOutputStream::Create();
+    int32_t length = 0;
+    EXPECT_TRUE(arrow::ipc::WriteIpcPayload(payload->ipc_message,
+                                            arrow::ipc::IpcWriteOptions::Defaults(), sink.get(),
+                                            &length)
+                    .ok());
+    arrow::io::BufferReader reader(*sink->Finish());
+    auto message = *arrow::ipc::ReadMessage(&reader);
+    auto batch = *arrow::ipc::ReadRecordBatch(*message, schema, nullptr,
+                                              arrow::ipc::IpcReadOptions::Defaults());
+    Message m{payload->app_metadata->ToString(), {}};
+    const auto& ids = static_cast<const arrow::Int64Array&>(*batch->column(0));
+    for (int64_t r = 0; r < ids.length(); ++r) m.ids.push_back(ids.Value(r));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<int64_t> Ids(int64_t start, int64_t stop) {
+  std::vector<int64_t> ids;
+  for (int64_t i = start; i < stop; ++i) ids.push_back(i);
+  return ids;
+}
+
+void ExpectChunk(const Message& m, uint64_t first_batch, uint32_t batch_rows, uint32_t count,
+                 uint32_t last_rows, int64_t first_id) {
+  auto chunk = DecodeChunkMetadata(m.metadata);
+  ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+  EXPECT_EQ(chunk->first_batch, first_batch);
+  EXPECT_EQ(chunk->batch_rows, batch_rows);
+  EXPECT_EQ(chunk->count, count);
+  EXPECT_EQ(chunk->last_rows, last_rows);
+  const int64_t rows = int64_t{batch_rows} * (count - 1) + last_rows;
+  EXPECT_EQ(m.ids, Ids(first_id, first_id + rows));
+}
+
+void ExpectPiece(const Message& m, uint64_t batch, uint32_t offset, int64_t first_id,
+                 int64_t rows) {
+  auto piece = DecodePieceMetadata(m.metadata);
+  ASSERT_TRUE(piece.ok()) << piece.status().ToString();
+  EXPECT_EQ(piece->batch, batch);
+  ASSERT_EQ(piece->runs.size(), 1u);
+  EXPECT_EQ(piece->runs[0].offset, offset);
+  EXPECT_EQ(piece->runs[0].length, rows);
+  EXPECT_EQ(m.ids, Ids(first_id, first_id + rows));
+}
+
+TEST(PieceStream, ConsecutiveBatchesOfOneCachedBatchTravelAsChunks) {
+  // Cached batches [0, 4000), [4000, 8000), [8000, 10000); batches of 1500.
+  auto messages = ReadAll(Cached(10000, 4000), Epoch(10000, 1500));
+  ASSERT_EQ(messages.size(), 7u);
+  ExpectChunk(messages[0], 0, 1500, 2, 1500, 0);  // [0, 3000)
+  ExpectPiece(messages[1], 2, 0, 3000, 1000);     // batch 2 crosses a cached batch
+  ExpectPiece(messages[2], 2, 1000, 4000, 500);
+  ExpectChunk(messages[3], 3, 1500, 2, 1500, 4500);  // [4500, 7500)
+  ExpectPiece(messages[4], 5, 0, 7500, 500);
+  ExpectPiece(messages[5], 5, 500, 8000, 1000);
+  ExpectPiece(messages[6], 6, 0, 9000, 1000);  // a lone last batch is a plain piece
+}
+
+TEST(PieceStream, ChunkEndsWithTheShortLastBatch) {
+  auto messages = ReadAll(Cached(10000, 10000), Epoch(10000, 3000));
+  ASSERT_EQ(messages.size(), 1u);
+  ExpectChunk(messages[0], 0, 3000, 4, 1000, 0);
+}
+
+TEST(PieceStream, ChunksStayWithinTheirRowBound) {
+  // 200 batches of 1000 rows: 65 fit in 64Ki rows.
+  auto messages = ReadAll(Cached(200000, 200000), Epoch(200000, 1000));
+  ASSERT_EQ(messages.size(), 4u);
+  ExpectChunk(messages[0], 0, 1000, 65, 1000, 0);
+  ExpectChunk(messages[1], 65, 1000, 65, 1000, 65000);
+  ExpectChunk(messages[2], 130, 1000, 65, 1000, 130000);
+  ExpectChunk(messages[3], 195, 1000, 5, 1000, 195000);
+}
+
+TEST(PieceStream, ChunksStayWithinTheirByteBound) {
+  // 1 KiB a row: 20000 rows are 20 MiB; chunks of 100-row batches halve to 50.
+  auto schema = arrow::schema({arrow::field("s", arrow::binary())});
+  arrow::BinaryBuilder b;
+  const std::string value(1024, 'x');
+  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(b.Append(value).ok());
+  auto dataset = *CachedDataset::Make(
+      "d", 1, schema, {{0, arrow::RecordBatch::Make(schema, 20000, {*b.Finish()})}});
+  auto pool = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "gathers");
+  auto stream = *MakePlanStream(dataset, Epoch(20000, 100), pool);
+  uint64_t next = 0;
+  for (int i = 0; i < 1000 && next < 200; ++i) {
+    auto payload = stream->Next();
+    ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+    ASSERT_TRUE(payload->ipc_message.metadata);
+    auto chunk = DecodeChunkMetadata(payload->app_metadata->ToString());
+    ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+    EXPECT_EQ(chunk->first_batch, next);
+    EXPECT_GE(chunk->count, 2u);
+    EXPECT_LE(payload->ipc_message.body_length, 8 << 20);
+    EXPECT_GT(payload->ipc_message.body_length, 4 << 20);  // halved only as far as needed
+    next += chunk->count;
+  }
+  EXPECT_EQ(next, 200u);
+}
+
+TEST(PieceStream, NoChunksAcrossOwnedRangesOrOtherRanksBatches) {
+  // Owned [0, 2500): batches 0 and 1 whole, then 500 rows of batch 2.
+  auto messages = ReadAll(Cached(10000, 10000), Epoch(10000, 1000, {{0, 2500}}));
+  ASSERT_EQ(messages.size(), 2u);
+  ExpectChunk(messages[0], 0, 1000, 2, 1000, 0);
+  ExpectPiece(messages[1], 2, 0, 2000, 500);
+  // Two ranks: rank 0's batches are every other step, never adjacent rows.
+  messages = ReadAll(Cached(10000, 10000), Epoch(10000, 1000, {}, 2));
+  ASSERT_EQ(messages.size(), 5u);
+  for (uint64_t b = 0; b < 5; ++b) ExpectPiece(messages[b], b, 0, 2000 * b, 1000);
+}
+
+TEST(PieceStream, BlockModeChunksWithinABlock) {
+  // Blocks of 4000 rows in a permuted order: each block's batches are one chunk.
+  PlanTicket ticket = Epoch(16000, 1000, {}, 1, ShuffleMode::kBlock);
+  ticket.params.order.block_rows = 4000;
+  ticket.params.order.seed = 3;
+  auto messages = ReadAll(Cached(16000, 16000), ticket);
+  ASSERT_EQ(messages.size(), 4u);
+  std::vector<int64_t> starts;
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_FALSE(messages[i].ids.empty());
+    starts.push_back(messages[i].ids[0]);
+    ExpectChunk(messages[i], 4 * i, 1000, 4, 1000, messages[i].ids[0]);
+    EXPECT_EQ(messages[i].ids[0] % 4000, 0);
+  }
+  std::sort(starts.begin(), starts.end());
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 4000, 8000, 12000}));
 }
 
 }  // namespace

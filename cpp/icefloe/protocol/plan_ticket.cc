@@ -8,6 +8,7 @@ namespace {
 
 constexpr std::string_view kPieceMagic = "IFP1";           // runs
 constexpr std::string_view kPiecePositionsMagic = "IFP2";  // one position per row
+constexpr std::string_view kChunkMagic = "IFP3";           // whole consecutive batches
 // Bounds on what a ticket may ask for, so a forged or corrupt body cannot
 // make a node allocate without limit.
 constexpr uint32_t kMaxOwnedRanges = 1 << 20;
@@ -179,6 +180,35 @@ arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes) {
     p.runs.push_back(run);
   }
   return p;
+}
+
+std::string EncodeChunkMetadata(const ChunkInfo& chunk) {
+  std::string out(kChunkMagic);
+  ByteWriter w(&out);
+  w.U64(chunk.first_batch);
+  w.U32(chunk.batch_rows);
+  w.U32(chunk.count);
+  w.U32(chunk.last_rows);
+  return out;
+}
+
+arrow::Result<ChunkInfo> DecodeChunkMetadata(std::string_view bytes) {
+  if (bytes.substr(0, kChunkMagic.size()) != kChunkMagic) {
+    return arrow::Status::Invalid("chunk metadata: bad magic");
+  }
+  ByteReader r(bytes.substr(kChunkMagic.size()), "chunk metadata");
+  ChunkInfo c;
+  ARROW_ASSIGN_OR_RAISE(c.first_batch, r.U64());
+  ARROW_ASSIGN_OR_RAISE(c.batch_rows, r.U32());
+  ARROW_ASSIGN_OR_RAISE(c.count, r.U32());
+  ARROW_ASSIGN_OR_RAISE(c.last_rows, r.U32());
+  if (r.remaining() != 0) return arrow::Status::Invalid("chunk metadata: trailing bytes");
+  if (c.count < 2) return arrow::Status::Invalid("chunk metadata: count ", c.count, " < 2");
+  if (c.last_rows == 0 || c.last_rows > c.batch_rows) {
+    return arrow::Status::Invalid("chunk metadata: last_rows ", c.last_rows, " not in 1..",
+                                  c.batch_rows);
+  }
+  return c;
 }
 
 }  // namespace icefloe

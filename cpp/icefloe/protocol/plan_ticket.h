@@ -14,7 +14,10 @@
 // (little-endian): the piece's rows, in order, fill positions
 // [offset, offset + length) of batch `batch`, run after run (IFP1), or one
 // position each (IFP2). A consumer assembles every batch from the pieces of
-// all endpoints (docs/protocol.md).
+// all endpoints (docs/protocol.md). Consecutive batches an endpoint holds
+// whole and contiguous travel as one *chunk*, split by the consumer:
+//
+//   "IFP3" | u64 first_batch | u32 batch_rows | u32 count | u32 last_rows
 #pragma once
 
 #include <cstdint>
@@ -63,5 +66,20 @@ struct PieceInfo {
 std::string EncodePieceMetadata(const PieceInfo& piece);
 /// Either form, as runs (IFP2 positions become runs of one row).
 arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes);
+
+/// Whole consumer batches sent as one message (IFP3): batches first_batch,
+/// ..., first_batch + count - 1 of the consumer, in order, each batch_rows
+/// rows but the last, which has last_rows (the epoch's last batch may be
+/// short). The message's rows are those batches' rows, in order.
+struct ChunkInfo {
+  uint64_t first_batch = 0;
+  uint32_t batch_rows = 0;
+  uint32_t count = 0;
+  uint32_t last_rows = 0;
+};
+std::string EncodeChunkMetadata(const ChunkInfo& chunk);
+/// Invalid on a bad magic, a truncated or overlong header, a count below 2 or
+/// a last_rows of 0 or above batch_rows.
+arrow::Result<ChunkInfo> DecodeChunkMetadata(std::string_view bytes);
 
 }  // namespace icefloe

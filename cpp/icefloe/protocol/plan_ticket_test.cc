@@ -77,6 +77,24 @@ TEST(PieceMetadata, RoundTrips) {
   EXPECT_EQ(EncodePieceMetadata(p).substr(0, 4), "IFP1");
 }
 
+TEST(ChunkMetadata, RoundTripsAndRejectsWhatNoNodeSends) {
+  ChunkInfo c{40, 4096, 16, 100};
+  const std::string bytes = EncodeChunkMetadata(c);
+  EXPECT_EQ(bytes.size(), 24u);
+  EXPECT_EQ(bytes.substr(0, 4), "IFP3");
+  auto back = *DecodeChunkMetadata(bytes);
+  EXPECT_EQ(back.first_batch, 40u);
+  EXPECT_EQ(back.batch_rows, 4096u);
+  EXPECT_EQ(back.count, 16u);
+  EXPECT_EQ(back.last_rows, 100u);
+  EXPECT_TRUE(DecodeChunkMetadata(bytes.substr(0, 23)).status().IsInvalid());
+  EXPECT_TRUE(DecodeChunkMetadata(bytes + "x").status().IsInvalid());
+  EXPECT_TRUE(DecodeChunkMetadata(EncodeChunkMetadata({0, 8, 1, 8})).status().IsInvalid());
+  EXPECT_TRUE(DecodeChunkMetadata(EncodeChunkMetadata({0, 8, 2, 0})).status().IsInvalid());
+  EXPECT_TRUE(DecodeChunkMetadata(EncodeChunkMetadata({0, 8, 2, 9})).status().IsInvalid());
+  EXPECT_TRUE(DecodeChunkMetadata(EncodePieceMetadata({0, 8, {{0, 8}}})).status().IsInvalid());
+}
+
 TEST(PieceMetadata, ScatteredRowsTravelAsPositions) {
   // Runs of one row (a window or sample piece): one u32 a row, not two.
   PieceInfo p{3, 100, {{7, 1}, {2, 1}, {50, 2}, {9, 1}}};

@@ -1,0 +1,152 @@
+"""Whole consecutive batches travel as one message (IFP3 chunks) and are split
+exactly: the same batches as when every batch is its own message (batch size
+65536, one batch per cached batch), at any batch size, from any first batch,
+for every rank, as record batches and as tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+import torch
+from iceberg_util import Warehouse
+from torch.utils.data import DataLoader
+
+import icefloe
+from icefloe.torch import CacheDataset, batch_to_tensors
+
+N = 200_000
+MAYBE_NULL_EVERY = 5000  # rows of column "maybe" that are null: some batches have one
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("chunks")
+    ids = np.arange(N, dtype=np.int64)
+    maybe = pa.array(ids.astype(np.float32), mask=ids % MAYBE_NULL_EVERY == 0)
+    data = pa.table({"id": ids, "x": (ids * 0.5).astype(np.float32), "maybe": maybe})
+    table = Warehouse(root / "wh").create("t", data)
+    with icefloe.LocalCluster(num_nodes=2, log_dir=root / "logs") as c:
+        with c.client() as client:
+            client.load("t", table.metadata_location)
+        c.table_location = table.metadata_location
+        yield c
+
+
+def _ids(batches) -> list[list[int]]:
+    return [b.column("id").to_pylist() for b in batches]
+
+
+def _flat(batches: list[list[int]]) -> list[int]:
+    return [i for b in batches for i in b]
+
+
+def _tags(cluster, **plan) -> list[bytes]:
+    """The piece tag of every message the plan's endpoints send."""
+    tags = []
+    with cluster.client() as client:
+        info, _ = client.epoch_info("t", **plan)
+        for endpoint in info.endpoints:
+            node = flight.connect(endpoint.locations[0].uri.decode())
+            try:
+                for chunk in node.do_get(endpoint.ticket):
+                    tags.append(chunk.app_metadata.to_pybytes()[:4])
+            finally:
+                node.close()
+    return tags
+
+
+def test_consecutive_batches_travel_as_chunks(cluster):
+    tags = _tags(cluster, batch_size=1024, shuffle="none", drop_last=False)
+    assert tags.count(b"IFP3") >= 2
+    assert len(tags) < N // 1024 // 8  # dozens of batches a message
+    # A rank's batches are every other step apart: never one run, so pieces.
+    assert set(_tags(cluster, batch_size=1024, shuffle="none", world_size=2, rank=1)) == \
+        {b"IFP1"}
+    # Window batches are scattered rows: gathered pieces.
+    assert b"IFP3" not in _tags(cluster, batch_size=1024, shuffle="window")
+
+
+@pytest.mark.parametrize("shuffle", ["none", "block"])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_chunked_epochs_equal_unchunked_ones(cluster, shuffle, drop_last):
+    plan = {"shuffle": shuffle, "seed": 7, "epoch": 2, "drop_last": drop_last,
+            "block_rows": 10_000}
+    with cluster.client() as client:
+        # One batch per message: the reference order of the epoch.
+        whole = _flat(_ids(client.iter_epoch("t", batch_size=N, **plan)))
+        if shuffle == "none":
+            assert whole == list(range(N))
+        for batch_size in (1000, 1024, 4096, 7):
+            got = _ids(client.iter_epoch("t", batch_size=batch_size, **plan))
+            rows = N // batch_size * batch_size if drop_last else N
+            want = whole[:rows]
+            assert [len(b) for b in got] == [len(want[i:i + batch_size])
+                                             for i in range(0, rows, batch_size)]
+            assert _flat(got) == want
+            # Resuming at a batch inside a chunk, on the caller's thread.
+            first = 37
+            resumed = _ids(client.iter_epoch("t", batch_size=batch_size, first_batch=first,
+                                             prefetch=0, **plan))
+            assert resumed == got[first:]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_every_rank_reads_its_batches(cluster, world_size):
+    plan = {"shuffle": "block", "seed": 1, "drop_last": False, "block_rows": 8192,
+            "world_size": world_size}
+    with cluster.client() as client:
+        whole = _flat(_ids(client.iter_epoch("t", batch_size=N, shuffle="block", seed=1,
+                                             block_rows=8192)))
+        steps = [whole[i:i + 1024 * world_size] for i in range(0, N, 1024 * world_size)]
+        for rank in range(world_size):
+            got = _ids(client.iter_epoch("t", batch_size=1024, rank=rank, **plan))
+            want = [s[rank * 1024:(rank + 1) * 1024] for s in steps]
+            # Without drop_last the short last step is padded from position 0.
+            assert got[:-1] == want[:-1]
+            assert len(got) == len(want)
+
+
+def test_cache_dataset_tensors_equal_per_batch_conversion(cluster):
+    with cluster.client() as client:
+        ref = list(client.iter_epoch("t", batch_size=1000, shuffle="none", drop_last=False))
+    for columns in (["id", "x"], None):  # "maybe" has nulls in some batches only
+        ds = CacheDataset(cluster.head_uri, "t", batch_size=1000, shuffle="none",
+                          drop_last=False, columns=columns)
+        got = list(DataLoader(ds, batch_size=None))
+        assert len(got) == len(ref)
+        for batch, tensors in zip(ref, got, strict=True):
+            want = batch_to_tensors(batch.select(columns) if columns else batch)
+            assert list(tensors) == list(want)  # "maybe_valid" exactly where there are nulls
+            for name, t in want.items():
+                a, b = (tensors[name], t) if not t.is_floating_point() else \
+                    (tensors[name].nan_to_num(-1), t.nan_to_num(-1))
+                assert torch.equal(a, b), name
+    assert any("maybe_valid" in batch_to_tensors(b) for b in ref)
+    assert not all("maybe_valid" in batch_to_tensors(b) for b in ref)
+
+
+
+def test_iter_epoch_with_batch_to_tensors_converts_chunks_at_once(cluster):
+    with cluster.client() as client:
+        # The same table without the column that has nulls.
+        client.load("u", cluster.table_location, columns=["id", "x"])
+        for name, chunked in (("u", True), ("t", False)):
+            ref = list(client.iter_epoch(name, batch_size=1024, shuffle="none"))
+            got = list(client.iter_epoch(name, batch_size=1024, shuffle="none",
+                                         transform=batch_to_tensors))
+            assert len(got) == len(ref) == N // 1024
+            views = 0
+            for batch, tensors in zip(ref, got, strict=True):
+                want = batch_to_tensors(batch)
+                assert list(tensors) == list(want)
+                assert torch.equal(tensors["id"], want["id"])
+                assert torch.equal(tensors["x"], want["x"])
+                # A view of a chunk's tensor shares its storage with the chunk's.
+                views += tensors["id"].untyped_storage().nbytes() > 1024 * 8
+            # Chunks with nulls in some batches are converted batch by batch,
+            # so each batch has "maybe_valid" exactly when it has a null (the
+            # keys above); only the few chunks without a null are views.
+            assert (views > len(got) // 2) if chunked else views < len(got) // 10, \
+                (name, views, len(got))
