@@ -38,34 +38,19 @@ def batch_to_tensors(batch: Any) -> dict[str, Any]:
     return out
 
 
-def _count(tensors: dict[str, Any]) -> tuple[int, int]:
-    rows = nbytes = 0
-    for t in tensors.values():
-        nbytes += t.element_size() * t.nelement()
-        rows = len(t)
-    return rows, nbytes
+def _load_measure() -> Any:
+    """benchmarks/measure.py, loaded by path (this interpreter runs with -P and
+    has no `benchmarks` package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "icefloe_bench_measure", Path(__file__).resolve().with_name("measure.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _measure(source: Iterator[dict[str, Any]]) -> dict[str, Any]:
-    """The fields of benchmarks.workers.epoch for one pass over `source`."""
-    rows = nbytes = batches = 0
-    first = None
-    cpu0 = time.process_time()
-    wall0 = time.time()
-    t0 = time.perf_counter()
-    for tensors in source:
-        if first is None:
-            first = time.perf_counter() - t0
-        r, b = _count(tensors)
-        rows += r
-        nbytes += b
-        batches += 1
-    dt = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
-    return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
-            "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
-            "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9), "start_wall": wall0,
-            "end_wall": wall0 + dt}
+_measure = _load_measure().measure
 
 
 # -- Lance ---------------------------------------------------------------------------

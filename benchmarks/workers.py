@@ -17,16 +17,9 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from benchmarks.measure import measure, tensor_bytes
+
 # -- epoch sources: each yields dicts of tensors ------------------------------------
-
-
-def _tensor_bytes(tensors: dict[str, Any]) -> tuple[int, int]:
-    rows, nbytes = 0, 0
-    for t in tensors.values():
-        if hasattr(t, "element_size"):
-            nbytes += t.element_size() * t.nelement()
-            rows = len(t)
-    return rows, nbytes
 
 
 def _s3fs(endpoint: str):
@@ -147,29 +140,10 @@ def epoch(kind: str, max_batches: int | None = None, barrier: str | None = None,
     """One whole epoch (or its first max_batches batches) into tensors: rows/s and
     GB/s of tensor bytes delivered. With `barrier`, the clock starts once `parties`
     workers have imported everything and are ready (concurrent consumers)."""
-    rows = nbytes = batches = 0
-    first = None
     source = _source(kind, a)
     if barrier is not None:
         _barrier(barrier, parties)
-    cpu0 = time.process_time()
-    wall0 = time.time()
-    t0 = time.perf_counter()
-    for tensors in source:
-        if first is None:
-            first = time.perf_counter() - t0
-        r, b = _tensor_bytes(tensors)
-        rows += r
-        nbytes += b
-        batches += 1
-        if max_batches is not None and batches >= max_batches:
-            break
-    dt = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
-    return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
-            "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
-            "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9), "start_wall": wall0,
-            "end_wall": wall0 + dt}
+    return measure(source, max_batches)
 
 
 def shuffle_quality(head: str, dataset: str, shuffle: str, rows: int, batch_size: int = 1024,
@@ -425,7 +399,7 @@ def job(head: str, dataset: str, world_size: int, batch_size: int, shuffle: str,
         for batch in client.iter_epoch(dataset, batch_size=batch_size, shuffle=shuffle,
                                        seed=seed, world_size=world_size, rank=rank,
                                        drop_last=False):
-            r, b = _tensor_bytes(batch_to_tensors(batch))
+            r, b = tensor_bytes(batch_to_tensors(batch))
             rows += r
             nbytes += b
     t1 = time.time()

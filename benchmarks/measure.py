@@ -1,0 +1,45 @@
+"""One pass of a training loop's input over an iterator of tensor dicts: the
+figures every epoch worker reports. Standard library only, so that the peers'
+interpreter (benchmarks/peer_workers.py, another environment) loads it by
+path as the project's workers import it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+def tensor_bytes(tensors: dict[str, Any]) -> tuple[int, int]:
+    """(rows, bytes) of a dict of tensors; entries that are not tensors count nothing."""
+    rows, nbytes = 0, 0
+    for t in tensors.values():
+        if hasattr(t, "element_size"):
+            nbytes += t.element_size() * t.nelement()
+            rows = len(t)
+    return rows, nbytes
+
+
+def measure(source: Iterator[dict[str, Any]], max_batches: int | None = None) -> dict[str, Any]:
+    """Rows/s, GB/s of tensor bytes, first-batch time and CPU of one pass over
+    ``source`` (or its first ``max_batches`` batches); the clock starts here."""
+    rows = nbytes = batches = 0
+    first = None
+    cpu0 = time.process_time()
+    wall0 = time.time()
+    t0 = time.perf_counter()
+    for tensors in source:
+        if first is None:
+            first = time.perf_counter() - t0
+        r, b = tensor_bytes(tensors)
+        rows += r
+        nbytes += b
+        batches += 1
+        if max_batches is not None and batches >= max_batches:
+            break
+    dt = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    return {"rows": rows, "bytes": nbytes, "batches": batches, "seconds": dt,
+            "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
+            "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9), "start_wall": wall0,
+            "end_wall": wall0 + dt}
