@@ -181,7 +181,9 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInOrder(const CachedDat
 // order and each batch's in position order, so each batch is one slice of
 // the gather. Sent as one chunk (IFP3) when this node holds every row of
 // each of them, else as one piece per batch whose runs are its positions
-// (one run when the node holds the whole batch). Returns the batches taken.
+// (one run when the node holds the whole batch), or, for batches of whole
+// windows split with other nodes, as sorted gathers (GatheredPiece). Returns
+// the batches taken.
 arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
                                          uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
                                          const std::vector<int>& columns, std::deque<Piece>* out) {
@@ -191,8 +193,9 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
   std::vector<PieceInfo> infos;
   std::vector<uint64_t> mine;
   std::vector<uint32_t> offsets;
-  std::vector<uint32_t> order;
-  bool whole = true;  // every row of every batch so far is held here
+  constexpr uint32_t kNoRow = UINT32_MAX;
+  std::vector<uint32_t> slot;  // per position of a batch: index into mine, or kNoRow
+  bool whole = true;           // every row of every batch so far is held here
   uint64_t positions = 0;
   uint64_t b = batch;
   for (; b < ticket.batch_end; ++b) {
@@ -202,22 +205,49 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
     mine.clear();
     offsets.clear();
     ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, b, ticket.owned, cache, &mine, &offsets));
-    order.resize(mine.size());
-    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    if (!std::is_sorted(offsets.begin(), offsets.end())) {
-      std::sort(order.begin(), order.end(),
-                [&](uint32_t x, uint32_t y) { return offsets[x] < offsets[y]; });
-    }
+    // Position order: each offset is a distinct position < length, so one
+    // scatter over the batch's positions sorts them (no comparison sort).
     PieceInfo info{b, static_cast<uint32_t>(length), {}};
-    for (uint32_t i : order) {
-      rows.push_back(mine[i]);
-      AppendPieceRun(&info.runs, offsets[i], 1);
+    if (std::is_sorted(offsets.begin(), offsets.end())) {
+      for (size_t i = 0; i < mine.size(); ++i) {
+        rows.push_back(mine[i]);
+        AppendPieceRun(&info.runs, offsets[i], 1);
+      }
+    } else {
+      slot.assign(length, kNoRow);
+      for (uint32_t i = 0; i < mine.size(); ++i) slot[offsets[i]] = i;
+      for (uint32_t p = 0; p < length; ++p) {
+        if (slot[p] == kNoRow) continue;
+        rows.push_back(mine[slot[p]]);
+        AppendPieceRun(&info.runs, p, 1);
+      }
     }
     whole = whole && mine.size() == length;
     infos.push_back(std::move(info));
   }
   const uint64_t count = b - batch;
   if (rows.empty()) return count;
+  const EpochOrder& order_params = ticket.params.order;
+  if (!whole && ticket.params.batch_size / order_params.window_blocks >= order_params.block_rows) {
+    // Batches of whole windows split with other nodes: each batch's rows are
+    // whole blocks, copied as runs in storage order, and the consumer takes
+    // them into place anyway; putting them in order here would cost a take.
+    size_t begin = 0;
+    std::vector<uint64_t> part;
+    for (const PieceInfo& info : infos) {
+      offsets.clear();
+      for (const PieceRun& run : info.runs) {
+        for (uint32_t i = 0; i < run.length; ++i) offsets.push_back(run.offset + i);
+      }
+      if (offsets.empty()) continue;
+      part.assign(rows.begin() + static_cast<ptrdiff_t>(begin),
+                  rows.begin() + static_cast<ptrdiff_t>(begin + offsets.size()));
+      begin += offsets.size();
+      ARROW_RETURN_NOT_OK(
+          GatheredPiece(dataset, info.batch, info.batch_rows, part, offsets, pool, columns, out));
+    }
+    return count;
+  }
   if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one span");
   ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, rows, pool, columns));
   const uint32_t batch_rows = infos.front().batch_rows;
