@@ -42,11 +42,11 @@ def _flat(batches: list[list[int]]) -> list[int]:
     return [i for b in batches for i in b]
 
 
-def _tags(cluster, **plan) -> list[bytes]:
+def _tags(cluster, name: str = "t", **plan) -> list[bytes]:
     """The piece tag of every message the plan's endpoints send."""
     tags = []
     with cluster.client() as client:
-        info, _ = client.epoch_info("t", **plan)
+        info, _ = client.epoch_info(name, **plan)
         for endpoint in info.endpoints:
             node = flight.connect(endpoint.locations[0].uri.decode())
             try:
@@ -64,8 +64,6 @@ def test_consecutive_batches_travel_as_chunks(cluster):
     # A rank's batches are every other step apart: never one run, so pieces.
     assert set(_tags(cluster, batch_size=1024, shuffle="none", world_size=2, rank=1)) == \
         {b"IFP1"}
-    # Window batches are scattered rows: gathered pieces.
-    assert b"IFP3" not in _tags(cluster, batch_size=1024, shuffle="window")
 
 
 @pytest.mark.parametrize("shuffle", ["none", "block"])
@@ -150,3 +148,54 @@ def test_iter_epoch_with_batch_to_tensors_converts_chunks_at_once(cluster):
             # keys above); only the few chunks without a null are views.
             assert (views > len(got) // 2) if chunked else views < len(got) // 10, \
                 (name, views, len(got))
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory, cluster):
+    """The table on a cluster of one node, where every window-shuffled batch
+    is whole on the node, so its batches travel as chunks of gathered rows;
+    and, on the two-node cluster, the same rows as four files ("s"), spread
+    over both nodes, so every window has rows on each."""
+    root = tmp_path_factory.mktemp("chunks1")
+    ids = np.arange(N, dtype=np.int64)
+    maybe = pa.array(ids.astype(np.float32), mask=ids % MAYBE_NULL_EVERY == 0)
+    data = pa.table({"id": ids, "x": (ids * 0.5).astype(np.float32), "maybe": maybe})
+    table = Warehouse(root / "wh").create("s", data.slice(0, N // 4))
+    for k in range(1, 4):
+        table.append(data.slice(k * N // 4, N // 4))
+    with cluster.client() as client:
+        client.load("s", table.metadata_location)
+    with icefloe.LocalCluster(num_nodes=1, log_dir=root / "logs") as c:
+        with c.client() as client:
+            client.load("s", cluster.table_location)
+        yield c
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_window_epochs_are_the_same_chunked_or_split(cluster, one_node, nodes):
+    c = (one_node, cluster)[nodes - 1]
+    plan = {"shuffle": "window", "seed": 3, "epoch": 1, "drop_last": False}
+    tags = _tags(c, "s", batch_size=1024, **plan)
+    if nodes == 1:
+        assert tags.count(b"IFP3") >= 2 and len(tags) < N // 1024 // 4
+    else:  # every window has rows on both nodes: a piece per batch and node
+        assert b"IFP3" not in tags and len(tags) == 2 * -(-N // 1024)
+    with c.client() as client:
+        # One batch of the whole epoch: one piece per node, no chunk.
+        whole = _flat(_ids(client.iter_epoch("s", batch_size=N, **plan)))
+        assert sorted(whole) == list(range(N)) and whole != list(range(N))
+        with cluster.client() as other:  # the same epoch from the other cluster
+            assert _flat(_ids(other.iter_epoch("t", batch_size=N, **plan))) == whole
+        for batch_size in (1000, 1024, 7):
+            got = _ids(client.iter_epoch("s", batch_size=batch_size, **plan))
+            assert [len(b) for b in got] == [len(whole[i:i + batch_size])
+                                             for i in range(0, N, batch_size)]
+            assert _flat(got) == whole
+            # Resuming inside a window (and inside a chunk), on the caller's thread.
+            resumed = _ids(client.iter_epoch("s", batch_size=batch_size, first_batch=37,
+                                             prefetch=0, **plan))
+            assert resumed == got[37:]
+    ds = CacheDataset(c.head_uri, "s", batch_size=1024, drop_last=False, seed=3)
+    ds.set_epoch(1)
+    ids = [t["id"].tolist() for t in DataLoader(ds, batch_size=None)]
+    assert _flat(ids) == whole

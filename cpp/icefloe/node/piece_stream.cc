@@ -6,7 +6,10 @@
 #include <functional>
 #include <optional>
 
+#include <arrow/array/builder_primitive.h>
 #include <arrow/buffer.h>
+#include <arrow/compute/api_vector.h>
+#include <arrow/compute/exec.h>
 #include <arrow/ipc/writer.h>
 #include <arrow/record_batch.h>
 #include <arrow/type.h>
@@ -120,9 +123,9 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32
   return arrow::Status::OK();
 }
 
-// Sample and window batches are scattered rows: the ones in the owned ranges
-// are gathered into one piece. Window rows lie in a few small blocks, read
-// fastest in batch order; sample rows lie anywhere, read fastest sorted.
+// Sample batches are scattered rows anywhere in the table: the ones in the
+// owned ranges are gathered into one piece, read sorted (window batches:
+// WindowSpanPieces).
 arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ticket,
                               uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
                               const std::vector<int>& columns, std::deque<Piece>* out) {
@@ -133,6 +136,141 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   if (mine.empty()) return arrow::Status::OK();
   const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
   return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, columns, out);
+}
+
+// Window-mode batches of one stream gathered together: about one default
+// window's worth of positions or more (4096 rows), so that a window's batches
+// read its blocks once and share one gather's fixed costs (sort, plan, one
+// allocation per column), and so that whole batches can go out as one chunk.
+constexpr uint64_t kMaxSpanRows = 16 * 1024;
+
+// Positions a window span may cover: kMaxSpanRows, fewer where the dataset's
+// rows are wide, so that one span's gather stays within a chunk's bytes.
+uint64_t SpanRowsLimit(const CachedDataset& dataset) {
+  const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(dataset.num_rows(), 1));
+  const uint64_t row_bytes = std::max<uint64_t>(static_cast<uint64_t>(dataset.nbytes()) / rows, 1);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(kMaxChunkBytes) / row_bytes, 1, kMaxSpanRows);
+}
+
+// `rows` gathered in their order, in two steps: a copy in storage order,
+// where a window's blocks are runs (one copy of each run per column, many
+// cache misses in flight), then a take within that small, cache-resident
+// copy. Copying row by row straight into place costs a dependent miss per
+// row and column: several times slower on a busy machine.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInOrder(const CachedDataset& dataset,
+                                                                 const std::vector<uint64_t>& rows,
+                                                                 arrow::MemoryPool* pool,
+                                                                 const std::vector<int>& columns) {
+  std::vector<uint32_t> order;  // sorted row k is rows[order[k]]
+  ARROW_ASSIGN_OR_RAISE(auto sorted, dataset.GatherSorted(rows, pool, &order, columns));
+  arrow::UInt32Builder indices(pool);
+  ARROW_RETURN_NOT_OK(indices.Resize(static_cast<int64_t>(order.size())));
+  std::vector<uint32_t> where(order.size());  // rows[i] is sorted row where[i]
+  for (uint32_t k = 0; k < order.size(); ++k) where[order[k]] = k;
+  ARROW_RETURN_NOT_OK(indices.AppendValues(where));
+  ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
+  arrow::compute::ExecContext ctx(pool);
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
+                        arrow::compute::Take(sorted, index_array,
+                                             arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
+  return taken.record_batch();
+}
+
+// Window mode: batches batch, batch + 1, ... (at least one; together at most
+// SpanRowsLimit positions) gathered in one go, their owned rows in batch
+// order and each batch's in position order, so each batch is one slice of
+// the gather. Sent as one chunk (IFP3) when this node holds every row of
+// each of them, else as one piece per batch whose runs are its positions
+// (one run when the node holds the whole batch), or, for batches of whole
+// windows split with other nodes, as sorted gathers (GatheredPiece). Returns
+// the batches taken.
+arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
+                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                                         const std::vector<int>& columns, std::deque<Piece>* out) {
+  ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
+  const uint64_t limit = SpanRowsLimit(dataset);
+  std::vector<uint64_t> rows;  // the span's owned rows, in output order
+  std::vector<PieceInfo> infos;
+  std::vector<uint64_t> mine;
+  std::vector<uint32_t> offsets;
+  constexpr uint32_t kNoRow = UINT32_MAX;
+  std::vector<uint32_t> slot;  // per position of a batch: index into mine, or kNoRow
+  bool whole = true;           // every row of every batch so far is held here
+  uint64_t positions = 0;
+  uint64_t b = batch;
+  for (; b < ticket.batch_end; ++b) {
+    const uint64_t length = BatchLength(ticket.params, shape, b);
+    if (b > batch && positions + length > limit) break;
+    positions += length;
+    mine.clear();
+    offsets.clear();
+    ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, b, ticket.owned, cache, &mine, &offsets));
+    // Position order: each offset is a distinct position < length, so one
+    // scatter over the batch's positions sorts them (no comparison sort).
+    PieceInfo info{b, static_cast<uint32_t>(length), {}};
+    if (std::is_sorted(offsets.begin(), offsets.end())) {
+      for (size_t i = 0; i < mine.size(); ++i) {
+        rows.push_back(mine[i]);
+        AppendPieceRun(&info.runs, offsets[i], 1);
+      }
+    } else {
+      slot.assign(length, kNoRow);
+      for (uint32_t i = 0; i < mine.size(); ++i) slot[offsets[i]] = i;
+      for (uint32_t p = 0; p < length; ++p) {
+        if (slot[p] == kNoRow) continue;
+        rows.push_back(mine[slot[p]]);
+        AppendPieceRun(&info.runs, p, 1);
+      }
+    }
+    whole = whole && mine.size() == length;
+    infos.push_back(std::move(info));
+  }
+  const uint64_t count = b - batch;
+  if (rows.empty()) return count;
+  const EpochOrder& order_params = ticket.params.order;
+  if (!whole && ticket.params.batch_size / order_params.window_blocks >= order_params.block_rows) {
+    // Batches of whole windows split with other nodes: each batch's rows are
+    // whole blocks, copied as runs in storage order, and the consumer takes
+    // them into place anyway; putting them in order here would cost a take.
+    size_t begin = 0;
+    std::vector<uint64_t> part;
+    for (const PieceInfo& info : infos) {
+      offsets.clear();
+      for (const PieceRun& run : info.runs) {
+        for (uint32_t i = 0; i < run.length; ++i) offsets.push_back(run.offset + i);
+      }
+      if (offsets.empty()) continue;
+      part.assign(rows.begin() + static_cast<ptrdiff_t>(begin),
+                  rows.begin() + static_cast<ptrdiff_t>(begin + offsets.size()));
+      begin += offsets.size();
+      ARROW_RETURN_NOT_OK(
+          GatheredPiece(dataset, info.batch, info.batch_rows, part, offsets, pool, columns, out));
+    }
+    return count;
+  }
+  if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one span");
+  ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, rows, pool, columns));
+  const uint32_t batch_rows = infos.front().batch_rows;
+  bool uniform = true;  // all batches but the last full, the last no longer
+  for (size_t i = 0; i + 1 < infos.size(); ++i)
+    uniform = uniform && infos[i].batch_rows == batch_rows;
+  if (whole && uniform && count >= 2 && infos.back().batch_rows <= batch_rows) {
+    ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*gathered));
+    if (bytes <= kMaxChunkBytes) {
+      ChunkInfo chunk{batch, batch_rows, static_cast<uint32_t>(count), infos.back().batch_rows};
+      out->push_back({std::move(gathered), {}, /*gathered=*/true, chunk});
+      return count;
+    }
+  }
+  int64_t begin = 0;
+  for (auto& info : infos) {
+    int64_t n = 0;
+    for (const PieceRun& run : info.runs) n += run.length;
+    if (n == 0) continue;
+    out->push_back({gathered->Slice(begin, n), std::move(info), /*gathered=*/true, std::nullopt});
+    begin += n;
+  }
+  return count;
 }
 
 // The cached batch holding global row `row`, or null when this node has none.
@@ -202,7 +340,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
                           PlanCache* cache, arrow::MemoryPool* gather_pool,
                           const std::vector<int>& columns, std::deque<Piece>* out) {
   const ShuffleMode mode = ticket.params.order.mode;
-  if (mode == ShuffleMode::kSample || mode == ShuffleMode::kWindow) {
+  if (mode == ShuffleMode::kSample) {
     return ScatteredPieces(dataset, ticket, batch, cache, gather_pool, columns, out);
   }
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
@@ -294,7 +432,13 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   auto producer = [ds, pool, ticket = std::move(ticket), next_batch, cache,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
-    ARROW_ASSIGN_OR_RAISE(uint64_t chunked, ChunkPiece(*ds, ticket, *next_batch, columns, out));
+    uint64_t chunked = 0;
+    if (ticket.params.order.mode == ShuffleMode::kWindow) {
+      ARROW_ASSIGN_OR_RAISE(
+          chunked, WindowSpanPieces(*ds, ticket, *next_batch, cache.get(), pool, columns, out));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(chunked, ChunkPiece(*ds, ticket, *next_batch, columns, out));
+    }
     if (chunked > 0) {
       *next_batch += chunked;
       return true;

@@ -3,6 +3,9 @@
 // the gathered piece is gone.
 #include "icefloe/node/piece_stream.h"
 
+#include <algorithm>
+#include <map>
+
 #include <arrow/array/builder_binary.h>
 #include <arrow/array/builder_primitive.h>
 #include <arrow/io/memory.h>
@@ -268,6 +271,118 @@ TEST(PieceStream, BlockModeChunksWithinABlock) {
   }
   std::sort(starts.begin(), starts.end());
   EXPECT_EQ(starts, (std::vector<int64_t>{0, 4000, 8000, 12000}));
+}
+
+// Every batch of a window-mode stream rebuilt from its messages (chunks split,
+// pieces placed at their runs' positions; -1 where another node serves the
+// row), checked against the plan's rows: exactly the owned rows of each batch
+// in their positions. Returns how many messages were chunks.
+int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const PlanTicket& ticket) {
+  std::map<uint64_t, std::vector<int64_t>> got;
+  const EpochShape shape = *Shape(ticket.params);
+  auto batch = [&](uint64_t b) -> std::vector<int64_t>& {
+    auto [it, fresh] = got.try_emplace(b);
+    if (fresh) it->second.assign(BatchLength(ticket.params, shape, b), -1);
+    return it->second;
+  };
+  int chunks = 0;
+  for (const Message& m : ReadAll(std::move(dataset), ticket)) {
+    if (auto chunk = DecodeChunkMetadata(m.metadata); chunk.ok()) {
+      ++chunks;
+      size_t next = 0;
+      for (uint32_t i = 0; i < chunk->count; ++i) {
+        auto& rows = batch(chunk->first_batch + i);
+        EXPECT_EQ(rows.size(), i + 1 < chunk->count ? chunk->batch_rows : chunk->last_rows);
+        for (auto& r : rows) {
+          EXPECT_EQ(r, -1);
+          r = next < m.ids.size() ? m.ids[next++] : -2;
+        }
+      }
+      EXPECT_EQ(next, m.ids.size());
+      continue;
+    }
+    auto piece = DecodePieceMetadata(m.metadata);
+    EXPECT_TRUE(piece.ok()) << piece.status().ToString();
+    if (!piece.ok()) return chunks;
+    auto& rows = batch(piece->batch);
+    EXPECT_EQ(piece->batch_rows, rows.size());
+    size_t next = 0;
+    for (const PieceRun& run : piece->runs) {
+      for (uint32_t k = 0; k < run.length; ++k) {
+        EXPECT_LT(run.offset + k, rows.size());
+        if (run.offset + k >= rows.size()) return chunks;
+        EXPECT_EQ(rows[run.offset + k], -1);
+        rows[run.offset + k] = next < m.ids.size() ? m.ids[next++] : -2;
+      }
+    }
+    EXPECT_EQ(next, m.ids.size());
+  }
+  for (uint64_t b = ticket.batch_begin; b < ticket.batch_end; ++b) {
+    std::vector<int64_t> want;
+    for (uint64_t row : *BatchRows(ticket.params, b)) {
+      bool owned = false;
+      for (const RowRange& r : ticket.owned) owned = owned || (row >= r.start && row < r.stop);
+      want.push_back(owned ? static_cast<int64_t>(row) : -1);
+    }
+    auto it = got.find(b);
+    if (std::all_of(want.begin(), want.end(), [](int64_t r) { return r == -1; })) {
+      EXPECT_TRUE(it == got.end()) << "batch " << b;
+    } else if (it == got.end()) {
+      ADD_FAILURE() << "batch " << b << " is missing";
+    } else {
+      EXPECT_EQ(it->second, want) << "batch " << b;
+    }
+  }
+  EXPECT_TRUE(got.empty() || got.begin()->first >= ticket.batch_begin);
+  return chunks;
+}
+
+PlanTicket WindowEpoch(uint64_t rows, uint64_t batch_size, std::vector<RowRange> owned = {},
+                       uint32_t world_size = 1) {
+  PlanTicket t = Epoch(rows, batch_size, std::move(owned), world_size, ShuffleMode::kWindow);
+  t.params.order.seed = 5;
+  t.params.order.epoch = 2;
+  return t;
+}
+
+TEST(PieceStream, WindowBatchesHeldWholeTravelAsChunksInPlanOrder) {
+  auto dataset = Cached(50000, 3000);
+  for (uint64_t batch_size : {1000u, 4096u, 7u, 50000u}) {
+    SCOPED_TRACE(batch_size);
+    const int chunks = ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size));
+    EXPECT_EQ(chunks > 0, batch_size < 16 * 1024);
+  }
+  // Resuming at a batch inside a window, and the batches of one rank of three.
+  PlanTicket resumed = WindowEpoch(50000, 1000);
+  resumed.batch_begin = 3;
+  EXPECT_GT(ExpectWindowBatches(dataset, resumed), 0);
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    PlanTicket t = WindowEpoch(50000, 1000, {}, 3);
+    t.params.rank = rank;
+    t.batch_end = Shape(t.params)->worker_batches;
+    ExpectWindowBatches(dataset, t);
+  }
+}
+
+TEST(PieceStream, WindowBatchesSplitAcrossNodesArePiecesInPlanOrder) {
+  // This node holds two ranges: every window has rows held elsewhere.
+  auto dataset = Cached(50000, 3000);
+  const std::vector<RowRange> owned = {{0, 17000}, {30000, 41000}};
+  for (uint64_t batch_size : {1000u, 4096u, 7u, 50000u}) {
+    SCOPED_TRACE(batch_size);
+    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size, owned)), 0);
+  }
+  PlanTicket resumed = WindowEpoch(50000, 4096, owned);
+  resumed.batch_begin = 5;
+  resumed.batch_end = 9;
+  ExpectWindowBatches(dataset, resumed);
+  // A job resumed mid-window, read by worker 1 of 3: no batch starts a window.
+  PlanTicket worker = WindowEpoch(50000, 1000, owned);
+  worker.params.start = 1234;
+  worker.params.num_workers = 3;
+  worker.params.worker = 1;
+  worker.batch_end = Shape(worker.params)->worker_batches;
+  ExpectWindowBatches(dataset, worker);
 }
 
 }  // namespace
