@@ -1,10 +1,12 @@
 """One pass of a training loop's input over an iterator of tensor dicts: the
-figures every epoch worker reports. Standard library only, so that the peers'
-interpreter (benchmarks/peer_workers.py, another environment) loads it by
-path as the project's workers import it."""
+figures every epoch worker reports; and the workers' command line. Standard
+library only, so that the peers' interpreter (benchmarks/peer_workers.py,
+another environment) loads it by path as the project's workers import it."""
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -43,3 +45,12 @@ def measure(source: Iterator[dict[str, Any]], max_batches: int | None = None) ->
             "rows_per_s": rows / dt, "gbps": nbytes / dt / 1e9, "first_batch_s": first,
             "cpu_seconds": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9), "start_wall": wall0,
             "end_wall": wall0 + dt}
+
+
+def worker_main(functions: dict[str, Any]) -> None:
+    """``prog NAME '{"arg": ...}'``: runs ``functions[NAME](**args)`` and prints
+    its result as the last line, one JSON object."""
+    name, args = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    result = functions[name](**args)
+    sys.stdout.write("\n" + json.dumps(result, default=float) + "\n")
+    sys.stdout.flush()

@@ -15,8 +15,6 @@ Ray's own conversion (also a tensor per column, from its numpy batch).
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,7 +48,8 @@ def _load_measure() -> Any:
     return module
 
 
-_measure = _load_measure().measure
+_MEASURE = _load_measure()
+_measure = _MEASURE.measure
 
 
 # -- Lance ---------------------------------------------------------------------------
@@ -131,12 +130,5 @@ def ray_epoch(paths: list[str], batch_size: int, columns: list[str] | None = Non
         ray.shutdown()
 
 
-def main() -> None:
-    name, args = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    result = globals()[name](**args)
-    sys.stdout.write("\n" + json.dumps(result, default=float) + "\n")
-    sys.stdout.flush()
-
-
 if __name__ == "__main__":
-    main()
+    _MEASURE.worker_main(globals())

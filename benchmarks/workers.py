@@ -9,7 +9,6 @@ batch into torch tensors the same way (icefloe.torch.batch_to_tensors).
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
-from benchmarks.measure import measure, tensor_bytes
+from benchmarks.measure import measure, tensor_bytes, worker_main
 
 # -- epoch sources: each yields dicts of tensors ------------------------------------
 
@@ -434,12 +433,5 @@ def load(head: str, name: str, source: str, filter: str | None = None,  # noqa: 
         return {"seconds": dt, **json.loads(json.dumps(desc, default=str))}
 
 
-def main() -> None:
-    name, args = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    result = globals()[name](**args)
-    sys.stdout.write("\n" + json.dumps(result, default=float) + "\n")
-    sys.stdout.flush()
-
-
 if __name__ == "__main__":
-    main()
+    worker_main(globals())
