@@ -152,6 +152,11 @@ size_t CachedDataset::BatchOf(uint64_t row) const {
   return static_cast<size_t>(it - batches_.begin());
 }
 
+const CachedBatch* CachedDataset::BatchHolding(uint64_t row) const {
+  const size_t i = BatchOf(row);
+  return i == batches_.size() ? nullptr : &batches_[i];
+}
+
 std::vector<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Slice(RowRange range) const {
   std::vector<std::shared_ptr<arrow::RecordBatch>> out;
   for (auto it = FirstEndingAfter(batches_, range.start);

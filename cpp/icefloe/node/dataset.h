@@ -51,6 +51,8 @@ class CachedDataset {
   int64_t num_rows() const { return num_rows_; }
   int64_t nbytes() const { return nbytes_; }
   const std::vector<CachedBatch>& batches() const { return batches_; }
+  /// The cached batch holding global row `row`, or null when this copy holds none.
+  const CachedBatch* BatchHolding(uint64_t row) const;
 
   /// The rows this node holds within global [range.start, range.stop), in
   /// ascending global order, as zero-copy slices of cached batches. Rows of the

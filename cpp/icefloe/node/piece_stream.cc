@@ -273,14 +273,6 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
   return count;
 }
 
-// The cached batch holding global row `row`, or null when this node has none.
-const CachedBatch* HoldingBatch(const CachedDataset& dataset, uint64_t row) {
-  const auto& batches = dataset.batches();
-  auto it = std::upper_bound(batches.begin(), batches.end(), row,
-                             [](uint64_t v, const CachedBatch& c) { return v < c.global_stop(); });
-  return it == batches.end() || it->global_start > row ? nullptr : &*it;
-}
-
 // Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
 // of them are each one run of rows, owned by this ticket, directly after
 // each other in one cached batch (mode none, or block mode within a block, for
@@ -296,7 +288,7 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   if (runs.size() != 1) return 0;
   const RowRange first = runs[0];
-  const CachedBatch* holder = HoldingBatch(dataset, first.start);
+  const CachedBatch* holder = dataset.BatchHolding(first.start);
   const auto& owned = ticket.owned;
   auto range = std::upper_bound(owned.begin(), owned.end(), first.start,
                                 [](uint64_t v, const RowRange& r) { return v < r.stop; });
