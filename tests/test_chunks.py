@@ -5,6 +5,9 @@ for every rank, as record batches and as tensors."""
 
 from __future__ import annotations
 
+import struct
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -178,8 +181,11 @@ def test_window_epochs_are_the_same_chunked_or_split(cluster, one_node, nodes):
     tags = _tags(c, "s", batch_size=1024, **plan)
     if nodes == 1:
         assert tags.count(b"IFP3") >= 2 and len(tags) < N // 1024 // 4
-    else:  # every window has rows on both nodes: a piece per batch and node
-        assert b"IFP3" not in tags and len(tags) == 2 * -(-N // 1024)
+    else:  # every window has rows on both nodes: a span piece per 16 batches and node
+        batches = -(-N // 1024)
+        spans = -(-batches // 16)
+        assert b"IFP3" not in tags and len(tags) == 2 * spans
+        assert sum(t in (b"IFP4", b"IFP5") for t in tags) >= 2 * (spans - 1)
     with c.client() as client:
         # One batch of the whole epoch: one piece per node, no chunk.
         whole = _flat(_ids(client.iter_epoch("s", batch_size=N, **plan)))
@@ -199,3 +205,68 @@ def test_window_epochs_are_the_same_chunked_or_split(cluster, one_node, nodes):
     ds.set_epoch(1)
     ids = [t["id"].tolist() for t in DataLoader(ds, batch_size=None)]
     assert _flat(ids) == whole
+
+
+class _Messages:
+    """A reader of prepared (record batch, app_metadata) messages: an
+    in-process stand-in for one node's DoGet, for the merge's own checks."""
+
+    def __init__(self, messages: list[tuple[pa.RecordBatch, bytes]]) -> None:
+        self._messages = list(messages)
+
+    def read_chunk(self):
+        if not self._messages:
+            raise StopIteration
+        data, metadata = self._messages.pop(0)
+        return SimpleNamespace(data=data, app_metadata=pa.py_buffer(metadata))
+
+    def cancel(self) -> None:
+        pass
+
+
+def _span(first: int, batch_rows: int, count: int, last_rows: int, ids: list[int],
+          positions: list[int]) -> tuple[pa.RecordBatch, bytes]:
+    """An IFP5 span piece: ``ids`` go to ``positions`` of the span."""
+    header = struct.pack("<4sQIIII", b"IFP5", first, batch_rows, count, last_rows, len(ids))
+    return (pa.record_batch({"id": pa.array(ids, pa.int64())}),
+            header + np.array(positions, "<u4").tobytes())
+
+
+def _one(batch: int, batch_rows: int, ids: list[int],
+         positions: list[int]) -> tuple[pa.RecordBatch, bytes]:
+    """An IFP2 piece of one batch."""
+    header = struct.pack("<4sQII", b"IFP2", batch, batch_rows, len(ids))
+    return (pa.record_batch({"id": pa.array(ids, pa.int64())}),
+            header + np.array(positions, "<u4").tobytes())
+
+
+def _merge(*nodes: list[tuple[pa.RecordBatch, bytes]], num_batches: int = 3) -> list[list[int]]:
+    from icefloe._pieces import merged_batches
+
+    readers = [lambda n=n: (_Messages(n), "node") for n in nodes]
+    return _ids(merged_batches(lambda _: readers, num_batches))
+
+
+def test_span_pieces_of_several_nodes_merge_into_their_batches():
+    # Three batches of 4 rows, the last of 2: span positions 0..9. Node A holds
+    # the even ids, node B the odd ones; span position p gets id 100 + p.
+    want = [[100, 101, 102, 103], [104, 105, 106, 107], [108, 109]]
+    evens = _span(0, 4, 3, 2, [108, 100, 104, 102, 106], [8, 0, 4, 2, 6])
+    odds = _span(0, 4, 3, 2, [101, 103, 105, 107, 109], [1, 3, 5, 7, 9])
+    assert _merge([evens], [odds]) == want
+    # B cuts the span into one piece per batch (its gather would be too large).
+    per_batch = [_one(0, 4, [101, 103], [1, 3]), _one(1, 4, [105, 107], [1, 3]),
+                 _one(2, 2, [109], [1])]
+    assert _merge([evens], per_batch) == want
+    assert _merge(per_batch, [evens]) == want
+    # Disagreements and gaps are the cluster changing under the epoch.
+    with pytest.raises(icefloe.InvalidArgument, match="incomplete"):
+        _merge([evens], per_batch[:2] + [_one(2, 2, [], [])])
+    with pytest.raises(icefloe.InvalidArgument, match="disagree"):
+        _merge([evens], [_span(0, 4, 3, 1, [101, 103, 105, 107], [1, 3, 5, 7])])
+    with pytest.raises(icefloe.InvalidArgument, match="across"):
+        _merge([evens], [_span(0, 4, 4, 2, [101], [1])], num_batches=4)
+    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
+        _merge([evens], [_span(0, 4, 3, 2, [101, 103, 105, 107, 109], [1, 3, 5, 7, 8])])
+    with pytest.raises(icefloe.InvalidArgument, match="span of 1 batches"):
+        _merge([_span(0, 4, 1, 4, [100], [0])])

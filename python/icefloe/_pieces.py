@@ -14,6 +14,12 @@ last_rows``: ``count`` whole batches, all of ``batch_rows`` rows but the last
 (``last_rows``), split here zero-copy, or turned into tensors at once and
 split (:class:`ChunkTransform`). Every batch of a chunk is complete when it
 arrives, so a failover resumes after the chunk exactly as after a batch.
+
+An endpoint's rows of a window-mode *span* of batches (cut by the plan, the
+same for every endpoint) come as one piece, ``"IFP4"``/``"IFP5"``: the IFP1 or
+IFP2 body after a chunk's header, its positions running over the span's
+batches laid end to end. The pieces of every endpoint for a span are put in
+place with one take and handed on as a chunk.
 """
 
 from __future__ import annotations
@@ -37,17 +43,28 @@ _RUNS = b"IFP1"
 _POSITIONS = b"IFP2"
 _CHUNK = struct.Struct("<4sQIII")
 _CHUNK_MAGIC = b"IFP3"
+_SPAN = struct.Struct("<4sQIIII")
+_SPAN_RUNS = b"IFP4"
+_SPAN_POSITIONS = b"IFP5"
 _DONE = object()
 _JOIN_TIMEOUT_S = 10.0
 
 
 @dataclass
 class Piece:
-    batch: int
-    batch_rows: int
-    runs: np.ndarray | None  # (n, 2) uint32: offset, length (IFP1)
+    batch: int  # a span's first
+    batch_rows: int  # in a span, every batch's but the last
+    runs: np.ndarray | None  # (n, 2) uint32: offset, length (IFP1, IFP4)
     data: pa.RecordBatch
-    scattered: np.ndarray | None = None  # uint32 position of each row (IFP2)
+    scattered: np.ndarray | None = None  # uint32 position of each row (IFP2, IFP5)
+    count: int = 1  # batches spanned (IFP4, IFP5 when above 1)
+    last_rows: int = 0  # a span's last batch's rows
+
+    def span_rows(self) -> int:
+        """Positions of the piece's batch, or of its span."""
+        if self.count == 1:
+            return self.batch_rows
+        return self.batch_rows * (self.count - 1) + self.last_rows
 
     def positions(self) -> np.ndarray:
         """The batch position of each of the piece's rows."""
@@ -124,16 +141,36 @@ def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece | Chu
     if metadata is None or metadata.size < _HEADER.size:
         raise InvalidArgument("a node sent a batch without piece metadata")
     raw = metadata.to_pybytes()
-    if raw[:4] == _CHUNK_MAGIC:
+    magic = raw[:4]
+    if magic == _CHUNK_MAGIC:
         return _parse_chunk(data, raw)
+    if magic in (_SPAN_RUNS, _SPAN_POSITIONS):
+        if len(raw) < _SPAN.size:
+            raise InvalidArgument("a node sent malformed span metadata")
+        _, batch, batch_rows, count, last_rows, n = _SPAN.unpack_from(raw)
+        if count < 2 or not 1 <= last_rows <= batch_rows:
+            raise InvalidArgument(
+                f"a node sent a span of {count} batches of {batch_rows} rows "
+                f"(the last {last_rows})")
+        return _body(data, raw, _SPAN.size, magic == _SPAN_POSITIONS, n,
+                     Piece(batch, batch_rows, None, data, None, count, last_rows))
     magic, batch, batch_rows, n = _HEADER.unpack_from(raw)
-    if magic == _POSITIONS and len(raw) == _HEADER.size + 4 * n:
-        positions = np.frombuffer(raw, dtype="<u4", count=n, offset=_HEADER.size)
-        return Piece(batch, batch_rows, None, data, positions)
-    if magic != _RUNS or len(raw) != _HEADER.size + 8 * n:
+    if magic not in (_RUNS, _POSITIONS):
         raise InvalidArgument("a node sent malformed piece metadata")
-    runs = np.frombuffer(raw, dtype="<u4", count=2 * n, offset=_HEADER.size).reshape(n, 2)
-    return Piece(batch, batch_rows, runs, data)
+    return _body(data, raw, _HEADER.size, magic == _POSITIONS, n,
+                 Piece(batch, batch_rows, None, data))
+
+
+def _body(data: pa.RecordBatch, raw: bytes, offset: int, positions: bool, n: int,
+          piece: Piece) -> Piece:
+    """``piece`` with the runs or positions that follow its header."""
+    if len(raw) != offset + (4 if positions else 8) * n:
+        raise InvalidArgument("a node sent malformed piece metadata")
+    if positions:
+        piece.scattered = np.frombuffer(raw, dtype="<u4", count=n, offset=offset)
+    else:
+        piece.runs = np.frombuffer(raw, dtype="<u4", count=2 * n, offset=offset).reshape(n, 2)
+    return piece
 
 
 def _parse_chunk(data: pa.RecordBatch, raw: bytes) -> Chunk:
@@ -157,14 +194,20 @@ def run_positions(runs: np.ndarray) -> np.ndarray:
     return np.repeat(offsets - firsts, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
-def assemble(pieces: list[Piece]) -> pa.RecordBatch:
-    """One consumer batch from its pieces; zero-copy when a single piece fills it in order."""
+def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBatch:
+    """One consumer batch (or span) from its pieces, piece i's positions
+    counted from ``bases[i]`` (0 without bases); zero-copy when a single piece
+    fills it in order."""
     first = pieces[0]
     if len(pieces) == 1 and first.runs is not None and len(first.runs) == 1 and \
-            first.runs[0][0] == 0:
+            first.runs[0][0] == 0 and not bases:
         return first.data
-    pieces.sort(key=Piece.first)
-    positions = np.concatenate([p.positions() for p in pieces])
+    if bases is None:
+        pieces.sort(key=Piece.first)
+        positions = np.concatenate([p.positions() for p in pieces])
+    else:
+        positions = np.concatenate([p.positions() + base for p, base in
+                                     zip(pieces, bases, strict=True)])
     combined = pa.concat_batches([p.data for p in pieces])
     n = len(positions)
     if n != combined.num_rows:
@@ -369,24 +412,65 @@ def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str
 
 
 def _collect(streams: list[_Stream], b: int, num_batches: int) -> pa.RecordBatch | Chunk:
-    """Batch b from its pieces, or the chunk of whole batches starting at b:
-    streams send in batch order, so one pass takes all of it."""
+    """Batch b from its pieces, the span of batches starting at b from the
+    span pieces (and any single-batch pieces) for it, or the chunk of whole
+    batches starting at b: streams send in batch order, so one pass takes all
+    of it."""
+    heads = [s.peek() for s in streams]
+    for i, head in enumerate(heads):
+        if isinstance(head, Chunk) and head.batch == b:
+            return _whole(streams, streams[i].take(), num_batches, any(
+                isinstance(h, Piece) and h.batch == b for h in heads))
+    span = next((h for h in heads if isinstance(h, Piece) and h.batch == b and h.count > 1),
+                None)
+    end = b + (span.count if span is not None else 1)
     pieces: list[Piece] = []
-    rows, need = 0, None
     for s in streams:
         piece = s.peek()
-        if isinstance(piece, Chunk) and piece.batch == b:
-            return _whole(streams, s.take(), num_batches, bool(pieces))
-        while isinstance(piece, Piece) and piece.batch == b:
+        while isinstance(piece, Piece) and piece.batch < end:
+            if piece.batch + piece.count > end or piece.batch < b:
+                raise _changed(f"a node sent rows of batches {piece.batch}.."
+                               f"{piece.batch + piece.count - 1} across batch {b}'s span")
             pieces.append(s.take())  # type: ignore[arg-type]
-            rows += piece.data.num_rows
-            need = piece.batch_rows
             piece = s.peek()
-    if need is None or rows != need:
-        raise InvalidArgument(
-            f"batch {b} is incomplete: {rows} of {need} rows arrived; "
-            "the cluster changed under this epoch (was the dataset reloaded?)")
-    return assemble(pieces)
+        if isinstance(piece, Chunk) and piece.batch < end:
+            raise _changed(f"a node sent batches {piece.batch}.. whole inside batch {b}'s span")
+    if span is None:
+        rows = sum(p.data.num_rows for p in pieces)
+        need = pieces[0].batch_rows if pieces else None
+        if need is None or rows != need:
+            raise _changed(f"batch {b} is incomplete: {rows} of {need} rows arrived")
+        return assemble(pieces)
+    return Chunk(b, span.batch_rows, span.count, span.last_rows,
+                 assemble(pieces, _span_bases(pieces, span)))
+
+
+def _span_bases(pieces: list[Piece], span: Piece) -> list[int]:
+    """Where each piece's positions start in ``span``'s (batch b + i's at
+    i * batch_rows), checking that every piece agrees with the span's shape
+    and that the span's rows all arrived."""
+    bases = []
+    for p in pieces:
+        i = p.batch - span.batch
+        if p.count > 1:
+            agrees = (p.count, p.batch_rows, p.last_rows) == \
+                (span.count, span.batch_rows, span.last_rows)
+        else:
+            agrees = p.batch_rows == (span.last_rows if i == span.count - 1 else span.batch_rows)
+        if not agrees:
+            raise _changed(f"nodes disagree on the shape of batches {span.batch}.."
+                           f"{span.batch + span.count - 1}")
+        bases.append(i * span.batch_rows)
+    rows = sum(p.data.num_rows for p in pieces)
+    if rows != span.span_rows():
+        raise _changed(f"batches {span.batch}..{span.batch + span.count - 1} are incomplete: "
+                       f"{rows} of {span.span_rows()} rows arrived")
+    return bases
+
+
+def _changed(what: str) -> InvalidArgument:
+    return InvalidArgument(
+        f"{what}; the cluster changed under this epoch (was the dataset reloaded?)")
 
 
 def _whole(streams: list[_Stream], chunk: Chunk, num_batches: int, pieces: bool) -> Chunk:

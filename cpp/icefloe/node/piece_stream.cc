@@ -138,14 +138,21 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, columns, out);
 }
 
-// Window-mode batches of one stream gathered together: about one default
-// window's worth of positions or more (4096 rows), so that a window's batches
-// read its blocks once and share one gather's fixed costs (sort, plan, one
-// allocation per column), and so that whole batches can go out as one chunk.
+// Window-mode batches of one stream gathered together, in *spans*: about one
+// default window's worth of positions or more (4096 rows), so that a window's
+// batches read its blocks once and share one gather's fixed costs (sort,
+// plan, one allocation per column), and travel as one message. Spans are
+// fixed by the plan alone (every endpoint of a consumer cuts the same ones,
+// from batch 0, however its stream started), so a consumer merges the pieces
+// of all endpoints one span at a time.
 constexpr uint64_t kMaxSpanRows = 16 * 1024;
 
-// Positions a window span may cover: kMaxSpanRows, fewer where the dataset's
-// rows are wide, so that one span's gather stays within a chunk's bytes.
+uint64_t SpanBatches(const PlanParams& params) {
+  return std::max<uint64_t>(1, kMaxSpanRows / std::max<uint64_t>(params.batch_size, 1));
+}
+
+// Rows a span's gather may hold: kMaxSpanRows, fewer where the dataset's rows
+// are wide, so that one span's gather stays within a chunk's bytes.
 uint64_t SpanRowsLimit(const CachedDataset& dataset) {
   const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(dataset.num_rows(), 1));
   const uint64_t row_bytes = std::max<uint64_t>(static_cast<uint64_t>(dataset.nbytes()) / rows, 1);
@@ -176,100 +183,124 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInOrder(const CachedDat
   return taken.record_batch();
 }
 
-// Window mode: batches batch, batch + 1, ... (at least one; together at most
-// SpanRowsLimit positions) gathered in one go, their owned rows in batch
-// order and each batch's in position order, so each batch is one slice of
-// the gather. Sent as one chunk (IFP3) when this node holds every row of
-// each of them, else as one piece per batch whose runs are its positions
-// (one run when the node holds the whole batch), or, for batches of whole
-// windows split with other nodes, as sorted gathers (GatheredPiece). Returns
-// the batches taken.
-arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
-                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
-                                         const std::vector<int>& columns, std::deque<Piece>* out) {
+// A span's owned rows, and where each goes: positions run over the span's
+// batches laid end to end (batch i of the span starts at the sum of the
+// earlier ones' lengths).
+struct SpanRows {
+  std::vector<uint64_t> rows;
+  std::vector<uint32_t> positions;  // rows[i] goes to positions[i]
+  std::vector<uint32_t> lengths;    // each batch's positions
+  std::vector<size_t> firsts;       // each batch's first index into rows
+  uint64_t total = 0;               // the span's positions
+
+  bool whole() const { return rows.size() == total; }
+  // All batches but the last of one length, the last no longer: the span's
+  // positions are batch i's at i * lengths[0], as IFP3/IFP4/IFP5 say.
+  bool uniform() const {
+    for (size_t i = 0; i + 1 < lengths.size(); ++i) {
+      if (lengths[i] != lengths[0]) return false;
+    }
+    return lengths.back() <= lengths[0];
+  }
+};
+
+// The owned rows of the stream's span from `batch`: the plan's span holding
+// it, from `batch` on, up to the ticket's end.
+arrow::Result<SpanRows> OwnedSpanRows(const PlanTicket& ticket, uint64_t batch, PlanCache* cache) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
-  const uint64_t limit = SpanRowsLimit(dataset);
-  std::vector<uint64_t> rows;  // the span's owned rows, in output order
-  std::vector<PieceInfo> infos;
+  const uint64_t span = SpanBatches(ticket.params);
+  const uint64_t end = std::min(ticket.batch_end, (batch / span + 1) * span);
+  SpanRows out;
   std::vector<uint64_t> mine;
   std::vector<uint32_t> offsets;
-  constexpr uint32_t kNoRow = UINT32_MAX;
-  std::vector<uint32_t> slot;  // per position of a batch: index into mine, or kNoRow
-  bool whole = true;           // every row of every batch so far is held here
-  uint64_t positions = 0;
-  uint64_t b = batch;
-  for (; b < ticket.batch_end; ++b) {
+  for (uint64_t b = batch; b < end; ++b) {
     const uint64_t length = BatchLength(ticket.params, shape, b);
-    if (b > batch && positions + length > limit) break;
-    positions += length;
+    if (out.total + length > UINT32_MAX) return arrow::Status::Invalid("a span over 2^32 rows");
     mine.clear();
     offsets.clear();
     ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, b, ticket.owned, cache, &mine, &offsets));
-    // Position order: each offset is a distinct position < length, so one
-    // scatter over the batch's positions sorts them (no comparison sort).
-    PieceInfo info{b, static_cast<uint32_t>(length), {}};
-    if (std::is_sorted(offsets.begin(), offsets.end())) {
-      for (size_t i = 0; i < mine.size(); ++i) {
-        rows.push_back(mine[i]);
-        AppendPieceRun(&info.runs, offsets[i], 1);
-      }
-    } else {
-      slot.assign(length, kNoRow);
-      for (uint32_t i = 0; i < mine.size(); ++i) slot[offsets[i]] = i;
-      for (uint32_t p = 0; p < length; ++p) {
-        if (slot[p] == kNoRow) continue;
-        rows.push_back(mine[slot[p]]);
-        AppendPieceRun(&info.runs, p, 1);
-      }
+    out.firsts.push_back(out.rows.size());
+    out.rows.insert(out.rows.end(), mine.begin(), mine.end());
+    for (uint32_t offset : offsets) {
+      out.positions.push_back(static_cast<uint32_t>(out.total + offset));
     }
-    whole = whole && mine.size() == length;
-    infos.push_back(std::move(info));
+    out.lengths.push_back(static_cast<uint32_t>(length));
+    out.total += length;
   }
-  const uint64_t count = b - batch;
-  if (rows.empty()) return count;
-  const EpochOrder& order_params = ticket.params.order;
-  if (!whole && ticket.params.batch_size / order_params.window_blocks >= order_params.block_rows) {
-    // Batches of whole windows split with other nodes: each batch's rows are
-    // whole blocks, copied as runs in storage order, and the consumer takes
-    // them into place anyway; putting them in order here would cost a take.
-    size_t begin = 0;
-    std::vector<uint64_t> part;
-    for (const PieceInfo& info : infos) {
+  return out;
+}
+
+// The span's rows one batch at a time: batches held whole here as one run in
+// order (the consumer passes them on as they are), others gathered in storage
+// order with their positions.
+arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const SpanRows& span,
+                             arrow::MemoryPool* pool, const std::vector<int>& columns,
+                             std::deque<Piece>* out) {
+  std::vector<uint64_t> part;
+  std::vector<uint32_t> offsets;
+  uint32_t base = 0;
+  for (size_t i = 0; i < span.lengths.size(); ++i) {
+    const size_t first = span.firsts[i];
+    const size_t last = i + 1 < span.firsts.size() ? span.firsts[i + 1] : span.rows.size();
+    const uint32_t length = span.lengths[i];
+    if (first < last) {
       offsets.clear();
-      for (const PieceRun& run : info.runs) {
-        for (uint32_t i = 0; i < run.length; ++i) offsets.push_back(run.offset + i);
+      for (size_t k = first; k < last; ++k) offsets.push_back(span.positions[k] - base);
+      if (last - first == length) {  // whole: in position order
+        part.assign(length, 0);
+        for (size_t k = first; k < last; ++k) part[offsets[k - first]] = span.rows[k];
+        ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, part, pool, columns));
+        out->push_back(
+            {std::move(gathered), {batch + i, length, {{0, length}}}, true, std::nullopt});
+      } else {
+        part.assign(span.rows.begin() + static_cast<ptrdiff_t>(first),
+                    span.rows.begin() + static_cast<ptrdiff_t>(last));
+        ARROW_RETURN_NOT_OK(
+            GatheredPiece(dataset, batch + i, length, part, offsets, pool, columns, out));
       }
-      if (offsets.empty()) continue;
-      part.assign(rows.begin() + static_cast<ptrdiff_t>(begin),
-                  rows.begin() + static_cast<ptrdiff_t>(begin + offsets.size()));
-      begin += offsets.size();
-      ARROW_RETURN_NOT_OK(
-          GatheredPiece(dataset, info.batch, info.batch_rows, part, offsets, pool, columns, out));
     }
+    base += length;
+  }
+  return arrow::Status::OK();
+}
+
+// Window mode: the stream's span from `batch` (SpanBatches), its owned rows
+// gathered in one go. Held whole here, the span goes as one chunk (IFP3) in
+// batch order; shared with other endpoints, as one span piece (IFP5) of rows
+// in storage order, which the consumer puts in place together with the other
+// endpoints' rows in one take. A span of one batch, or one whose gather would
+// be too large, goes as one piece per batch. Returns the batches taken.
+arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
+                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                                         const std::vector<int>& columns, std::deque<Piece>* out) {
+  ARROW_ASSIGN_OR_RAISE(SpanRows span, OwnedSpanRows(ticket, batch, cache));
+  const auto count = static_cast<uint32_t>(span.lengths.size());
+  if (span.rows.empty()) return count;
+  const bool together = count >= 2 && span.uniform() && span.rows.size() <= SpanRowsLimit(dataset);
+  if (!together) {
+    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
     return count;
   }
-  if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one span");
-  ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, rows, pool, columns));
-  const uint32_t batch_rows = infos.front().batch_rows;
-  bool uniform = true;  // all batches but the last full, the last no longer
-  for (size_t i = 0; i + 1 < infos.size(); ++i)
-    uniform = uniform && infos[i].batch_rows == batch_rows;
-  if (whole && uniform && count >= 2 && infos.back().batch_rows <= batch_rows) {
+  const uint32_t batch_rows = span.lengths.front();
+  const uint32_t last_rows = span.lengths.back();
+  if (span.whole()) {
+    std::vector<uint64_t> ordered(span.total);
+    for (size_t i = 0; i < span.rows.size(); ++i) ordered[span.positions[i]] = span.rows[i];
+    ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, ordered, pool, columns));
     ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*gathered));
     if (bytes <= kMaxChunkBytes) {
-      ChunkInfo chunk{batch, batch_rows, static_cast<uint32_t>(count), infos.back().batch_rows};
-      out->push_back({std::move(gathered), {}, /*gathered=*/true, chunk});
+      out->push_back(
+          {std::move(gathered), {}, true, ChunkInfo{batch, batch_rows, count, last_rows}});
       return count;
     }
+    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
+    return count;
   }
-  int64_t begin = 0;
-  for (auto& info : infos) {
-    int64_t n = 0;
-    for (const PieceRun& run : info.runs) n += run.length;
-    if (n == 0) continue;
-    out->push_back({gathered->Slice(begin, n), std::move(info), /*gathered=*/true, std::nullopt});
-    begin += n;
-  }
+  std::vector<uint32_t> order;  // sorted row k is span.rows[order[k]]
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(span.rows, pool, &order, columns));
+  PieceInfo info{batch, batch_rows, {}, count, last_rows};
+  for (uint32_t i : order) AppendPieceRun(&info.runs, span.positions[i], 1);
+  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true, std::nullopt});
   return count;
 }
 

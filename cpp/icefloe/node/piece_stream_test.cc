@@ -274,10 +274,13 @@ TEST(PieceStream, BlockModeChunksWithinABlock) {
 }
 
 // Every batch of a window-mode stream rebuilt from its messages (chunks split,
-// pieces placed at their runs' positions; -1 where another node serves the
-// row), checked against the plan's rows: exactly the owned rows of each batch
-// in their positions. Returns how many messages were chunks.
-int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const PlanTicket& ticket) {
+// pieces placed at their runs' positions, a span's positions counted over its
+// batches laid end to end; -1 where another node serves the row), checked
+// against the plan's rows: exactly the owned rows of each batch in their
+// positions. Returns how many messages were chunks; `spans` (optional) gets
+// the (first batch, count) of every span piece.
+int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const PlanTicket& ticket,
+                        std::vector<std::pair<uint64_t, uint32_t>>* spans = nullptr) {
   std::map<uint64_t, std::vector<int64_t>> got;
   const EpochShape shape = *Shape(ticket.params);
   auto batch = [&](uint64_t b) -> std::vector<int64_t>& {
@@ -304,15 +307,25 @@ int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const Plan
     auto piece = DecodePieceMetadata(m.metadata);
     EXPECT_TRUE(piece.ok()) << piece.status().ToString();
     if (!piece.ok()) return chunks;
-    auto& rows = batch(piece->batch);
-    EXPECT_EQ(piece->batch_rows, rows.size());
+    if (piece->count > 1 && spans != nullptr) spans->emplace_back(piece->batch, piece->count);
+    for (uint32_t i = 0; i < piece->count; ++i) {
+      const uint32_t want = i + 1 < piece->count ? piece->batch_rows
+                            : piece->count > 1   ? piece->last_rows
+                                                 : piece->batch_rows;
+      EXPECT_EQ(BatchLength(ticket.params, shape, piece->batch + i), want);
+    }
     size_t next = 0;
     for (const PieceRun& run : piece->runs) {
       for (uint32_t k = 0; k < run.length; ++k) {
-        EXPECT_LT(run.offset + k, rows.size());
-        if (run.offset + k >= rows.size()) return chunks;
-        EXPECT_EQ(rows[run.offset + k], -1);
-        rows[run.offset + k] = next < m.ids.size() ? m.ids[next++] : -2;
+        const uint64_t p = uint64_t{run.offset} + k;
+        EXPECT_LT(p, piece->span_rows());
+        if (p >= piece->span_rows()) return chunks;
+        auto& rows = batch(piece->batch + p / piece->batch_rows);
+        const uint64_t offset = p % piece->batch_rows;
+        EXPECT_LT(offset, rows.size());
+        if (offset >= rows.size()) return chunks;
+        EXPECT_EQ(rows[offset], -1);
+        rows[offset] = next < m.ids.size() ? m.ids[next++] : -2;
       }
     }
     EXPECT_EQ(next, m.ids.size());
@@ -364,6 +377,26 @@ TEST(PieceStream, WindowBatchesHeldWholeTravelAsChunksInPlanOrder) {
   }
 }
 
+TEST(PieceStream, NodesSharingWindowsCutTheSameSpans) {
+  // Two nodes holding complementary ranges: each sends one span piece per
+  // span, and the consumer merges the two with the same (first batch, count).
+  auto dataset = Cached(50000, 3000);
+  const std::vector<RowRange> a = {{0, 17000}, {30000, 41000}};
+  const std::vector<RowRange> b = {{17000, 30000}, {41000, 50000}};
+  for (uint64_t batch_size : {1000u, 4096u, 8192u}) {
+    SCOPED_TRACE(batch_size);
+    std::vector<std::pair<uint64_t, uint32_t>> spans_a, spans_b;
+    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size, a), &spans_a), 0);
+    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size, b), &spans_b), 0);
+    EXPECT_FALSE(spans_a.empty());
+    EXPECT_EQ(spans_a, spans_b);
+    for (const auto& [first, count] : spans_a) {
+      EXPECT_EQ(first % (16 * 1024 / batch_size), 0u);
+      EXPECT_LE(count, 16 * 1024 / batch_size);
+    }
+  }
+}
+
 TEST(PieceStream, WindowBatchesSplitAcrossNodesArePiecesInPlanOrder) {
   // This node holds two ranges: every window has rows held elsewhere.
   auto dataset = Cached(50000, 3000);
@@ -374,8 +407,11 @@ TEST(PieceStream, WindowBatchesSplitAcrossNodesArePiecesInPlanOrder) {
   }
   PlanTicket resumed = WindowEpoch(50000, 4096, owned);
   resumed.batch_begin = 5;
-  resumed.batch_end = 9;
-  ExpectWindowBatches(dataset, resumed);
+  resumed.batch_end = 10;
+  std::vector<std::pair<uint64_t, uint32_t>> spans;
+  ExpectWindowBatches(dataset, resumed, &spans);
+  // Spans of 4 batches from batch 0: a stream resumed at 5 ends its first at 8.
+  EXPECT_EQ(spans, (std::vector<std::pair<uint64_t, uint32_t>>{{5, 3}, {8, 2}}));
   // A job resumed mid-window, read by worker 1 of 3: no batch starts a window.
   PlanTicket worker = WindowEpoch(50000, 1000, owned);
   worker.params.start = 1234;

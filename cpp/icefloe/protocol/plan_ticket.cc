@@ -9,6 +9,8 @@ namespace {
 constexpr std::string_view kPieceMagic = "IFP1";           // runs
 constexpr std::string_view kPiecePositionsMagic = "IFP2";  // one position per row
 constexpr std::string_view kChunkMagic = "IFP3";           // whole consecutive batches
+constexpr std::string_view kSpanMagic = "IFP4";            // runs over a span of batches
+constexpr std::string_view kSpanPositionsMagic = "IFP5";   // one position per row, in a span
 // Bounds on what a ticket may ask for, so a forged or corrupt body cannot
 // make a node allocate without limit.
 constexpr uint32_t kMaxOwnedRanges = 1 << 20;
@@ -138,10 +140,16 @@ std::string EncodePieceMetadata(const PieceInfo& piece) {
   for (const auto& run : piece.runs) rows += run.length;
   // Runs take 8 bytes each, positions 4 bytes a row: the smaller one.
   const bool positions = rows < 2 * piece.runs.size();
-  std::string out(positions ? kPiecePositionsMagic : kPieceMagic);
+  const bool span = piece.count > 1;
+  std::string out(span ? (positions ? kSpanPositionsMagic : kSpanMagic)
+                       : (positions ? kPiecePositionsMagic : kPieceMagic));
   ByteWriter w(&out);
   w.U64(piece.batch);
   w.U32(piece.batch_rows);
+  if (span) {
+    w.U32(piece.count);
+    w.U32(piece.last_rows);
+  }
   if (positions) {
     w.U32(static_cast<uint32_t>(rows));
     for (const auto& run : piece.runs) {
@@ -159,14 +167,27 @@ std::string EncodePieceMetadata(const PieceInfo& piece) {
 
 arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes) {
   const std::string_view magic = bytes.substr(0, kPieceMagic.size());
-  const bool positions = magic == kPiecePositionsMagic;
-  if (magic != kPieceMagic && !positions) {
+  const bool positions = magic == kPiecePositionsMagic || magic == kSpanPositionsMagic;
+  const bool span = magic == kSpanMagic || magic == kSpanPositionsMagic;
+  if (magic != kPieceMagic && magic != kSpanMagic && !positions) {
     return arrow::Status::Invalid("piece metadata: bad magic");
   }
   ByteReader r(bytes.substr(kPieceMagic.size()), "piece metadata");
   PieceInfo p;
   ARROW_ASSIGN_OR_RAISE(p.batch, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.batch_rows, r.U32());
+  if (span) {
+    ARROW_ASSIGN_OR_RAISE(p.count, r.U32());
+    ARROW_ASSIGN_OR_RAISE(p.last_rows, r.U32());
+    if (p.count < 2) return arrow::Status::Invalid("piece metadata: span of ", p.count, " < 2");
+    if (p.last_rows == 0 || p.last_rows > p.batch_rows) {
+      return arrow::Status::Invalid("piece metadata: last_rows ", p.last_rows, " not in 1..",
+                                    p.batch_rows);
+    }
+    if (p.span_rows() > UINT32_MAX) {
+      return arrow::Status::Invalid("piece metadata: a span of ", p.span_rows(), " positions");
+    }
+  }
   ARROW_ASSIGN_OR_RAISE(uint32_t n, r.U32());
   if (n > r.remaining() / (positions ? 4 : 8)) {
     return arrow::Status::Invalid("piece metadata: ", n, positions ? " positions" : " runs");

@@ -18,6 +18,14 @@
 // whole and contiguous travel as one *chunk*, split by the consumer:
 //
 //   "IFP3" | u64 first_batch | u32 batch_rows | u32 count | u32 last_rows
+//
+// and an endpoint's rows of several consecutive batches (a window-mode
+// *span*) travel as one piece whose positions run over the span, batch
+// first_batch + i's positions starting at i * batch_rows:
+//
+//   "IFP4" | u64 first_batch | u32 batch_rows | u32 count | u32 last_rows | u32 runs | runs x (u32
+//   offset, u32 length) "IFP5" | u64 first_batch | u32 batch_rows | u32 count | u32 last_rows | u32
+//   rows | rows x u32 position
 #pragma once
 
 #include <cstdint>
@@ -52,19 +60,29 @@ struct RowsTicket {
 std::string EncodeRowsBody(const RowsTicket& ticket);
 arrow::Result<RowsTicket> DecodeRowsBody(std::string_view body);
 
-/// Where a piece's rows go in its consumer batch.
+/// Where a piece's rows go in its consumer batch (or span of batches).
 struct PieceRun {
   uint32_t offset = 0;
   uint32_t length = 0;
 };
 struct PieceInfo {
-  uint64_t batch = 0;
-  uint32_t batch_rows = 0;
-  std::vector<PieceRun> runs;
+  uint64_t batch = 0;          ///< The batch; a span's first.
+  uint32_t batch_rows = 0;     ///< Its rows; in a span, every batch's but the last.
+  std::vector<PieceRun> runs;  ///< Positions in the batch, or in the span.
+  uint32_t count = 1;          ///< Batches spanned: above 1, a span (IFP4/IFP5).
+  uint32_t last_rows = 0;      ///< A span's last batch's rows (unused when count is 1).
+
+  /// Positions the piece's batch or span has.
+  uint64_t span_rows() const {
+    return count <= 1 ? batch_rows : uint64_t{batch_rows} * (count - 1) + last_rows;
+  }
 };
-/// IFP1, or IFP2 where runs average fewer than two rows.
+/// IFP1, or IFP2 where runs average fewer than two rows; IFP4 or IFP5 the
+/// same way for a span (count above 1).
 std::string EncodePieceMetadata(const PieceInfo& piece);
-/// Either form, as runs (IFP2 positions become runs of one row).
+/// Any form, as runs (positions become runs of one row). Invalid on a bad
+/// magic, a truncated header, a span of fewer than 2 batches, a last_rows of
+/// 0 or above batch_rows, or a span of more than 2^32 - 1 positions.
 arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes);
 
 /// Whole consumer batches sent as one message (IFP3): batches first_batch,

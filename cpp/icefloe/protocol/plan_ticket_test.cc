@@ -112,6 +112,41 @@ TEST(PieceMetadata, ScatteredRowsTravelAsPositions) {
   EXPECT_FALSE(DecodePieceMetadata(bytes.substr(0, bytes.size() - 1)).ok());
 }
 
+TEST(PieceMetadata, SpansRoundTripAndRejectWhatNoNodeSends) {
+  // Three batches of 100 (the last 40): positions run over 240.
+  PieceInfo p{7, 100, {{3, 1}, {150, 1}, {239, 1}}, 3, 40};
+  std::string bytes = EncodePieceMetadata(p);
+  EXPECT_EQ(bytes.substr(0, 4), "IFP5");
+  EXPECT_EQ(bytes.size(), 4u + 8 + 4 + 4 + 4 + 4 + 3 * 4);
+  auto back = *DecodePieceMetadata(bytes);
+  EXPECT_EQ(back.batch, 7u);
+  EXPECT_EQ(back.batch_rows, 100u);
+  EXPECT_EQ(back.count, 3u);
+  EXPECT_EQ(back.last_rows, 40u);
+  EXPECT_EQ(back.span_rows(), 240u);
+  ASSERT_EQ(back.runs.size(), 3u);
+  EXPECT_EQ(back.runs[1].offset, 150u);
+  p.runs = {{0, 50}, {100, 40}};
+  bytes = EncodePieceMetadata(p);
+  EXPECT_EQ(bytes.substr(0, 4), "IFP4");
+  back = *DecodePieceMetadata(bytes);
+  ASSERT_EQ(back.runs.size(), 2u);
+  EXPECT_EQ(back.runs[1].length, 40u);
+  EXPECT_EQ(back.count, 3u);
+  EXPECT_TRUE(DecodePieceMetadata(bytes.substr(0, 20)).status().IsInvalid());
+  for (uint32_t last : {0u, 101u}) {
+    EXPECT_TRUE(
+        DecodePieceMetadata(EncodePieceMetadata({7, 100, {{0, 1}}, 3, last})).status().IsInvalid());
+  }
+  EXPECT_EQ(EncodePieceMetadata({7, 100, {{0, 5}}, 1, 0}).substr(0, 4), "IFP1");  // not a span
+  bytes = EncodePieceMetadata({7, 100, {{0, 5}}, 2, 100});
+  bytes.replace(16, 4, std::string("\1\0\0\0", 4));  // count 1 under a span's magic
+  EXPECT_TRUE(DecodePieceMetadata(bytes).status().IsInvalid());
+  // More positions than a u32 holds.
+  EXPECT_TRUE(
+      DecodePieceMetadata(EncodePieceMetadata({0, 1u << 31, {{0, 1}}, 3, 1})).status().IsInvalid());
+}
+
 TEST(PlanTicket, WindowModeRoundTrips) {
   PlanTicket t;
   t.params.order.num_rows = 100'000;
