@@ -1,0 +1,44 @@
+// Pieces a plan or row stream sends (protocol/plan_ticket.h's metadata), and
+// the helpers the stream's producers share (piece_stream.cc, window_pieces.cc).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <arrow/record_batch.h>
+#include <arrow/status.h>
+
+#include "icefloe/node/dataset.h"
+#include "icefloe/protocol/plan_ticket.h"
+
+namespace icefloe {
+
+/// One message of a stream: a record batch and where its rows go.
+struct Piece {
+  std::shared_ptr<arrow::RecordBatch> batch;
+  PieceInfo info;
+  bool gathered = false;           // rows copied from scattered places (for metrics)
+  std::optional<ChunkInfo> chunk;  // set: whole batches (IFP3), `info` unused
+};
+
+// Bytes of the Arrow buffers one message may reference (a chunk, a span's
+// gather), so a reader's receive buffers stay small.
+constexpr int64_t kMaxChunkBytes = 8 << 20;
+
+/// Appends [offset, offset + length) to `runs`, extending the last run when
+/// it ends at `offset`.
+void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t length);
+
+/// One piece holding `rows`, gathered in storage order (a copy of whole runs:
+/// rows that come in blocks cost little more than slices), tagged with where
+/// each goes: rows[i] fills position offsets[i] of the batch. The consumer
+/// reorders the rows of all endpoints in one step anyway.
+arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32_t batch_rows,
+                            const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
+                            arrow::MemoryPool* pool, const std::vector<int>& columns,
+                            std::deque<Piece>* out);
+
+}  // namespace icefloe

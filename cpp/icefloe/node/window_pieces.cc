@@ -1,0 +1,176 @@
+#include "icefloe/node/window_pieces.h"
+
+#include <algorithm>
+
+#include <arrow/array/builder_primitive.h>
+#include <arrow/compute/api_vector.h>
+#include <arrow/compute/exec.h>
+#include <arrow/util/byte_size.h>
+
+namespace icefloe {
+
+namespace {
+
+// Window-mode batches of one stream gathered together, in *spans*: about one
+// default window's worth of positions or more (4096 rows), so that a window's
+// batches read its blocks once and share one gather's fixed costs (sort,
+// plan, one allocation per column), and travel as one message. Spans are
+// fixed by the plan alone (every endpoint of a consumer cuts the same ones,
+// from batch 0, however its stream started), so a consumer merges the pieces
+// of all endpoints one span at a time.
+constexpr uint64_t kMaxSpanRows = 16 * 1024;
+
+uint64_t SpanBatches(const PlanParams& params) {
+  return std::max<uint64_t>(1, kMaxSpanRows / std::max<uint64_t>(params.batch_size, 1));
+}
+
+// Rows a span's gather may hold: kMaxSpanRows, fewer where the dataset's rows
+// are wide, so that one span's gather stays within a chunk's bytes.
+uint64_t SpanRowsLimit(const CachedDataset& dataset) {
+  const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(dataset.num_rows(), 1));
+  const uint64_t row_bytes = std::max<uint64_t>(static_cast<uint64_t>(dataset.nbytes()) / rows, 1);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(kMaxChunkBytes) / row_bytes, 1, kMaxSpanRows);
+}
+
+// `rows` gathered in their order, in two steps: a copy in storage order,
+// where a window's blocks are runs (one copy of each run per column, many
+// cache misses in flight), then a take within that small, cache-resident
+// copy. Copying row by row straight into place costs a dependent miss per
+// row and column: several times slower on a busy machine.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInOrder(const CachedDataset& dataset,
+                                                                 const std::vector<uint64_t>& rows,
+                                                                 arrow::MemoryPool* pool,
+                                                                 const std::vector<int>& columns) {
+  std::vector<uint32_t> order;  // sorted row k is rows[order[k]]
+  ARROW_ASSIGN_OR_RAISE(auto sorted, dataset.GatherSorted(rows, pool, &order, columns));
+  arrow::UInt32Builder indices(pool);
+  ARROW_RETURN_NOT_OK(indices.Resize(static_cast<int64_t>(order.size())));
+  std::vector<uint32_t> where(order.size());  // rows[i] is sorted row where[i]
+  for (uint32_t k = 0; k < order.size(); ++k) where[order[k]] = k;
+  ARROW_RETURN_NOT_OK(indices.AppendValues(where));
+  ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
+  arrow::compute::ExecContext ctx(pool);
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
+                        arrow::compute::Take(sorted, index_array,
+                                             arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
+  return taken.record_batch();
+}
+
+// A span's owned rows, and where each goes: positions run over the span's
+// batches laid end to end (batch i of the span starts at the sum of the
+// earlier ones' lengths).
+struct SpanRows {
+  std::vector<uint64_t> rows;
+  std::vector<uint32_t> positions;  // rows[i] goes to positions[i]
+  std::vector<uint32_t> lengths;    // each batch's positions
+  std::vector<size_t> firsts;       // each batch's first index into rows
+  uint64_t total = 0;               // the span's positions
+
+  bool whole() const { return rows.size() == total; }
+  // All batches but the last of one length, the last no longer: the span's
+  // positions are batch i's at i * lengths[0], as IFP3/IFP4/IFP5 say.
+  bool uniform() const {
+    for (size_t i = 0; i + 1 < lengths.size(); ++i) {
+      if (lengths[i] != lengths[0]) return false;
+    }
+    return lengths.back() <= lengths[0];
+  }
+};
+
+// The owned rows of the stream's span from `batch`: the plan's span holding
+// it, from `batch` on, up to the ticket's end.
+arrow::Result<SpanRows> OwnedSpanRows(const PlanTicket& ticket, uint64_t batch, PlanCache* cache) {
+  ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
+  const uint64_t span = SpanBatches(ticket.params);
+  const uint64_t end = std::min(ticket.batch_end, (batch / span + 1) * span);
+  SpanRows out;
+  std::vector<uint64_t> mine;
+  std::vector<uint32_t> offsets;
+  for (uint64_t b = batch; b < end; ++b) {
+    const uint64_t length = BatchLength(ticket.params, shape, b);
+    if (out.total + length > UINT32_MAX) return arrow::Status::Invalid("a span over 2^32 rows");
+    mine.clear();
+    offsets.clear();
+    ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, b, ticket.owned, cache, &mine, &offsets));
+    out.firsts.push_back(out.rows.size());
+    out.rows.insert(out.rows.end(), mine.begin(), mine.end());
+    for (uint32_t offset : offsets) {
+      out.positions.push_back(static_cast<uint32_t>(out.total + offset));
+    }
+    out.lengths.push_back(static_cast<uint32_t>(length));
+    out.total += length;
+  }
+  return out;
+}
+
+// The span's rows one batch at a time: batches held whole here as one run in
+// order (the consumer passes them on as they are), others gathered in storage
+// order with their positions.
+arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const SpanRows& span,
+                             arrow::MemoryPool* pool, const std::vector<int>& columns,
+                             std::deque<Piece>* out) {
+  std::vector<uint64_t> part;
+  std::vector<uint32_t> offsets;
+  uint32_t base = 0;
+  for (size_t i = 0; i < span.lengths.size(); ++i) {
+    const size_t first = span.firsts[i];
+    const size_t last = i + 1 < span.firsts.size() ? span.firsts[i + 1] : span.rows.size();
+    const uint32_t length = span.lengths[i];
+    if (first < last) {
+      offsets.clear();
+      for (size_t k = first; k < last; ++k) offsets.push_back(span.positions[k] - base);
+      if (last - first == length) {  // whole: in position order
+        part.assign(length, 0);
+        for (size_t k = first; k < last; ++k) part[offsets[k - first]] = span.rows[k];
+        ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, part, pool, columns));
+        out->push_back(
+            {std::move(gathered), {batch + i, length, {{0, length}}}, true, std::nullopt});
+      } else {
+        part.assign(span.rows.begin() + static_cast<ptrdiff_t>(first),
+                    span.rows.begin() + static_cast<ptrdiff_t>(last));
+        ARROW_RETURN_NOT_OK(
+            GatheredPiece(dataset, batch + i, length, part, offsets, pool, columns, out));
+      }
+    }
+    base += length;
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
+                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                                         const std::vector<int>& columns, std::deque<Piece>* out) {
+  ARROW_ASSIGN_OR_RAISE(SpanRows span, OwnedSpanRows(ticket, batch, cache));
+  const auto count = static_cast<uint32_t>(span.lengths.size());
+  if (span.rows.empty()) return count;
+  const bool together = count >= 2 && span.uniform() && span.rows.size() <= SpanRowsLimit(dataset);
+  if (!together) {
+    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
+    return count;
+  }
+  const uint32_t batch_rows = span.lengths.front();
+  const uint32_t last_rows = span.lengths.back();
+  if (span.whole()) {
+    std::vector<uint64_t> ordered(span.total);
+    for (size_t i = 0; i < span.rows.size(); ++i) ordered[span.positions[i]] = span.rows[i];
+    ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, ordered, pool, columns));
+    ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*gathered));
+    if (bytes <= kMaxChunkBytes) {
+      out->push_back(
+          {std::move(gathered), {}, true, ChunkInfo{batch, batch_rows, count, last_rows}});
+      return count;
+    }
+    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
+    return count;
+  }
+  std::vector<uint32_t> order;  // sorted row k is span.rows[order[k]]
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(span.rows, pool, &order, columns));
+  PieceInfo info{batch, batch_rows, {}, count, last_rows};
+  for (uint32_t i : order) AppendPieceRun(&info.runs, span.positions[i], 1);
+  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true, std::nullopt});
+  return count;
+}
+
+}  // namespace icefloe

@@ -1,0 +1,30 @@
+// Window-mode plan streams (docs/epochs.md section 1.1): a consumer's batches
+// served a plan-fixed span at a time, one gather per span.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "icefloe/node/dataset.h"
+#include "icefloe/node/piece.h"
+#include "icefloe/plan/plan.h"
+#include "icefloe/protocol/plan_ticket.h"
+
+namespace icefloe {
+
+/// Window mode: the stream's span from `batch` (max(1, 16384 / batch_size)
+/// batches cut from batch 0, so every endpoint of a consumer cuts the same
+/// ones), its owned rows gathered in one go. Held whole here, the span goes
+/// as one chunk (IFP3) in batch order; shared with other endpoints, as one
+/// span piece (IFP4/IFP5) of rows in storage order, which the consumer puts
+/// in place together with the other endpoints' rows in one take. A span of
+/// one batch, or one whose gather would be too large, goes as one piece per
+/// batch. Returns the batches taken (at least 1).
+arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
+                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                                         const std::vector<int>& columns, std::deque<Piece>* out);
+
+}  // namespace icefloe
