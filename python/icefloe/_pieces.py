@@ -436,13 +436,20 @@ def _collect(streams: list[_Stream], b: int, num_batches: int) -> pa.RecordBatch
         if isinstance(piece, Chunk) and piece.batch < end:
             raise _changed(f"a node sent batches {piece.batch}.. whole inside batch {b}'s span")
     if span is None:
-        rows = sum(p.data.num_rows for p in pieces)
-        need = pieces[0].batch_rows if pieces else None
-        if need is None or rows != need:
-            raise _changed(f"batch {b} is incomplete: {rows} of {need} rows arrived")
-        return assemble(pieces)
+        return one_batch(pieces, b)
     return Chunk(b, span.batch_rows, span.count, span.last_rows,
                  assemble(pieces, _span_bases(pieces, span)))
+
+
+def one_batch(pieces: list[Piece | Chunk], b: int) -> pa.RecordBatch:
+    """Batch b from every piece of it (all of them, from every endpoint)."""
+    if any(not isinstance(p, Piece) or p.batch != b or p.count != 1 for p in pieces):
+        raise _changed(f"a node sent rows of other batches than batch {b}")
+    rows = sum(p.data.num_rows for p in pieces)
+    need = pieces[0].batch_rows if pieces else None
+    if need is None or rows != need:
+        raise _changed(f"batch {b} is incomplete: {rows} of {need} rows arrived")
+    return assemble(pieces)  # type: ignore[arg-type]
 
 
 def _span_bases(pieces: list[Piece], span: Piece) -> list[int]:

@@ -491,11 +491,19 @@ class Client:
     def _take_groups(self, name: str, groups: list[Any]) -> pa.Table:
         """The rows of kind-04 tickets, one per replica set, assembled in
         request order. Every DoGet starts before any is read (gRPC receives in
-        the background), so several nodes work at once without threads."""
-        from ._pieces import merged_batches
+        the background), so several nodes work at once without threads. One
+        ticket (all rows on one replica set, as for one row) is read to its
+        end on this thread, without the merge of several streams."""
+        from ._pieces import merged_batches, one_batch, parse_piece
 
-        readers = [self._endpoint_reader(
-            flight.FlightEndpoint(g.ticket, list(g.nodes)), name) for g in groups]
+        endpoints = [flight.FlightEndpoint(g.ticket, list(g.nodes)) for g in groups]
+        if len(endpoints) == 1:
+            def read(reader: flight.FlightStreamReader, _: str) -> list[Any]:
+                return [parse_piece(c.data, c.app_metadata) for c in reader]
+
+            pieces = self._failover(endpoints[0], read, name)
+            return pa.Table.from_batches([one_batch(pieces, 0)])
+        readers = [self._endpoint_reader(e, name) for e in endpoints]
         batches = list(merged_batches(lambda _: readers, 1, dataset=name))
         return pa.Table.from_batches(batches)
 
