@@ -430,6 +430,10 @@ def test_malformed_pieces_are_rejected():
 
     ok = assemble([piece([3, 0]), piece([1, 2])])
     assert ok.column("id").to_pylist() == [2, 1, 2, 1]
+    # One piece of positions 0..n-1 (a take from one node) is the batch as sent.
+    assert assemble([Piece(0, 2, None, data, np.array([0, 1], np.uint32))]) is data
+    swapped = assemble([Piece(0, 2, None, data, np.array([1, 0], np.uint32))])
+    assert swapped.column("id").to_pylist() == [2, 1]
     with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
         assemble([piece([0, 1]), piece([1, 3])])
     with pytest.raises(icefloe.InvalidArgument, match="outside"):

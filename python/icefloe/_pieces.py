@@ -199,8 +199,7 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     counted from ``bases[i]`` (0 without bases); zero-copy when a single piece
     fills it in order."""
     first = pieces[0]
-    if len(pieces) == 1 and first.runs is not None and len(first.runs) == 1 and \
-            first.runs[0][0] == 0 and not bases:
+    if len(pieces) == 1 and not bases and _in_order(first):
         return first.data
     if bases is None:
         pieces.sort(key=Piece.first)
@@ -222,6 +221,16 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     if inverse.min() < 0:
         raise InvalidArgument("a node sent two pieces for one position")
     return pc.take(combined, pa.array(inverse), boundscheck=False)
+
+
+def _in_order(piece: Piece) -> bool:
+    """Whether ``piece``'s rows fill positions 0, 1, ... in order (one run
+    from 0, or positions exactly 0..n-1: a take of rows in one place)."""
+    if piece.runs is not None:
+        return len(piece.runs) == 1 and piece.runs[0][0] == 0
+    n = piece.data.num_rows
+    return piece.scattered is not None and len(piece.scattered) == n and \
+        np.array_equal(piece.scattered, np.arange(n, dtype=piece.scattered.dtype))
 
 
 def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:
