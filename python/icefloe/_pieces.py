@@ -428,8 +428,7 @@ def _collect(streams: list[_Stream], b: int, num_batches: int) -> pa.RecordBatch
     heads = [s.peek() for s in streams]
     for i, head in enumerate(heads):
         if isinstance(head, Chunk) and head.batch == b:
-            return _whole(streams, streams[i].take(), num_batches, any(
-                isinstance(h, Piece) and h.batch == b for h in heads))
+            return _whole(streams, streams[i].take(), num_batches)
     span = next((h for h in heads if isinstance(h, Piece) and h.batch == b and h.count > 1),
                 None)
     end = b + (span.count if span is not None else 1)
@@ -489,11 +488,10 @@ def _changed(what: str) -> InvalidArgument:
         f"{what}; the cluster changed under this epoch (was the dataset reloaded?)")
 
 
-def _whole(streams: list[_Stream], chunk: Chunk, num_batches: int, pieces: bool) -> Chunk:
-    """``chunk``, once no stream sends anything else for its batches
-    (``pieces``: some already did)."""
+def _whole(streams: list[_Stream], chunk: Chunk, num_batches: int) -> Chunk:
+    """``chunk``, once no stream sends anything else for its batches."""
     end = chunk.batch + chunk.count
-    clash = pieces or end > num_batches or any(
+    clash = end > num_batches or any(
         (head := s.peek()) is not None and head.batch < end for s in streams)
     if clash:
         raise InvalidArgument(

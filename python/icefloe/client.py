@@ -276,19 +276,14 @@ class Client:
         order while a node's connection fails (also in the middle of ``use``);
         when all fail, :class:`StreamBroken` names them; any other error,
         mapped and naming the dataset and node, is raised at once."""
-        return self._failover_at(endpoint.ticket, [loc.uri.decode() for loc in endpoint.locations],
-                                 use, dataset)
-
-    def _failover_at(self, ticket: flight.Ticket, uris: list[str],
-                     use: Callable[[flight.FlightStreamReader, str], T], dataset: str = "") -> T:
-        """:meth:`_failover` of ``ticket`` at the nodes ``uris``, in order."""
         tried: list[str] = []
         last_error: BaseException | None = None
-        for uri in uris:
+        for location in endpoint.locations:
+            uri = location.uri.decode()
             try:
                 try:
                     reader = track(self.node(uri).do_get(
-                        ticket, options=self.call_options(self.stream_timeout_s)))
+                        endpoint.ticket, options=self.call_options(self.stream_timeout_s)))
                     return use(reader, uri)
                 except Exception as exc:  # noqa: BLE001 - re-raised mapped
                     raise map_error(exc) from exc
@@ -501,15 +496,14 @@ class Client:
         end on this thread, without the merge of several streams."""
         from ._pieces import merged_batches, one_batch, parse_piece
 
-        if len(groups) == 1:
+        endpoints = [flight.FlightEndpoint(g.ticket, list(g.nodes)) for g in groups]
+        if len(endpoints) == 1:
             def read(reader: flight.FlightStreamReader, _: str) -> list[Any]:
                 return [parse_piece(c.data, c.app_metadata) for c in reader]
 
-            pieces = self._failover_at(flight.Ticket(groups[0].ticket), list(groups[0].nodes),
-                                       read, name)
+            pieces = self._failover(endpoints[0], read, name)
             return pa.Table.from_batches([one_batch(pieces, 0)])
-        readers = [self._endpoint_reader(flight.FlightEndpoint(g.ticket, list(g.nodes)), name)
-                   for g in groups]
+        readers = [self._endpoint_reader(e, name) for e in endpoints]
         batches = list(merged_batches(lambda _: readers, 1, dataset=name))
         return pa.Table.from_batches(batches)
 

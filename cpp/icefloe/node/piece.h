@@ -34,9 +34,10 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
 
 /// One piece holding `rows`, gathered in storage order (a copy of whole runs:
 /// rows that come in blocks cost little more than slices), tagged with where
-/// each goes: rows[i] fills position offsets[i] of the batch. The consumer
-/// reorders the rows of all endpoints in one step anyway.
-arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32_t batch_rows,
+/// each goes: rows[i] fills position offsets[i] of the batch (or span) that
+/// `where` names (its runs are filled here). The consumer reorders the rows
+/// of all endpoints in one step anyway.
+arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
                             arrow::MemoryPool* pool, const std::vector<int>& columns,
                             std::deque<Piece>* out);

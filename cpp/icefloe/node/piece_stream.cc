@@ -102,7 +102,7 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, batch, ticket.owned, cache, &mine, &offsets));
   if (mine.empty()) return arrow::Status::OK();
   const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
-  return GatheredPiece(dataset, batch, batch_rows, mine, offsets, pool, columns, out);
+  return GatheredPiece(dataset, {batch, batch_rows, {}}, mine, offsets, pool, columns, out);
 }
 
 // Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
@@ -216,7 +216,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       offsets.push_back(static_cast<uint32_t>(s.offset + (r - s.rows.start)));
     }
   }
-  return GatheredPiece(dataset, batch, batch_rows, rows, offsets, gather_pool, columns, out);
+  return GatheredPiece(dataset, {batch, batch_rows, {}}, rows, offsets, gather_pool, columns, out);
 }
 
 }  // namespace
@@ -229,15 +229,15 @@ void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t lengt
   }
 }
 
-arrow::Status GatheredPiece(const CachedDataset& dataset, uint64_t batch, uint32_t batch_rows,
+arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
                             arrow::MemoryPool* pool, const std::vector<int>& columns,
                             std::deque<Piece>* out) {
   std::vector<uint32_t> order;
   ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order, columns));
-  PieceInfo info{batch, batch_rows, {}};
-  for (uint32_t i : order) AppendPieceRun(&info.runs, offsets[i], 1);
-  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true, std::nullopt});
+  where.runs.clear();
+  for (uint32_t i : order) AppendPieceRun(&where.runs, offsets[i], 1);
+  out->push_back({std::move(gathered), std::move(where), /*gathered=*/true, std::nullopt});
   return arrow::Status::OK();
 }
 
@@ -311,7 +311,8 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     const auto to = static_cast<ptrdiff_t>(end);
     std::vector<uint64_t> rows(ticket.rows.begin() + from, ticket.rows.begin() + to);
     std::vector<uint32_t> offsets(ticket.positions.begin() + from, ticket.positions.begin() + to);
-    ARROW_RETURN_NOT_OK(GatheredPiece(*ds, 0, ticket.total, rows, offsets, pool, columns, out));
+    ARROW_RETURN_NOT_OK(
+        GatheredPiece(*ds, {0, ticket.total, {}}, rows, offsets, pool, columns, out));
     *next = end;
     return true;
   };

@@ -32,22 +32,22 @@ uint64_t SpanRowsLimit(const CachedDataset& dataset) {
   return std::clamp<uint64_t>(static_cast<uint64_t>(kMaxChunkBytes) / row_bytes, 1, kMaxSpanRows);
 }
 
-// `rows` gathered in their order, in two steps: a copy in storage order,
+// `rows` gathered into their places (rows[i] at output row positions[i], a
+// permutation of [0, rows.size())), in two steps: a copy in storage order,
 // where a window's blocks are runs (one copy of each run per column, many
 // cache misses in flight), then a take within that small, cache-resident
 // copy. Copying row by row straight into place costs a dependent miss per
 // row and column: several times slower on a busy machine.
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInOrder(const CachedDataset& dataset,
-                                                                 const std::vector<uint64_t>& rows,
-                                                                 arrow::MemoryPool* pool,
-                                                                 const std::vector<int>& columns) {
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInPlace(
+    const CachedDataset& dataset, const std::vector<uint64_t>& rows,
+    const std::vector<uint32_t>& positions, arrow::MemoryPool* pool,
+    const std::vector<int>& columns) {
   std::vector<uint32_t> order;  // sorted row k is rows[order[k]]
   ARROW_ASSIGN_OR_RAISE(auto sorted, dataset.GatherSorted(rows, pool, &order, columns));
+  std::vector<uint32_t> take(order.size());  // output row p is sorted row take[p]
+  for (uint32_t k = 0; k < order.size(); ++k) take[positions[order[k]]] = k;
   arrow::UInt32Builder indices(pool);
-  ARROW_RETURN_NOT_OK(indices.Resize(static_cast<int64_t>(order.size())));
-  std::vector<uint32_t> where(order.size());  // rows[i] is sorted row where[i]
-  for (uint32_t k = 0; k < order.size(); ++k) where[order[k]] = k;
-  ARROW_RETURN_NOT_OK(indices.AppendValues(where));
+  ARROW_RETURN_NOT_OK(indices.AppendValues(take));
   ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
   arrow::compute::ExecContext ctx(pool);
   ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
@@ -116,21 +116,16 @@ arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const
     const size_t first = span.firsts[i];
     const size_t last = i + 1 < span.firsts.size() ? span.firsts[i + 1] : span.rows.size();
     const uint32_t length = span.lengths[i];
-    if (first < last) {
-      offsets.clear();
-      for (size_t k = first; k < last; ++k) offsets.push_back(span.positions[k] - base);
-      if (last - first == length) {  // whole: in position order
-        part.assign(length, 0);
-        for (size_t k = first; k < last; ++k) part[offsets[k - first]] = span.rows[k];
-        ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, part, pool, columns));
-        out->push_back(
-            {std::move(gathered), {batch + i, length, {{0, length}}}, true, std::nullopt});
-      } else {
-        part.assign(span.rows.begin() + static_cast<ptrdiff_t>(first),
-                    span.rows.begin() + static_cast<ptrdiff_t>(last));
-        ARROW_RETURN_NOT_OK(
-            GatheredPiece(dataset, batch + i, length, part, offsets, pool, columns, out));
-      }
+    part.assign(span.rows.begin() + static_cast<ptrdiff_t>(first),
+                span.rows.begin() + static_cast<ptrdiff_t>(last));
+    offsets.clear();
+    for (size_t k = first; k < last; ++k) offsets.push_back(span.positions[k] - base);
+    if (part.size() == length) {  // whole: in position order
+      ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInPlace(dataset, part, offsets, pool, columns));
+      out->push_back({std::move(gathered), {batch + i, length, {{0, length}}}, true, std::nullopt});
+    } else if (!part.empty()) {
+      ARROW_RETURN_NOT_OK(
+          GatheredPiece(dataset, {batch + i, length, {}}, part, offsets, pool, columns, out));
     }
     base += length;
   }
@@ -153,9 +148,8 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
   const uint32_t batch_rows = span.lengths.front();
   const uint32_t last_rows = span.lengths.back();
   if (span.whole()) {
-    std::vector<uint64_t> ordered(span.total);
-    for (size_t i = 0; i < span.rows.size(); ++i) ordered[span.positions[i]] = span.rows[i];
-    ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInOrder(dataset, ordered, pool, columns));
+    ARROW_ASSIGN_OR_RAISE(auto gathered,
+                          GatherInPlace(dataset, span.rows, span.positions, pool, columns));
     ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*gathered));
     if (bytes <= kMaxChunkBytes) {
       out->push_back(
@@ -165,11 +159,8 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
     ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
     return count;
   }
-  std::vector<uint32_t> order;  // sorted row k is span.rows[order[k]]
-  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(span.rows, pool, &order, columns));
-  PieceInfo info{batch, batch_rows, {}, count, last_rows};
-  for (uint32_t i : order) AppendPieceRun(&info.runs, span.positions[i], 1);
-  out->push_back({std::move(gathered), std::move(info), /*gathered=*/true, std::nullopt});
+  ARROW_RETURN_NOT_OK(GatheredPiece(dataset, {batch, batch_rows, {}, count, last_rows}, span.rows,
+                                    span.positions, pool, columns, out));
   return count;
 }
 
