@@ -35,7 +35,6 @@ struct GatherPlan {
   std::vector<int64_t> row;      // per run: first row within that cached batch
   std::vector<uint32_t> length;  // per run: rows
   std::vector<uint32_t> dst;     // per run: first output row
-  bool unit_runs = true;         // every run has length 1
   size_t size() const { return row.size(); }
 };
 
@@ -95,35 +94,28 @@ int GatherWidth(const arrow::DataType& type) {
   return std::max(0, type.byte_width());
 }
 
-// Copies one row per run (a scattered output), prefetching ahead: scattered
-// rows miss the cache one by one, and prefetching keeps several misses in
-// flight (~20% faster on a busy 2-core machine).
+// Copies every run of one fixed-width column, prefetching `ahead` runs
+// ahead: scattered rows miss the cache one by one, and only a prefetch far
+// enough ahead keeps enough misses in flight. A one-row run (most runs of a
+// random take) copies kWidth bytes inline, not through memcpy's size dispatch.
 template <int kWidth>
-void CopyRows(const std::vector<const uint8_t*>& base, const GatherPlan& plan, int width,
-              uint8_t* out) {
+void CopyRuns(const std::vector<const uint8_t*>& base, const GatherPlan& plan, int width,
+              size_t ahead, uint8_t* out) {
   const int64_t w = kWidth > 0 ? kWidth : width;
   const int64_t* row = plan.row.data();
   const uint32_t* dst = plan.dst.data();
   const uint32_t* batch = plan.batch.data();
+  const uint32_t* length = plan.length.data();
   const size_t n = plan.size();
-  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < std::min(n, ahead); ++i) __builtin_prefetch(base[batch[i]] + row[i] * w);
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(base[batch[i + kAhead]] + row[i + kAhead] * w);
-    std::memcpy(out + dst[i] * w, base[batch[i]] + row[i] * w, static_cast<size_t>(w));
-  }
-}
-
-// Copies whole runs (a sorted output), prefetching the runs ahead.
-void CopyRuns(const std::vector<const uint8_t*>& base, const GatherPlan& plan, int64_t w,
-              uint8_t* out) {
-  const size_t n = plan.size();
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      __builtin_prefetch(base[plan.batch[i + kAhead]] + plan.row[i + kAhead] * w);
+    if (i + ahead < n) __builtin_prefetch(base[batch[i + ahead]] + row[i + ahead] * w);
+    const uint8_t* src = base[batch[i]] + row[i] * w;
+    if (kWidth > 0 && length[i] == 1) {
+      std::memcpy(out + int64_t{dst[i]} * w, src, kWidth);
+    } else {
+      std::memcpy(out + int64_t{dst[i]} * w, src, static_cast<size_t>(length[i] * w));
     }
-    std::memcpy(out + int64_t{plan.dst[i]} * w, base[plan.batch[i]] + plan.row[i] * w,
-                static_cast<size_t>(plan.length[i] * w));
   }
 }
 
@@ -141,20 +133,29 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> GatherFixedWidth(
   for (size_t s = 0; s < base.size(); ++s) {
     base[s] = data[s]->buffers[1]->data() + data[s]->offset * width;
   }
-  if (!plan.unit_runs) {
-    CopyRuns(base, plan, width, out);
-  } else if (width == 1) {
-    CopyRows<1>(base, plan, width, out);
-  } else if (width == 2) {
-    CopyRows<2>(base, plan, width, out);
-  } else if (width == 4) {
-    CopyRows<4>(base, plan, width, out);
-  } else if (width == 8) {
-    CopyRows<8>(base, plan, width, out);
-  } else if (width == 16) {
-    CopyRows<16>(base, plan, width, out);
-  } else {
-    CopyRows<0>(base, plan, width, out);
+  // Runs ahead to prefetch. Gathering 2048 random rows of 750k, 18 columns,
+  // 2 cores: 8 or 16 runs ahead, 13 ns a value; 64, 7.8-9 (Arrow's take of
+  // one contiguous table: 7). Runs of 32 rows (a window shuffle's blocks)
+  // stream on the hardware prefetcher, and 64 ahead costs them 10%.
+  const size_t ahead = plan.size() * 2 > static_cast<size_t>(n) ? 64 : 8;
+  switch (width) {
+    case 1:
+      CopyRuns<1>(base, plan, width, ahead, out);
+      break;
+    case 2:
+      CopyRuns<2>(base, plan, width, ahead, out);
+      break;
+    case 4:
+      CopyRuns<4>(base, plan, width, ahead, out);
+      break;
+    case 8:
+      CopyRuns<8>(base, plan, width, ahead, out);
+      break;
+    case 16:
+      CopyRuns<16>(base, plan, width, ahead, out);
+      break;
+    default:
+      CopyRuns<0>(base, plan, width, ahead, out);
   }
   std::shared_ptr<arrow::Buffer> validity;
   int64_t null_count = 0;
@@ -194,7 +195,6 @@ arrow::Status CachedDataset::PlanGather(const std::vector<uint64_t>& rows,
       if (plan->batches.empty() || plan->batches.back() != b) plan->batches.push_back(b);
     } else if (sorted_output && i > 0 && r == prev + 1) {
       ++plan->length.back();  // The run goes on.
-      plan->unit_runs = false;
       prev = r;
       continue;
     }

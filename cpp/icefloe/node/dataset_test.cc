@@ -1,6 +1,7 @@
 #include "icefloe/node/dataset.h"
 
 #include <arrow/array/builder_binary.h>
+#include <arrow/array/builder_decimal.h>
 #include <arrow/array/builder_primitive.h>
 #include <arrow/scalar.h>
 #include <arrow/type.h>
@@ -194,6 +195,80 @@ TEST(CachedDataset, GatherOrdersAgreeAndFindEveryHeldRow) {
     EXPECT_TRUE(gather({row + 5}, &order).status().IsKeyError());
     if (held.front() > 0) {
       EXPECT_TRUE(gather({0}, &order).status().IsKeyError());
+    }
+  }
+}
+
+// Every width the gather copies itself (1, 2, 4, 8, 16 bytes and an odd 3),
+// in one-row runs and longer ones, fewer and more than the prefetch distance:
+// each gathered value is its row's, in either order.
+namespace {
+
+std::shared_ptr<arrow::Schema> WidthsSchema() {
+  return arrow::schema({arrow::field("u8", arrow::uint8()), arrow::field("i16", arrow::int16()),
+                        arrow::field("f32", arrow::float32()), arrow::field("i64", arrow::int64()),
+                        arrow::field("d128", arrow::decimal128(30, 2)),
+                        arrow::field("b3", arrow::fixed_size_binary(3))});
+}
+
+std::shared_ptr<arrow::RecordBatch> WidthsRows(int64_t start, int64_t rows) {
+  arrow::UInt8Builder u8;
+  arrow::Int16Builder i16;
+  arrow::FloatBuilder f32;
+  arrow::Int64Builder i64;
+  arrow::Decimal128Builder d128(arrow::decimal128(30, 2));
+  arrow::FixedSizeBinaryBuilder b3(arrow::fixed_size_binary(3));
+  for (int64_t r = start; r < start + rows; ++r) {
+    EXPECT_TRUE(u8.Append(static_cast<uint8_t>(r * 7)).ok());
+    EXPECT_TRUE((r % 7 == 0 ? i16.AppendNull() : i16.Append(static_cast<int16_t>(r * 3))).ok());
+    EXPECT_TRUE(f32.Append(static_cast<float>(r) / 4).ok());
+    EXPECT_TRUE(i64.Append(r * 1000003).ok());
+    EXPECT_TRUE(d128.Append(arrow::Decimal128(r, static_cast<uint64_t>(r) * 11)).ok());
+    const char bytes[3] = {static_cast<char>(r), static_cast<char>(r >> 8),
+                           static_cast<char>(r >> 16)};
+    EXPECT_TRUE(b3.Append(bytes).ok());
+  }
+  return arrow::RecordBatch::Make(
+      WidthsSchema(), rows,
+      {*u8.Finish(), *i16.Finish(), *f32.Finish(), *i64.Finish(), *d128.Finish(), *b3.Finish()});
+}
+
+}  // namespace
+
+TEST(CachedDataset, GatherCopiesEveryWidthInRunsOfAnyLength) {
+  std::vector<CachedBatch> batches;
+  for (int64_t start = 0; start < 3000; start += 500) {
+    batches.push_back({static_cast<uint64_t>(start), WidthsRows(start, 500)->Slice(0, 450)});
+  }
+  auto ds = *CachedDataset::Make("d", 1, WidthsSchema(), batches);
+  auto held = [](uint64_t r) { return r % 500 < 450; };
+  std::mt19937_64 rng(7);
+  for (size_t want : {5, 300}) {
+    std::vector<uint64_t> rows;
+    while (rows.size() < want) {
+      const uint64_t first = rng() % 3000;
+      const uint64_t run = rng() % 3 == 0 ? 1 + rng() % 40 : 1;  // runs of 1 and longer
+      for (uint64_t r = first; r < first + run && rows.size() < want; ++r) {
+        if (held(r)) rows.push_back(r);
+      }
+    }
+    for (bool sorted : {false, true}) {
+      std::vector<uint32_t> order(rows.size());
+      for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+      auto got = sorted ? ds->GatherSorted(rows, arrow::default_memory_pool(), &order)
+                        : ds->Gather(rows, arrow::default_memory_pool());
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_TRUE((*got)->ValidateFull().ok());
+      for (size_t k = 0; k < rows.size(); ++k) {
+        auto row = WidthsRows(static_cast<int64_t>(rows[order[k]]), 1);
+        for (int c = 0; c < row->num_columns(); ++c) {
+          auto expected = *row->column(c)->GetScalar(0);
+          auto actual = *(*got)->column(c)->GetScalar(static_cast<int64_t>(k));
+          ASSERT_TRUE(actual->Equals(*expected))
+              << "row " << rows[order[k]] << " column " << c << " (" << want << " rows, sorted "
+              << sorted << "): " << actual->ToString() << " vs " << expected->ToString();
+        }
+      }
     }
   }
 }
