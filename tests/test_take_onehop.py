@@ -4,6 +4,10 @@ the nodes directly with tickets it builds under the head's read grant
 
 from __future__ import annotations
 
+import struct
+import threading
+import time
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -203,8 +207,6 @@ def test_a_killed_node_with_replication_two(tmp_path, tables):
 def test_groups_send_each_position_to_the_replica_set_holding_its_row(num_sets):
     """The client's grouping alone (no cluster): every position goes exactly
     once to the replica set of the slice holding its row."""
-    import struct
-
     from icefloe._slice_map import SliceMap
 
     sets = tuple((f"grpc://n{i}", f"grpc://m{i}") for i in range(num_sets))
@@ -235,3 +237,60 @@ def _schema_b64() -> str:
     import base64
 
     return base64.b64encode(pa.schema([("id", pa.int64())]).serialize().to_pybytes()).decode()
+
+
+class _RendezvousNode(flight.FlightServerBase):
+    """A stand-in node for the client's side of a take (no cluster): it
+    answers a ticket with the rows it names as one IFP2 piece, but only once
+    every other stand-in has been asked too (bounded wait, then an error)."""
+
+    def __init__(self, table: pa.Table, asked: list, everyone: int) -> None:
+        super().__init__("grpc://127.0.0.1:0")
+        self._table, self._asked, self._everyone = table, asked, everyone
+
+    def do_get(self, context, ticket):  # noqa: ARG002
+        with _LOCK:
+            self._asked.append(self.port)
+        deadline = time.monotonic() + 10
+        while len(self._asked) < self._everyone:
+            if time.monotonic() > deadline:
+                raise flight.FlightServerError("the other node was never asked while this one "
+                                               "waited: the client read the nodes one by one")
+            time.sleep(0.005)
+        total, n = struct.unpack_from("<II", ticket.ticket)
+        entries = np.frombuffer(ticket.ticket, dtype=[("p", "<u4"), ("r", "<u8")], offset=8)
+        rows = self._table.take(pa.array(entries["r"].astype(np.int64))).combine_chunks()
+        meta = struct.pack("<4sQII", b"IFP2", 0, total, n) + entries["p"].astype("<u4").tobytes()
+        batch = rows.to_batches()[0] if n else pa.RecordBatch.from_pylist([], self._table.schema)
+        return flight.GeneratorStream(self._table.schema, iter([(batch, pa.py_buffer(meta))]))
+
+
+_LOCK = threading.Lock()
+
+
+def test_a_take_reads_its_nodes_at_once_and_puts_their_rows_in_request_order():
+    """pyarrow's do_get waits for a node's first message, so a take that asked
+    its nodes one after another would pay a round trip per node before the
+    next starts (and here never start the second: each stand-in answers only
+    once both were asked). Rows come back in request order, duplicates kept."""
+    from icefloe._slice_map import Group
+
+    table = _data(3)
+    asked: list = []
+    servers = [_RendezvousNode(table, asked, 2) for _ in range(2)]
+    try:
+        ids = np.array([7, 19_999, 3, 7, 10_000, 0], dtype=np.int64)
+        mine = [np.flatnonzero(ids % 2 == k) for k in range(2)]  # odd rows on one node
+        groups = []
+        for server, positions in zip(servers, mine, strict=True):
+            body = np.empty(len(positions), dtype=[("p", "<u4"), ("r", "<u8")])
+            body["p"], body["r"] = positions, ids[positions]
+            ticket = np.array([len(ids), len(positions)], dtype="<u4").tobytes() + body.tobytes()
+            groups.append(Group(ticket, (f"grpc://127.0.0.1:{server.port}",)))
+        with icefloe.Client("grpc://127.0.0.1:1", read_parallelism=1) as client:
+            got = client._take_groups("stand-ins", groups)
+        assert sorted(asked) == sorted(s.port for s in servers)
+        assert got.equals(pa.Table.from_batches([table.take(ids).combine_chunks().to_batches()[0]]))
+    finally:
+        for s in servers:
+            s.shutdown()
