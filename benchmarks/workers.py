@@ -44,8 +44,9 @@ def _parquet(paths: list[str], batch_size: int, columns: list[str] | None,
 
 
 def _icefloe(head: str, dataset: str, batch_size: int, shuffle: str, seed: int = 0,
-             epoch: int = 0, **plan: Any) -> Iterator[dict[str, Any]]:
-    """icefloe's PyTorch dataset, one process (num_workers=0)."""
+             epoch: int = 0, loader: bool = True, **plan: Any) -> Iterator[dict[str, Any]]:
+    """icefloe's PyTorch dataset, one process: through DataLoader(num_workers=0),
+    or with ``loader=False`` iterated directly, as every other reader here is."""
     from torch.utils.data import DataLoader
 
     from icefloe.torch import CacheDataset
@@ -53,7 +54,7 @@ def _icefloe(head: str, dataset: str, batch_size: int, shuffle: str, seed: int =
     ds = CacheDataset(head, dataset, batch_size=batch_size, shuffle=shuffle, seed=seed,
                       drop_last=False, **plan)
     ds.set_epoch(epoch)
-    yield from DataLoader(ds, batch_size=None, num_workers=0)
+    yield from DataLoader(ds, batch_size=None, num_workers=0) if loader else ds
 
 
 def _pyflight(location: str) -> Iterator[dict[str, Any]]:
@@ -106,7 +107,8 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if kind == "icefloe":
         plan = {k: a[k] for k in ("block_rows", "window_blocks") if a.get(k) is not None}
         return _icefloe(a["head"], a["dataset"], a["batch_size"], a.get("shuffle", "none"),
-                        seed=a.get("seed", 0), epoch=a.get("epoch", 0), **plan)
+                        seed=a.get("seed", 0), epoch=a.get("epoch", 0),
+                        loader=a.get("loader", True), **plan)
     if kind == "parquet-s3":
         return _parquet(a["paths"], a["batch_size"], a.get("columns"), a["endpoint"])
     if kind == "parquet-local":
@@ -143,6 +145,39 @@ def epoch(kind: str, max_batches: int | None = None, barrier: str | None = None,
     if barrier is not None:
         _barrier(barrier, parties)
     return measure(source, max_batches)
+
+
+def dataloader_floor(batch_size: int, columns: int, items: int = 20000,
+                     rounds: int = 5) -> dict[str, Any]:
+    """What ``DataLoader(batch_size=None, num_workers=0)`` itself costs per item:
+    an IterableDataset yielding one prebuilt dict of ``columns`` float32
+    tensors of ``batch_size`` rows (no data work at all), iterated through the
+    DataLoader and directly; median microseconds per item over ``rounds``."""
+    import statistics
+
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    item = {f"c{i}": torch.zeros(batch_size) for i in range(columns)}
+
+    class Same(IterableDataset):
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            for _ in range(items):
+                yield item
+
+    def per_item(make: Any) -> float:
+        times = []
+        for _ in range(rounds):
+            it = make()
+            t0 = time.perf_counter()
+            for _ in it:
+                pass
+            times.append((time.perf_counter() - t0) / items * 1e6)
+        return statistics.median(times)
+
+    return {"dataloader_us": per_item(lambda: DataLoader(Same(), batch_size=None)),
+            "direct_us": per_item(lambda: iter(Same())), "columns": columns,
+            "batch_size": batch_size}
 
 
 def shuffle_quality(head: str, dataset: str, shuffle: str, rows: int, batch_size: int = 1024,
