@@ -152,7 +152,8 @@ def dataloader_floor(batch_size: int, columns: int, items: int = 20000,
     """What ``DataLoader(batch_size=None, num_workers=0)`` itself costs per item:
     an IterableDataset yielding one prebuilt dict of ``columns`` float32
     tensors of ``batch_size`` rows (no data work at all), iterated through the
-    DataLoader and directly; median microseconds per item over ``rounds``."""
+    DataLoader and directly; and what making a batch's ``columns`` tensor
+    views costs. Median microseconds per item over ``rounds``."""
     import statistics
 
     import torch
@@ -175,9 +176,17 @@ def dataloader_floor(batch_size: int, columns: int, items: int = 20000,
             times.append((time.perf_counter() - t0) / items * 1e6)
         return statistics.median(times)
 
+    def views() -> Iterator[None]:
+        # What the cheapest source of such batches still does: cut each column
+        # of a 64-batch chunk into views (icefloe.torch.batches_to_tensors).
+        chunk = [torch.zeros(batch_size * 64) for _ in range(columns)]
+        for _ in range(items // 64):
+            for _ in zip(*(c.split(batch_size) for c in chunk), strict=True):
+                yield None
+
     return {"dataloader_us": per_item(lambda: DataLoader(Same(), batch_size=None)),
-            "direct_us": per_item(lambda: iter(Same())), "columns": columns,
-            "batch_size": batch_size}
+            "direct_us": per_item(lambda: iter(Same())), "views_us": per_item(views),
+            "columns": columns, "batch_size": batch_size}
 
 
 def shuffle_quality(head: str, dataset: str, shuffle: str, rows: int, batch_size: int = 1024,
