@@ -138,25 +138,13 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> GatherFixedWidth(
   // one contiguous table: 7). Runs of 32 rows (a window shuffle's blocks)
   // stream on the hardware prefetcher, and 64 ahead costs them 10%.
   const size_t ahead = plan.size() * 2 > static_cast<size_t>(n) ? 64 : 8;
-  switch (width) {
-    case 1:
-      CopyRuns<1>(base, plan, width, ahead, out);
-      break;
-    case 2:
-      CopyRuns<2>(base, plan, width, ahead, out);
-      break;
-    case 4:
-      CopyRuns<4>(base, plan, width, ahead, out);
-      break;
-    case 8:
-      CopyRuns<8>(base, plan, width, ahead, out);
-      break;
-    case 16:
-      CopyRuns<16>(base, plan, width, ahead, out);
-      break;
-    default:
-      CopyRuns<0>(base, plan, width, ahead, out);
-  }
+  const auto copy = width == 1    ? &CopyRuns<1>
+                    : width == 2  ? &CopyRuns<2>
+                    : width == 4  ? &CopyRuns<4>
+                    : width == 8  ? &CopyRuns<8>
+                    : width == 16 ? &CopyRuns<16>
+                                  : &CopyRuns<0>;
+  copy(base, plan, width, ahead, out);
   std::shared_ptr<arrow::Buffer> validity;
   int64_t null_count = 0;
   if (nulls) {
