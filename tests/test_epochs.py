@@ -434,6 +434,13 @@ def test_malformed_pieces_are_rejected():
     assert assemble([Piece(0, 2, None, data, np.array([0, 1], np.uint32))]) is data
     swapped = assemble([Piece(0, 2, None, data, np.array([1, 0], np.uint32))])
     assert swapped.column("id").to_pylist() == [2, 1]
+    four = pa.record_batch({"id": pa.array([10, 11, 12, 13], pa.int64())})
+    one = four.slice(0, 1)
+    assert assemble([Piece(0, 1, None, one, np.array([0], np.uint32))]) is one
+    assert assemble([Piece(0, 4, None, four, np.array([0, 1, 2, 3], np.uint32))]) is four
+    # First and last in place, the middle not: still put in order.
+    inner = assemble([Piece(0, 4, None, four, np.array([0, 2, 1, 3], np.uint32))])
+    assert inner.column("id").to_pylist() == [10, 12, 11, 13]
     with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
         assemble([piece([0, 1]), piece([1, 3])])
     with pytest.raises(icefloe.InvalidArgument, match="outside"):

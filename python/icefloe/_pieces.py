@@ -228,9 +228,12 @@ def _in_order(piece: Piece) -> bool:
     from 0, or positions exactly 0..n-1: a take of rows in one place)."""
     if piece.runs is not None:
         return len(piece.runs) == 1 and piece.runs[0][0] == 0
-    n = piece.data.num_rows
-    return piece.scattered is not None and len(piece.scattered) == n and \
-        np.array_equal(piece.scattered, np.arange(n, dtype=piece.scattered.dtype))
+    s, n = piece.scattered, piece.data.num_rows
+    if s is None or len(s) != n:
+        return False
+    # First and last in place, then (for more than 2) every step +1: two
+    # scalar reads decide the one-row take, the hot case, without arrays.
+    return n == 0 or (s[0] == 0 and s[-1] == n - 1 and (n <= 2 or bool(np.all(np.diff(s) == 1))))
 
 
 def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:

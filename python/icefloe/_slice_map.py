@@ -31,6 +31,7 @@ from .errors import InvalidArgument, ServerError
 MAX_ROWS = 1 << 24  # rows per take: the ticket body's bound (protocol/plan_ticket.cc)
 _BODY_HEAD = struct.Struct("<II")  # u32 total, u32 n
 _ENTRY = np.dtype([("position", "<u4"), ("row", "<u8")])  # packed: 12 bytes
+_ONE_ENTRY = struct.Struct("<IQ")
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,8 @@ class SliceMap:
 
 def _entries(positions: np.ndarray, rows: np.ndarray) -> bytes:
     """n x (u32 position, u64 row), little-endian, packed."""
+    if len(rows) == 1:  # the one-row take: no array
+        return _ONE_ENTRY.pack(int(positions[0]), int(rows[0]))
     out = np.empty(len(rows), dtype=_ENTRY)
     out["position"] = positions
     out["row"] = rows
