@@ -270,7 +270,7 @@ def _report(cfg: common.Config, desc: dict[str, Any], got: dict[str, list[dict[s
                f"item (a prebuilt dict of {floor['columns']} tensors, no data work; "
                f"{floor['direct_us']:.2f} us iterated directly), and making a batch's "
                f"{floor['columns']} tensor views (a split of each column of a chunk) "
-               f"{floor.get('views_us', float('nan')):.1f} us, against a budget of "
+               f"{floor['views_us']:.1f} us, against a budget of "
                f"{budget_us:.1f} us per {SWEEP[0]}-row batch for 0.8x")
     targets = [
         common.target("epoch to tensors, icefloe (block shuffle) / Parquet from S3 (moto)",

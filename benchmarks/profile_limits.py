@@ -189,7 +189,7 @@ def worker_epoch(head: str, dataset: str, batch_size: int, epochs: int, perf: st
     thread), "direct" (iterating the dataset without a DataLoader)."""
     from torch.utils.data import DataLoader
 
-    from benchmarks.measure import tensor_bytes
+    from benchmarks.measure import BatchCounter
     from icefloe.torch import CacheDataset
 
     ds = CacheDataset(head, dataset, batch_size=batch_size, shuffle="none", drop_last=False,
@@ -202,15 +202,15 @@ def worker_epoch(head: str, dataset: str, batch_size: int, epochs: int, perf: st
     next(iter(loader()))  # connect before the clock
     perf_switch(perf, "enable")
     cpu0, t0 = time.process_time(), time.perf_counter()
-    rows = nbytes = batches = 0
+    count = BatchCounter()
     for e in range(epochs):
         ds.set_epoch(e + 1)
         for tensors in loader():
-            r, b = tensor_bytes(tensors)
-            rows, nbytes, batches = rows + r, nbytes + b, batches + 1
+            count.add(tensors)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     perf_switch(perf, "disable")
-    return {"rows": rows, "bytes": nbytes, "batches": batches, "cpu_s": cpu, "wall_s": wall}
+    return {"rows": count.rows, "bytes": count.bytes, "batches": count.batches, "cpu_s": cpu,
+            "wall_s": wall}
 
 
 def _timed(fn: Any, calls: int) -> tuple[list[float], float]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
-from benchmarks.measure import measure, tensor_bytes, worker_main
+from benchmarks.measure import BatchCounter, measure, worker_main
 
 # -- epoch sources: each yields dicts of tensors ------------------------------------
 
@@ -437,18 +437,16 @@ def job(head: str, dataset: str, world_size: int, batch_size: int, shuffle: str,
     client.describe(dataset)  # connect before the start line
     time.sleep(max(0.0, start_at - time.time()))
     t0 = time.time()
-    rows = nbytes = 0
+    count = BatchCounter()
     for rank in ranks if ranks is not None else range(world_size):
         for batch in client.iter_epoch(dataset, batch_size=batch_size, shuffle=shuffle,
                                        seed=seed, world_size=world_size, rank=rank,
                                        drop_last=False):
-            r, b = tensor_bytes(batch_to_tensors(batch))
-            rows += r
-            nbytes += b
+            count.add(batch_to_tensors(batch))
     t1 = time.time()
     client.close()
-    return {"rows": rows, "bytes": nbytes, "start": t0, "end": t1, "seconds": t1 - t0,
-            "gbps": nbytes / (t1 - t0) / 1e9}
+    return {"rows": count.rows, "bytes": count.bytes, "start": t0, "end": t1,
+            "seconds": t1 - t0, "gbps": count.bytes / (t1 - t0) / 1e9}
 
 
 def wait_nodes(head: str, n: int, timeout_s: float = 60) -> dict[str, Any]:

@@ -107,14 +107,15 @@ void CopyRuns(const std::vector<const uint8_t*>& base, const GatherPlan& plan, i
   const uint32_t* batch = plan.batch.data();
   const uint32_t* length = plan.length.data();
   const size_t n = plan.size();
-  for (size_t i = 0; i < std::min(n, ahead); ++i) __builtin_prefetch(base[batch[i]] + row[i] * w);
+  const auto src = [&](size_t i) { return base[batch[i]] + row[i] * w; };
+  for (size_t i = 0; i < std::min(n, ahead); ++i) __builtin_prefetch(src(i));
   for (size_t i = 0; i < n; ++i) {
-    if (i + ahead < n) __builtin_prefetch(base[batch[i + ahead]] + row[i + ahead] * w);
-    const uint8_t* src = base[batch[i]] + row[i] * w;
+    if (i + ahead < n) __builtin_prefetch(src(i + ahead));
+    uint8_t* to = out + int64_t{dst[i]} * w;
     if (kWidth > 0 && length[i] == 1) {
-      std::memcpy(out + int64_t{dst[i]} * w, src, kWidth);
+      std::memcpy(to, src(i), kWidth);
     } else {
-      std::memcpy(out + int64_t{dst[i]} * w, src, static_cast<size_t>(length[i] * w));
+      std::memcpy(to, src(i), static_cast<size_t>(length[i] * w));
     }
   }
 }
