@@ -447,3 +447,17 @@ def test_malformed_pieces_are_rejected():
         assemble([piece([0, 1]), piece([3, 4])])
     with pytest.raises(icefloe.InvalidArgument, match="do not match"):
         assemble([piece([0, 1, 2])])
+    # The same with positions row by row (IFP2/IFP5), as window and sample
+    # pieces come: put in place without widening, checked the same way.
+
+    def scattered(positions):
+        return Piece(0, 4, None, data, np.array(positions, np.uint32))
+
+    ok = assemble([scattered([3, 0]), scattered([1, 2])])
+    assert ok.column("id").to_pylist() == [2, 1, 2, 1]
+    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
+        assemble([scattered([0, 1]), scattered([1, 3])])
+    with pytest.raises(icefloe.InvalidArgument, match="outside"):
+        assemble([scattered([0, 1]), scattered([3, 4])])
+    with pytest.raises(icefloe.InvalidArgument, match="do not match"):
+        assemble([scattered([0, 1]), Piece(0, 4, None, data, np.array([2], np.uint32))])

@@ -203,22 +203,29 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
         return first.data
     if bases is None:
         pieces.sort(key=Piece.first)
-        positions = np.concatenate([p.positions() for p in pieces])
-    else:
-        positions = np.concatenate([p.positions() + base for p, base in
-                                     zip(pieces, bases, strict=True)])
+        bases = [0] * len(pieces)
+    # Positions as sent (u32 for scattered rows: no widening copy), with bases.
+    parts = [(p.scattered if p.scattered is not None else p.positions(), base)
+             for p, base in zip(pieces, bases, strict=True)]
     combined = pa.concat_batches([p.data for p in pieces])
-    n = len(positions)
-    if n != combined.num_rows:
+    n = combined.num_rows
+    if sum(len(pos) for pos, _ in parts) != n:
         raise InvalidArgument("a node sent a piece whose positions do not match its rows")
-    if n and (positions.min() < 0 or positions.max() >= n):
+    if any(len(pos) and int(pos.max()) + base >= n for pos, base in parts):
         raise InvalidArgument("a node sent piece positions outside their batch")
-    if np.all(positions[1:] > positions[:-1]):
-        return combined  # pieces already in position order
-    # Row at each position: the inverse of positions, by a scatter (O(n), no sort).
-    inverse = np.full(n, -1, dtype=np.int64)
-    inverse[positions] = np.arange(n, dtype=np.int64)
-    if inverse.min() < 0:
+    if all(p.scattered is None for p in pieces):
+        runs = np.concatenate([pos + base for pos, base in parts])
+        if np.all(runs[1:] > runs[:-1]):
+            return combined  # pieces already in position order
+    # Row at each position: the inverse of positions, by a scatter (O(n), no
+    # sort); a position never written means another was written twice.
+    index = np.int32 if n < 2**31 else np.int64
+    inverse = np.full(n, -1, dtype=index)
+    start = 0
+    for pos, base in parts:
+        inverse[pos + base if base else pos] = np.arange(start, start + len(pos), dtype=index)
+        start += len(pos)
+    if n and inverse.min() < 0:
         raise InvalidArgument("a node sent two pieces for one position")
     return pc.take(combined, pa.array(inverse), boundscheck=False)
 

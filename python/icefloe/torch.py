@@ -142,7 +142,9 @@ def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int]) -> list[dict[str
     column = batch.column
     if any(convert is None or column(i).null_count for i, _, convert in plan):
         return [batch_to_tensors(b) for b in slices(batch, sizes)]
-    parts = [(name, convert(column(i)).split(sizes)) for i, name, convert in plan]
+    # split_with_sizes: Tensor.split's own work without its Python wrapper
+    # (~3 µs a column a chunk).
+    parts = [(name, convert(column(i)).split_with_sizes(sizes)) for i, name, convert in plan]
     return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
 
 

@@ -80,6 +80,14 @@ class CachedDataset {
       const std::vector<uint64_t>& rows, arrow::MemoryPool* pool, std::vector<uint32_t>* order,
       const std::vector<int>& columns = {}) const;
 
+  /// GatherSorted, except where `rows` already come in long ascending
+  /// stretches (a window shuffle's blocks, window after window): then the
+  /// batch's rows are `rows` in their own order, copied run by run as fast
+  /// without the sort, and *order is left empty.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherReadOrder(
+      const std::vector<uint64_t>& rows, arrow::MemoryPool* pool, std::vector<uint32_t>* order,
+      const std::vector<int>& columns = {}) const;
+
  private:
   CachedDataset() = default;
   static arrow::Result<std::shared_ptr<CachedDataset>> MakeWithPools(
@@ -95,8 +103,10 @@ class CachedDataset {
   void BuildIndex();
   // The cached batch holding `row`, or batches_.size() when no batch does.
   size_t BatchOf(uint64_t row) const;
-  // Runs of `rows`, visited in `sorted` (ascending) order (dataset_gather.cc).
-  arrow::Status PlanGather(const std::vector<uint64_t>& rows, const std::vector<uint32_t>& sorted,
+  // Runs of `rows`, visited in `visit` order (null: rows' own order); output
+  // row i is the i-th visited with `sorted_output`, else where rows has it
+  // (dataset_gather.cc).
+  arrow::Status PlanGather(const std::vector<uint64_t>& rows, const std::vector<uint32_t>* visit,
                            bool sorted_output, GatherPlan* plan) const;
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Copy(const GatherPlan& plan, int64_t rows,
                                                           arrow::MemoryPool* pool,

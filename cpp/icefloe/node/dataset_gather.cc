@@ -1,10 +1,12 @@
 // CachedDataset's gathers: copying scattered rows into one record batch.
 //
-// Both gathers sort the rows first (reading in storage order keeps addresses
-// monotone, which rows spread over a large dataset need: ~4x faster than
-// output order) and cut them into runs of consecutive rows of one cached
-// batch. Gather writes each row where the caller asked for it; GatherSorted
-// writes rows in storage order, so each run is one copy.
+// The gathers read rows in ascending storage order (monotone addresses, which
+// rows spread over a large dataset need: ~4x faster than output order),
+// sorting them first unless they already come that way in long stretches, and
+// cut them into runs of consecutive rows of one cached batch. Gather writes
+// each row where the caller asked for it; GatherSorted writes rows in storage
+// order, so each run is one copy; GatherReadOrder is GatherSorted without the
+// sort where the rows' own order already reads storage in long stretches.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -30,7 +32,7 @@ namespace icefloe {
 // row `row` of cached batch `batches[batch]` to output rows [dst, dst +
 // length) (sorted output) or, for length-1 runs, to output row dst.
 struct GatherPlan {
-  std::vector<size_t> batches;   // cached batches touched, ascending
+  std::vector<size_t> batches;   // cached batches touched, in visiting order
   std::vector<uint32_t> batch;   // per run: index into `batches`
   std::vector<int64_t> row;      // per run: first row within that cached batch
   std::vector<uint32_t> length;  // per run: rows
@@ -169,16 +171,18 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> GatherFixedWidth(
 }  // namespace
 
 arrow::Status CachedDataset::PlanGather(const std::vector<uint64_t>& rows,
-                                        const std::vector<uint32_t>& sorted, bool sorted_output,
+                                        const std::vector<uint32_t>* visit, bool sorted_output,
                                         GatherPlan* plan) const {
-  for (auto* v : {&plan->length, &plan->dst}) v->reserve(sorted.size());
-  plan->batch.reserve(sorted.size());
-  plan->row.reserve(sorted.size());
+  const size_t n = rows.size();
+  for (auto* v : {&plan->length, &plan->dst}) v->reserve(n);
+  plan->batch.reserve(n);
+  plan->row.reserve(n);
   size_t b = batches_.size();
   uint64_t prev = 0;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const uint64_t r = rows[sorted[i]];
-    if (b == batches_.size() || r >= batches_[b].global_stop()) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t at = visit != nullptr ? (*visit)[i] : static_cast<uint32_t>(i);
+    const uint64_t r = rows[at];
+    if (b == batches_.size() || r < batches_[b].global_start || r >= batches_[b].global_stop()) {
       b = BatchOf(r);
       if (b == batches_.size()) return NotHeld(r);
       if (plan->batches.empty() || plan->batches.back() != b) plan->batches.push_back(b);
@@ -190,7 +194,7 @@ arrow::Status CachedDataset::PlanGather(const std::vector<uint64_t>& rows,
     plan->batch.push_back(static_cast<uint32_t>(plan->batches.size() - 1));
     plan->row.push_back(static_cast<int64_t>(r - batches_[b].global_start));
     plan->length.push_back(1);
-    plan->dst.push_back(sorted_output ? static_cast<uint32_t>(i) : sorted[i]);
+    plan->dst.push_back(sorted_output ? static_cast<uint32_t>(i) : at);
     prev = r;
   }
   return arrow::Status::OK();
@@ -255,7 +259,8 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Gather(
     const std::vector<int>& columns) const {
   if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
   GatherPlan plan;
-  ARROW_RETURN_NOT_OK(PlanGather(rows, SortedByRow(rows), /*sorted_output=*/false, &plan));
+  const std::vector<uint32_t> sorted = SortedByRow(rows);
+  ARROW_RETURN_NOT_OK(PlanGather(rows, &sorted, /*sorted_output=*/false, &plan));
   return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
 }
 
@@ -265,7 +270,25 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::GatherSorted(
   if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
   *order = SortedByRow(rows);
   GatherPlan plan;
-  ARROW_RETURN_NOT_OK(PlanGather(rows, *order, /*sorted_output=*/true, &plan));
+  ARROW_RETURN_NOT_OK(PlanGather(rows, order, /*sorted_output=*/true, &plan));
+  return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
+}
+
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::GatherReadOrder(
+    const std::vector<uint64_t>& rows, arrow::MemoryPool* pool, std::vector<uint32_t>* order,
+    const std::vector<int>& columns) const {
+  // Rows that descend less than once every kStretch rows are ascending
+  // stretches (a window's blocks come window by window, ascending within
+  // each): copied in that order they read storage as monotonically as sorted
+  // rows do, and the sort (a fifth of a window stream's CPU) is saved.
+  constexpr size_t kStretch = 16;
+  size_t descents = 0;
+  for (size_t i = 1; i < rows.size(); ++i) descents += rows[i] < rows[i - 1] ? 1 : 0;
+  if (descents * kStretch > rows.size()) return GatherSorted(rows, pool, order, columns);
+  if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
+  order->clear();
+  GatherPlan plan;
+  ARROW_RETURN_NOT_OK(PlanGather(rows, nullptr, /*sorted_output=*/true, &plan));
   return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
 }
 

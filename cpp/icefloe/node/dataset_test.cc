@@ -7,6 +7,7 @@
 #include <arrow/type.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace icefloe {
@@ -148,6 +149,61 @@ TEST(CachedDataset, GatherProjectsColumns) {
     auto want = *(*full)->SelectColumns(columns);
     EXPECT_TRUE((*got)->Equals(*want)) << (*got)->ToString() << " vs " << want->ToString();
   }
+}
+
+// A window stream's rows: blocks of consecutive rows, ascending within each
+// window, windows one after another (so the rows step back between them,
+// into earlier cached batches). They are gathered in their own order, whole
+// blocks at a time, across batch boundaries; scattered rows are sorted.
+TEST(CachedDataset, GatherReadOrderKeepsAscendingStretchesAndSortsTheRest) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  std::vector<CachedBatch> batches;
+  uint64_t total = 0;
+  for (int b = 0; b < 40; ++b) {  // uneven batches: blocks straddle their edges
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 200);
+    batches.push_back(Batch(total, n));
+    total += static_cast<uint64_t>(n);
+  }
+  auto ds = *CachedDataset::Make("d", 1, TestSchema(), batches);
+  std::vector<uint64_t> window_rows;
+  for (int w = 0; w < 4; ++w) {
+    std::vector<uint64_t> starts;
+    for (int j = 0; j < 12; ++j) starts.push_back(rng() % total);
+    std::sort(starts.begin(), starts.end());
+    for (uint64_t start : starts) {
+      for (uint64_t r = start; r < std::min(start + 32, total); ++r) window_rows.push_back(r);
+    }
+  }
+  std::vector<uint64_t> scattered;
+  for (int i = 0; i < 500; ++i) scattered.push_back(rng() % total);
+  for (const auto* rows : {&window_rows, &scattered}) {
+    std::vector<uint32_t> order = {7};
+    auto got = ds->GatherReadOrder(*rows, arrow::default_memory_pool(), &order);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE((*got)->ValidateFull().ok());
+    const auto ids = Ids({*got});
+    ASSERT_EQ(ids.size(), rows->size());
+    if (rows == &window_rows) {
+      EXPECT_TRUE(order.empty());  // kept their own order
+      auto want = ds->Gather(*rows, arrow::default_memory_pool());
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_TRUE((*got)->Equals(**want));
+      continue;
+    }
+    ASSERT_EQ(order.size(), rows->size());  // sorted, as GatherSorted
+    for (size_t k = 0; k < rows->size(); ++k) {
+      ASSERT_EQ(static_cast<uint64_t>(ids[k]), (*rows)[order[k]]);
+      if (k > 0) {
+        ASSERT_LE(ids[k - 1], ids[k]);
+      }
+    }
+  }
+  std::vector<uint32_t> order;
+  EXPECT_TRUE(ds->GatherReadOrder({0, 1, total}, arrow::default_memory_pool(), &order)
+                  .status()
+                  .IsKeyError());
 }
 
 TEST(CachedDataset, GatherOrdersAgreeAndFindEveryHeldRow) {

@@ -28,14 +28,12 @@ struct Piece {
 // gather), so a reader's receive buffers stay small.
 constexpr int64_t kMaxChunkBytes = 8 << 20;
 
-/// Appends [offset, offset + length) to `runs`, extending the last run when
-/// it ends at `offset`.
-void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t length);
-
 /// One piece holding `rows`, gathered in storage order (a copy of whole runs:
-/// rows that come in blocks cost little more than slices), tagged with where
-/// each goes: rows[i] fills position offsets[i] of the batch (or span) that
-/// `where` names (its runs are filled here). The consumer reorders the rows
+/// rows that come in blocks cost little more than slices; rows already
+/// ascending in long stretches keep their order, CachedDataset::
+/// GatherReadOrder), tagged with where each goes: rows[i] fills position
+/// offsets[i] of the batch (or span) that `where` names (its positions are
+/// filled here). The consumer reorders the rows
 /// of all endpoints in one step anyway.
 arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,

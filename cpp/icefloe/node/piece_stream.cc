@@ -221,22 +221,19 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
 
 }  // namespace
 
-void AppendPieceRun(std::vector<PieceRun>* runs, uint32_t offset, uint32_t length) {
-  if (!runs->empty() && runs->back().offset + runs->back().length == offset) {
-    runs->back().length += length;
-  } else {
-    runs->push_back({offset, length});
-  }
-}
-
 arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
                             arrow::MemoryPool* pool, const std::vector<int>& columns,
                             std::deque<Piece>* out) {
   std::vector<uint32_t> order;
-  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherSorted(rows, pool, &order, columns));
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, pool, &order, columns));
   where.runs.clear();
-  for (uint32_t i : order) AppendPieceRun(&where.runs, offsets[i], 1);
+  if (order.empty()) {  // rows kept their own order
+    where.positions = offsets;
+  } else {
+    where.positions.resize(order.size());
+    for (size_t k = 0; k < order.size(); ++k) where.positions[k] = offsets[order[k]];
+  }
   out->push_back({std::move(gathered), std::move(where), /*gathered=*/true, std::nullopt});
   return arrow::Status::OK();
 }

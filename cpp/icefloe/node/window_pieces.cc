@@ -33,7 +33,8 @@ uint64_t SpanRowsLimit(const CachedDataset& dataset) {
 }
 
 // `rows` gathered into their places (rows[i] at output row positions[i], a
-// permutation of [0, rows.size())), in two steps: a copy in storage order,
+// permutation of [0, rows.size())), in two steps: a copy in storage order
+// (GatherReadOrder),
 // where a window's blocks are runs (one copy of each run per column, many
 // cache misses in flight), then a take within that small, cache-resident
 // copy. Copying row by row straight into place costs a dependent miss per
@@ -42,10 +43,10 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInPlace(
     const CachedDataset& dataset, const std::vector<uint64_t>& rows,
     const std::vector<uint32_t>& positions, arrow::MemoryPool* pool,
     const std::vector<int>& columns) {
-  std::vector<uint32_t> order;  // sorted row k is rows[order[k]]
-  ARROW_ASSIGN_OR_RAISE(auto sorted, dataset.GatherSorted(rows, pool, &order, columns));
-  std::vector<uint32_t> take(order.size());  // output row p is sorted row take[p]
-  for (uint32_t k = 0; k < order.size(); ++k) take[positions[order[k]]] = k;
+  std::vector<uint32_t> order;  // gathered row k is rows[order[k]] (rows[k] when empty)
+  ARROW_ASSIGN_OR_RAISE(auto sorted, dataset.GatherReadOrder(rows, pool, &order, columns));
+  std::vector<uint32_t> take(rows.size());  // output row p is gathered row take[p]
+  for (uint32_t k = 0; k < take.size(); ++k) take[positions[order.empty() ? k : order[k]]] = k;
   arrow::UInt32Builder indices(pool);
   ARROW_RETURN_NOT_OK(indices.AppendValues(take));
   ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
@@ -84,19 +85,15 @@ arrow::Result<SpanRows> OwnedSpanRows(const PlanTicket& ticket, uint64_t batch, 
   const uint64_t span = SpanBatches(ticket.params);
   const uint64_t end = std::min(ticket.batch_end, (batch / span + 1) * span);
   SpanRows out;
-  std::vector<uint64_t> mine;
-  std::vector<uint32_t> offsets;
   for (uint64_t b = batch; b < end; ++b) {
     const uint64_t length = BatchLength(ticket.params, shape, b);
     if (out.total + length > UINT32_MAX) return arrow::Status::Invalid("a span over 2^32 rows");
-    mine.clear();
-    offsets.clear();
-    ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, b, ticket.owned, cache, &mine, &offsets));
-    out.firsts.push_back(out.rows.size());
-    out.rows.insert(out.rows.end(), mine.begin(), mine.end());
-    for (uint32_t offset : offsets) {
-      out.positions.push_back(static_cast<uint32_t>(out.total + offset));
-    }
+    const size_t first = out.rows.size();
+    ARROW_RETURN_NOT_OK(
+        BatchOwnedRows(ticket.params, b, ticket.owned, cache, &out.rows, &out.positions));
+    const auto base = static_cast<uint32_t>(out.total);  // batch b's offsets, made the span's
+    for (size_t k = first; k < out.positions.size(); ++k) out.positions[k] += base;
+    out.firsts.push_back(first);
     out.lengths.push_back(static_cast<uint32_t>(length));
     out.total += length;
   }

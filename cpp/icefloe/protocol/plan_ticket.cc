@@ -1,5 +1,7 @@
 #include "icefloe/protocol/plan_ticket.h"
 
+#include <bit>
+
 #include "icefloe/common/byte_io.h"
 
 namespace icefloe {
@@ -136,13 +138,23 @@ arrow::Result<RowsTicket> DecodeRowsBody(std::string_view body) {
 }
 
 std::string EncodePieceMetadata(const PieceInfo& piece) {
+  const std::vector<uint32_t>& given = piece.positions;
   uint64_t rows = 0;
-  for (const auto& run : piece.runs) rows += run.length;
+  uint64_t runs = 0;
+  if (given.empty()) {
+    for (const auto& run : piece.runs) rows += run.length;
+    runs = piece.runs.size();
+  } else {
+    rows = given.size();
+    runs = 1;
+    for (size_t i = 1; i < given.size(); ++i) runs += given[i] != given[i - 1] + 1 ? 1 : 0;
+  }
   // Runs take 8 bytes each, positions 4 bytes a row: the smaller one.
-  const bool positions = rows < 2 * piece.runs.size();
+  const bool positions = rows < 2 * runs;
   const bool span = piece.count > 1;
   std::string out(span ? (positions ? kSpanPositionsMagic : kSpanMagic)
                        : (positions ? kPiecePositionsMagic : kPieceMagic));
+  out.reserve(out.size() + 28 + (positions ? 4 * rows : 8 * runs));
   ByteWriter w(&out);
   w.U64(piece.batch);
   w.U32(piece.batch_rows);
@@ -152,15 +164,31 @@ std::string EncodePieceMetadata(const PieceInfo& piece) {
   }
   if (positions) {
     w.U32(static_cast<uint32_t>(rows));
-    for (const auto& run : piece.runs) {
-      for (uint32_t k = 0; k < run.length; ++k) w.U32(run.offset + k);
+    if (!given.empty() && std::endian::native == std::endian::little) {
+      out.append(reinterpret_cast<const char*>(given.data()), 4 * given.size());
+    } else if (!given.empty()) {
+      for (uint32_t p : given) w.U32(p);
+    } else {
+      for (const auto& run : piece.runs) {
+        for (uint32_t k = 0; k < run.length; ++k) w.U32(run.offset + k);
+      }
     }
     return out;
   }
-  w.U32(static_cast<uint32_t>(piece.runs.size()));
-  for (const auto& run : piece.runs) {
-    w.U32(run.offset);
-    w.U32(run.length);
+  w.U32(static_cast<uint32_t>(runs));
+  if (given.empty()) {
+    for (const auto& run : piece.runs) {
+      w.U32(run.offset);
+      w.U32(run.length);
+    }
+    return out;
+  }
+  for (size_t i = 0; i < given.size();) {
+    size_t end = i + 1;
+    while (end < given.size() && given[end] == given[end - 1] + 1) ++end;
+    w.U32(given[i]);
+    w.U32(static_cast<uint32_t>(end - i));
+    i = end;
   }
   return out;
 }

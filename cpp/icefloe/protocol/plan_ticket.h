@@ -71,6 +71,9 @@ struct PieceInfo {
   std::vector<PieceRun> runs;  ///< Positions in the batch, or in the span.
   uint32_t count = 1;          ///< Batches spanned: above 1, a span (IFP4/IFP5).
   uint32_t last_rows = 0;      ///< A span's last batch's rows (unused when count is 1).
+  /// The same one per row, instead of runs, when not empty (what a gather of
+  /// scattered positions has at hand; the encoder picks the smaller form).
+  std::vector<uint32_t> positions{};
 
   /// Positions the piece's batch or span has.
   uint64_t span_rows() const {
@@ -78,7 +81,8 @@ struct PieceInfo {
   }
 };
 /// IFP1, or IFP2 where runs average fewer than two rows; IFP4 or IFP5 the
-/// same way for a span (count above 1).
+/// same way for a span (count above 1). From `positions` when given, else
+/// from `runs`.
 std::string EncodePieceMetadata(const PieceInfo& piece);
 /// Any form, as runs (positions become runs of one row). Invalid on a bad
 /// magic, a truncated header, a span of fewer than 2 batches, a last_rows of

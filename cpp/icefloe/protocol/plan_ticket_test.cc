@@ -112,6 +112,28 @@ TEST(PieceMetadata, ScatteredRowsTravelAsPositions) {
   EXPECT_FALSE(DecodePieceMetadata(bytes.substr(0, bytes.size() - 1)).ok());
 }
 
+// Positions given row by row (what a node's gather has) encode exactly as
+// the same positions given as runs, in whichever form is smaller.
+TEST(PieceMetadata, PositionsEncodeAsTheirRuns) {
+  const std::vector<std::vector<PieceRun>> cases = {
+      {{7, 1}, {2, 1}, {50, 2}, {9, 1}},  // mostly single rows: IFP2 / IFP5
+      {{0, 40}, {60, 30}},                // long runs: IFP1 / IFP4
+      {{5, 1}},
+  };
+  for (const auto& runs : cases) {
+    for (uint32_t count : {1u, 3u}) {
+      PieceInfo by_runs{9, 100, runs, count, count > 1 ? 40u : 0u};
+      PieceInfo by_rows = by_runs;
+      by_rows.runs.clear();
+      for (const auto& run : runs) {
+        for (uint32_t k = 0; k < run.length; ++k) by_rows.positions.push_back(run.offset + k);
+      }
+      EXPECT_EQ(EncodePieceMetadata(by_rows), EncodePieceMetadata(by_runs))
+          << runs.size() << " runs, count " << count;
+    }
+  }
+}
+
 TEST(PieceMetadata, SpansRoundTripAndRejectWhatNoNodeSends) {
   // Three batches of 100 (the last 40): positions run over 240.
   PieceInfo p{7, 100, {{3, 1}, {150, 1}, {239, 1}}, 3, 40};
