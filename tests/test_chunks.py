@@ -21,6 +21,7 @@ from icefloe.torch import CacheDataset, batch_to_tensors
 
 N = 200_000
 MAYBE_NULL_EVERY = 5000  # rows of column "maybe" that are null: some batches have one
+SPAN_ROWS = 65536  # positions of a window span: the nodes' kWindowSpanRows (window_pieces.h)
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +182,9 @@ def test_window_epochs_are_the_same_chunked_or_split(cluster, one_node, nodes):
     tags = _tags(c, "s", batch_size=1024, **plan)
     if nodes == 1:
         assert tags.count(b"IFP3") >= 2 and len(tags) < N // 1024 // 4
-    else:  # every window has rows on both nodes: a span piece per 16 batches and node
+    else:  # every window has rows on both nodes: a span piece per span and node
         batches = -(-N // 1024)
-        spans = -(-batches // 16)
+        spans = -(-batches // (SPAN_ROWS // 1024))
         assert b"IFP3" not in tags and len(tags) == 2 * spans
         assert sum(t in (b"IFP4", b"IFP5") for t in tags) >= 2 * (spans - 1)
     with c.client() as client:

@@ -2,6 +2,7 @@
 // fit fails with OutOfMemory for that stream alone; the memory returns when
 // the gathered piece is gone.
 #include "icefloe/node/piece_stream.h"
+#include "icefloe/node/window_pieces.h"
 
 #include <algorithm>
 #include <map>
@@ -359,18 +360,18 @@ PlanTicket WindowEpoch(uint64_t rows, uint64_t batch_size, std::vector<RowRange>
 }
 
 TEST(PieceStream, WindowBatchesHeldWholeTravelAsChunksInPlanOrder) {
-  auto dataset = Cached(50000, 3000);
+  auto dataset = Cached(150000, 3000);
   for (uint64_t batch_size : {1000u, 4096u, 7u, 50000u}) {
     SCOPED_TRACE(batch_size);
-    const int chunks = ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size));
-    EXPECT_EQ(chunks > 0, batch_size < 16 * 1024);
+    const int chunks = ExpectWindowBatches(dataset, WindowEpoch(150000, batch_size));
+    EXPECT_EQ(chunks > 0, kWindowSpanRows / batch_size >= 2);
   }
   // Resuming at a batch inside a window, and the batches of one rank of three.
-  PlanTicket resumed = WindowEpoch(50000, 1000);
+  PlanTicket resumed = WindowEpoch(150000, 1000);
   resumed.batch_begin = 3;
   EXPECT_GT(ExpectWindowBatches(dataset, resumed), 0);
   for (uint32_t rank = 0; rank < 3; ++rank) {
-    PlanTicket t = WindowEpoch(50000, 1000, {}, 3);
+    PlanTicket t = WindowEpoch(150000, 1000, {}, 3);
     t.params.rank = rank;
     t.batch_end = Shape(t.params)->worker_batches;
     ExpectWindowBatches(dataset, t);
@@ -380,32 +381,32 @@ TEST(PieceStream, WindowBatchesHeldWholeTravelAsChunksInPlanOrder) {
 TEST(PieceStream, NodesSharingWindowsCutTheSameSpans) {
   // Two nodes holding complementary ranges: each sends one span piece per
   // span, and the consumer merges the two with the same (first batch, count).
-  auto dataset = Cached(50000, 3000);
-  const std::vector<RowRange> a = {{0, 17000}, {30000, 41000}};
-  const std::vector<RowRange> b = {{17000, 30000}, {41000, 50000}};
+  auto dataset = Cached(150000, 3000);
+  const std::vector<RowRange> a = {{0, 51000}, {90000, 123000}};
+  const std::vector<RowRange> b = {{51000, 90000}, {123000, 150000}};
   for (uint64_t batch_size : {1000u, 4096u, 8192u}) {
     SCOPED_TRACE(batch_size);
     std::vector<std::pair<uint64_t, uint32_t>> spans_a, spans_b;
-    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size, a), &spans_a), 0);
-    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size, b), &spans_b), 0);
+    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(150000, batch_size, a), &spans_a), 0);
+    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(150000, batch_size, b), &spans_b), 0);
     EXPECT_FALSE(spans_a.empty());
     EXPECT_EQ(spans_a, spans_b);
     for (const auto& [first, count] : spans_a) {
-      EXPECT_EQ(first % (16 * 1024 / batch_size), 0u);
-      EXPECT_LE(count, 16 * 1024 / batch_size);
+      EXPECT_EQ(first % (kWindowSpanRows / batch_size), 0u);
+      EXPECT_LE(count, kWindowSpanRows / batch_size);
     }
   }
 }
 
 TEST(PieceStream, WindowBatchesSplitAcrossNodesArePiecesInPlanOrder) {
   // This node holds two ranges: every window has rows held elsewhere.
-  auto dataset = Cached(50000, 3000);
-  const std::vector<RowRange> owned = {{0, 17000}, {30000, 41000}};
+  auto dataset = Cached(150000, 3000);
+  const std::vector<RowRange> owned = {{0, 51000}, {90000, 123000}};
   for (uint64_t batch_size : {1000u, 4096u, 7u, 50000u}) {
     SCOPED_TRACE(batch_size);
-    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(50000, batch_size, owned)), 0);
+    EXPECT_EQ(ExpectWindowBatches(dataset, WindowEpoch(150000, batch_size, owned)), 0);
   }
-  PlanTicket resumed = WindowEpoch(50000, 4096, owned);
+  PlanTicket resumed = WindowEpoch(150000, 16384, owned);
   resumed.batch_begin = 5;
   resumed.batch_end = 10;
   std::vector<std::pair<uint64_t, uint32_t>> spans;
@@ -413,7 +414,7 @@ TEST(PieceStream, WindowBatchesSplitAcrossNodesArePiecesInPlanOrder) {
   // Spans of 4 batches from batch 0: a stream resumed at 5 ends its first at 8.
   EXPECT_EQ(spans, (std::vector<std::pair<uint64_t, uint32_t>>{{5, 3}, {8, 2}}));
   // A job resumed mid-window, read by worker 1 of 3: no batch starts a window.
-  PlanTicket worker = WindowEpoch(50000, 1000, owned);
+  PlanTicket worker = WindowEpoch(150000, 1000, owned);
   worker.params.start = 1234;
   worker.params.num_workers = 3;
   worker.params.worker = 1;

@@ -11,25 +11,25 @@ namespace icefloe {
 
 namespace {
 
-// Window-mode batches of one stream gathered together, in *spans*: about one
-// default window's worth of positions or more (4096 rows), so that a window's
-// batches read its blocks once and share one gather's fixed costs (sort,
-// plan, one allocation per column), and travel as one message. Spans are
-// fixed by the plan alone (every endpoint of a consumer cuts the same ones,
-// from batch 0, however its stream started), so a consumer merges the pieces
-// of all endpoints one span at a time.
-constexpr uint64_t kMaxSpanRows = 16 * 1024;
+// Window-mode batches of one stream gathered together, in *spans*
+// (kWindowSpanRows positions), so that a window's batches read its blocks
+// once and share one gather's fixed costs (plan, one allocation per column)
+// and travel as one message; the consumer then merges, converts and splits a
+// span at a time. Spans are fixed by the plan alone (every endpoint of a
+// consumer cuts the same ones, from batch 0, however its stream started), so
+// a consumer merges the pieces of all endpoints one span at a time.
 
 uint64_t SpanBatches(const PlanParams& params) {
-  return std::max<uint64_t>(1, kMaxSpanRows / std::max<uint64_t>(params.batch_size, 1));
+  return std::max<uint64_t>(1, kWindowSpanRows / std::max<uint64_t>(params.batch_size, 1));
 }
 
-// Rows a span's gather may hold: kMaxSpanRows, fewer where the dataset's rows
+// Rows a span's gather may hold: kWindowSpanRows, fewer where the dataset's rows
 // are wide, so that one span's gather stays within a chunk's bytes.
 uint64_t SpanRowsLimit(const CachedDataset& dataset) {
   const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(dataset.num_rows(), 1));
   const uint64_t row_bytes = std::max<uint64_t>(static_cast<uint64_t>(dataset.nbytes()) / rows, 1);
-  return std::clamp<uint64_t>(static_cast<uint64_t>(kMaxChunkBytes) / row_bytes, 1, kMaxSpanRows);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(kMaxChunkBytes) / row_bytes, 1,
+                              kWindowSpanRows);
 }
 
 // `rows` gathered into their places (rows[i] at output row positions[i], a

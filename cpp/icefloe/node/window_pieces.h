@@ -15,8 +15,16 @@
 
 namespace icefloe {
 
-/// Window mode: the stream's span from `batch` (max(1, 16384 / batch_size)
-/// batches cut from batch 0, so every endpoint of a consumer cuts the same
+/// Positions of a window-mode span: a consumer's batches go in spans of
+/// max(1, kWindowSpanRows / batch_size) of them, cut by the plan alone (from
+/// batch 0), so every endpoint of a consumer cuts the same ones. A wire
+/// contract: every node of one cluster must use the same value. 64Ki, as a
+/// chunk's rows: at 16Ki the consumer's fixed cost per span (merge, tensor
+/// conversion, a message per node) cost 10 % of a window epoch's rate.
+constexpr uint64_t kWindowSpanRows = 64 * 1024;
+
+/// Window mode: the stream's span from `batch` (max(1, kWindowSpanRows /
+/// batch_size) batches cut from batch 0, so every endpoint of a consumer cuts the same
 /// ones), its owned rows gathered in one go. Held whole here, the span goes
 /// as one chunk (IFP3) in batch order; shared with other endpoints, as one
 /// span piece (IFP4/IFP5) of rows in storage order, which the consumer puts
