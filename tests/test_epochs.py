@@ -424,12 +424,23 @@ def test_malformed_pieces_are_rejected():
 
     data = pa.record_batch({"id": pa.array([1, 2], pa.int64())})
 
-    def piece(positions):
-        runs = np.array([[p, 1] for p in positions], dtype=np.uint32)
-        return Piece(0, 4, runs, data)
+    def runs(positions):  # IFP1/IFP4: one-row runs
+        return Piece(0, 4, np.array([[p, 1] for p in positions], dtype=np.uint32), data)
 
-    ok = assemble([piece([3, 0]), piece([1, 2])])
-    assert ok.column("id").to_pylist() == [2, 1, 2, 1]
+    def scattered(positions):  # IFP2/IFP5, as window and sample pieces come
+        return Piece(0, 4, None, data, np.array(positions, np.uint32))
+
+    for piece in (runs, scattered):
+        ok = assemble([piece([3, 0]), piece([1, 2])])
+        assert ok.column("id").to_pylist() == [2, 1, 2, 1]
+        with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
+            assemble([piece([0, 1]), piece([1, 3])])
+        with pytest.raises(icefloe.InvalidArgument, match="outside"):
+            assemble([piece([0, 1]), piece([3, 4])])
+        with pytest.raises(icefloe.InvalidArgument, match="do not match"):
+            assemble([piece([0, 1]), Piece(0, 4, None, data, np.array([2], np.uint32))])
+    with pytest.raises(icefloe.InvalidArgument, match="do not match"):
+        assemble([runs([0, 1, 2])])
     # One piece of positions 0..n-1 (a take from one node) is the batch as sent.
     assert assemble([Piece(0, 2, None, data, np.array([0, 1], np.uint32))]) is data
     swapped = assemble([Piece(0, 2, None, data, np.array([1, 0], np.uint32))])
@@ -441,23 +452,3 @@ def test_malformed_pieces_are_rejected():
     # First and last in place, the middle not: still put in order.
     inner = assemble([Piece(0, 4, None, four, np.array([0, 2, 1, 3], np.uint32))])
     assert inner.column("id").to_pylist() == [10, 12, 11, 13]
-    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
-        assemble([piece([0, 1]), piece([1, 3])])
-    with pytest.raises(icefloe.InvalidArgument, match="outside"):
-        assemble([piece([0, 1]), piece([3, 4])])
-    with pytest.raises(icefloe.InvalidArgument, match="do not match"):
-        assemble([piece([0, 1, 2])])
-    # The same with positions row by row (IFP2/IFP5), as window and sample
-    # pieces come: put in place without widening, checked the same way.
-
-    def scattered(positions):
-        return Piece(0, 4, None, data, np.array(positions, np.uint32))
-
-    ok = assemble([scattered([3, 0]), scattered([1, 2])])
-    assert ok.column("id").to_pylist() == [2, 1, 2, 1]
-    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
-        assemble([scattered([0, 1]), scattered([1, 3])])
-    with pytest.raises(icefloe.InvalidArgument, match="outside"):
-        assemble([scattered([0, 1]), scattered([3, 4])])
-    with pytest.raises(icefloe.InvalidArgument, match="do not match"):
-        assemble([scattered([0, 1]), Piece(0, 4, None, data, np.array([2], np.uint32))])

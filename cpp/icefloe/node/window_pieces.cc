@@ -34,17 +34,16 @@ uint64_t SpanRowsLimit(const CachedDataset& dataset) {
 
 // `rows` gathered into their places (rows[i] at output row positions[i], a
 // permutation of [0, rows.size())), in two steps: a copy in storage order
-// (GatherReadOrder),
-// where a window's blocks are runs (one copy of each run per column, many
-// cache misses in flight), then a take within that small, cache-resident
-// copy. Copying row by row straight into place costs a dependent miss per
-// row and column: several times slower on a busy machine.
+// (GatherReadOrder), where a window's blocks are runs (one copy of each run
+// per column, many cache misses in flight), then a take within that small,
+// cache-resident copy. Copying row by row straight into place costs a
+// dependent miss per row and column: several times slower on a busy machine.
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInPlace(
     const CachedDataset& dataset, const std::vector<uint64_t>& rows,
     const std::vector<uint32_t>& positions, arrow::MemoryPool* pool,
     const std::vector<int>& columns) {
   std::vector<uint32_t> order;  // gathered row k is rows[order[k]] (rows[k] when empty)
-  ARROW_ASSIGN_OR_RAISE(auto sorted, dataset.GatherReadOrder(rows, pool, &order, columns));
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, pool, &order, columns));
   std::vector<uint32_t> take(rows.size());  // output row p is gathered row take[p]
   for (uint32_t k = 0; k < take.size(); ++k) take[positions[order.empty() ? k : order[k]]] = k;
   arrow::UInt32Builder indices(pool);
@@ -52,7 +51,7 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInPlace(
   ARROW_ASSIGN_OR_RAISE(auto index_array, indices.Finish());
   arrow::compute::ExecContext ctx(pool);
   ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
-                        arrow::compute::Take(sorted, index_array,
+                        arrow::compute::Take(gathered, index_array,
                                              arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
   return taken.record_batch();
 }
