@@ -181,7 +181,8 @@ def dataloader_floor(batch_size: int, columns: int, items: int = 20000,
         # of a 64-batch chunk into views (icefloe.torch.batches_to_tensors).
         chunk = [torch.zeros(batch_size * 64) for _ in range(columns)]
         for _ in range(items // 64):
-            for _ in zip(*(c.split(batch_size) for c in chunk), strict=True):
+            sizes = [batch_size] * 64
+            for _ in zip(*(c.split_with_sizes(sizes) for c in chunk), strict=True):
                 yield None
 
     return {"dataloader_us": per_item(lambda: DataLoader(Same(), batch_size=None)),

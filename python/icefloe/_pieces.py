@@ -67,9 +67,10 @@ class Piece:
         return self.batch_rows * (self.count - 1) + self.last_rows
 
     def positions(self) -> np.ndarray:
-        """The batch position of each of the piece's rows."""
+        """The batch position of each of the piece's rows: the u32 positions
+        as sent (IFP2/IFP5, no widening copy), or its runs expanded (int64)."""
         if self.scattered is not None:
-            return self.scattered.astype(np.int64)
+            return self.scattered
         assert self.runs is not None
         return run_positions(self.runs)
 
@@ -204,9 +205,7 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     if bases is None:
         pieces.sort(key=Piece.first)
         bases = [0] * len(pieces)
-    # Positions as sent (u32 for scattered rows: no widening copy), with bases.
-    parts = [(p.scattered if p.scattered is not None else p.positions(), base)
-             for p, base in zip(pieces, bases, strict=True)]
+    parts = [(p.positions(), base) for p, base in zip(pieces, bases, strict=True)]
     combined = pa.concat_batches([p.data for p in pieces])
     n = combined.num_rows
     if sum(len(pos) for pos, _ in parts) != n:
@@ -214,8 +213,8 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     if any(len(pos) and int(pos.max()) + base >= n for pos, base in parts):
         raise InvalidArgument("a node sent piece positions outside their batch")
     if all(p.scattered is None for p in pieces):
-        runs = np.concatenate([pos + base for pos, base in parts])
-        if np.all(runs[1:] > runs[:-1]):
+        positions = np.concatenate([pos + base for pos, base in parts])
+        if np.all(positions[1:] > positions[:-1]):
             return combined  # pieces already in position order
     # Row at each position: the inverse of positions, by a scatter (O(n), no
     # sort); a position never written means another was written twice.

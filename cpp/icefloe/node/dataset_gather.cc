@@ -282,10 +282,10 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::GatherReadOrde
   // each): copied in that order they read storage as monotonically as sorted
   // rows do, and the sort (a fifth of a window stream's CPU) is saved.
   constexpr size_t kStretch = 16;
+  if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
   size_t descents = 0;
   for (size_t i = 1; i < rows.size(); ++i) descents += rows[i] < rows[i - 1] ? 1 : 0;
   if (descents * kStretch > rows.size()) return GatherSorted(rows, pool, order, columns);
-  if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
   order->clear();
   GatherPlan plan;
   ARROW_RETURN_NOT_OK(PlanGather(rows, nullptr, /*sorted_output=*/true, &plan));

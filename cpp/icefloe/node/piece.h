@@ -33,8 +33,8 @@ constexpr int64_t kMaxChunkBytes = 8 << 20;
 /// ascending in long stretches keep their order, CachedDataset::
 /// GatherReadOrder), tagged with where each goes: rows[i] fills position
 /// offsets[i] of the batch (or span) that `where` names (its positions are
-/// filled here). The consumer reorders the rows
-/// of all endpoints in one step anyway.
+/// filled here). The consumer reorders the rows of all endpoints in one step
+/// anyway.
 arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
                             arrow::MemoryPool* pool, const std::vector<int>& columns,

@@ -11,13 +11,12 @@ namespace icefloe {
 
 namespace {
 
-// Window-mode batches of one stream gathered together, in *spans*
-// (kWindowSpanRows positions), so that a window's batches read its blocks
-// once and share one gather's fixed costs (plan, one allocation per column)
-// and travel as one message; the consumer then merges, converts and splits a
-// span at a time. Spans are fixed by the plan alone (every endpoint of a
-// consumer cuts the same ones, from batch 0, however its stream started), so
-// a consumer merges the pieces of all endpoints one span at a time.
+// Window-mode batches of one stream gathered together, in spans
+// (kWindowSpanRows, window_pieces.h), so that a window's batches read its
+// blocks once, share one gather's fixed costs (plan, one allocation per
+// column) and travel as one message, and the consumer merges, converts and
+// splits a span at a time. A stream that starts inside a span (a failover)
+// serves the rest of it first.
 
 uint64_t SpanBatches(const PlanParams& params) {
   return std::max<uint64_t>(1, kWindowSpanRows / std::max<uint64_t>(params.batch_size, 1));

@@ -23,9 +23,8 @@ namespace icefloe {
 /// conversion, a message per node) cost 10 % of a window epoch's rate.
 constexpr uint64_t kWindowSpanRows = 64 * 1024;
 
-/// Window mode: the stream's span from `batch` (max(1, kWindowSpanRows /
-/// batch_size) batches cut from batch 0, so every endpoint of a consumer cuts the same
-/// ones), its owned rows gathered in one go. Held whole here, the span goes
+/// Window mode: the stream's span from `batch` (the rest of the span holding
+/// it, see kWindowSpanRows), its owned rows gathered in one go. Held whole here, the span goes
 /// as one chunk (IFP3) in batch order; shared with other endpoints, as one
 /// span piece (IFP4/IFP5) of rows in storage order, which the consumer puts
 /// in place together with the other endpoints' rows in one take. A span of

@@ -137,18 +137,34 @@ arrow::Result<RowsTicket> DecodeRowsBody(std::string_view body) {
   return t;
 }
 
-std::string EncodePieceMetadata(const PieceInfo& piece) {
+namespace {
+
+// Calls fn(offset, length) for each run of the piece's positions: its runs
+// as they are, or the maximal runs of `positions` when given.
+template <typename Fn>
+void ForEachRun(const PieceInfo& piece, Fn&& fn) {
   const std::vector<uint32_t>& given = piece.positions;
+  if (given.empty()) {
+    for (const auto& run : piece.runs) fn(run.offset, run.length);
+    return;
+  }
+  for (size_t i = 0; i < given.size();) {
+    size_t end = i + 1;
+    while (end < given.size() && given[end] == given[end - 1] + 1) ++end;
+    fn(given[i], static_cast<uint32_t>(end - i));
+    i = end;
+  }
+}
+
+}  // namespace
+
+std::string EncodePieceMetadata(const PieceInfo& piece) {
   uint64_t rows = 0;
   uint64_t runs = 0;
-  if (given.empty()) {
-    for (const auto& run : piece.runs) rows += run.length;
-    runs = piece.runs.size();
-  } else {
-    rows = given.size();
-    runs = 1;
-    for (size_t i = 1; i < given.size(); ++i) runs += given[i] != given[i - 1] + 1 ? 1 : 0;
-  }
+  ForEachRun(piece, [&](uint32_t, uint32_t length) {
+    rows += length;
+    ++runs;
+  });
   // Runs take 8 bytes each, positions 4 bytes a row: the smaller one.
   const bool positions = rows < 2 * runs;
   const bool span = piece.count > 1;
@@ -164,32 +180,21 @@ std::string EncodePieceMetadata(const PieceInfo& piece) {
   }
   if (positions) {
     w.U32(static_cast<uint32_t>(rows));
+    const std::vector<uint32_t>& given = piece.positions;
     if (!given.empty() && std::endian::native == std::endian::little) {
-      out.append(reinterpret_cast<const char*>(given.data()), 4 * given.size());
-    } else if (!given.empty()) {
-      for (uint32_t p : given) w.U32(p);
+      out.append(reinterpret_cast<const char*>(given.data()), 4 * given.size());  // as they are
     } else {
-      for (const auto& run : piece.runs) {
-        for (uint32_t k = 0; k < run.length; ++k) w.U32(run.offset + k);
-      }
+      ForEachRun(piece, [&](uint32_t offset, uint32_t length) {
+        for (uint32_t k = 0; k < length; ++k) w.U32(offset + k);
+      });
     }
     return out;
   }
   w.U32(static_cast<uint32_t>(runs));
-  if (given.empty()) {
-    for (const auto& run : piece.runs) {
-      w.U32(run.offset);
-      w.U32(run.length);
-    }
-    return out;
-  }
-  for (size_t i = 0; i < given.size();) {
-    size_t end = i + 1;
-    while (end < given.size() && given[end] == given[end - 1] + 1) ++end;
-    w.U32(given[i]);
-    w.U32(static_cast<uint32_t>(end - i));
-    i = end;
-  }
+  ForEachRun(piece, [&](uint32_t offset, uint32_t length) {
+    w.U32(offset);
+    w.U32(length);
+  });
   return out;
 }
 
