@@ -54,6 +54,15 @@ def _sweep_variants() -> dict[str, tuple[str, dict[str, Any]]]:
     for b in (SWEEP[0], SWEEP[-1]):  # goal 2 without the DataLoader's own per-item cost
         out[f"icefloe none @{b}, no DataLoader"] = ("icefloe", {"shuffle": "none",
                                                                "batch_size": b, "loader": False})
+    # The same machine's reader over loopback TCP: what a reader on another
+    # machine gets (the figures above map the nodes' shared memory where they may).
+    for b in (PEER_BATCH, SWEEP[0]):
+        out[f"icefloe none @{b}, TCP"] = ("icefloe", {"shuffle": "none", "batch_size": b,
+                                                      "share_memory": False})
+    for b in (SWEEP[0], SWEEP[-1]):
+        out[f"icefloe none @{b}, TCP, no DataLoader"] = (
+            "icefloe", {"shuffle": "none", "batch_size": b, "loader": False,
+                        "share_memory": False})
     return out
 
 
@@ -288,8 +297,14 @@ def _report(cfg: common.Config, desc: dict[str, Any], got: dict[str, list[dict[s
                       ratio(none_p, f"Lance @{P}"), skipped.get("Lance", "")),
         common.target("icefloe none / Lance local scan, batch 1024", ">", 1,
                       ratio("icefloe none @1024", "Lance @1024"), skipped.get("Lance", "")),
+        common.target(f"icefloe none over loopback TCP / Lance local scan, batch {P}", ">=", 1.5,
+                      ratio(f"{none_p}, TCP", f"Lance @{P}"), skipped.get("Lance", "")),
+        common.target("icefloe none over loopback TCP / Lance local scan, batch 1024", ">", 1,
+                      ratio("icefloe none @1024, TCP", "Lance @1024"), skipped.get("Lance", "")),
         common.target(f"default (window) shuffle / none, batch {P}", ">=", 0.9,
                       ratio(f"icefloe window @{P}", none_p)),
+        common.target(f"default (window) shuffle / none over loopback TCP, batch {P}", ">=", 0.9,
+                      ratio(f"icefloe window @{P}", f"{none_p}, TCP")),
         # Goal 1's "the default shuffle within 10 % of it" read the other way:
         # of the Lance scan named just before it.
         common.target(f"default (window) shuffle / Lance local scan, batch {P}", ">=", 0.9,
@@ -303,6 +318,10 @@ def _report(cfg: common.Config, desc: dict[str, Any], got: dict[str, list[dict[s
                       "CacheDataset directly (as every other reader here)", ">=", 0.8,
                       ratio("icefloe none @1024, no DataLoader",
                             "icefloe none @65536, no DataLoader")),
+        common.target("icefloe none over loopback TCP: throughput at batch 1024 / at batch "
+                      "65536, iterating CacheDataset directly", ">=", 0.8,
+                      ratio("icefloe none @1024, TCP, no DataLoader",
+                            "icefloe none @65536, TCP, no DataLoader")),
         common.target("icefloe none: throughput at batch 1024 / at batch 65536, through "
                       "DataLoader(batch_size=None)", "report", 0,
                       ratio("icefloe none @1024", "icefloe none @65536"), dl_note),
@@ -315,6 +334,11 @@ def _report(cfg: common.Config, desc: dict[str, Any], got: dict[str, list[dict[s
                       f"none, batch {P}", "<=", 0.5, cpu_per_gb,
                       f"training process {cpu_client[none_p]:.2f}, nodes and head "
                       f"{cpu_server[none_p]:.2f}"),
+        common.target(f"CPU-seconds per GB into tensors, nodes + head + training process, "
+                      f"none over loopback TCP, batch {P}", "<=", 0.5,
+                      cpu_client[f"{none_p}, TCP"] + cpu_server[f"{none_p}, TCP"],
+                      f"training process {cpu_client[f'{none_p}, TCP']:.2f}, nodes and head "
+                      f"{cpu_server[f'{none_p}, TCP']:.2f}"),
     ]
     ceiling = 2 / (cpu_client["icefloe block"] + cpu_server["icefloe block"])
     labels = list(got)

@@ -44,15 +44,18 @@ def _parquet(paths: list[str], batch_size: int, columns: list[str] | None,
 
 
 def _icefloe(head: str, dataset: str, batch_size: int, shuffle: str, seed: int = 0,
-             epoch: int = 0, loader: bool = True, **plan: Any) -> Iterator[dict[str, Any]]:
+             epoch: int = 0, loader: bool = True, share_memory: bool = True,
+             **plan: Any) -> Iterator[dict[str, Any]]:
     """icefloe's PyTorch dataset, one process: through DataLoader(num_workers=0),
-    or with ``loader=False`` iterated directly, as every other reader here is."""
+    or with ``loader=False`` iterated directly, as every other reader here is;
+    ``share_memory=False``: over loopback TCP even where the nodes share
+    their memory (as a reader on another machine would read)."""
     from torch.utils.data import DataLoader
 
     from icefloe.torch import CacheDataset
 
     ds = CacheDataset(head, dataset, batch_size=batch_size, shuffle=shuffle, seed=seed,
-                      drop_last=False, **plan)
+                      drop_last=False, client_options={"share_memory": share_memory}, **plan)
     ds.set_epoch(epoch)
     yield from DataLoader(ds, batch_size=None, num_workers=0) if loader else ds
 
@@ -108,7 +111,8 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
         plan = {k: a[k] for k in ("block_rows", "window_blocks") if a.get(k) is not None}
         return _icefloe(a["head"], a["dataset"], a["batch_size"], a.get("shuffle", "none"),
                         seed=a.get("seed", 0), epoch=a.get("epoch", 0),
-                        loader=a.get("loader", True), **plan)
+                        loader=a.get("loader", True), share_memory=a.get("share_memory", True),
+                        **plan)
     if kind == "parquet-s3":
         return _parquet(a["paths"], a["batch_size"], a.get("columns"), a["endpoint"])
     if kind == "parquet-local":

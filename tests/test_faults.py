@@ -122,7 +122,9 @@ def test_chunked_epoch_survives_a_node_kill_exactly(rep2, caplog):
     # Shuffle none at 1024 rows: nodes send dozens of whole batches a message
     # (IFP3 chunks); the kill lands after 4 batches of the first one.
     plan = {"shuffle": "none", "drop_last": False}
-    with rep2.client() as client:
+    # Over the wire: by reference, the whole epoch's (small) messages may
+    # have arrived before the kill, and nothing breaks.
+    with rep2.client(share_memory=False) as client:
         victim = _streaming_node(rep2, **plan)
         with caplog.at_level(logging.WARNING, logger="icefloe"):
             batches = client.iter_epoch("t", batch_size=1024, **plan)
@@ -164,7 +166,9 @@ def test_cache_dataset_with_workers_survives_a_node_kill_exactly(rep2):
 def test_rep1_kill_names_node_and_dataset(tmp_path, table):
     with _cluster(tmp_path, table, 1, 1) as cluster:
         uri = cluster.node_uris[0]
-        with cluster.client(failover_timeout_s=2.0) as client:
+        # Over the wire: a reader of shared memory may have been sent the
+        # whole epoch's (small) messages before the kill and read on.
+        with cluster.client(failover_timeout_s=2.0, share_memory=False) as client:
             batches = client.iter_epoch("t", batch_size=BATCH, shuffle="none")
             with pytest.raises(icefloe.DataUnavailable) as err:
                 _read_killing(batches, cluster, 0)

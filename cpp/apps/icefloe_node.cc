@@ -29,6 +29,7 @@ struct Flags {
   int64_t max_loads = 2;
   int64_t staged_lease_ms = 30'000;
   bool kubeflow = false;  // started as `worker`
+  bool share_memory = false;
   std::string head;
   std::string parquet;
   std::string name = "default";
@@ -86,6 +87,7 @@ arrow::Status Run(const Flags& flags) {
   }
   options.io.s3 = iceberg::S3SettingsFromEnv();
   options.default_dataset = flags.default_dataset;
+  options.share_memory = flags.share_memory;
   NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
@@ -145,6 +147,9 @@ int main(int argc, char** argv) {
                "Most Arrow bytes this node may hold, e.g. 8GiB (default: unlimited).",
                "ICEFLOE_MEMORY_LIMIT");
   parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
+  parser.Bool("share-memory", &flags.share_memory,
+              "Hold each dataset in a sealed memory file that readers on this host, running "
+              "as this user, map instead of streaming it (docs/protocol.md).");
   parser.Int("max-loads", &flags.max_loads, "Dataset loads that may run at once.");
   parser.Int("staged-lease-ms", &flags.staged_lease_ms,
              "Drop a load the head stopped following (no node.load_status) after this long.");

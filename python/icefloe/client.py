@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from . import _malloc, _stall
+from . import _malloc, _shared, _stall
 from ._failover import Recovery, is_break, named, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, encode
+from ._shared import is_local
 from ._slice_map import SliceMaps, check_range, row_ids
 from .errors import (
     Busy,
@@ -95,6 +96,11 @@ class Client:
     rows; calls to the head are retried while it is Unavailable for at most
     ``head_retry_s``.
 
+    Epochs from a node on this host that shares its memory (``icefloe-node
+    --share-memory``, as :class:`icefloe.LocalCluster` starts them) map its
+    rows instead of streaming them, where this process may (same user and
+    process namespace); ``share_memory=False`` streams them always.
+
     :meth:`take` asks nodes directly using a cached slice map per dataset,
     fetched again when a node calls it stale, after a break, after this
     client's own load or evict of the dataset, and at the latest
@@ -115,6 +121,7 @@ class Client:
         head_retry_s: float = 30.0,
         stream_timeout_s: float = 600.0,
         slice_map_ttl_s: float = 10.0,
+        share_memory: bool = True,
     ) -> None:
         if failover_timeout_s < 0 or failover_attempts < 1 or head_retry_s < 0 or \
                 stream_timeout_s <= 0 or slice_map_ttl_s < 0:
@@ -126,6 +133,8 @@ class Client:
         self.failover_attempts = failover_attempts
         self.head_retry_s = head_retry_s
         self.stream_timeout_s = stream_timeout_s
+        self.share_memory = share_memory
+        self._unshared: set[str] = set()  # nodes whose shared files this process cannot map
         self._parallelism = max(1, read_parallelism)
         self._headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
         self._connect_kwargs: dict[str, Any] = {}
@@ -272,20 +281,22 @@ class Client:
         return self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
 
     def _failover(self, endpoint: flight.FlightEndpoint,
-                  use: Callable[[flight.FlightStreamReader, str], T], dataset: str = "") -> T:
+                  use: Callable[[flight.FlightStreamReader, str], T], dataset: str = "",
+                  shared: bool = False) -> T:
         """``use(reader, location)`` applied to a DoGet of the endpoint's
         ticket on its first location that answers: replicas are tried in
         order while a node's connection fails (also in the middle of ``use``);
         when all fail, :class:`StreamBroken` names them; any other error,
-        mapped and naming the dataset and node, is raised at once."""
+        mapped and naming the dataset and node, is raised at once. With
+        ``shared`` (a plan stream), a node on this host is asked for the
+        stream by reference to its shared memory (icefloe._shared)."""
         tried: list[str] = []
         last_error: BaseException | None = None
         for location in endpoint.locations:
             uri = location.uri.decode()
             try:
                 try:
-                    reader = track(self.node(uri).do_get(
-                        endpoint.ticket, options=self.call_options(self.stream_timeout_s)))
+                    reader = track(self._do_get(endpoint.ticket, uri, shared))
                     return use(reader, uri)
                 except Exception as exc:  # noqa: BLE001 - re-raised mapped
                     raise map_error(exc) from exc
@@ -359,7 +370,25 @@ class Client:
                          dataset: str) -> Callable[[], Any]:
         """Opens the endpoint's stream on first use, failing over to replicas;
         returns (reader, the node's location)."""
-        return lambda: self._failover(endpoint, lambda reader, uri: (reader, uri), dataset)
+        return lambda: self._failover(endpoint, lambda reader, uri: (reader, uri), dataset,
+                                      shared=True)
+
+    def _do_get(self, ticket: flight.Ticket, uri: str, shared: bool) -> Any:
+        """A DoGet of ``ticket`` on node ``uri``; with ``shared``, by reference
+        to the node's shared memory where it offers it and this process can
+        map it (a :class:`icefloe._shared.SharedReader`), else as sent."""
+        shared = shared and self.share_memory and uri not in self._unshared and is_local(uri)
+        headers = self._headers + [_shared.HEADER] if shared else self._headers
+        options = flight.FlightCallOptions(timeout=self.stream_timeout_s, headers=headers)
+        reader = self.node(uri).do_get(ticket, options=options)
+        if not shared:
+            return reader
+        try:
+            return _shared.shared_reader(reader)
+        except _shared.Unshareable:
+            reader.cancel()
+            self._unshared.add(uri)  # this node's files are not mappable from here
+            return self._do_get(ticket, uri, shared=False)
 
     def kubeflow_shard(self, index: int, total: int) -> flight.FlightInfo:
         """The endpoints of Kubeflow shard ``index`` of ``total`` of the head's

@@ -40,7 +40,9 @@ class LocalCluster:
     the nodes accept node actions only signed. ``token`` turns on client authentication (every call
     needs it); ``tls=True`` serves grpc+tls with a self-signed certificate
     (``tls_root_certs`` is its PEM path). ``env`` adds environment variables
-    for the servers (e.g. S3 endpoint settings).
+    for the servers (e.g. S3 endpoint settings). The nodes share their
+    memory with readers on this host (``--share-memory``; readers map the
+    rows instead of streaming them) unless ``share_memory=False``.
     """
 
     def __init__(
@@ -57,11 +59,13 @@ class LocalCluster:
         log_dir: str | Path | None = None,
         keep_logs: bool = False,
         ready_timeout_s: float = 60.0,
+        share_memory: bool = True,
     ) -> None:
         if num_nodes < 1:
             raise ValueError("num_nodes must be at least 1")
         self.num_nodes = num_nodes
         self.memory_limit = memory_limit
+        self.share_memory = share_memory
         self.token = token
         self.tls = tls
         self._env = {**os.environ, **(env or {})}
@@ -131,6 +135,8 @@ class LocalCluster:
                 "--head", self.head_uri, *self._security_args]
         if self.memory_limit:
             argv += ["--memory-limit", str(self.memory_limit)]
+        if self.share_memory:
+            argv.append("--share-memory")
         node = ServerProcess(name=f"node-{i}", argv=argv + self._node_args[i],
                              log_path=self.log_dir / f"node-{i}.log", env=self._env)
         return node.start(self._timeout_s)

@@ -157,6 +157,12 @@ const CachedBatch* CachedDataset::BatchHolding(uint64_t row) const {
   return i == batches_.size() ? nullptr : &batches_[i];
 }
 
+int64_t CachedDataset::LocalRow(uint64_t row) const {
+  const size_t i = BatchOf(row);
+  if (i == batches_.size()) return -1;
+  return local_starts_[i] + static_cast<int64_t>(row - batches_[i].global_start);
+}
+
 std::vector<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Slice(RowRange range) const {
   std::vector<std::shared_ptr<arrow::RecordBatch>> out;
   for (auto it = FirstEndingAfter(batches_, range.start);

@@ -21,7 +21,8 @@
 
 namespace icefloe {
 
-struct GatherPlan;  // dataset.cc
+struct GatherPlan;   // dataset.cc
+class SharedExport;  // shared_export.h
 
 struct CachedBatch {
   uint64_t global_start = 0;  ///< Global row id of the batch's first row.
@@ -53,6 +54,15 @@ class CachedDataset {
   const std::vector<CachedBatch>& batches() const { return batches_; }
   /// The cached batch holding global row `row`, or null when this copy holds none.
   const CachedBatch* BatchHolding(uint64_t row) const;
+  /// Held global row `row`'s index among the held rows (batch after batch):
+  /// its row in a shared export. -1 when this copy does not hold it.
+  int64_t LocalRow(uint64_t row) const;
+
+  /// The sealed memory file this copy's batches are views of, when the node
+  /// shares it with same-host readers (shared_export.h); else null.
+  const std::shared_ptr<const SharedExport>& shared() const { return shared_; }
+  /// Sets shared(): once, before the copy is published (ExportShared).
+  void AttachShared(std::shared_ptr<const SharedExport> shared) { shared_ = std::move(shared); }
 
   /// The rows this node holds within global [range.start, range.stop), in
   /// ascending global order, as zero-copy slices of cached batches. Rows of the
@@ -122,6 +132,7 @@ class CachedDataset {
   int index_bits_ = 0;
   std::vector<uint32_t> bucket_first_;
   std::shared_ptr<arrow::Table> table_;  // the batches as one table, for gathers
+  std::shared_ptr<const SharedExport> shared_;
   int64_t num_rows_ = 0;
   int64_t nbytes_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/node/node_server.h"
+#include "icefloe/node/shared_export.h"
 
 namespace icefloe {
 
@@ -124,6 +125,17 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
                         base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
                              : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
                                                    std::move(batches), staged.pool));
+  if (options_.share_memory) {
+    // The copy as views of a sealed memory file for same-host readers; on
+    // failure (memory, dictionaries the IPC file format cannot hold) the
+    // private copy is published and every reader streams it.
+    auto shared = ExportShared(*ds, budget_);
+    if (shared.ok()) {
+      ds = std::move(*shared);
+    } else {
+      LogWarn("not shared", {{"dataset", commit.dataset}, {"error", shared.status().ToString()}});
+    }
+  }
   std::shared_ptr<const CachedDataset> published = ds;
   if (base) {
     MutexLock lock(&mu_);

@@ -51,7 +51,15 @@ struct NodeOptions {
   /// Without a cluster secret: accept node actions from this host's addresses
   /// only (a Kubeflow worker's leader). Empty: refuse them all.
   std::string trusted_head_host;
+  /// Lay each published copy out in a sealed memfd that same-host readers
+  /// map (shared_export.h), and serve plan streams by reference to readers
+  /// that ask (header kSharedHeader).
+  bool share_memory = false;
 };
+
+/// DoGet call header by which a same-host reader asks for a plan stream by
+/// reference; the stream's schema tells whether it got one (SharedSchema).
+inline constexpr const char* kSharedHeader = "icefloe-shared";
 
 class NodeServer : public arrow::flight::FlightServerBase {
  public:
@@ -92,7 +100,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
                             std::vector<arrow::flight::ActionType>* actions) override;
 
  private:
-  arrow::Status ServeTicket(const arrow::flight::Ticket& request,
+  arrow::Status ServeTicket(const arrow::flight::Ticket& request, bool wants_shared,
                             std::unique_ptr<arrow::flight::FlightDataStream>* stream);
   std::unique_ptr<StreamMeter> Meter(StreamKind kind) const;
   // node_actions.cc

@@ -16,13 +16,31 @@
 
 namespace icefloe {
 
-/// One message of a stream: a record batch and where its rows go.
+/// One message of a stream: a record batch (or, for a reader of a shared
+/// export, where its rows lie) and where its rows go.
 struct Piece {
-  std::shared_ptr<arrow::RecordBatch> batch;
+  std::shared_ptr<arrow::RecordBatch> batch;  // null: by reference, `source`
   PieceInfo info;
-  bool gathered = false;           // rows copied from scattered places (for metrics)
-  std::optional<ChunkInfo> chunk;  // set: whole batches (IFP3), `info` unused
+  bool gathered = false;            // rows copied from scattered places (for metrics)
+  std::optional<ChunkInfo> chunk;   // set: whole batches (IFP3), `info` unused
+  uint64_t first_row = 0;           // a slice of cached rows (not gathered): its first row's id
+  std::vector<SourceRun> source{};  // by reference: the rows, as runs of the export's rows
+
+  int64_t num_rows() const;
 };
+
+/// How a stream's producers hand rows on: copied into messages from `pool`,
+/// or, for a same-host reader of the dataset's shared export, by reference
+/// (pieces name rows of the export; nothing is copied).
+struct PieceTarget {
+  arrow::MemoryPool* pool = nullptr;
+  bool by_reference = false;
+};
+
+/// `rows` as runs of the dataset's local rows (its shared export's), in
+/// order. KeyError naming a row the dataset does not hold.
+arrow::Result<std::vector<SourceRun>> SourceRuns(const CachedDataset& dataset,
+                                                 const std::vector<uint64_t>& rows);
 
 // Bytes of the Arrow buffers one message may reference (a chunk, a span's
 // gather), so a reader's receive buffers stay small.
@@ -35,9 +53,10 @@ constexpr int64_t kMaxChunkBytes = 8 << 20;
 /// offsets[i] of the batch (or span) that `where` names (its positions are
 /// filled here). The consumer reorders the rows of all endpoints in one step
 /// anyway.
+/// By reference (`target`), the piece names `rows` in their own order instead.
 arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
-                            arrow::MemoryPool* pool, const std::vector<int>& columns,
+                            PieceTarget target, const std::vector<int>& columns,
                             std::deque<Piece>* out);
 
 }  // namespace icefloe

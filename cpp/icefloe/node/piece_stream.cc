@@ -11,8 +11,12 @@
 #include <arrow/record_batch.h>
 #include <arrow/type.h>
 #include <arrow/util/byte_size.h>
+#include <arrow/util/key_value_metadata.h>
+
+#include <unistd.h>
 
 #include "icefloe/node/piece.h"
+#include "icefloe/node/shared_export.h"
 #include "icefloe/node/window_pieces.h"
 
 namespace icefloe {
@@ -34,15 +38,18 @@ class PieceStream : public flight::FlightDataStream {
  public:
   using Producer = std::function<arrow::Result<bool>(std::deque<Piece>*)>;
 
+  // `schema`: what the stream's messages hold (SharedSchema's: none of the
+  // dataset's columns, for a stream by reference).
   PieceStream(std::shared_ptr<const CachedDataset> dataset, std::shared_ptr<arrow::Schema> schema,
               std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next,
-              std::unique_ptr<StreamMeter> meter)
+              std::unique_ptr<StreamMeter> meter, bool by_reference = false)
       : gather_pool_(std::move(gather_pool)),
         dataset_(std::move(dataset)),
         schema_(std::move(schema)),
         next_(std::move(next)),
         mapper_(*schema_),
-        meter_(std::move(meter)) {}
+        meter_(std::move(meter)),
+        by_reference_(by_reference) {}
 
   std::shared_ptr<arrow::Schema> schema() override { return schema_; }
 
@@ -68,6 +75,20 @@ class PieceStream : public flight::FlightDataStream {
   arrow::ipc::IpcWriteOptions options_ = arrow::ipc::IpcWriteOptions::Defaults();
   std::deque<Piece> pending_;
   std::unique_ptr<StreamMeter> meter_;  // null: not metered (unit tests)
+  const bool by_reference_;
+
+  // A piece by reference as a message: no columns, its rows' runs in the
+  // export before its own metadata (EncodeSourcePrefix).
+  arrow::Result<Piece> AsReference(Piece piece) const {
+    if (piece.batch != nullptr) {  // a slice of cached rows: one run
+      const int64_t local = dataset_->LocalRow(piece.first_row);
+      if (local < 0) return arrow::Status::UnknownError("slice of rows this node does not hold");
+      piece.source = {{static_cast<uint64_t>(local), static_cast<uint32_t>(piece.num_rows())}};
+    }
+    piece.batch = arrow::RecordBatch::Make(schema_, piece.num_rows(),
+                                           std::vector<std::shared_ptr<arrow::Array>>{});
+    return piece;
+  }
 
   arrow::Result<flight::FlightPayload> NextPayload() {
     const auto started = std::chrono::steady_clock::now();
@@ -77,13 +98,18 @@ class PieceStream : public flight::FlightDataStream {
     }
     Piece piece = std::move(pending_.front());
     pending_.pop_front();
+    if (by_reference_) {
+      ARROW_ASSIGN_OR_RAISE(piece, AsReference(std::move(piece)));
+    }
     flight::FlightPayload payload;
     ARROW_RETURN_NOT_OK(
         arrow::ipc::GetRecordBatchPayload(*piece.batch, options_, &payload.ipc_message));
-    payload.app_metadata = arrow::Buffer::FromString(piece.chunk ? EncodeChunkMetadata(*piece.chunk)
-                                                                 : EncodePieceMetadata(piece.info));
+    std::string metadata =
+        piece.chunk ? EncodeChunkMetadata(*piece.chunk) : EncodePieceMetadata(piece.info);
+    if (by_reference_) metadata = EncodeSourcePrefix(piece.source) + metadata;
+    payload.app_metadata = arrow::Buffer::FromString(std::move(metadata));
     if (meter_) {
-      meter_->Batch(piece.batch->num_rows(), payload.ipc_message.body_length,
+      meter_->Batch(piece.num_rows(), payload.ipc_message.body_length,
                     std::chrono::steady_clock::now() - started, piece.gathered);
     }
     return payload;
@@ -94,7 +120,7 @@ class PieceStream : public flight::FlightDataStream {
 // owned ranges are gathered into one piece, read sorted (window batches:
 // WindowSpanPieces).
 arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ticket,
-                              uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                              uint64_t batch, PlanCache* cache, PieceTarget target,
                               const std::vector<int>& columns, std::deque<Piece>* out) {
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   std::vector<uint64_t> mine;
@@ -102,7 +128,7 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, batch, ticket.owned, cache, &mine, &offsets));
   if (mine.empty()) return arrow::Status::OK();
   const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
-  return GatheredPiece(dataset, {batch, batch_rows, {}}, mine, offsets, pool, columns, out);
+  return GatheredPiece(dataset, {batch, batch_rows, {}}, mine, offsets, target, columns, out);
 }
 
 // Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
@@ -155,17 +181,17 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
     stop = first.start + uint64_t{chunk.count} * chunk.batch_rows;
   }
   if (chunk.count < 2) return 0;
-  out->push_back({std::move(slice), {}, /*gathered=*/false, chunk});
+  out->push_back({std::move(slice), {}, /*gathered=*/false, chunk, first.start});
   return chunk.count;
 }
 
 // The pieces of one consumer batch that fall in the owned ranges.
 arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket, uint64_t batch,
-                          PlanCache* cache, arrow::MemoryPool* gather_pool,
-                          const std::vector<int>& columns, std::deque<Piece>* out) {
+                          PlanCache* cache, PieceTarget target, const std::vector<int>& columns,
+                          std::deque<Piece>* out) {
   const ShuffleMode mode = ticket.params.order.mode;
   if (mode == ShuffleMode::kSample) {
-    return ScatteredPieces(dataset, ticket, batch, cache, gather_pool, columns, out);
+    return ScatteredPieces(dataset, ticket, batch, cache, target, columns, out);
   }
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   uint64_t rows_in_batch = 0;
@@ -196,14 +222,19 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
                                        dataset.name(), "' are not all held by this node");
       }
       uint32_t piece_offset = s.offset;
+      uint64_t first_row = s.rows.start;
       for (auto& slice : dataset.Slice(s.rows)) {
         uint32_t n = static_cast<uint32_t>(slice->num_rows());
         if (!columns.empty()) {
           ARROW_ASSIGN_OR_RAISE(slice, slice->SelectColumns(columns));
         }
-        out->push_back(
-            {std::move(slice), {batch, batch_rows, {{piece_offset, n}}}, false, std::nullopt});
+        out->push_back({std::move(slice),
+                        {batch, batch_rows, {{piece_offset, n}}},
+                        false,
+                        std::nullopt,
+                        first_row});
         piece_offset += n;
+        first_row += n;
       }
     }
     return arrow::Status::OK();
@@ -216,18 +247,61 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       offsets.push_back(static_cast<uint32_t>(s.offset + (r - s.rows.start)));
     }
   }
-  return GatheredPiece(dataset, {batch, batch_rows, {}}, rows, offsets, gather_pool, columns, out);
+  return GatheredPiece(dataset, {batch, batch_rows, {}}, rows, offsets, target, columns, out);
 }
 
 }  // namespace
 
+int64_t Piece::num_rows() const {
+  if (batch != nullptr) return batch->num_rows();
+  int64_t n = 0;
+  for (const auto& run : source) n += run.length;
+  return n;
+}
+
+arrow::Result<std::vector<SourceRun>> SourceRuns(const CachedDataset& dataset,
+                                                 const std::vector<uint64_t>& rows) {
+  std::vector<SourceRun> runs;
+  uint64_t last = 0, batch_stop = 0;  // the previous row, and the end of its cached batch
+  for (uint64_t row : rows) {
+    if (!runs.empty() && row == last + 1 && row < batch_stop && runs.back().length < UINT32_MAX) {
+      ++runs.back().length;  // the next row of the same cached batch: no lookup
+      last = row;
+      continue;
+    }
+    const CachedBatch* holder = dataset.BatchHolding(row);
+    batch_stop = holder != nullptr ? holder->global_stop() : 0;
+    last = row;
+    const int64_t local = dataset.LocalRow(row);
+    if (local < 0) {
+      return arrow::Status::KeyError("row ", row, " of dataset '", dataset.name(),
+                                     "' is not held by this node");
+    }
+    const auto at = static_cast<uint64_t>(local);
+    if (!runs.empty() && runs.back().start + runs.back().length == at &&
+        runs.back().length < UINT32_MAX) {
+      ++runs.back().length;
+    } else {
+      runs.push_back({at, 1});
+    }
+  }
+  return runs;
+}
+
 arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
-                            arrow::MemoryPool* pool, const std::vector<int>& columns,
+                            PieceTarget target, const std::vector<int>& columns,
                             std::deque<Piece>* out) {
-  std::vector<uint32_t> order;
-  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, pool, &order, columns));
   where.runs.clear();
+  if (target.by_reference) {
+    Piece piece{nullptr, std::move(where), /*gathered=*/true, std::nullopt};
+    ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, rows));
+    piece.info.positions = offsets;
+    out->push_back(std::move(piece));
+    return arrow::Status::OK();
+  }
+  std::vector<uint32_t> order;
+  ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, target.pool, &order, columns));
   if (order.empty()) {  // rows kept their own order
     where.positions = offsets;
   } else {
@@ -253,11 +327,29 @@ arrow::Result<std::shared_ptr<arrow::Schema>> ProjectedSchema(const CachedDatase
   return arrow::schema(std::move(fields), dataset.schema()->metadata());
 }
 
+arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& dataset,
+                                                           const std::vector<int>& columns) {
+  const SharedExport* shared = dataset.shared().get();
+  if (shared == nullptr) {
+    return arrow::Status::Invalid("dataset '", dataset.name(), "' is not shared on this node");
+  }
+  ARROW_RETURN_NOT_OK(ProjectedSchema(dataset, columns).status());  // checks the indices
+  std::string projection;
+  for (int c : columns) projection += (projection.empty() ? "" : ",") + std::to_string(c);
+  auto metadata = arrow::key_value_metadata(
+      {"icefloe.shared.pid", "icefloe.shared.fd", "icefloe.shared.inode", "icefloe.shared.size",
+       "icefloe.shared.columns"},
+      {std::to_string(getpid()), std::to_string(shared->fd()), std::to_string(shared->inode()),
+       std::to_string(shared->size()), projection});
+  return arrow::schema(arrow::FieldVector{}, std::move(metadata));
+}
+
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
-    std::vector<int> columns) {
-  ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
+    std::vector<int> columns, bool by_reference) {
+  ARROW_ASSIGN_OR_RAISE(auto schema, by_reference ? SharedSchema(*dataset, columns)
+                                                  : ProjectedSchema(*dataset, columns));
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
   if (ticket.batch_end > shape.worker_batches) {
     return arrow::Status::Invalid("plan ticket asks for batches up to ", ticket.batch_end,
@@ -269,14 +361,15 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   auto next_batch = std::make_shared<uint64_t>(ticket.batch_begin);
   auto cache = std::make_shared<PlanCache>();  // the stream's consecutive batches share windows
   const CachedDataset* ds = dataset.get();
-  arrow::MemoryPool* pool = gather_pool.get();
-  auto producer = [ds, pool, ticket = std::move(ticket), next_batch, cache,
+  const PieceTarget target{gather_pool.get(), by_reference};
+  if (by_reference) columns.clear();  // the reader projects what it maps
+  auto producer = [ds, target, ticket = std::move(ticket), next_batch, cache,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
     uint64_t chunked = 0;
     if (ticket.params.order.mode == ShuffleMode::kWindow) {
       ARROW_ASSIGN_OR_RAISE(
-          chunked, WindowSpanPieces(*ds, ticket, *next_batch, cache.get(), pool, columns, out));
+          chunked, WindowSpanPieces(*ds, ticket, *next_batch, cache.get(), target, columns, out));
     } else {
       ARROW_ASSIGN_OR_RAISE(chunked, ChunkPiece(*ds, ticket, *next_batch, columns, out));
     }
@@ -284,12 +377,13 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
       *next_batch += chunked;
       return true;
     }
-    ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), pool, columns, out));
+    ARROW_RETURN_NOT_OK(
+        BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), target, columns, out));
     return true;
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),
                                        std::move(gather_pool), std::move(producer),
-                                       std::move(meter));
+                                       std::move(meter), by_reference);
 }
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
@@ -299,8 +393,8 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
   ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   auto next = std::make_shared<size_t>(0);
   const CachedDataset* ds = dataset.get();
-  arrow::MemoryPool* pool = gather_pool.get();
-  auto producer = [ds, pool, ticket = std::move(ticket), next,
+  const PieceTarget target{gather_pool.get(), false};
+  auto producer = [ds, target, ticket = std::move(ticket), next,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next >= ticket.rows.size()) return false;
     size_t end = std::min(ticket.rows.size(), *next + kRowsPerPiece);
@@ -309,7 +403,7 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     std::vector<uint64_t> rows(ticket.rows.begin() + from, ticket.rows.begin() + to);
     std::vector<uint32_t> offsets(ticket.positions.begin() + from, ticket.positions.begin() + to);
     ARROW_RETURN_NOT_OK(
-        GatheredPiece(*ds, {0, ticket.total, {}}, rows, offsets, pool, columns, out));
+        GatheredPiece(*ds, {0, ticket.total, {}}, rows, offsets, target, columns, out));
     *next = end;
     return true;
   };

@@ -29,10 +29,22 @@ namespace icefloe {
 /// `columns` (indices into the dataset's schema, checked by the caller;
 /// empty: all) projects the stream: its schema and every batch hold only
 /// those columns, in that order; slices select them, gathers copy only them.
+/// `by_reference` (the dataset must have a shared export): the stream for a
+/// same-host reader that maps the export; its schema is SharedSchema's and
+/// its messages name their rows in the export (EncodeSourcePrefix) instead
+/// of holding them.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
-    std::vector<int> columns = {});
+    std::vector<int> columns = {}, bool by_reference = false);
+
+/// A by-reference stream's schema: no fields; metadata naming the export
+/// (icefloe.shared.pid, .fd, .inode, .size: open /proc/<pid>/fd/<fd>, check
+/// that its inode is `inode`, map `size` bytes, read it as an IPC file) and
+/// the projection (icefloe.shared.columns: comma-separated indices into the
+/// export's schema, empty for all).
+arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& dataset,
+                                                           const std::vector<int>& columns);
 
 /// The stream for a row ticket: the requested rows, gathered, in chunks.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(

@@ -2,10 +2,15 @@
 // fit fails with OutOfMemory for that stream alone; the memory returns when
 // the gathered piece is gone.
 #include "icefloe/node/piece_stream.h"
+#include "icefloe/node/shared_export.h"
 #include "icefloe/node/window_pieces.h"
 
 #include <algorithm>
 #include <map>
+#include <tuple>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <arrow/array/builder_binary.h>
 #include <arrow/array/builder_primitive.h>
@@ -132,11 +137,25 @@ struct Message {
   std::vector<int64_t> ids;
 };
 
-std::vector<Message> ReadAll(std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket) {
+// Ids of a dataset's rows in local order (its shared export's rows).
+std::vector<int64_t> LocalIds(const CachedDataset& dataset) {
+  std::vector<int64_t> ids;
+  for (const auto& b : dataset.batches()) {
+    const auto& column = static_cast<const arrow::Int64Array&>(*b.batch->column(0));
+    for (int64_t r = 0; r < column.length(); ++r) ids.push_back(column.Value(r));
+  }
+  return ids;
+}
+
+// `by_reference`: the stream for a reader of the dataset's shared export,
+// each message's ids looked up from the runs it names.
+std::vector<Message> ReadAll(std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
+                             bool by_reference = false) {
   auto pool = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "gathers");
-  auto schema = dataset->schema();
-  auto stream = MakePlanStream(std::move(dataset), std::move(ticket), pool);
+  const std::vector<int64_t> local_ids = by_reference ? LocalIds(*dataset) : std::vector<int64_t>{};
+  auto stream = MakePlanStream(dataset, std::move(ticket), pool, nullptr, {}, by_reference);
   EXPECT_TRUE(stream.ok()) << stream.status().ToString();
+  auto schema = (*stream)->schema();
   std::vector<Message> out;
   for (int i = 0; i < 10000; ++i) {  // bounded: tests send far fewer
     auto payload = (*stream)->Next();
@@ -153,8 +172,23 @@ std::vector<Message> ReadAll(std::shared_ptr<const CachedDataset> dataset, PlanT
     auto batch = *arrow::ipc::ReadRecordBatch(*message, schema, nullptr,
                                               arrow::ipc::IpcReadOptions::Defaults());
     Message m{payload->app_metadata->ToString(), {}};
-    const auto& ids = static_cast<const arrow::Int64Array&>(*batch->column(0));
-    for (int64_t r = 0; r < ids.length(); ++r) m.ids.push_back(ids.Value(r));
+    if (by_reference) {
+      EXPECT_EQ(batch->num_columns(), 0);
+      std::string_view rest;
+      auto runs = DecodeSourcePrefix(m.metadata, &rest);
+      EXPECT_TRUE(runs.ok()) << runs.status().ToString();
+      if (!runs.ok()) break;
+      for (const auto& run : *runs) {
+        for (uint64_t k = run.start; k < run.start + run.length && k < local_ids.size(); ++k) {
+          m.ids.push_back(local_ids[k]);
+        }
+      }
+      EXPECT_EQ(static_cast<int64_t>(m.ids.size()), batch->num_rows());
+      m.metadata = std::string(rest);
+    } else {
+      const auto& ids = static_cast<const arrow::Int64Array&>(*batch->column(0));
+      for (int64_t r = 0; r < ids.length(); ++r) m.ids.push_back(ids.Value(r));
+    }
     out.push_back(std::move(m));
   }
   return out;
@@ -420,6 +454,111 @@ TEST(PieceStream, WindowBatchesSplitAcrossNodesArePiecesInPlanOrder) {
   worker.params.worker = 1;
   worker.batch_end = Shape(worker.params)->worker_batches;
   ExpectWindowBatches(dataset, worker);
+}
+
+// A copy holding rows [0, 5000) and [9100, 16000) in cached batches of 700.
+std::shared_ptr<const CachedDataset> Gappy() {
+  auto low = Cached(5000, 700), high = Cached(16000, 700);
+  std::vector<CachedBatch> batches = low->batches();
+  for (const auto& b : high->batches()) {
+    if (b.global_start >= 9100) batches.push_back(b);
+  }
+  return *CachedDataset::Make("d", 1, low->schema(), std::move(batches));
+}
+
+TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
+  auto budget = std::make_shared<MemoryBudget>(1 << 20);
+  auto source = Gappy();
+  {
+    auto shared = ExportShared(*source, budget);
+    ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+    const auto& exported = (*shared)->shared();
+    ASSERT_NE(exported, nullptr);
+    EXPECT_GE(budget->used_bytes(), 11900 * 8);  // the file's bytes (plus nothing else)
+    EXPECT_EQ(budget->used_bytes(), exported->size());
+    EXPECT_EQ(LocalIds(**shared), LocalIds(*source));
+    ASSERT_EQ((*shared)->batches().size(), source->batches().size());
+    for (size_t i = 0; i < source->batches().size(); ++i) {
+      EXPECT_EQ((*shared)->batches()[i].global_start, source->batches()[i].global_start);
+    }
+    EXPECT_EQ((*shared)->LocalRow(9100), 5000);
+    EXPECT_EQ((*shared)->LocalRow(15999), 11899);
+    EXPECT_EQ((*shared)->LocalRow(5000), -1);
+    const int seals = fcntl(exported->fd(), F_GET_SEALS);
+    EXPECT_EQ(seals, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    // Nothing can change the rows: not a write through a new descriptor...
+    const std::string path = "/proc/self/fd/" + std::to_string(exported->fd());
+    const int rw = open(path.c_str(), O_RDWR);
+    ASSERT_GE(rw, 0);
+    const char byte = 1;
+    EXPECT_EQ(pwrite(rw, &byte, 1, 0), -1);
+    EXPECT_EQ(ftruncate(rw, 0), -1);
+    close(rw);
+  }
+  EXPECT_EQ(budget->used_bytes(), 0);  // released with the copy's last view
+
+  auto small = std::make_shared<MemoryBudget>(1000);
+  auto refused = ExportShared(*source, small);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsOutOfMemory()) << refused.status().ToString();
+  EXPECT_EQ(small->used_bytes(), 0);
+}
+
+// (batch, position, id) of each row of a message, sorted: what it puts
+// where, whatever order its rows come in.
+std::vector<std::tuple<uint64_t, uint64_t, int64_t>> Placed(const Message& m) {
+  std::vector<std::tuple<uint64_t, uint64_t, int64_t>> out;
+  auto chunk = DecodeChunkMetadata(m.metadata);
+  uint64_t batch = 0;
+  std::vector<uint64_t> positions;
+  if (chunk.ok()) {
+    batch = chunk->first_batch;
+    for (uint64_t k = 0; k < m.ids.size(); ++k) positions.push_back(k);
+  } else {
+    auto piece = DecodePieceMetadata(m.metadata);
+    EXPECT_TRUE(piece.ok()) << piece.status().ToString();
+    if (!piece.ok()) return out;
+    batch = piece->batch;
+    for (const auto& run : piece->runs) {
+      for (uint32_t k = 0; k < run.length; ++k) positions.push_back(run.offset + k);
+    }
+  }
+  EXPECT_EQ(positions.size(), m.ids.size());
+  for (size_t k = 0; k < std::min(positions.size(), m.ids.size()); ++k) {
+    out.emplace_back(batch, positions[k], m.ids[k]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A stream by reference names exactly the rows the stream by value carries,
+// message by message, each to the same place (in their own order, where the
+// node would have copied them in storage order): every mode, chunks and
+// pieces, a copy with gaps, rows owned in part.
+TEST(SharedExport, StreamsByReferenceNameTheRowsStreamsByValueCarry) {
+  auto source = Gappy();
+  auto shared = ExportShared(*source, nullptr);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  std::shared_ptr<const CachedDataset> mapped = *shared;
+  const std::vector<RowRange> owned = {{0, 5000}, {9100, 16000}};
+  std::vector<PlanTicket> tickets = {Epoch(16000, 1000, owned),
+                                     Epoch(16000, 300, owned, 3),
+                                     Epoch(16000, 1000, owned, 1, ShuffleMode::kBlock),
+                                     Epoch(16000, 64, owned, 2, ShuffleMode::kSample),
+                                     WindowEpoch(16000, 1000, owned),
+                                     WindowEpoch(16000, 256, {{0, 5000}, {9100, 12000}}, 2)};
+  for (const auto& ticket : tickets) {
+    auto by_value = ReadAll(mapped, ticket);
+    auto by_reference = ReadAll(mapped, ticket, /*by_reference=*/true);
+    ASSERT_FALSE(by_value.empty());
+    ASSERT_EQ(by_value.size(), by_reference.size());
+    for (size_t i = 0; i < by_value.size(); ++i) {
+      EXPECT_EQ(Placed(by_value[i]), Placed(by_reference[i])) << "message " << i;
+    }
+  }
+  // Only a shared copy streams by reference.
+  auto refused = MakePlanStream(source, Epoch(16000, 1000, owned), nullptr, nullptr, {}, true);
+  EXPECT_FALSE(refused.ok());
 }
 
 }  // namespace

@@ -37,10 +37,18 @@ uint64_t SpanRowsLimit(const CachedDataset& dataset) {
 // per column, many cache misses in flight), then a take within that small,
 // cache-resident copy. Copying row by row straight into place costs a
 // dependent miss per row and column: several times slower on a busy machine.
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInPlace(
-    const CachedDataset& dataset, const std::vector<uint64_t>& rows,
-    const std::vector<uint32_t>& positions, arrow::MemoryPool* pool,
-    const std::vector<int>& columns) {
+// By reference, `piece` names the rows in place instead (piece->source).
+arrow::Status GatherInPlace(const CachedDataset& dataset, const std::vector<uint64_t>& rows,
+                            const std::vector<uint32_t>& positions, PieceTarget target,
+                            const std::vector<int>& columns, Piece* piece) {
+  piece->gathered = true;
+  if (target.by_reference) {
+    std::vector<uint64_t> placed(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) placed[positions[k]] = rows[k];
+    ARROW_ASSIGN_OR_RAISE(piece->source, SourceRuns(dataset, placed));
+    return arrow::Status::OK();
+  }
+  arrow::MemoryPool* pool = target.pool;
   std::vector<uint32_t> order;  // gathered row k is rows[order[k]] (rows[k] when empty)
   ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, pool, &order, columns));
   std::vector<uint32_t> take(rows.size());  // output row p is gathered row take[p]
@@ -52,7 +60,8 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> GatherInPlace(
   ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
                         arrow::compute::Take(gathered, index_array,
                                              arrow::compute::TakeOptions::NoBoundsCheck(), &ctx));
-  return taken.record_batch();
+  piece->batch = taken.record_batch();
+  return arrow::Status::OK();
 }
 
 // A span's owned rows, and where each goes: positions run over the span's
@@ -102,7 +111,7 @@ arrow::Result<SpanRows> OwnedSpanRows(const PlanTicket& ticket, uint64_t batch, 
 // order (the consumer passes them on as they are), others gathered in storage
 // order with their positions.
 arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const SpanRows& span,
-                             arrow::MemoryPool* pool, const std::vector<int>& columns,
+                             PieceTarget target, const std::vector<int>& columns,
                              std::deque<Piece>* out) {
   std::vector<uint64_t> part;
   std::vector<uint32_t> offsets;
@@ -116,11 +125,12 @@ arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const
     offsets.clear();
     for (size_t k = first; k < last; ++k) offsets.push_back(span.positions[k] - base);
     if (part.size() == length) {  // whole: in position order
-      ARROW_ASSIGN_OR_RAISE(auto gathered, GatherInPlace(dataset, part, offsets, pool, columns));
-      out->push_back({std::move(gathered), {batch + i, length, {{0, length}}}, true, std::nullopt});
+      Piece piece{nullptr, {batch + i, length, {{0, length}}}, true, std::nullopt};
+      ARROW_RETURN_NOT_OK(GatherInPlace(dataset, part, offsets, target, columns, &piece));
+      out->push_back(std::move(piece));
     } else if (!part.empty()) {
       ARROW_RETURN_NOT_OK(
-          GatheredPiece(dataset, {batch + i, length, {}}, part, offsets, pool, columns, out));
+          GatheredPiece(dataset, {batch + i, length, {}}, part, offsets, target, columns, out));
     }
     base += length;
   }
@@ -130,32 +140,34 @@ arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const
 }  // namespace
 
 arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
-                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                                         uint64_t batch, PlanCache* cache, PieceTarget target,
                                          const std::vector<int>& columns, std::deque<Piece>* out) {
   ARROW_ASSIGN_OR_RAISE(SpanRows span, OwnedSpanRows(ticket, batch, cache));
   const auto count = static_cast<uint32_t>(span.lengths.size());
   if (span.rows.empty()) return count;
   const bool together = count >= 2 && span.uniform() && span.rows.size() <= SpanRowsLimit(dataset);
   if (!together) {
-    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
+    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, target, columns, out));
     return count;
   }
   const uint32_t batch_rows = span.lengths.front();
   const uint32_t last_rows = span.lengths.back();
   if (span.whole()) {
-    ARROW_ASSIGN_OR_RAISE(auto gathered,
-                          GatherInPlace(dataset, span.rows, span.positions, pool, columns));
-    ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*gathered));
+    Piece piece{nullptr, {}, true, ChunkInfo{batch, batch_rows, count, last_rows}};
+    ARROW_RETURN_NOT_OK(GatherInPlace(dataset, span.rows, span.positions, target, columns, &piece));
+    int64_t bytes = 0;  // by reference: none
+    if (piece.batch != nullptr) {
+      ARROW_ASSIGN_OR_RAISE(bytes, arrow::util::ReferencedBufferSize(*piece.batch));
+    }
     if (bytes <= kMaxChunkBytes) {
-      out->push_back(
-          {std::move(gathered), {}, true, ChunkInfo{batch, batch_rows, count, last_rows}});
+      out->push_back(std::move(piece));
       return count;
     }
-    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, pool, columns, out));
+    ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, target, columns, out));
     return count;
   }
   ARROW_RETURN_NOT_OK(GatheredPiece(dataset, {batch, batch_rows, {}, count, last_rows}, span.rows,
-                                    span.positions, pool, columns, out));
+                                    span.positions, target, columns, out));
   return count;
 }
 

@@ -31,7 +31,7 @@ constexpr uint64_t kWindowSpanRows = 64 * 1024;
 /// one batch, or one whose gather would be too large, goes as one piece per
 /// batch. Returns the batches taken (at least 1).
 arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const PlanTicket& ticket,
-                                         uint64_t batch, PlanCache* cache, arrow::MemoryPool* pool,
+                                         uint64_t batch, PlanCache* cache, PieceTarget target,
                                          const std::vector<int>& columns, std::deque<Piece>* out);
 
 }  // namespace icefloe

@@ -11,6 +11,7 @@ namespace {
 constexpr std::string_view kPieceMagic = "IFP1";           // runs
 constexpr std::string_view kPiecePositionsMagic = "IFP2";  // one position per row
 constexpr std::string_view kChunkMagic = "IFP3";           // whole consecutive batches
+constexpr std::string_view kSourceMagic = "IFS1";          // rows of a shared export
 constexpr std::string_view kSpanMagic = "IFP4";            // runs over a span of batches
 constexpr std::string_view kSpanPositionsMagic = "IFP5";   // one position per row, in a span
 // Bounds on what a ticket may ask for, so a forged or corrupt body cannot
@@ -263,6 +264,35 @@ arrow::Result<ChunkInfo> DecodeChunkMetadata(std::string_view bytes) {
                                   c.batch_rows);
   }
   return c;
+}
+
+std::string EncodeSourcePrefix(const std::vector<SourceRun>& runs) {
+  std::string out(kSourceMagic);
+  out.reserve(8 + runs.size() * 12);
+  ByteWriter w(&out);
+  w.U32(static_cast<uint32_t>(runs.size()));
+  for (const auto& run : runs) {
+    w.U64(run.start);
+    w.U32(run.length);
+  }
+  return out;
+}
+
+arrow::Result<std::vector<SourceRun>> DecodeSourcePrefix(std::string_view bytes,
+                                                         std::string_view* rest) {
+  if (bytes.substr(0, kSourceMagic.size()) != kSourceMagic) {
+    return arrow::Status::Invalid("source metadata: bad magic");
+  }
+  ByteReader r(bytes.substr(kSourceMagic.size()), "source metadata");
+  ARROW_ASSIGN_OR_RAISE(uint32_t n, r.U32());
+  if (r.remaining() / 12 < n) return arrow::Status::Invalid("source metadata: truncated runs");
+  std::vector<SourceRun> runs(n);
+  for (auto& run : runs) {
+    ARROW_ASSIGN_OR_RAISE(run.start, r.U64());
+    ARROW_ASSIGN_OR_RAISE(run.length, r.U32());
+  }
+  *rest = bytes.substr(kSourceMagic.size() + r.position());
+  return runs;
 }
 
 }  // namespace icefloe

@@ -89,6 +89,21 @@ std::string EncodePieceMetadata(const PieceInfo& piece);
 /// 0 or above batch_rows, or a span of more than 2^32 - 1 positions.
 arrow::Result<PieceInfo> DecodePieceMetadata(std::string_view bytes);
 
+/// A run of rows of a node's shared export (node/shared_export.h): rows
+/// [start, start + length) in the export's order.
+struct SourceRun {
+  uint64_t start = 0;
+  uint32_t length = 0;
+};
+/// A shared-memory stream's message metadata: "IFS1" | u32 runs | runs x (u64
+/// start, u32 length), then the piece's or chunk's own metadata. The message
+/// carries no columns; its rows are those runs of the export, in order.
+std::string EncodeSourcePrefix(const std::vector<SourceRun>& runs);
+/// The runs, and the rest of `bytes` (the piece's metadata) in *rest. Invalid
+/// on a bad magic or a truncated prefix.
+arrow::Result<std::vector<SourceRun>> DecodeSourcePrefix(std::string_view bytes,
+                                                         std::string_view* rest);
+
 /// Whole consumer batches sent as one message (IFP3): batches first_batch,
 /// ..., first_batch + count - 1 of the consumer, in order, each batch_rows
 /// rows but the last, which has last_rows (the epoch's last batch may be

@@ -1,0 +1,177 @@
+"""Reading a node's rows from shared memory (docs/protocol.md, "Shared memory").
+
+A node started with ``--share-memory`` holds each dataset copy in a sealed
+memory file (an Arrow IPC file in a memfd). A reader on the same host, as the
+same user, asks for a plan stream by reference (DoGet header
+``icefloe-shared``); the stream's schema then names the file (the node's pid,
+the file's fd there, its inode and size) and every message names its rows in
+the file (``"IFS1" | u32 n | n x (u64 start, u32 length)``, then the piece's
+own metadata) instead of holding them. The reader opens the file as
+``/proc/<pid>/fd/<fd>``, maps it, and takes the rows itself: a chunk of whole
+batches is a zero-copy slice, scattered rows one take.
+
+Each stream maps the file anew, private and copy-on-write, and the seals make
+the node's rows immutable: what a training loop writes into its zero-copy
+tensors stays in that stream's pages (an epoch reads each row once), never
+reaches the node, another reader or a later epoch; the rows stay readable
+after the node drops the copy or dies, until the stream's last view goes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import InvalidArgument
+
+HEADER = (b"icefloe-shared", b"1")
+_PREFIX = struct.Struct("<4sI")
+_MAGIC = b"IFS1"
+_RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
+_KEYS = (b"icefloe.shared.pid", b"icefloe.shared.fd", b"icefloe.shared.inode",
+         b"icefloe.shared.size")
+
+
+class Unshareable(Exception):
+    """The stream names a file this process cannot map (another host or pid
+    namespace, another user): read the endpoint over the wire instead."""
+
+
+class Export:
+    """One node's shared file, mapped (private, copy-on-write) for one stream
+    and read as record batches, zero-copy."""
+
+    def __init__(self, pid: int, fd: int, inode: int, size: int) -> None:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise Unshareable(f"cannot open {path}: {exc}") from exc
+        try:
+            st = os.fstat(handle)
+            if st.st_ino != inode or st.st_size != size:
+                raise Unshareable(f"{path} is not the node's file (inode {st.st_ino}, "
+                                  f"{st.st_size} bytes; expected {inode}, {size})")
+            view = mmap.mmap(handle, size, flags=mmap.MAP_PRIVATE,
+                             prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(handle)
+        reader = pa.ipc.open_file(pa.py_buffer(view))
+        self.batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        self.schema = reader.schema
+        self.starts = [0]  # row of the file where each batch starts; the last: its rows
+        for b in self.batches:
+            self.starts.append(self.starts[-1] + b.num_rows)
+        self._projected: dict[tuple[int, ...], tuple[list[pa.RecordBatch], pa.Table]] = {}
+
+    def _view(self, columns: tuple[int, ...]) -> tuple[list[pa.RecordBatch], pa.Table]:
+        got = self._projected.get(columns)
+        if got is None:
+            batches = self.batches
+            if columns:
+                batches = [b.select(list(columns)) for b in batches]
+            schema = batches[0].schema if batches else self.schema
+            got = self._projected[columns] = (batches, pa.Table.from_batches(batches, schema))
+        return got
+
+    def rows(self, runs: np.ndarray, columns: tuple[int, ...]) -> pa.RecordBatch:
+        """The file's rows that ``runs`` (start, length) name, in order, with
+        ``columns`` (indices; empty: all): a zero-copy slice when they are one
+        run within one batch, else one take."""
+        batches, table = self._view(columns)
+        total = self.starts[-1]
+        starts = runs["start"].astype(np.int64)
+        lengths = runs["length"].astype(np.int64)
+        if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > total):
+            raise InvalidArgument(f"a node named rows outside its shared file of {total} rows")
+        if len(runs) == 1:
+            first, n = int(starts[0]), int(lengths[0])
+            i = bisect.bisect_right(self.starts, first) - 1
+            if first + n <= self.starts[i + 1]:
+                return batches[i].slice(first - self.starts[i], n)
+        firsts = np.cumsum(lengths) - lengths
+        index = np.int32 if total < 2**31 else np.int64
+        indices = pa.array(np.repeat((starts - firsts).astype(index), lengths)
+                           + np.arange(int(lengths.sum()), dtype=index))
+        if len(batches) == 1:  # the node's layout: one array per column, one take
+            return pc.take(batches[0], indices, boundscheck=False)  # checked above
+        taken = table.take(indices).combine_chunks()
+        out = taken.to_batches()
+        if len(out) == 1:
+            return out[0]
+        return pa.RecordBatch.from_pylist([], schema=taken.schema) if not out else \
+            pa.concat_batches(out)
+
+
+class _Chunk:
+    """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference."""
+
+    __slots__ = ("data", "app_metadata")
+
+    def __init__(self, data: pa.RecordBatch, app_metadata: pa.Buffer) -> None:
+        self.data = data
+        self.app_metadata = app_metadata
+
+
+class SharedReader:
+    """A plan stream by reference, read like the stream it stands for:
+    ``read_chunk`` returns the piece's rows (taken from the mapped file) and
+    its own metadata."""
+
+    def __init__(self, reader: Any, export: Export, columns: tuple[int, ...]) -> None:
+        self._reader = reader
+        self._export = export
+        self._columns = columns
+
+    def read_chunk(self) -> _Chunk:
+        chunk = self._reader.read_chunk()
+        metadata = chunk.app_metadata
+        raw = metadata.to_pybytes() if metadata is not None else b""
+        if len(raw) < _PREFIX.size or raw[:4] != _MAGIC:
+            raise InvalidArgument("a node sent a piece by reference without its rows' runs")
+        _, n = _PREFIX.unpack_from(raw)
+        end = _PREFIX.size + n * _RUN.itemsize
+        if len(raw) < end:
+            raise InvalidArgument("a node sent truncated runs of shared rows")
+        runs = np.frombuffer(raw, dtype=_RUN, count=n, offset=_PREFIX.size)
+        data = self._export.rows(runs, self._columns)
+        if data.num_rows != chunk.data.num_rows:
+            raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
+                                  f"{chunk.data.num_rows}")
+        return _Chunk(data, pa.py_buffer(raw[end:]))
+
+    def cancel(self) -> None:
+        self._reader.cancel()
+
+
+def shared_reader(reader: Any) -> Any:
+    """``reader`` as a :class:`SharedReader` when the node answered by
+    reference (its schema names a shared file), else ``reader`` itself.
+    Raises :class:`Unshareable` when the file cannot be mapped here."""
+    metadata = reader.schema.metadata or {}
+    if _KEYS[0] not in metadata:
+        return reader
+    try:
+        pid, fd, inode, size = (int(metadata[k]) for k in _KEYS)
+        projection = metadata.get(b"icefloe.shared.columns", b"").decode()
+        columns = tuple(int(c) for c in projection.split(",")) if projection else ()
+    except (KeyError, ValueError) as exc:
+        raise InvalidArgument(f"a node named its shared file wrongly: {exc}") from exc
+    return SharedReader(reader, Export(pid, fd, inode, size), columns)
+
+
+def is_local(uri: str) -> bool:
+    """Whether a node's location is on this host's loopback (where a shared
+    file may be mappable; the stream's schema decides)."""
+    rest = uri.split("://", 1)[-1]
+    if uri.startswith("grpc+unix"):
+        return True
+    host = rest.rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")

@@ -1,0 +1,206 @@
+"""Same-host readers map the nodes' shared memory (``--share-memory``) instead
+of streaming rows: the same batches as over the wire, rows nobody can change,
+and rows that stay readable after the node is gone."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from iceberg_util import Warehouse
+
+import icefloe
+from icefloe import _shared
+from icefloe.torch import CacheDataset
+
+N = 30_000
+MODES = ["none", "block", "window", "sample"]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shared")
+    ids = np.arange(N, dtype=np.int64)
+    data = pa.table({"id": ids, "x": (ids * 0.5).astype(np.float32),
+                     "label": (ids % 10).astype(np.int32)})
+    t = Warehouse(root / "wh").create("t", data.slice(0, 10_000))
+    for k in (1, 2):
+        t.append(data.slice(k * 10_000, 10_000))
+    return t
+
+
+def _epochs(cluster: icefloe.LocalCluster, table, **client) -> dict[str, pa.Table]:
+    """Every mode's epoch (rank 1 of 3, batch 500; and a projection)."""
+    with cluster.client(**client) as c:
+        c.load("t", table.metadata_location, batch_size=2000)
+        out = {}
+        for mode in MODES:
+            batches = c.iter_epoch("t", batch_size=500, shuffle=mode, seed=4, epoch=1,
+                                   rank=1, world_size=3)
+            out[mode] = pa.Table.from_batches(list(batches))
+        out["columns"] = pa.Table.from_batches(list(c.iter_epoch(
+            "t", batch_size=700, shuffle="block", seed=4, epoch=2, columns=["label", "id"])))
+        return out
+
+
+def _served_bytes(cluster, nodes=None) -> float:
+    """Bytes of rows the nodes sent by value for plan tickets."""
+    import urllib.request
+
+    total = 0.0
+    for node in cluster.nodes if nodes is None else nodes:
+        with urllib.request.urlopen(node.health + "/metrics", timeout=30) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith('icefloe_node_served_bytes_total{ticket="plan"}'):
+                    total += float(line.split()[-1])
+    return total
+
+
+def test_epochs_by_reference_equal_epochs_over_the_wire(table, tmp_path):
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "a") as shared:
+        by_reference = _epochs(shared, table)
+        served = _served_bytes(shared)
+        # Another process's view: a client that does not map streams the same rows.
+        by_value_here = _epochs(shared, table, share_memory=False)
+        served_by_value = _served_bytes(shared) - served
+    with icefloe.LocalCluster(num_nodes=2, share_memory=False, log_dir=tmp_path / "b") as plain:
+        by_value = _epochs(plain, table)
+    for name, got in by_reference.items():
+        assert got.equals(by_value[name]), name
+        assert got.equals(by_value_here[name]), name
+    assert by_reference["columns"].column_names == ["label", "id"]
+    # none and block went by reference: only window and sample rows were sent.
+    assert 0 < served < served_by_value / 2
+
+
+def test_tensors_written_by_the_trainer_leave_the_cache_alone(table, tmp_path):
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            c.load("t", table.metadata_location, batch_size=2000)
+        ds = CacheDataset(cluster.head_uri, "t", batch_size=1000, shuffle="none")
+        first = next(iter(ds))
+        assert torch.equal(first["id"], torch.arange(1000))
+        first["x"].fill_(-1.0)  # in place, on the mapped rows: a private copy
+        first["id"] += 7
+        again = next(iter(ds))
+        assert torch.equal(again["id"], torch.arange(1000))
+        assert torch.equal(again["x"], torch.arange(1000, dtype=torch.float32) * 0.5)
+        assert torch.equal(first["id"], torch.arange(1000) + 7)
+
+
+def test_mapped_rows_outlive_a_killed_node(table, tmp_path):
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            c.load("t", table.metadata_location, batch_size=2000)
+            batches = list(c.iter_epoch("t", batch_size=1000, shuffle="none"))
+            for node in cluster.nodes:
+                os.kill(node.popen.pid, signal.SIGKILL)
+                node.popen.wait(timeout=30)
+    ids = pa.concat_arrays([b.column("id") for b in batches]).to_numpy()
+    assert np.array_equal(ids, np.arange(N))
+    x = pa.concat_arrays([b.column("x") for b in batches]).to_numpy()
+    assert np.array_equal(x, (np.arange(N) * 0.5).astype(np.float32))
+
+
+def test_a_file_that_is_not_the_nodes_is_refused(tmp_path):
+    fd = os.memfd_create("icefloe-test")
+    try:
+        os.write(fd, b"\0" * mmap.PAGESIZE)
+        inode = os.fstat(fd).st_ino
+        with pytest.raises(_shared.Unshareable, match="is not the node's file"):
+            _shared.Export(os.getpid(), fd, inode + 1, mmap.PAGESIZE)
+        with pytest.raises(_shared.Unshareable, match="cannot open"):
+            _shared.Export(os.getpid(), 987654, inode, mmap.PAGESIZE)
+    finally:
+        os.close(fd)
+
+
+def test_only_loopback_nodes_are_asked_to_share():
+    assert _shared.is_local("grpc+tcp://127.0.0.1:5000")
+    assert _shared.is_local("grpc://localhost:1")
+    assert _shared.is_local("grpc+tcp://[::1]:5000")
+    assert not _shared.is_local("grpc+tcp://10.0.0.7:5000")
+    assert not _shared.is_local("grpc+tls://node-0.cache.svc:50051")
+
+
+def _own_export(rows: int) -> tuple[int, _shared.Export]:
+    """A shared file this process writes (as a node lays one out) and maps."""
+    data = pa.record_batch({"id": pa.array(np.arange(rows, dtype=np.int64))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, data.schema) as writer:
+        writer.write_batch(data)
+    raw = sink.getvalue().to_pybytes()
+    fd = os.memfd_create("icefloe-test")
+    os.write(fd, raw)
+    return fd, _shared.Export(os.getpid(), fd, os.fstat(fd).st_ino, len(raw))
+
+
+class _Sent:
+    """One message as pyarrow's reader returns it: no columns, n rows."""
+
+    def __init__(self, rows: int, metadata: bytes) -> None:
+        self.data = pa.RecordBatch.from_pydict({}) if rows == 0 else \
+            pa.record_batch([pa.nulls(rows)], names=["_"]).select([])
+        self.app_metadata = pa.py_buffer(metadata)
+
+
+class _Reader:
+    def __init__(self, *sent: _Sent) -> None:
+        self._sent = list(sent)
+
+    def read_chunk(self) -> _Sent:
+        return self._sent.pop(0)
+
+    def cancel(self) -> None:
+        pass
+
+
+def _runs(*runs: tuple[int, int]) -> bytes:
+    return b"IFS1" + struct.pack("<I", len(runs)) + b"".join(
+        struct.pack("<QI", start, length) for start, length in runs)
+
+
+def test_pieces_by_reference_are_checked():
+    piece = struct.pack("<4sQII", b"IFP1", 0, 5, 1) + struct.pack("<II", 0, 5)
+    fd, export = _own_export(100)
+    try:
+        def read(rows: int, metadata: bytes) -> _shared._Chunk:
+            return _shared.SharedReader(_Reader(_Sent(rows, metadata)), export, ()).read_chunk()
+
+        got = read(5, _runs((90, 3), (7, 2)) + piece)
+        assert got.data.column("id").to_pylist() == [90, 91, 92, 7, 8]
+        assert got.app_metadata.to_pybytes() == piece
+        assert read(4, _runs((10, 4)) + piece).data.column("id").to_pylist() == [10, 11, 12, 13]
+        for rows, metadata, error in [
+                (5, _runs((98, 5)) + piece, "outside its shared file of 100 rows"),
+                (5, _runs((1, 4)) + piece, "named 4 shared rows for a piece of 5"),
+                (5, _runs((1, 5))[:12] + piece[:0], "truncated runs"),
+                (5, b"IFP1" + piece, "without its rows' runs")]:
+            with pytest.raises(icefloe.InvalidArgument, match=error):
+                read(rows, metadata)
+    finally:
+        os.close(fd)
+
+
+def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client(failover_timeout_s=30.0) as c:
+            c.load("t", table.metadata_location, batch_size=2000, replication=2)
+            want = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000,
+                                                           shuffle="block", seed=2)))
+            os.kill(cluster.nodes[0].popen.pid, signal.SIGKILL)
+            cluster.nodes[0].popen.wait(timeout=30)
+            sent = _served_bytes(cluster, cluster.nodes[1:])
+            # The head still lists the dead node first for some rows: their
+            # stream fails to open and the replica's, mapped, takes over.
+            got = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000,
+                                                          shuffle="block", seed=2)))
+            assert _served_bytes(cluster, cluster.nodes[1:]) == sent  # all by reference
+    assert got.equals(want)
+    assert sorted(got.column("id").to_pylist()) == list(range(N))
