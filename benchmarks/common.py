@@ -326,6 +326,25 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def held_bytes(pid: int) -> int:
+    """Memory a process holds: its resident pages (VmRSS) other than shared
+    memory, plus every page of the memory files it holds open (a node's
+    shared copies, --share-memory: resident whether mapped or not)."""
+    status = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssShmem"):
+            status[key] = int(value.split()[0]) * 1024
+    files = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd).startswith("/memfd:"):
+                files += os.stat(fd).st_blocks * 512
+        except OSError:
+            continue  # closed meanwhile
+    return status.get("VmRSS", 0) - status.get("RssShmem", 0) + files
+
+
 def machine() -> dict[str, Any]:
     mem = 0
     for line in Path("/proc/meminfo").read_text().splitlines():

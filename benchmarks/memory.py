@@ -1,8 +1,11 @@
 """Memory: data-node resident memory per Arrow byte cached.
 
-Two data nodes; their VmRSS before loading, after loading the whole table (and
-2 s later), after serving a sequential epoch and sample-shuffled batches (gRPC
-buffers, gathers), and after evicting it. The ratio is (RSS now - RSS before
+Two data nodes (sharing their memory, as LocalCluster starts them); their
+resident memory (VmRSS, with the pages of the sealed memory files that hold
+their copies counted whether mapped or not: common.held_bytes) before
+loading, after loading the whole table (and 2 s later), after serving a
+sequential epoch and sample-shuffled batches (gRPC buffers, gathers), and
+after evicting it. The ratio is (RSS now - RSS before
 loading) / Arrow bytes the nodes hold (load's "bytes"), summed over the nodes.
 The nodes as built (Arrow's default pool is jemalloc in icefloe-node) are
 measured `repeats` times; with other default pools in their environment
@@ -39,7 +42,7 @@ def _one(env: Env, label: str, r: int) -> dict[str, Any]:
         pids = [n.popen.pid for n in cluster.nodes]
 
         def rss(pids: list[int] = pids) -> int:
-            return sum(common.rss_bytes(p) for p in pids)
+            return sum(common.held_bytes(p) for p in pids)
 
         base = rss()
         desc = client.load("mem", table.metadata_location)

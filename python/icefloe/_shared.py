@@ -7,8 +7,9 @@ same user, asks for a plan stream by reference (DoGet header
 the file's fd there, its inode and size) and every message names its rows in
 the file (``"IFS1" | u32 n | n x (u64 start, u32 length)``, then the piece's
 own metadata) instead of holding them. The reader opens the file as
-``/proc/<pid>/fd/<fd>``, maps it, and takes the rows itself: a chunk of whole
-batches is a zero-copy slice, scattered rows one take.
+``/proc/<pid>/fd/<fd>``, maps it, and slices the rows itself: a chunk of
+whole batches is a zero-copy slice (the file is one record batch, so a
+reader's batch is one wherever it falls).
 
 Each stream maps the file anew, private and copy-on-write, and the seals make
 the node's rows immutable: what a training loop writes into its zero-copy
@@ -69,45 +70,48 @@ class Export:
         self.starts = [0]  # row of the file where each batch starts; the last: its rows
         for b in self.batches:
             self.starts.append(self.starts[-1] + b.num_rows)
-        self._projected: dict[tuple[int, ...], tuple[list[pa.RecordBatch], pa.Table]] = {}
+        self._projected: dict[tuple[int, ...], list[pa.RecordBatch]] = {}
 
-    def _view(self, columns: tuple[int, ...]) -> tuple[list[pa.RecordBatch], pa.Table]:
+    def _view(self, columns: tuple[int, ...]) -> list[pa.RecordBatch]:
         got = self._projected.get(columns)
         if got is None:
-            batches = self.batches
+            got = self.batches
             if columns:
-                batches = [b.select(list(columns)) for b in batches]
-            schema = batches[0].schema if batches else self.schema
-            got = self._projected[columns] = (batches, pa.Table.from_batches(batches, schema))
+                got = [b.select(list(columns)) for b in got]
+            self._projected[columns] = got
         return got
 
     def rows(self, runs: np.ndarray, columns: tuple[int, ...]) -> pa.RecordBatch:
         """The file's rows that ``runs`` (start, length) name, in order, with
-        ``columns`` (indices; empty: all): a zero-copy slice when they are one
-        run within one batch, else one take."""
-        batches, table = self._view(columns)
+        ``columns`` (indices; empty: all): a zero-copy slice for one run (a
+        chunk, a slice: what nodes send by reference), else one take (a
+        file of several batches, which nodes do not write: the runs' slices,
+        concatenated)."""
+        batches = self._view(columns)
         total = self.starts[-1]
         starts = runs["start"].astype(np.int64)
         lengths = runs["length"].astype(np.int64)
         if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > total):
             raise InvalidArgument(f"a node named rows outside its shared file of {total} rows")
-        if len(runs) == 1:
-            first, n = int(starts[0]), int(lengths[0])
-            i = bisect.bisect_right(self.starts, first) - 1
-            if first + n <= self.starts[i + 1]:
-                return batches[i].slice(first - self.starts[i], n)
-        firsts = np.cumsum(lengths) - lengths
-        index = np.int32 if total < 2**31 else np.int64
-        indices = pa.array(np.repeat((starts - firsts).astype(index), lengths)
-                           + np.arange(int(lengths.sum()), dtype=index))
-        if len(batches) == 1:  # the node's layout: one array per column, one take
-            return pc.take(batches[0], indices, boundscheck=False)  # checked above
-        taken = table.take(indices).combine_chunks()
-        out = taken.to_batches()
-        if len(out) == 1:
-            return out[0]
-        return pa.RecordBatch.from_pylist([], schema=taken.schema) if not out else \
-            pa.concat_batches(out)
+        if len(batches) == 1 and len(runs) > 1:  # the node's layout: one take
+            firsts = np.cumsum(lengths) - lengths
+            index = np.int32 if total < 2**31 else np.int64
+            indices = np.repeat((starts - firsts).astype(index), lengths) + \
+                np.arange(int(lengths.sum()), dtype=index)
+            return pc.take(batches[0], pa.array(indices), boundscheck=False)  # checked above
+        parts = []
+        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
+            while length > 0:  # a run may go on into the next batch
+                i = bisect.bisect_right(self.starts, start) - 1
+                n = min(length, self.starts[i + 1] - start)
+                parts.append(batches[i].slice(start - self.starts[i], n))
+                start += n
+                length -= n
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return batches[0].slice(0, 0) if batches else pa.RecordBatch.from_pylist([])
+        return pa.concat_batches(parts)
 
 
 class _Chunk:

@@ -127,13 +127,12 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
                                                    std::move(batches), staged.pool));
   if (options_.share_memory) {
     // The copy as views of a sealed memory file for same-host readers; on
-    // failure (memory, dictionaries the IPC file format cannot hold) the
+    // failure (memory, dictionaries the IPC file format cannot hold) a
     // private copy is published and every reader streams it.
-    auto shared = ExportShared(*ds, budget_);
-    if (shared.ok()) {
-      ds = std::move(*shared);
-    } else {
-      LogWarn("not shared", {{"dataset", commit.dataset}, {"error", shared.status().ToString()}});
+    Shared shared = ExportShared(std::move(ds), budget_);
+    ds = std::move(shared.dataset);
+    if (!shared.status.ok()) {
+      LogWarn("not shared", {{"dataset", commit.dataset}, {"error", shared.status.ToString()}});
     }
   }
   std::shared_ptr<const CachedDataset> published = ds;

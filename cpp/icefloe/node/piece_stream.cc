@@ -131,6 +131,13 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   return GatheredPiece(dataset, {batch, batch_rows, {}}, mine, offsets, target, columns, out);
 }
 
+// Held rows `rows` (all held: checked by the caller) as one run of the
+// export's rows: held rows are numbered in global order, so a range held
+// whole is numbered consecutively.
+SourceRun ReferenceRun(const CachedDataset& dataset, RowRange rows) {
+  return {static_cast<uint64_t>(dataset.LocalRow(rows.start)), static_cast<uint32_t>(rows.size())};
+}
+
 // Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
 // of them are each one run of rows, owned by this ticket, directly after
 // each other in one cached batch (mode none, or block mode within a block, for
@@ -138,8 +145,8 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
 // slice and one message instead of one per batch. Returns the batches taken;
 // 0 when no chunk applies (the caller sends `batch` as pieces).
 arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicket& ticket,
-                                   uint64_t batch, const std::vector<int>& columns,
-                                   std::deque<Piece>* out) {
+                                   uint64_t batch, PieceTarget target,
+                                   const std::vector<int>& columns, std::deque<Piece>* out) {
   const ShuffleMode mode = ticket.params.order.mode;
   if (mode != ShuffleMode::kNone && mode != ShuffleMode::kBlock) return 0;
   if (batch + 1 >= ticket.batch_end) return 0;
@@ -151,8 +158,15 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
   auto range = std::upper_bound(owned.begin(), owned.end(), first.start,
                                 [](uint64_t v, const RowRange& r) { return v < r.stop; });
   if (holder == nullptr || range == owned.end() || range->start > first.start) return 0;
-  const uint64_t limit =
-      std::min({holder->global_stop(), range->stop, first.start + kMaxChunkRows});
+  uint64_t held_stop = holder->global_stop();
+  // By reference, rows held back to back are one run of the export's rows
+  // (its one record batch), whichever cached batch holds them.
+  while (target.by_reference && held_stop < first.start + kMaxChunkRows) {
+    const CachedBatch* next = dataset.BatchHolding(held_stop);
+    if (next == nullptr) break;
+    held_stop = next->global_stop();
+  }
+  const uint64_t limit = std::min({held_stop, range->stop, first.start + kMaxChunkRows});
   if (first.stop > limit) return 0;
   ChunkInfo chunk{batch, static_cast<uint32_t>(first.size()), 1,
                   static_cast<uint32_t>(first.size())};
@@ -166,6 +180,13 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
     stop = runs[0].stop;
     chunk.last_rows = static_cast<uint32_t>(runs[0].size());
     ++chunk.count;
+  }
+  if (target.by_reference) {
+    if (chunk.count < 2) return 0;
+    Piece piece{nullptr, {}, /*gathered=*/false, chunk};
+    piece.source = {ReferenceRun(dataset, {first.start, stop})};
+    out->push_back(std::move(piece));
+    return chunk.count;
   }
   std::shared_ptr<arrow::RecordBatch> slice;
   while (chunk.count >= 2) {  // at most log2(kMaxChunkRows) halvings
@@ -220,6 +241,15 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       if (dataset.CountRows(s.rows) != s.rows.size()) {
         return arrow::Status::KeyError("rows [", s.rows.start, ", ", s.rows.stop, ") of dataset '",
                                        dataset.name(), "' are not all held by this node");
+      }
+      if (target.by_reference) {  // one run of the export, whichever batches hold it
+        Piece piece{nullptr,
+                    {batch, batch_rows, {{s.offset, static_cast<uint32_t>(s.rows.size())}}},
+                    false,
+                    std::nullopt};
+        piece.source = {ReferenceRun(dataset, s.rows)};
+        out->push_back(std::move(piece));
+        continue;
       }
       uint32_t piece_offset = s.offset;
       uint64_t first_row = s.rows.start;
@@ -371,7 +401,7 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
       ARROW_ASSIGN_OR_RAISE(
           chunked, WindowSpanPieces(*ds, ticket, *next_batch, cache.get(), target, columns, out));
     } else {
-      ARROW_ASSIGN_OR_RAISE(chunked, ChunkPiece(*ds, ticket, *next_batch, columns, out));
+      ARROW_ASSIGN_OR_RAISE(chunked, ChunkPiece(*ds, ticket, *next_batch, target, columns, out));
     }
     if (chunked > 0) {
       *next_batch += chunked;

@@ -48,6 +48,26 @@ arrow::Status WriteFile(const arrow::RecordBatch& all, arrow::io::OutputStream* 
   return writer->Close();
 }
 
+// `like`'s batches (their global ids) cut again from `all`, its rows batch
+// after batch, as a dataset; `pool` (may be null) holds `all`'s buffers.
+arrow::Result<std::shared_ptr<CachedDataset>> CutLike(
+    const std::string& name, uint64_t generation, const std::shared_ptr<arrow::Schema>& schema,
+    const std::vector<std::pair<uint64_t, int64_t>>& cuts,
+    const std::shared_ptr<arrow::RecordBatch>& all, std::shared_ptr<arrow::MemoryPool> pool) {
+  std::vector<CachedBatch> batches;
+  batches.reserve(cuts.size());
+  int64_t offset = 0;
+  for (const auto& [global_start, rows] : cuts) {
+    batches.push_back({global_start, all->Slice(offset, rows)});
+    offset += rows;
+  }
+  if (offset != all->num_rows()) {
+    return arrow::Status::UnknownError("dataset '", name, "': ", all->num_rows(),
+                                       " rows shared for ", offset);
+  }
+  return CachedDataset::Make(name, generation, schema, std::move(batches), std::move(pool));
+}
+
 }  // namespace
 
 SharedExport::~SharedExport() {
@@ -56,80 +76,95 @@ SharedExport::~SharedExport() {
   if (budget_ && charged_ > 0) budget_->Release(charged_);
 }
 
-arrow::Result<std::shared_ptr<CachedDataset>> ExportShared(const CachedDataset& dataset,
-                                                           std::shared_ptr<MemoryBudget> budget) {
-  const std::string& name = dataset.name();
-  // One record batch of every row, batch after batch: a reader's rows are
-  // then one array per column, taken from in one step (a take across many
-  // chunks costs far more). Charged to the budget while it lives.
-  const auto& source = dataset.batches();
-  std::vector<std::shared_ptr<arrow::RecordBatch>> parts;
-  for (const auto& b : source) parts.push_back(b.batch);
-  if (parts.empty()) return arrow::Status::Invalid("dataset '", name, "' has no rows to share");
-  TrackingPool pool(budget ? budget : std::make_shared<MemoryBudget>(0),
-                    "sharing dataset '" + name + "'");
-  ARROW_ASSIGN_OR_RAISE(auto all, arrow::ConcatenateRecordBatches(parts, &pool));
-  parts.clear();
-  arrow::io::MockOutputStream counter;
-  ARROW_RETURN_NOT_OK(WriteFile(*all, &counter));
-  ARROW_ASSIGN_OR_RAISE(const int64_t size, counter.Tell());
-
-  std::shared_ptr<SharedExport> out(new SharedExport());
-  if (budget) {
-    if (!budget->TryReserve(size)) {
-      return arrow::Status::OutOfMemory("sharing dataset '", name, "' needs ", size,
-                                        " bytes beside its copy; the memory budget has ",
-                                        budget->available_bytes());
+// The file's part of ExportShared: `all` written to a sealed memfd, mapped
+// read-only, read back as one record batch of views.
+struct Sharing {
+  struct Written {
+    std::shared_ptr<const SharedExport> file;
+    std::shared_ptr<arrow::RecordBatch> mapped;
+  };
+  static arrow::Result<Written> Write(const std::string& name, const arrow::RecordBatch& all,
+                                      std::shared_ptr<MemoryBudget> budget) {
+    arrow::io::MockOutputStream counter;
+    ARROW_RETURN_NOT_OK(WriteFile(all, &counter));
+    ARROW_ASSIGN_OR_RAISE(const int64_t size, counter.Tell());
+    std::shared_ptr<SharedExport> out(new SharedExport());
+    if (budget) {
+      if (!budget->TryReserve(size)) {
+        return arrow::Status::OutOfMemory("sharing dataset '", name, "' needs ", size,
+                                          " bytes beside its copy; the memory budget has ",
+                                          budget->available_bytes());
+      }
+      out->budget_ = std::move(budget);
+      out->charged_ = size;
     }
-    out->budget_ = std::move(budget);
-    out->charged_ = size;
+    const std::string label = "icefloe:" + name;
+    out->fd_ = memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (out->fd_ < 0) return SysError("memfd_create", name);
+    if (ftruncate(out->fd_, size) != 0) return SysError("ftruncate", name);
+    void* rw =
+        mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, out->fd_, 0);
+    if (rw == MAP_FAILED) return SysError("mmap", name);
+    {
+      arrow::io::FixedSizeBufferWriter sink(
+          std::make_shared<arrow::MutableBuffer>(static_cast<uint8_t*>(rw), size));
+      arrow::Status written = WriteFile(all, &sink);
+      munmap(rw, static_cast<size_t>(size));  // F_SEAL_WRITE needs no writable mapping
+      ARROW_RETURN_NOT_OK(written);
+    }
+    if (fcntl(out->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) !=
+        0) {
+      return SysError("fcntl(F_ADD_SEALS)", name);
+    }
+    struct stat st {};
+    if (fstat(out->fd_, &st) != 0) return SysError("fstat", name);
+    out->inode_ = static_cast<uint64_t>(st.st_ino);
+    void* ro = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, out->fd_, 0);
+    if (ro == MAP_FAILED) return SysError("mmap", name);
+    out->data_ = static_cast<const uint8_t*>(ro);
+    out->size_ = size;
+    auto file = std::make_shared<arrow::io::BufferReader>(std::make_shared<ExportBuffer>(out));
+    ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(file));
+    if (reader->num_record_batches() != 1) {
+      return arrow::Status::UnknownError("sharing dataset '", name, "': the file holds ",
+                                         reader->num_record_batches(), " batches, not 1");
+    }
+    ARROW_ASSIGN_OR_RAISE(auto mapped, reader->ReadRecordBatch(0));
+    if (mapped->num_rows() != all.num_rows()) {
+      return arrow::Status::UnknownError("sharing dataset '", name, "': wrote ", all.num_rows(),
+                                         " rows but read back ", mapped->num_rows());
+    }
+    return Written{std::move(out), std::move(mapped)};
   }
-  const std::string label = "icefloe:" + name;
-  out->fd_ = memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (out->fd_ < 0) return SysError("memfd_create", name);
-  if (ftruncate(out->fd_, size) != 0) return SysError("ftruncate", name);
-  void* rw =
-      mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, out->fd_, 0);
-  if (rw == MAP_FAILED) return SysError("mmap", name);
-  {
-    arrow::io::FixedSizeBufferWriter sink(
-        std::make_shared<arrow::MutableBuffer>(static_cast<uint8_t*>(rw), size));
-    arrow::Status written = WriteFile(*all, &sink);
-    all.reset();
-    munmap(rw, static_cast<size_t>(size));  // F_SEAL_WRITE needs no writable mapping
-    ARROW_RETURN_NOT_OK(written);
-  }
-  if (fcntl(out->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    return SysError("fcntl(F_ADD_SEALS)", name);
-  }
-  struct stat st {};
-  if (fstat(out->fd_, &st) != 0) return SysError("fstat", name);
-  out->inode_ = static_cast<uint64_t>(st.st_ino);
-  void* ro = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, out->fd_, 0);
-  if (ro == MAP_FAILED) return SysError("mmap", name);
-  out->data_ = static_cast<const uint8_t*>(ro);
-  out->size_ = size;
+};
 
-  std::shared_ptr<const SharedExport> owner = out;
-  auto file = std::make_shared<arrow::io::BufferReader>(std::make_shared<ExportBuffer>(owner));
-  ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(file));
-  ARROW_ASSIGN_OR_RAISE(auto mapped, reader->ReadRecordBatch(0));
-  if (reader->num_record_batches() != 1 || mapped->num_rows() != dataset.num_rows()) {
-    return arrow::Status::UnknownError("sharing dataset '", name, "': wrote ", dataset.num_rows(),
-                                       " rows but read back ", mapped->num_rows());
+Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget) {
+  const std::string name = dataset->name();
+  const uint64_t generation = dataset->generation();
+  const auto schema = dataset->schema();
+  std::vector<std::pair<uint64_t, int64_t>> cuts;  // each batch's first global id and rows
+  std::vector<std::shared_ptr<arrow::RecordBatch>> parts;
+  for (const auto& b : dataset->batches()) {
+    cuts.emplace_back(b.global_start, b.batch->num_rows());
+    parts.push_back(b.batch);
   }
-  // The node's batches as before (each a run of global ids), now views.
-  std::vector<CachedBatch> batches;
-  batches.reserve(source.size());
-  int64_t offset = 0;
-  for (const auto& b : source) {
-    batches.push_back({b.global_start, mapped->Slice(offset, b.batch->num_rows())});
-    offset += b.batch->num_rows();
+  if (parts.empty()) {
+    return {std::move(dataset), arrow::Status::Invalid("dataset '", name, "' has no rows")};
   }
-  ARROW_ASSIGN_OR_RAISE(auto copy, CachedDataset::Make(name, dataset.generation(), dataset.schema(),
-                                                       std::move(batches)));
-  copy->AttachShared(std::move(owner));
-  return copy;
+  auto pool = std::make_shared<TrackingPool>(budget ? budget : std::make_shared<MemoryBudget>(0),
+                                             "sharing dataset '" + name + "'");
+  auto all = arrow::ConcatenateRecordBatches(parts, pool.get());
+  parts.clear();
+  if (!all.ok()) return {std::move(dataset), all.status()};
+  auto compact = CutLike(name, generation, schema, cuts, *all, pool);
+  if (!compact.ok()) return {std::move(dataset), compact.status()};
+  dataset.reset();  // the rows now live in `all` alone (when the caller let go too)
+  auto written = Sharing::Write(name, **all, std::move(budget));
+  if (!written.ok()) return {std::move(*compact), written.status()};
+  auto shared = CutLike(name, generation, schema, cuts, written->mapped, nullptr);
+  if (!shared.ok()) return {std::move(*compact), shared.status()};
+  (*shared)->AttachShared(std::move(written->file));
+  return {std::move(*shared), arrow::Status::OK()};
 }
 
 }  // namespace icefloe

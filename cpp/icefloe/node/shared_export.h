@@ -1,14 +1,15 @@
 // Same-host readers: a dataset's cached batches in a sealed memfd.
 //
 // A node started with --share-memory lays each copy it publishes out once, as
-// an Arrow IPC file in an anonymous memory file (memfd) that is then sealed
-// against any change (F_SEAL_WRITE, _SHRINK, _GROW, _SEAL), and serves its
-// batches as zero-copy views of that file. A reader in the same process
-// namespace, as the same user, opens the file as /proc/<pid>/fd/<fd> and maps
-// it: a plan stream then carries only where each piece's rows are in the file
-// (docs/protocol.md, "Shared memory"), not the rows. The seals make the
-// mapping as immutable as the node's own copy: nothing can change the rows a
-// reader has mapped, even after the node drops the copy or dies (the memory
+// an Arrow IPC file of one record batch (every row the copy holds, batch
+// after batch: one array per column, so a reader's batch is a zero-copy slice
+// wherever it falls and scattered rows are one take) in an anonymous memory
+// file (memfd) that is then sealed against any change (F_SEAL_WRITE, _SHRINK,
+// _GROW, _SEAL), and serves its batches as zero-copy views of that file. A reader in the same
+// process namespace, as the same user, opens the file as /proc/<pid>/fd/<fd> and maps it: a plan
+// stream then carries only where each piece's rows are in the file (docs/protocol.md, "Shared
+// memory"), not the rows. The seals make the mapping as immutable as the node's own copy: nothing
+// can change the rows a reader has mapped, even after the node drops the copy or dies (the memory
 // goes when the last mapping does).
 #pragma once
 
@@ -37,8 +38,7 @@ class SharedExport {
   const uint8_t* data() const { return data_; }
 
  private:
-  friend arrow::Result<std::shared_ptr<CachedDataset>> ExportShared(
-      const CachedDataset& dataset, std::shared_ptr<MemoryBudget> budget);
+  friend struct Sharing;
   SharedExport() = default;
   int fd_ = -1;
   int64_t size_ = 0;
@@ -48,13 +48,22 @@ class SharedExport {
   int64_t charged_ = 0;
 };
 
-/// A copy of `dataset` (same name, generation, rows and global ids) whose
-/// batches are views of a new SharedExport (CachedDataset::shared()), which
-/// they keep alive. OutOfMemory when `budget` (null: none) cannot hold the
-/// file beside the original; IOError naming the system call that failed;
-/// whatever the IPC writer refuses (e.g. dictionaries that differ between
-/// batches). The caller keeps serving `dataset` on any error.
-arrow::Result<std::shared_ptr<CachedDataset>> ExportShared(const CachedDataset& dataset,
-                                                           std::shared_ptr<MemoryBudget> budget);
+/// What to publish in place of a copy (ExportShared), and why it is not
+/// shared when it is not.
+struct Shared {
+  std::shared_ptr<CachedDataset> dataset;
+  arrow::Status status;  ///< OK: `dataset` is views of a SharedExport.
+};
+
+/// `dataset` (same name, generation, rows and global ids) as views of a new
+/// SharedExport (CachedDataset::shared()), which they keep alive. The rows
+/// are first concatenated into one record batch (charged to `budget`, null:
+/// none), then `dataset` is let go (its memory returns when the caller held
+/// the last reference), then the batch is written to the file: at most two
+/// copies at once. When sharing fails, `status` says why (OutOfMemory when
+/// the budget cannot hold the second copy, IOError naming the system call,
+/// whatever the IPC writer refuses) and `dataset` is the copy to serve
+/// instead: the one given, or its rows in one batch if it was let go.
+Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget);
 
 }  // namespace icefloe
