@@ -204,3 +204,45 @@ def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):
             assert _served_bytes(cluster, cluster.nodes[1:]) == sent  # all by reference
     assert got.equals(want)
     assert sorted(got.column("id").to_pylist()) == list(range(N))
+
+
+def _served_rows(cluster, ticket: str) -> float:
+    import urllib.request
+
+    total = 0.0
+    for node in cluster.nodes:
+        with urllib.request.urlopen(node.health + "/metrics", timeout=30) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(f'icefloe_node_served_rows_total{{ticket="{ticket}"}}'):
+                    total += float(line.split()[-1])
+    return total
+
+
+def test_takes_read_a_mapped_file_without_asking_the_node(table, tmp_path):
+    rng = np.random.default_rng(5)
+    asks = [rng.integers(0, N, 300).tolist(), [0], [N - 1, 3, 3, 29_999], [17]]
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_size=2000)
+            want = [wire.take("t", rows) for rows in asks]
+            first = c.take("t", asks[0])  # by reference: both nodes' files mapped
+            served = _served_rows(cluster, "rows")
+            got = [c.take("t", rows) for rows in asks]
+            narrow = c.take("t", asks[0], columns=["label", "id"])
+            assert _served_rows(cluster, "rows") == served  # no node was asked
+            assert first.equals(want[0])
+            for g, w in zip(got, want, strict=True):
+                assert g.equals(w)
+            assert narrow.equals(want[0].select(["label", "id"]))
+            # A take's rows are the caller's: writing into them changes no later take.
+            ids = torch.from_dlpack(got[1].column("id").chunk(0))
+            ids += 100
+            assert c.take("t", [0]).column("id").to_pylist() == [0]
+
+            # Another client replaces the copy: the mapped file is the node's no
+            # more, and the take asks the nodes (which name the new copy).
+            with cluster.client() as c2:
+                c2.evict("t")
+                c2.load("t", table.metadata_location, batch_size=1000)
+            assert c.take("t", [5]).column("id").to_pylist() == [5]
+            assert _served_rows(cluster, "rows") > served

@@ -47,10 +47,17 @@ class Unshareable(Exception):
 
 class Export:
     """One node's shared file, mapped (private, copy-on-write) for one stream
-    and read as record batches, zero-copy."""
+    and read as record batches, zero-copy. ``dataset``, ``generation`` and
+    ``held`` (the global rows the file holds, in its order, as (start, stop)
+    ranges) say which rows it is, for takes from it later (:meth:`take`)."""
+
+    dataset = ""
+    generation = -1
+    held: tuple[tuple[int, int], ...] = ()
 
     def __init__(self, pid: int, fd: int, inode: int, size: int) -> None:
-        path = f"/proc/{pid}/fd/{fd}"
+        path = self._path = f"/proc/{pid}/fd/{fd}"
+        self._inode = inode
         try:
             handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
@@ -72,6 +79,36 @@ class Export:
             self.starts.append(self.starts[-1] + b.num_rows)
         self._projected: dict[tuple[int, ...], list[pa.RecordBatch]] = {}
 
+    def alive(self) -> bool:
+        """Whether the node still holds this file (one stat: it has not died,
+        dropped or replaced the copy)."""
+        try:
+            return os.stat(self._path).st_ino == self._inode
+        except OSError:
+            return False
+
+    def local_rows(self, ids: np.ndarray) -> np.ndarray | None:
+        """The file's rows of global ``ids``, or None unless it holds them all."""
+        if not self.held:
+            return None
+        starts = np.array([a for a, _ in self.held], dtype=np.int64)
+        stops = np.array([z for _, z in self.held], dtype=np.int64)
+        bases = np.cumsum(stops - starts) - (stops - starts)  # file row of each range's start
+        where = np.searchsorted(starts, ids, side="right") - 1
+        if len(ids) and (int(where.min()) < 0 or bool(np.any(ids >= stops[where]))):
+            return None
+        return bases[where] + (ids - starts[where])
+
+    def take(self, rows: np.ndarray, columns: list[str] | None) -> pa.RecordBatch:
+        """The file's ``rows`` (as :meth:`local_rows` gives them), copied (a
+        take's rows are the caller's to write into: the mapping is kept for
+        later takes), with ``columns`` (names; None: all)."""
+        batches = self.batches if columns is None else [b.select(columns) for b in self.batches]
+        if len(batches) != 1:  # nodes write one batch; anything else is not a node's file
+            raise InvalidArgument(f"a node's shared file holds {len(batches)} batches, not 1")
+        index = np.int32 if self.starts[-1] < 2**31 else np.int64
+        return pc.take(batches[0], pa.array(rows.astype(index, copy=False)), boundscheck=False)
+
     def _view(self, columns: tuple[int, ...]) -> list[pa.RecordBatch]:
         got = self._projected.get(columns)
         if got is None:
@@ -81,7 +118,8 @@ class Export:
             self._projected[columns] = got
         return got
 
-    def rows(self, runs: np.ndarray, columns: tuple[int, ...]) -> pa.RecordBatch:
+    def rows(self, runs: np.ndarray, columns: tuple[int, ...],
+             copy: bool = False) -> pa.RecordBatch:
         """The file's rows that ``runs`` (start, length) name, in order, with
         ``columns`` (indices; empty: all): a zero-copy slice for one run (a
         chunk, a slice: what nodes send by reference), else one take (a
@@ -93,7 +131,7 @@ class Export:
         lengths = runs["length"].astype(np.int64)
         if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > total):
             raise InvalidArgument(f"a node named rows outside its shared file of {total} rows")
-        if len(batches) == 1 and len(runs) > 1:  # the node's layout: one take
+        if len(batches) == 1 and (len(runs) > 1 or copy):  # the node's layout: one take
             firsts = np.cumsum(lengths) - lengths
             index = np.int32 if total < 2**31 else np.int64
             indices = np.repeat((starts - firsts).astype(index), lengths) + \
@@ -131,8 +169,9 @@ class SharedReader:
 
     def __init__(self, reader: Any, export: Export, columns: tuple[int, ...]) -> None:
         self._reader = reader
-        self._export = export
+        self.export = export
         self._columns = columns
+        self.copy = False  # True: every piece's rows copied out of the file (takes)
 
     def read_chunk(self) -> _Chunk:
         chunk = self._reader.read_chunk()
@@ -145,11 +184,18 @@ class SharedReader:
         if len(raw) < end:
             raise InvalidArgument("a node sent truncated runs of shared rows")
         runs = np.frombuffer(raw, dtype=_RUN, count=n, offset=_PREFIX.size)
-        data = self._export.rows(runs, self._columns)
+        data = self.export.rows(runs, self._columns, self.copy)
         if data.num_rows != chunk.data.num_rows:
             raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
                                   f"{chunk.data.num_rows}")
         return _Chunk(data, pa.py_buffer(raw[end:]))
+
+    def __iter__(self) -> Any:
+        while True:
+            try:
+                yield self.read_chunk()
+            except StopIteration:
+                return
 
     def cancel(self) -> None:
         self._reader.cancel()
@@ -166,9 +212,22 @@ def shared_reader(reader: Any) -> Any:
         pid, fd, inode, size = (int(metadata[k]) for k in _KEYS)
         projection = metadata.get(b"icefloe.shared.columns", b"").decode()
         columns = tuple(int(c) for c in projection.split(",")) if projection else ()
+        held_text = metadata.get(b"icefloe.shared.held", b"").decode()
+        held = tuple(tuple(int(x) for x in r.split("-")) for r in held_text.split(",")
+                     if r) if held_text else ()
+        generation = int(metadata.get(b"icefloe.shared.generation", b"-1"))
+        dataset = metadata.get(b"icefloe.shared.dataset", b"").decode()
     except (KeyError, ValueError) as exc:
         raise InvalidArgument(f"a node named its shared file wrongly: {exc}") from exc
-    return SharedReader(reader, Export(pid, fd, inode, size), columns)
+    if any(len(r) != 2 or r[0] >= r[1] for r in held) or \
+            any(a[1] > b[0] for a, b in zip(held, held[1:], strict=False)):
+        raise InvalidArgument(f"a node named the rows of its shared file wrongly: {held_text!r}")
+    export = Export(pid, fd, inode, size)
+    if held and sum(z - a for a, z in held) != export.starts[-1]:
+        raise InvalidArgument(f"a node's shared file holds {export.starts[-1]} rows, not the "
+                              f"{sum(z - a for a, z in held)} it named")
+    export.dataset, export.generation, export.held = dataset, generation, held  # type: ignore[assignment]
+    return SharedReader(reader, export, columns)
 
 
 def is_local(uri: str) -> bool:

@@ -36,10 +36,13 @@ _ONE_ENTRY = struct.Struct("<IQ")
 
 @dataclass(frozen=True)
 class Group:
-    """The rows one replica set serves: its kind-04 ticket and its nodes."""
+    """The rows one replica set serves: its kind-04 ticket and its nodes;
+    ``rows[i]`` goes to position ``positions[i]`` of the answer."""
 
     ticket: bytes
     nodes: tuple[str, ...]
+    positions: np.ndarray
+    rows: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class SliceMap:
 
     def _group(self, total: int, positions: np.ndarray, rows: np.ndarray, g: int) -> Group:
         body = _BODY_HEAD.pack(total, len(rows)) + _entries(positions, rows)
-        return Group(self.grant + body, self.replica_sets[g])
+        return Group(self.grant + body, self.replica_sets[g], positions, rows)
 
 
 def _entries(positions: np.ndarray, rows: np.ndarray) -> bytes:

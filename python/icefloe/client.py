@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
@@ -37,6 +39,7 @@ from .errors import (
 )
 
 T = TypeVar("T")
+_MAX_EXPORTS = 64  # nodes' shared files a client keeps for takes
 __all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
 
 @contextmanager
@@ -135,6 +138,8 @@ class Client:
         self.stream_timeout_s = stream_timeout_s
         self.share_memory = share_memory
         self._unshared: set[str] = set()  # nodes whose shared files this process cannot map
+        # Nodes' shared files by (node, storage name, generation), for takes.
+        self._exports: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
         self._parallelism = max(1, read_parallelism)
         self._headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
         self._connect_kwargs: dict[str, Any] = {}
@@ -504,7 +509,7 @@ class Client:
             if not len(ids):
                 return smap.schema.empty_table()
             try:
-                return self._take_groups(name, smap.groups(ids))
+                return self._take_groups(name, smap, smap.groups(ids), len(ids), columns)
             except StreamBroken as exc:  # nothing handed out yet: gather them all again
                 self._slice_maps.drop(name, smap)
                 recovery = recovery or self._recovery(name, "take")
@@ -517,22 +522,61 @@ class Client:
                 self._slice_maps.drop(name, smap)
                 retried_stale = True
 
-    def _take_groups(self, name: str, groups: list[Any]) -> pa.Table:
+    def _take_groups(self, name: str, smap: Any, groups: list[Any], total: int,
+                     columns: list[str] | None) -> pa.Table:
         """The rows of kind-04 tickets, one per replica set, assembled in
         request order: each ticket read whole (failing over to its replicas),
         all at once (:meth:`_all`), then every node's pieces put in place with
-        one take."""
-        from ._pieces import one_batch, parse_piece
+        one take. Rows a node on this host shared before (the file of this
+        generation that a take by reference mapped) are taken from that file,
+        without asking the node."""
+        from ._pieces import Piece, one_batch, parse_piece
 
-        def read(reader: flight.FlightStreamReader, _: str) -> list[Any]:
+        key = (smap.storage, smap.generation)
+
+        def read(reader: Any, uri: str) -> list[Any]:
+            if isinstance(reader, _shared.SharedReader):
+                reader.copy = True  # a take's rows are the caller's: never views of the file
+                self._keep_export(uri, key, reader.export)
             return [parse_piece(c.data, c.app_metadata) for c in reader]
 
         def fetch(group: Any) -> Callable[[], list[Any]]:
+            export = self._export_for(group.nodes, key) if self.share_memory else None
+            local = export.local_rows(group.rows) if export is not None else None
+            if local is not None:
+                positions = group.positions.astype(np.uint32)
+                return lambda: [Piece(0, total, None, export.take(local, columns), positions)]
             endpoint = flight.FlightEndpoint(group.ticket, list(group.nodes))
-            return lambda: self._failover(endpoint, read, name)
+            return lambda: self._failover(endpoint, read, name, shared=True)
 
         pieces = [p for part in self._all([fetch(g) for g in groups]) for p in part]
         return pa.Table.from_batches([one_batch(pieces, 0)])
+
+    def _keep_export(self, uri: str, key: tuple[str, int], export: Any) -> None:
+        """Keeps a node's shared file for takes of its copy's generation (the
+        latest few; another generation of the same dataset replaces it)."""
+        if (export.dataset, export.generation) != key or not export.held:
+            return
+        with self._lock:
+            for k in [k for k in self._exports if k[0] == uri and k[1] == key[0]]:
+                del self._exports[k]
+            self._exports[(uri, *key)] = export
+            while len(self._exports) > _MAX_EXPORTS:
+                self._exports.popitem(last=False)
+
+    def _export_for(self, nodes: tuple[str, ...], key: tuple[str, int]) -> Any:
+        """A kept shared file of one of ``nodes`` for this copy, while that
+        node still holds it (else it is forgotten: the node died, or dropped or
+        replaced the copy, and its rows are asked for over the wire)."""
+        with self._lock:
+            for uri in nodes:
+                export = self._exports.get((uri, *key))
+                if export is None:
+                    continue
+                if export.alive():
+                    return export
+                del self._exports[(uri, *key)]
+        return None
 
     def _all(self, calls: list[Callable[[], T]]) -> list[T]:
         """Every call's result, in order: the first on this thread, the others
@@ -565,6 +609,7 @@ class Client:
         with self._lock:
             clients = [self._head, *self._nodes.values()]
             self._nodes.clear()
+            self._exports.clear()  # unmapped once no batch refers to them
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)  # its reads end (bounded by their deadlines) first

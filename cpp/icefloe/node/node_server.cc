@@ -266,8 +266,12 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
   // A granted rows ticket (kind 04) is served exactly as a head-signed one.
   if (ticket.header.kind == TicketKind::kRows || ticket.header.kind == TicketKind::kGrantedRows) {
     ARROW_ASSIGN_OR_RAISE(RowsTicket rows, DecodeRowsBody(ticket.body));
-    ARROW_ASSIGN_OR_RAISE(*stream, MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_,
-                                                  Meter(StreamKind::kRows), std::move(columns)));
+    // By reference for a same-host reader: it takes the rows from the file,
+    // and keeps the file for later takes of this generation.
+    const bool by_reference = wants_shared && dataset->shared() != nullptr;
+    ARROW_ASSIGN_OR_RAISE(
+        *stream, MakeRowsStream(std::move(dataset), std::move(rows), gather_pool_,
+                                Meter(StreamKind::kRows), std::move(columns), by_reference));
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));

@@ -366,11 +366,27 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
   ARROW_RETURN_NOT_OK(ProjectedSchema(dataset, columns).status());  // checks the indices
   std::string projection;
   for (int c : columns) projection += (projection.empty() ? "" : ",") + std::to_string(c);
+  // The global rows the file holds, in its order: ranges of back-to-back batches.
+  std::string held;
+  auto append = [&held](uint64_t start, uint64_t stop) {
+    held += (held.empty() ? "" : ",") + std::to_string(start) + "-" + std::to_string(stop);
+  };
+  const auto& batches = dataset.batches();
+  for (size_t i = 0; i < batches.size();) {
+    const uint64_t start = batches[i].global_start;
+    uint64_t stop = batches[i].global_stop();
+    for (++i; i < batches.size() && batches[i].global_start == stop; ++i) {
+      stop = batches[i].global_stop();
+    }
+    append(start, stop);
+  }
   auto metadata = arrow::key_value_metadata(
       {"icefloe.shared.pid", "icefloe.shared.fd", "icefloe.shared.inode", "icefloe.shared.size",
-       "icefloe.shared.columns"},
+       "icefloe.shared.columns", "icefloe.shared.dataset", "icefloe.shared.generation",
+       "icefloe.shared.held"},
       {std::to_string(getpid()), std::to_string(shared->fd()), std::to_string(shared->inode()),
-       std::to_string(shared->size()), projection});
+       std::to_string(shared->size()), projection, dataset.name(),
+       std::to_string(dataset.generation()), held});
   return arrow::schema(arrow::FieldVector{}, std::move(metadata));
 }
 
@@ -419,11 +435,13 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
-    std::vector<int> columns) {
-  ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
+    std::vector<int> columns, bool by_reference) {
+  ARROW_ASSIGN_OR_RAISE(auto schema, by_reference ? SharedSchema(*dataset, columns)
+                                                  : ProjectedSchema(*dataset, columns));
   auto next = std::make_shared<size_t>(0);
   const CachedDataset* ds = dataset.get();
-  const PieceTarget target{gather_pool.get(), false};
+  const PieceTarget target{gather_pool.get(), by_reference};
+  if (by_reference) columns.clear();  // the reader projects what it maps
   auto producer = [ds, target, ticket = std::move(ticket), next,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next >= ticket.rows.size()) return false;
@@ -439,7 +457,7 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),
                                        std::move(gather_pool), std::move(producer),
-                                       std::move(meter));
+                                       std::move(meter), by_reference);
 }
 
 }  // namespace icefloe

@@ -40,17 +40,21 @@ arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
 
 /// A by-reference stream's schema: no fields; metadata naming the export
 /// (icefloe.shared.pid, .fd, .inode, .size: open /proc/<pid>/fd/<fd>, check
-/// that its inode is `inode`, map `size` bytes, read it as an IPC file) and
-/// the projection (icefloe.shared.columns: comma-separated indices into the
-/// export's schema, empty for all).
+/// that its inode is `inode`, map `size` bytes, read it as an IPC file), the
+/// projection (icefloe.shared.columns: comma-separated indices into the
+/// export's schema, empty for all) and what the file holds (.dataset and
+/// .generation: the copy; .held: its global rows in file order, as
+/// comma-separated "start-stop" ranges): a reader may take rows of that
+/// generation from the file itself later (Client.take).
 arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& dataset,
                                                            const std::vector<int>& columns);
 
-/// The stream for a row ticket: the requested rows, gathered, in chunks.
+/// The stream for a row ticket: the requested rows, gathered, in chunks;
+/// `by_reference` as for MakePlanStream (the rows named, in request order).
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
-    std::vector<int> columns = {});
+    std::vector<int> columns = {}, bool by_reference = false);
 
 /// The dataset's schema projected onto `columns` (empty: the schema itself).
 arrow::Result<std::shared_ptr<arrow::Schema>> ProjectedSchema(const CachedDataset& dataset,
