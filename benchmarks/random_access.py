@@ -43,7 +43,7 @@ def run(env: Env) -> dict[str, Any]:
     lance_uri = next((a["uri"] for k, a in peer_variants.values() if k == "lance"), None)
     if lance_uri is None:
         skipped.setdefault("Lance", "no Lance dataset")
-    readers = ["icefloe Client.take", "in-process Table.take"]
+    readers = ["icefloe Client.take", "icefloe Client.take, TCP", "in-process Table.take"]
     readers += ["Lance dataset.take"] if lance_uri else []
     with icefloe.LocalCluster(num_nodes=NODES, memory_limit=None,
                               log_dir=env.log_dir(NAME)) as cluster, cluster.client() as client:
@@ -58,7 +58,7 @@ def run(env: Env) -> dict[str, Any]:
             elif reader.startswith("icefloe"):
                 res = common.run_worker("take_latency", {
                     **args, "kind": "icefloe", "head": cluster.head_uri, "dataset": "ra",
-                    "calls": _calls(cfg.quick, reader)})
+                    "calls": _calls(cfg.quick, reader), "share_memory": "TCP" not in reader})
             else:
                 res = common.run_worker("take_latency", {
                     **args, "kind": "inprocess", "paths": table.files,
@@ -95,6 +95,10 @@ def _report(cfg: common.Config, rows: int, readers: list[str], got: dict[str, An
                       med[ice]["1"]),
         common.target("random access: 4096-row take, icefloe / in-process Table.take", "<=", 3,
                       ratio(ice, mem, 4096)),
+        common.target("random access: one-row take, icefloe over loopback TCP, median ms",
+                      "<=", 0.5, med[f"{ice}, TCP"]["1"]),
+        common.target("random access: 4096-row take, icefloe over loopback TCP / in-process "
+                      "Table.take", "<=", 3, ratio(f"{ice}, TCP", mem, 4096)),
         common.target("random access: 64-row take, icefloe, median ms", "report", 0,
                       med[ice]["64"]),
         common.target("random access: 4096-row take, icefloe, median ms", "report", 0,

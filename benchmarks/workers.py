@@ -108,7 +108,8 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     import icefloe.torch  # noqa: F401
 
     if kind == "icefloe":
-        plan = {k: a[k] for k in ("block_rows", "window_blocks") if a.get(k) is not None}
+        plan = {k: a[k] for k in ("block_rows", "window_blocks", "prefetch")
+                if a.get(k) is not None}
         return _icefloe(a["head"], a["dataset"], a["batch_size"], a.get("shuffle", "none"),
                         seed=a.get("seed", 0), epoch=a.get("epoch", 0),
                         loader=a.get("loader", True), share_memory=a.get("share_memory", True),
@@ -371,18 +372,21 @@ def first_batch(head: str, dataset: str, rows: int, batch_size: int, n: int) -> 
 
 def take_latency(kind: str, rows: int, sizes: list[int], calls: list[int], seed: int = 0,
                  head: str | None = None, dataset: str | None = None,
-                 paths: list[str] | None = None) -> dict[str, list[float]]:
+                 paths: list[str] | None = None,
+                 share_memory: bool = True) -> dict[str, list[float]]:
     """Milliseconds of each call taking n uniformly random rows (any order,
-    duplicates allowed): icefloe's Client.take (`icefloe`), or pyarrow.Table.take
-    on the same rows held in this process (`inprocess`)."""
+    duplicates allowed): icefloe's Client.take (`icefloe`; ``share_memory=False``:
+    over loopback TCP even where the nodes share their memory), or
+    pyarrow.Table.take on the same rows held in this process (`inprocess`)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     if kind == "icefloe":
         from icefloe import Client
 
-        client = Client(head)
-        client.take(dataset, [0])  # connect to the head and the nodes before the clock
+        client = Client(head, share_memory=share_memory)
+        # Connect to the head and the nodes (map their files) before the clock.
+        client.take(dataset, [0, rows - 1])
 
         def take(idx: np.ndarray) -> int:
             return client.take(dataset, idx).num_rows

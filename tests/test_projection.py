@@ -113,7 +113,7 @@ def test_epoch_projects_on_the_nodes(cluster, shuffle):
 
 def test_take_projects_on_the_nodes(cluster):
     rows = [ROWS - 1, 0, 17, 17, 20_001, 5, 14_000, 3]
-    with cluster.client() as c:
+    with cluster.client(share_memory=False) as c:  # over the wire, whose bytes are measured
         full, full_bytes = _measured(cluster, lambda: c.take("t", rows))
         got, got_bytes = _measured(cluster, lambda: c.take("t", rows, columns=["name", "id"]))
         assert got.schema.names == ["name", "id"]

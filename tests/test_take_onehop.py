@@ -95,7 +95,9 @@ def test_projected_takes_go_in_one_hop_with_only_those_columns(cluster):
     """``take(columns=)``: the grant names the columns (signed), the nodes send
     only those, and further takes of that column set ask the head nothing."""
     rng = np.random.default_rng(5)
-    with cluster.client() as client:
+    # Over the wire, whose bytes are counted (a reader of shared memory takes
+    # rows from the nodes' files: test_shared_memory.py).
+    with cluster.client(share_memory=False) as client:
         whole = client.read("t")
         client.take("t", [0], columns=["x", "id"])  # learns the projected map
         before = scrape(cluster.head.health)
@@ -286,9 +288,10 @@ def test_a_take_reads_its_nodes_at_once_and_puts_their_rows_in_request_order():
             body = np.empty(len(positions), dtype=[("p", "<u4"), ("r", "<u8")])
             body["p"], body["r"] = positions, ids[positions]
             ticket = np.array([len(ids), len(positions)], dtype="<u4").tobytes() + body.tobytes()
-            groups.append(Group(ticket, (f"grpc://127.0.0.1:{server.port}",)))
+            groups.append(Group(ticket, (f"grpc://127.0.0.1:{server.port}",), positions,
+                                ids[positions]))
         with icefloe.Client("grpc://127.0.0.1:1", read_parallelism=1) as client:
-            got = client._take_groups("stand-ins", groups)
+            got = client._take_groups("stand-ins", ("stand-ins", 1), groups, len(ids))
         assert sorted(asked) == sorted(s.port for s in servers)
         assert got.equals(pa.Table.from_batches([table.take(ids).combine_chunks().to_batches()[0]]))
     finally:

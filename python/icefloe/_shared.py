@@ -54,6 +54,7 @@ class Export:
     dataset = ""
     generation = -1
     held: tuple[tuple[int, int], ...] = ()
+    _SMALL_TAKE = 16  # rows up to which a take copies row slices (a take kernel costs ~70 us)
 
     def __init__(self, pid: int, fd: int, inode: int, size: int) -> None:
         path = self._path = f"/proc/{pid}/fd/{fd}"
@@ -71,6 +72,7 @@ class Export:
                              prot=mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(handle)
+        self._view_bytes = view
         reader = pa.ipc.open_file(pa.py_buffer(view))
         self.batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
         self.schema = reader.schema
@@ -78,6 +80,12 @@ class Export:
         for b in self.batches:
             self.starts.append(self.starts[-1] + b.num_rows)
         self._projected: dict[tuple[int, ...], list[pa.RecordBatch]] = {}
+
+    def prefault(self) -> None:
+        """Maps every page of the file into this process now (one read per
+        page: the kernel maps its neighbours too), so that takes of random
+        rows later do not pay a page fault per row and column."""
+        np.frombuffer(self._view_bytes, dtype=np.uint8)[::mmap.PAGESIZE].max(initial=0)
 
     def alive(self) -> bool:
         """Whether the node still holds this file (one stat: it has not died,
@@ -87,17 +95,31 @@ class Export:
         except OSError:
             return False
 
+    def name_rows(self, dataset: str, generation: int,
+                  held: tuple[tuple[int, int], ...]) -> None:
+        """Which copy's global rows the file holds, in its order (the node's word)."""
+        self.dataset, self.generation, self.held = dataset, generation, held
+        self._held_start_list = [a for a, _ in held]
+        self._held_starts = np.array(self._held_start_list, dtype=np.int64)
+        self._held_stops = np.array([z for _, z in held], dtype=np.int64)
+        sizes = self._held_stops - self._held_starts
+        self._held_bases = np.cumsum(sizes) - sizes  # file row of each range's start
+
     def local_rows(self, ids: np.ndarray) -> np.ndarray | None:
         """The file's rows of global ``ids``, or None unless it holds them all."""
         if not self.held:
             return None
-        starts = np.array([a for a, _ in self.held], dtype=np.int64)
-        stops = np.array([z for _, z in self.held], dtype=np.int64)
-        bases = np.cumsum(stops - starts) - (stops - starts)  # file row of each range's start
+        starts, stops = self._held_starts, self._held_stops
+        if len(ids) == 1:  # the one-row take: no array work
+            row = int(ids[0])
+            i = bisect.bisect_right(self._held_start_list, row) - 1
+            if i < 0 or not starts[i] <= row < stops[i]:
+                return None
+            return np.array([int(self._held_bases[i]) + row - int(starts[i])])
         where = np.searchsorted(starts, ids, side="right") - 1
         if len(ids) and (int(where.min()) < 0 or bool(np.any(ids >= stops[where]))):
             return None
-        return bases[where] + (ids - starts[where])
+        return self._held_bases[where] + (ids - starts[where])
 
     def take(self, rows: np.ndarray, columns: list[str] | None) -> pa.RecordBatch:
         """The file's ``rows`` (as :meth:`local_rows` gives them), copied (a
@@ -106,6 +128,8 @@ class Export:
         batches = self.batches if columns is None else [b.select(columns) for b in self.batches]
         if len(batches) != 1:  # nodes write one batch; anything else is not a node's file
             raise InvalidArgument(f"a node's shared file holds {len(batches)} batches, not 1")
+        if 0 < len(rows) <= self._SMALL_TAKE:  # a copy of row slices
+            return pa.concat_batches([batches[0].slice(r, 1) for r in rows.tolist()])
         index = np.int32 if self.starts[-1] < 2**31 else np.int64
         return pc.take(batches[0], pa.array(rows.astype(index, copy=False)), boundscheck=False)
 
@@ -226,7 +250,7 @@ def shared_reader(reader: Any) -> Any:
     if held and sum(z - a for a, z in held) != export.starts[-1]:
         raise InvalidArgument(f"a node's shared file holds {export.starts[-1]} rows, not the "
                               f"{sum(z - a for a, z in held)} it named")
-    export.dataset, export.generation, export.held = dataset, generation, held  # type: ignore[assignment]
+    export.name_rows(dataset, generation, held)  # type: ignore[arg-type]
     return SharedReader(reader, export, columns)
 
 

@@ -509,7 +509,8 @@ class Client:
             if not len(ids):
                 return smap.schema.empty_table()
             try:
-                return self._take_groups(name, smap, smap.groups(ids), len(ids), columns)
+                return self._take_groups(name, (smap.storage, smap.generation),
+                                         smap.groups(ids), len(ids), columns)
             except StreamBroken as exc:  # nothing handed out yet: gather them all again
                 self._slice_maps.drop(name, smap)
                 recovery = recovery or self._recovery(name, "take")
@@ -522,17 +523,16 @@ class Client:
                 self._slice_maps.drop(name, smap)
                 retried_stale = True
 
-    def _take_groups(self, name: str, smap: Any, groups: list[Any], total: int,
-                     columns: list[str] | None) -> pa.Table:
+    def _take_groups(self, name: str, key: tuple[str, int], groups: list[Any], total: int,
+                     columns: list[str] | None = None) -> pa.Table:
         """The rows of kind-04 tickets, one per replica set, assembled in
         request order: each ticket read whole (failing over to its replicas),
         all at once (:meth:`_all`), then every node's pieces put in place with
         one take. Rows a node on this host shared before (the file of this
         generation that a take by reference mapped) are taken from that file,
-        without asking the node."""
+        without asking the node. ``key``: the copy's (storage name,
+        generation); ``total``: the rows of the answer."""
         from ._pieces import Piece, one_batch, parse_piece
-
-        key = (smap.storage, smap.generation)
 
         def read(reader: Any, uri: str) -> list[Any]:
             if isinstance(reader, _shared.SharedReader):
@@ -540,16 +540,18 @@ class Client:
                 self._keep_export(uri, key, reader.export)
             return [parse_piece(c.data, c.app_metadata) for c in reader]
 
-        def fetch(group: Any) -> Callable[[], list[Any]]:
+        pieces: list[Any] = []
+        remote: list[Callable[[], list[Any]]] = []
+        for group in groups:
             export = self._export_for(group.nodes, key) if self.share_memory else None
             local = export.local_rows(group.rows) if export is not None else None
-            if local is not None:
-                positions = group.positions.astype(np.uint32)
-                return lambda: [Piece(0, total, None, export.take(local, columns), positions)]
+            if local is not None:  # in this process: no thread, no round trip
+                pieces.append(Piece(0, total, None, export.take(local, columns),
+                                    group.positions.astype(np.uint32)))
+                continue
             endpoint = flight.FlightEndpoint(group.ticket, list(group.nodes))
-            return lambda: self._failover(endpoint, read, name, shared=True)
-
-        pieces = [p for part in self._all([fetch(g) for g in groups]) for p in part]
+            remote.append(lambda e=endpoint: self._failover(e, read, name, shared=True))
+        pieces += [p for part in self._all(remote) for p in part]
         return pa.Table.from_batches([one_batch(pieces, 0)])
 
     def _keep_export(self, uri: str, key: tuple[str, int], export: Any) -> None:
@@ -557,6 +559,7 @@ class Client:
         latest few; another generation of the same dataset replaces it)."""
         if (export.dataset, export.generation) != key or not export.held:
             return
+        export.prefault()
         with self._lock:
             for k in [k for k in self._exports if k[0] == uri and k[1] == key[0]]:
                 del self._exports[k]
