@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 import torch
 from iceberg_util import Warehouse
+from test_metrics import nodes_total, scrape
 
 import icefloe
 from icefloe import _shared
@@ -51,15 +52,8 @@ def _epochs(cluster: icefloe.LocalCluster, table, **client) -> dict[str, pa.Tabl
 
 def _served_bytes(cluster, nodes=None) -> float:
     """Bytes of rows the nodes sent by value for plan tickets."""
-    import urllib.request
-
-    total = 0.0
-    for node in cluster.nodes if nodes is None else nodes:
-        with urllib.request.urlopen(node.health + "/metrics", timeout=30) as r:
-            for line in r.read().decode().splitlines():
-                if line.startswith('icefloe_node_served_bytes_total{ticket="plan"}'):
-                    total += float(line.split()[-1])
-    return total
+    scrapes = [scrape(n.health) for n in (cluster.nodes if nodes is None else nodes)]
+    return nodes_total(scrapes, "icefloe_node_served_bytes_total", ticket="plan")
 
 
 def test_epochs_by_reference_equal_epochs_over_the_wire(table, tmp_path):
@@ -117,6 +111,22 @@ def test_a_file_that_is_not_the_nodes_is_refused(tmp_path):
             _shared.Export(os.getpid(), fd, inode + 1, mmap.PAGESIZE)
         with pytest.raises(_shared.Unshareable, match="cannot open"):
             _shared.Export(os.getpid(), 987654, inode, mmap.PAGESIZE)
+    finally:
+        os.close(fd)
+
+
+def test_a_file_of_several_batches_is_refused():
+    data = pa.record_batch({"id": pa.array(np.arange(10, dtype=np.int64))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, data.schema) as writer:
+        writer.write_batch(data)
+        writer.write_batch(data)
+    raw = sink.getvalue().to_pybytes()
+    fd = os.memfd_create("icefloe-test")
+    try:
+        os.write(fd, raw)
+        with pytest.raises(icefloe.InvalidArgument, match="holds 2 record batches, not 1"):
+            _shared.Export(os.getpid(), fd, os.fstat(fd).st_ino, len(raw))
     finally:
         os.close(fd)
 
@@ -207,15 +217,8 @@ def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):
 
 
 def _served_rows(cluster, ticket: str) -> float:
-    import urllib.request
-
-    total = 0.0
-    for node in cluster.nodes:
-        with urllib.request.urlopen(node.health + "/metrics", timeout=30) as r:
-            for line in r.read().decode().splitlines():
-                if line.startswith(f'icefloe_node_served_rows_total{{ticket="{ticket}"}}'):
-                    total += float(line.split()[-1])
-    return total
+    scrapes = [scrape(n.health) for n in cluster.nodes]
+    return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket=ticket)
 
 
 def test_takes_read_a_mapped_file_without_asking_the_node(table, tmp_path):

@@ -189,10 +189,14 @@ def _parse_chunk(data: pa.RecordBatch, raw: bytes) -> Chunk:
 def run_positions(runs: np.ndarray) -> np.ndarray:
     """The positions (offset, length) runs cover, in order: vectorised, since a
     sample-shuffled piece has one run per row."""
-    offsets = runs[:, 0].astype(np.int64)
-    lengths = runs[:, 1].astype(np.int64)
+    return expand_runs(runs[:, 0].astype(np.int64), runs[:, 1].astype(np.int64))
+
+
+def expand_runs(starts: np.ndarray, lengths: np.ndarray, dtype: Any = np.int64) -> np.ndarray:
+    """Every position of the runs (``starts[i]``, ``lengths[i]``), in order, as ``dtype``."""
     firsts = np.cumsum(lengths) - lengths  # index of each run's first position
-    return np.repeat(offsets - firsts, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    return np.repeat((starts - firsts).astype(dtype), lengths) + \
+        np.arange(int(lengths.sum()), dtype=dtype)
 
 
 def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBatch:

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._pieces import expand_runs
 from .errors import InvalidArgument
 
 HEADER = (b"icefloe-shared", b"1")
@@ -74,12 +75,13 @@ class Export:
             os.close(handle)
         self._view_bytes = view
         reader = pa.ipc.open_file(pa.py_buffer(view))
-        self.batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-        self.schema = reader.schema
-        self.starts = [0]  # row of the file where each batch starts; the last: its rows
-        for b in self.batches:
-            self.starts.append(self.starts[-1] + b.num_rows)
-        self._projected: dict[tuple[int, ...], list[pa.RecordBatch]] = {}
+        if reader.num_record_batches != 1:  # nodes write their copy as one batch
+            raise InvalidArgument(f"{path}: a node's shared file holds "
+                                  f"{reader.num_record_batches} record batches, not 1")
+        self.batch = reader.get_batch(0)
+        self.num_rows = self.batch.num_rows
+        self._index = np.int32 if self.num_rows < 2**31 else np.int64  # take indices
+        self._projected: dict[tuple[int, ...], pa.RecordBatch] = {(): self.batch}
 
     def prefault(self) -> None:
         """Maps every page of the file into this process now (one read per
@@ -125,55 +127,37 @@ class Export:
         """The file's ``rows`` (as :meth:`local_rows` gives them), copied (a
         take's rows are the caller's to write into: the mapping is kept for
         later takes), with ``columns`` (names; None: all)."""
-        batches = self.batches if columns is None else [b.select(columns) for b in self.batches]
-        if len(batches) != 1:  # nodes write one batch; anything else is not a node's file
-            raise InvalidArgument(f"a node's shared file holds {len(batches)} batches, not 1")
+        names = self.batch.schema.names
+        batch = self._view(() if columns is None else tuple(names.index(c) for c in columns))
         if 0 < len(rows) <= self._SMALL_TAKE:  # a copy of row slices
-            return pa.concat_batches([batches[0].slice(r, 1) for r in rows.tolist()])
-        index = np.int32 if self.starts[-1] < 2**31 else np.int64
-        return pc.take(batches[0], pa.array(rows.astype(index, copy=False)), boundscheck=False)
+            return pa.concat_batches([batch.slice(r, 1) for r in rows.tolist()])
+        return pc.take(batch, pa.array(rows.astype(self._index, copy=False)), boundscheck=False)
 
-    def _view(self, columns: tuple[int, ...]) -> list[pa.RecordBatch]:
+    def _view(self, columns: tuple[int, ...]) -> pa.RecordBatch:
+        """The file's batch with ``columns`` (indices; empty: all), kept."""
         got = self._projected.get(columns)
         if got is None:
-            got = self.batches
-            if columns:
-                got = [b.select(list(columns)) for b in got]
-            self._projected[columns] = got
+            got = self._projected[columns] = self.batch.select(list(columns))
         return got
 
     def rows(self, runs: np.ndarray, columns: tuple[int, ...],
              copy: bool = False) -> pa.RecordBatch:
         """The file's rows that ``runs`` (start, length) name, in order, with
         ``columns`` (indices; empty: all): a zero-copy slice for one run (a
-        chunk, a slice: what nodes send by reference), else one take (a
-        file of several batches, which nodes do not write: the runs' slices,
-        concatenated)."""
-        batches = self._view(columns)
-        total = self.starts[-1]
+        chunk or a slice of one: what nodes send for none and block epochs),
+        else, or with ``copy``, one take."""
+        batch = self._view(columns)
         starts = runs["start"].astype(np.int64)
         lengths = runs["length"].astype(np.int64)
-        if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > total):
-            raise InvalidArgument(f"a node named rows outside its shared file of {total} rows")
-        if len(batches) == 1 and (len(runs) > 1 or copy):  # the node's layout: one take
-            firsts = np.cumsum(lengths) - lengths
-            index = np.int32 if total < 2**31 else np.int64
-            indices = np.repeat((starts - firsts).astype(index), lengths) + \
-                np.arange(int(lengths.sum()), dtype=index)
-            return pc.take(batches[0], pa.array(indices), boundscheck=False)  # checked above
-        parts = []
-        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
-            while length > 0:  # a run may go on into the next batch
-                i = bisect.bisect_right(self.starts, start) - 1
-                n = min(length, self.starts[i + 1] - start)
-                parts.append(batches[i].slice(start - self.starts[i], n))
-                start += n
-                length -= n
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            return batches[0].slice(0, 0) if batches else pa.RecordBatch.from_pylist([])
-        return pa.concat_batches(parts)
+        if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > self.num_rows):
+            raise InvalidArgument(f"a node named rows outside its shared file of "
+                                  f"{self.num_rows} rows")
+        if len(runs) == 1 and not copy:
+            return batch.slice(int(starts[0]), int(lengths[0]))
+        if not len(runs):
+            return batch.slice(0, 0)
+        indices = expand_runs(starts, lengths, self._index)  # bounds checked above
+        return pc.take(batch, pa.array(indices), boundscheck=False)
 
 
 class _Chunk:
@@ -247,8 +231,8 @@ def shared_reader(reader: Any) -> Any:
             any(a[1] > b[0] for a, b in zip(held, held[1:], strict=False)):
         raise InvalidArgument(f"a node named the rows of its shared file wrongly: {held_text!r}")
     export = Export(pid, fd, inode, size)
-    if held and sum(z - a for a, z in held) != export.starts[-1]:
-        raise InvalidArgument(f"a node's shared file holds {export.starts[-1]} rows, not the "
+    if held and sum(z - a for a, z in held) != export.num_rows:
+        raise InvalidArgument(f"a node's shared file holds {export.num_rows} rows, not the "
                               f"{sum(z - a for a, z in held)} it named")
     export.name_rows(dataset, generation, held)  # type: ignore[arg-type]
     return SharedReader(reader, export, columns)

@@ -158,9 +158,15 @@ const CachedBatch* CachedDataset::BatchHolding(uint64_t row) const {
 }
 
 int64_t CachedDataset::LocalRow(uint64_t row) const {
+  const auto held = Locate(row);
+  return held ? static_cast<int64_t>(held->local) : -1;
+}
+
+std::optional<CachedDataset::HeldRow> CachedDataset::Locate(uint64_t row) const {
   const size_t i = BatchOf(row);
-  if (i == batches_.size()) return -1;
-  return local_starts_[i] + static_cast<int64_t>(row - batches_[i].global_start);
+  if (i == batches_.size()) return std::nullopt;
+  const CachedBatch& b = batches_[i];
+  return HeldRow{static_cast<uint64_t>(local_starts_[i]) + (row - b.global_start), b.global_stop()};
 }
 
 std::vector<std::shared_ptr<arrow::RecordBatch>> CachedDataset::Slice(RowRange range) const {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,13 @@ class CachedDataset {
   /// Held global row `row`'s index among the held rows (batch after batch):
   /// its row in a shared export. -1 when this copy does not hold it.
   int64_t LocalRow(uint64_t row) const;
+  /// Where a held row lies: its LocalRow and the global end of its cached batch.
+  struct HeldRow {
+    uint64_t local;
+    uint64_t batch_stop;
+  };
+  /// Held global row `row`'s HeldRow (one lookup), or nullopt when not held.
+  std::optional<HeldRow> Locate(uint64_t row) const;
 
   /// The sealed memory file this copy's batches are views of, when the node
   /// shares it with same-host readers (shared_export.h); else null.

@@ -299,15 +299,14 @@ arrow::Result<std::vector<SourceRun>> SourceRuns(const CachedDataset& dataset,
       last = row;
       continue;
     }
-    const CachedBatch* holder = dataset.BatchHolding(row);
-    batch_stop = holder != nullptr ? holder->global_stop() : 0;
-    last = row;
-    const int64_t local = dataset.LocalRow(row);
-    if (local < 0) {
+    const auto held = dataset.Locate(row);
+    if (!held) {
       return arrow::Status::KeyError("row ", row, " of dataset '", dataset.name(),
                                      "' is not held by this node");
     }
-    const auto at = static_cast<uint64_t>(local);
+    batch_stop = held->batch_stop;
+    last = row;
+    const uint64_t at = held->local;
     if (!runs.empty() && runs.back().start + runs.back().length == at &&
         runs.back().length < UINT32_MAX) {
       ++runs.back().length;
@@ -366,27 +365,13 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
   ARROW_RETURN_NOT_OK(ProjectedSchema(dataset, columns).status());  // checks the indices
   std::string projection;
   for (int c : columns) projection += (projection.empty() ? "" : ",") + std::to_string(c);
-  // The global rows the file holds, in its order: ranges of back-to-back batches.
-  std::string held;
-  auto append = [&held](uint64_t start, uint64_t stop) {
-    held += (held.empty() ? "" : ",") + std::to_string(start) + "-" + std::to_string(stop);
-  };
-  const auto& batches = dataset.batches();
-  for (size_t i = 0; i < batches.size();) {
-    const uint64_t start = batches[i].global_start;
-    uint64_t stop = batches[i].global_stop();
-    for (++i; i < batches.size() && batches[i].global_start == stop; ++i) {
-      stop = batches[i].global_stop();
-    }
-    append(start, stop);
-  }
   auto metadata = arrow::key_value_metadata(
       {"icefloe.shared.pid", "icefloe.shared.fd", "icefloe.shared.inode", "icefloe.shared.size",
        "icefloe.shared.columns", "icefloe.shared.dataset", "icefloe.shared.generation",
        "icefloe.shared.held"},
       {std::to_string(getpid()), std::to_string(shared->fd()), std::to_string(shared->inode()),
        std::to_string(shared->size()), projection, dataset.name(),
-       std::to_string(dataset.generation()), held});
+       std::to_string(dataset.generation()), shared->held()});
   return arrow::schema(arrow::FieldVector{}, std::move(metadata));
 }
 

@@ -68,6 +68,21 @@ arrow::Result<std::shared_ptr<CachedDataset>> CutLike(
   return CachedDataset::Make(name, generation, schema, std::move(batches), std::move(pool));
 }
 
+// The global rows `cuts` (each batch's first global id and rows, in file
+// order) hold, as SharedExport::held() names them.
+std::string HeldRanges(const std::vector<std::pair<uint64_t, int64_t>>& cuts) {
+  std::string held;
+  for (size_t i = 0; i < cuts.size();) {
+    const uint64_t start = cuts[i].first;
+    uint64_t stop = start + static_cast<uint64_t>(cuts[i].second);
+    for (++i; i < cuts.size() && cuts[i].first == stop; ++i) {
+      stop += static_cast<uint64_t>(cuts[i].second);
+    }
+    held += (held.empty() ? "" : ",") + std::to_string(start) + "-" + std::to_string(stop);
+  }
+  return held;
+}
+
 }  // namespace
 
 SharedExport::~SharedExport() {
@@ -84,11 +99,12 @@ struct Sharing {
     std::shared_ptr<arrow::RecordBatch> mapped;
   };
   static arrow::Result<Written> Write(const std::string& name, const arrow::RecordBatch& all,
-                                      std::shared_ptr<MemoryBudget> budget) {
+                                      std::string held, std::shared_ptr<MemoryBudget> budget) {
     arrow::io::MockOutputStream counter;
     ARROW_RETURN_NOT_OK(WriteFile(all, &counter));
     ARROW_ASSIGN_OR_RAISE(const int64_t size, counter.Tell());
     std::shared_ptr<SharedExport> out(new SharedExport());
+    out->held_ = std::move(held);
     if (budget) {
       if (!budget->TryReserve(size)) {
         return arrow::Status::OutOfMemory("sharing dataset '", name, "' needs ", size,
@@ -159,7 +175,7 @@ Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<Memo
   auto compact = CutLike(name, generation, schema, cuts, *all, pool);
   if (!compact.ok()) return {std::move(dataset), compact.status()};
   dataset.reset();  // the rows now live in `all` alone (when the caller let go too)
-  auto written = Sharing::Write(name, **all, std::move(budget));
+  auto written = Sharing::Write(name, **all, HeldRanges(cuts), std::move(budget));
   if (!written.ok()) return {std::move(*compact), written.status()};
   auto shared = CutLike(name, generation, schema, cuts, written->mapped, nullptr);
   if (!shared.ok()) return {std::move(*compact), shared.status()};

@@ -36,6 +36,9 @@ class SharedExport {
   int64_t size() const { return size_; }
   uint64_t inode() const { return inode_; }
   const uint8_t* data() const { return data_; }
+  /// The global rows the file holds, in its order: "start-stop,..." ranges of
+  /// back-to-back batches (what a reader needs to take rows from it).
+  const std::string& held() const { return held_; }
 
  private:
   friend struct Sharing;
@@ -44,6 +47,7 @@ class SharedExport {
   int64_t size_ = 0;
   uint64_t inode_ = 0;
   const uint8_t* data_ = nullptr;  // PROT_READ, MAP_SHARED
+  std::string held_;
   std::shared_ptr<MemoryBudget> budget_;
   int64_t charged_ = 0;
 };
