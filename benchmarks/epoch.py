@@ -59,9 +59,6 @@ def _sweep_variants() -> dict[str, tuple[str, dict[str, Any]]]:
     for b in (PEER_BATCH, SWEEP[0]):
         out[f"icefloe none @{b}, TCP"] = ("icefloe", {"shuffle": "none", "batch_size": b,
                                                       "share_memory": False})
-    # Assembly on the loop's own thread: no hand-over between two Python threads.
-    out[f"icefloe none @{PEER_BATCH}, prefetch=0"] = ("icefloe", {
-        "shuffle": "none", "batch_size": PEER_BATCH, "prefetch": 0})
     for b in (SWEEP[0], SWEEP[-1]):
         out[f"icefloe none @{b}, TCP, no DataLoader"] = (
             "icefloe", {"shuffle": "none", "batch_size": b, "loader": False,
@@ -337,13 +334,6 @@ def _report(cfg: common.Config, desc: dict[str, Any], got: dict[str, list[dict[s
                       f"none, batch {P}", "<=", 0.5, cpu_per_gb,
                       f"training process {cpu_client[none_p]:.2f}, nodes and head "
                       f"{cpu_server[none_p]:.2f}"),
-        common.target(f"CPU-seconds per GB into tensors, nodes + head + training process, "
-                      f"none, batch {P}, CacheDataset(prefetch=0)", "<=", 0.5,
-                      cpu_client[f"{none_p}, prefetch=0"] + cpu_server[f"{none_p}, prefetch=0"],
-                      f"training process {cpu_client[f'{none_p}, prefetch=0']:.2f}, nodes and "
-                      f"head {cpu_server[f'{none_p}, prefetch=0']:.2f}; "
-                      f"{ratio(f'{none_p}, prefetch=0', none_p):.2f}x the throughput of "
-                      f"prefetch=2"),
         common.target(f"CPU-seconds per GB into tensors, nodes + head + training process, "
                       f"none over loopback TCP, batch {P}", "<=", 0.5,
                       cpu_client[f"{none_p}, TCP"] + cpu_server[f"{none_p}, TCP"],

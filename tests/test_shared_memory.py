@@ -8,6 +8,7 @@ import mmap
 import os
 import signal
 import struct
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -86,6 +87,31 @@ def test_tensors_written_by_the_trainer_leave_the_cache_alone(table, tmp_path):
         assert torch.equal(again["id"], torch.arange(1000))
         assert torch.equal(again["x"], torch.arange(1000, dtype=torch.float32) * 0.5)
         assert torch.equal(first["id"], torch.arange(1000) + 7)
+
+
+def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monkeypatch):
+    """A batch by reference is a slice: no assembly thread to hand it over,
+    whatever ``prefetch`` asks; streams over the wire keep theirs."""
+    from icefloe import _pieces
+
+    started: list[str] = []
+
+    class Counted(threading.Thread):
+        def start(self) -> None:
+            started.append(self.name)  # every thread started (threading is one module)
+            super().start()
+
+    monkeypatch.setattr(_pieces.threading, "Thread", Counted)
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_size=2000)
+            for client, mode, threads in [(c, "none", 0), (c, "block", 0), (c, "window", 1),
+                                          (wire, "none", 1)]:
+                started.clear()
+                got = list(client.iter_epoch("t", batch_size=1000, shuffle=mode, prefetch=2))
+                assembly = [n for n in started if n == "icefloe-assemble"]
+                assert len(assembly) == threads, (mode, client.share_memory)
+                assert sum(b.num_rows for b in got) == N
 
 
 def test_mapped_rows_outlive_a_killed_node(table, tmp_path):

@@ -175,6 +175,8 @@ class SharedReader:
     ``read_chunk`` returns the piece's rows (taken from the mapped file) and
     its own metadata."""
 
+    by_reference = True  # what merged_batches asks a stream
+
     def __init__(self, reader: Any, export: Export, columns: tuple[int, ...]) -> None:
         self._reader = reader
         self.export = export

@@ -410,7 +410,10 @@ class Client:
         Reads every endpoint at once and assembles each batch from its pieces
         on a background thread, up to ``prefetch`` batches before they are
         asked for (a chunk of batches a node sent as one message counts as
-        one; 0: on the caller's thread, when it has nothing else to do).
+        one; 0: on the caller's thread, when it has nothing else to do). An
+        epoch whose streams all come by reference (shared memory) is read on
+        the caller's thread whatever ``prefetch`` says: its batches are
+        slices, cheaper to make than to hand between threads.
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
