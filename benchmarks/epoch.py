@@ -129,6 +129,9 @@ def run(env: Env) -> dict[str, Any]:
                 **_sweep_variants(),
                 f"in-process Table slices @{PEER_BATCH}": (
                     "inprocess", {"paths": table.files, "batch_size": PEER_BATCH}),
+                f"in-process Table, window order @{PEER_BATCH}": (
+                    "inprocess", {"paths": table.files, "batch_size": PEER_BATCH,
+                                  "order": "window"}),
                 f"icefloe none @{PEER_BATCH}, 2 consumers": (
                     "icefloe-2", {"shuffle": "none", "batch_size": PEER_BATCH}),
                 **peer_variants,
@@ -309,6 +312,9 @@ def _report(cfg: common.Config, desc: dict[str, Any], got: dict[str, list[dict[s
         # of the Lance scan named just before it.
         common.target(f"default (window) shuffle / Lance local scan, batch {P}", ">=", 0.9,
                       ratio(f"icefloe window @{P}", f"Lance @{P}"), skipped.get("Lance", "")),
+        common.target(f"icefloe window / the same rows taken in window order from an "
+                      f"in-process pyarrow.Table (one thread), batch {P}", "report", 0,
+                      ratio(f"icefloe window @{P}", f"in-process Table, window order @{P}")),
         common.target(f"icefloe none / in-process pyarrow.Table slices, batch {P}", ">=", 0.5,
                       ratio(none_p, f"in-process Table slices @{P}")),
         common.target(f"icefloe none / Ray Data (materialized, iter_torch_batches), batch {P}",

@@ -81,21 +81,55 @@ def _kubeflow(head: str, batch_size: int) -> Iterator[dict[str, Any]]:
                           num_workers=0)
 
 
-def _inprocess(paths: list[str], batch_size: int,
-               columns: list[str] | None) -> Iterator[dict[str, Any]]:
+def _window_order(num_rows: int, block_rows: int = 32, window_blocks: int = 128,
+                  seed: int = 0) -> Any:
+    """Row ids in the access pattern of the window shuffle (docs/epochs.md,
+    1.1): windows of one ``block_rows`` block from each of ``window_blocks``
+    strata, rows permuted within each window. Random rather than icefloe's
+    keyed order: what a reader holding the table itself copies for one."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    blocks = -(-num_rows // block_rows)
+    m = min(window_blocks, blocks)
+    bounds = np.linspace(0, blocks, m + 1).astype(np.int64)  # the strata, in blocks
+    k = int(np.diff(bounds).min())  # windows; a longer stratum's last block joins the last
+    picks = bounds[:-1] + np.stack([rng.permutation(k) for _ in range(m)], axis=1)
+    extra = np.concatenate([np.arange(bounds[s] + k, bounds[s + 1]) for s in range(m)])
+    windows = [picks[w] for w in range(k - 1)] + [np.concatenate([picks[k - 1], extra])]
+    offsets = np.arange(block_rows)
+    index = np.int32 if num_rows < 2**31 else np.int64
+    out = []
+    for w in windows:
+        rows = (w[:, None] * block_rows + offsets).ravel()
+        out.append(rng.permutation(rows[rows < num_rows]).astype(index))
+    return np.concatenate(out)
+
+
+def _inprocess(paths: list[str], batch_size: int, columns: list[str] | None,
+               order: str = "slices") -> Iterator[dict[str, Any]]:
     """The in-process limit: the same rows held as one pyarrow.Table in the training
     process (read and made contiguous before the clock), sliced into batch_size-row
-    batches (zero copy) and turned into tensors."""
+    batches (zero copy) and turned into tensors; with ``order="window"``, each
+    batch taken (copied) in the window shuffle's access pattern instead, the
+    limit of a reader that shuffles so (the order made before the clock)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from icefloe.torch import batch_to_tensors
 
     table = pq.read_table(paths, columns=columns).combine_chunks()
     batch = table.to_batches()[0] if table.num_rows else None
+    rows = _window_order(table.num_rows) if order == "window" else None
 
     def slices() -> Iterator[dict[str, Any]]:
         for start in range(0, table.num_rows, batch_size):
-            yield batch_to_tensors(batch.slice(start, batch_size))
+            if rows is None:
+                yield batch_to_tensors(batch.slice(start, batch_size))
+            else:
+                ids = pa.array(rows[start:start + batch_size])
+                yield batch_to_tensors(pc.take(batch, ids, boundscheck=False))
 
     return slices()
 
@@ -123,7 +157,8 @@ def _source(kind: str, a: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if kind == "kubeflow":
         return _kubeflow(a["head"], a.get("kf_batch_size", 1024))
     if kind == "inprocess":
-        return _inprocess(a["paths"], a["batch_size"], a.get("columns"))
+        return _inprocess(a["paths"], a["batch_size"], a.get("columns"),
+                          a.get("order", "slices"))
     raise ValueError(kind)
 
 
