@@ -275,3 +275,38 @@ def test_takes_read_a_mapped_file_without_asking_the_node(table, tmp_path):
                 c2.load("t", table.metadata_location, batch_size=1000)
             assert c.take("t", [5]).column("id").to_pylist() == [5]
             assert _served_rows(cluster, "rows") > served
+
+
+@pytest.mark.parametrize("world", [3, 7])  # 7: the last ranks repeat rows (padding)
+def test_a_ranks_batches_come_as_chunks_of_views(table, tmp_path, monkeypatch, world):
+    """A DDP rank's batches are every world's batch: by reference they come
+    as chunks that are spans of the node's file, cut into tensor views, the
+    same tensors as over the wire (batches of one node's rows and batches
+    across two, a short last batch)."""
+    spans: list[int] = []
+    original = _shared.Export.slice
+
+    def counted(self, start, length, columns):
+        spans.append(length)
+        return original(self, start, length, columns)
+
+    monkeypatch.setattr(_shared.Export, "slice", counted)
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            c.load("t", table.metadata_location, batch_size=2000)
+        for rank in range(world):
+            monkeypatch.setenv("RANK", str(rank))
+            got = {}
+            for share in (True, False):
+                ds = CacheDataset(cluster.head_uri, "t", batch_size=700, shuffle="none",
+                                  drop_last=False, client_options={"share_memory": share})
+                got[share] = list(ds)
+            assert len(got[True]) == len(got[False])
+            for a, b in zip(got[True], got[False], strict=True):
+                assert a.keys() == b.keys()
+                for k in a:
+                    assert torch.equal(a[k], b[k]), (rank, k)
+            ids = torch.cat([b["id"] for b in got[True]])
+            assert len(ids) == -(-N // world)  # DistributedSampler's share, padded
+    assert spans, "no chunk came as a span of a shared file"

@@ -91,6 +91,10 @@ class Chunk:
     count: int
     last_rows: int
     data: pa.RecordBatch
+    # The row of ``data`` where each batch starts; None: one after another.
+    # A chunk by reference of a rank's batches is a slice of the node's file
+    # from its first batch to its last, the other ranks' rows between them.
+    offsets: list[int] | None = None
 
     def sizes(self) -> list[int]:
         """Rows of each of the chunk's batches."""
@@ -99,7 +103,9 @@ class Chunk:
     def split(self, transform: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
         """One item per batch: the batch (a zero-copy slice), or what
         ``transform`` makes of it (its ``many`` at once when it has one)."""
-        return apply_many(transform, self.data, self.sizes())
+        if self.offsets is None:
+            return apply_many(transform, self.data, self.sizes())
+        return apply_at(transform, self.data, self.offsets, self.sizes())
 
 
 class ChunkTransform:
@@ -108,12 +114,17 @@ class ChunkTransform:
     equal to ``one`` of each of the ``sizes``-row slices, in order, but
     cheaper (e.g. one conversion to tensors, then views). Any transform with
     such a ``many`` attribute is used this way (icefloe.torch's
-    ``batch_to_tensors`` has one)."""
+    ``batch_to_tensors`` has one). ``many_at(record_batch, offsets, sizes)``,
+    when given, does the same for the ``sizes[k]``-row slices at rows
+    ``offsets[k]`` (a rank's batches in a span of a node's shared file)."""
 
     def __init__(self, one: Callable[[pa.RecordBatch], Any],
-                 many: Callable[[pa.RecordBatch, list[int]], list[Any]]) -> None:
+                 many: Callable[[pa.RecordBatch, list[int]], list[Any]],
+                 many_at: Callable[[pa.RecordBatch, list[int], list[int]], list[Any]] | None
+                 = None) -> None:
         self.one = one
         self.many = many
+        self.many_at = many_at
 
     def __call__(self, batch: pa.RecordBatch) -> Any:
         return self.one(batch)
@@ -139,13 +150,31 @@ def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.Recor
     return batches if transform is None else [transform(b) for b in batches]
 
 
-def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None) -> Piece | Chunk:
+def apply_at(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
+             offsets: list[int], sizes: list[int]) -> list[Any]:
+    """``transform`` of each ``sizes[k]``-row slice of ``data`` at row
+    ``offsets[k]`` (the slices themselves without one), through its
+    ``many_at`` when it has one."""
+    many_at = getattr(transform, "many_at", None)
+    if many_at is not None:
+        return many_at(data, offsets, sizes)
+    batches = [data.slice(o, n) for o, n in zip(offsets, sizes, strict=True)]
+    return batches if transform is None else [transform(b) for b in batches]
+
+
+def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None,
+                runs: tuple[list[int], list[int]] | None = None) -> Piece | Chunk:
+    """The piece or chunk a message holds. ``runs`` (starts, lengths in
+    ``data``): a chunk by reference whose rows are those runs of ``data``
+    (a span of the node's file), not all of it."""
     if metadata is None or metadata.size < _HEADER.size:
         raise InvalidArgument("a node sent a batch without piece metadata")
     raw = metadata.to_pybytes()
     magic = raw[:4]
     if magic == _CHUNK_MAGIC:
-        return _parse_chunk(data, raw)
+        return _parse_chunk(data, raw, runs)
+    if runs is not None:
+        raise InvalidArgument("a node sent runs of shared rows for a piece that is not a chunk")
     if magic in (_SPAN_RUNS, _SPAN_POSITIONS):
         if len(raw) < _SPAN.size:
             raise InvalidArgument("a node sent malformed span metadata")
@@ -175,16 +204,41 @@ def _body(data: pa.RecordBatch, raw: bytes, offset: int, positions: bool, n: int
     return piece
 
 
-def _parse_chunk(data: pa.RecordBatch, raw: bytes) -> Chunk:
+def _parse_chunk(data: pa.RecordBatch, raw: bytes,
+                 runs: tuple[list[int], list[int]] | None) -> Chunk:
     if len(raw) != _CHUNK.size:
         raise InvalidArgument("a node sent malformed chunk metadata")
     _, batch, batch_rows, count, last_rows = _CHUNK.unpack(raw)
+    rows = data.num_rows if runs is None else sum(runs[1])
     if count < 2 or not 1 <= last_rows <= batch_rows or \
-            data.num_rows != (count - 1) * batch_rows + last_rows:
+            rows != (count - 1) * batch_rows + last_rows:
         raise InvalidArgument(
-            f"a node sent a chunk of {data.num_rows} rows for {count} batches of "
+            f"a node sent a chunk of {rows} rows for {count} batches of "
             f"{batch_rows} rows (the last {last_rows})")
-    return Chunk(batch, batch_rows, count, last_rows, data)
+    chunk = Chunk(batch, batch_rows, count, last_rows, data)
+    if runs is not None:
+        chunk.offsets = _batch_offsets(runs, chunk.sizes())
+        if chunk.offsets is None:  # a batch across two runs: the rows, copied in order
+            chunk.data = pa.concat_batches([data.slice(a, n) for a, n in zip(*runs, strict=True)])
+    return chunk
+
+
+def _batch_offsets(runs: tuple[list[int], list[int]], sizes: list[int]) -> list[int] | None:
+    """Where each batch of ``sizes`` starts when the batches fill ``runs``
+    (starts, lengths) in order; None when one would span two runs."""
+    out: list[int] = []
+    starts, lengths = runs
+    i, at, left = -1, 0, 0
+    for n in sizes:
+        while left == 0 and i + 1 < len(starts):
+            i += 1
+            at, left = starts[i], lengths[i]
+        if n > left:
+            return None
+        out.append(at)
+        at += n
+        left -= n
+    return out
 
 
 def run_positions(runs: np.ndarray) -> np.ndarray:
@@ -308,7 +362,8 @@ class _Stream:
             except BaseException as exc:  # noqa: BLE001 - raised as icefloe errors
                 self.done = True
                 raise self._error(exc)  # noqa: B904 - the error chains the cause
-            self.head = parse_piece(chunk.data, chunk.app_metadata)
+            self.head = parse_piece(chunk.data, chunk.app_metadata,
+                                    getattr(chunk, "runs", None))
         return self.head
 
     def _error(self, exc: BaseException) -> BaseException:

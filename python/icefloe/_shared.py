@@ -30,13 +30,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._pieces import expand_runs
+from ._pieces import _CHUNK_MAGIC, expand_runs
 from .errors import InvalidArgument
 
 HEADER = (b"icefloe-shared", b"1")
 _PREFIX = struct.Struct("<4sI")
 _MAGIC = b"IFS1"
 _RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
+_LONG_RUNS = 256  # rows a run averages from which a chunk is read as a span of the file
 _KEYS = (b"icefloe.shared.pid", b"icefloe.shared.fd", b"icefloe.shared.inode",
          b"icefloe.shared.size")
 
@@ -140,6 +141,11 @@ class Export:
             got = self._projected[columns] = self.batch.select(list(columns))
         return got
 
+    def slice(self, start: int, length: int, columns: tuple[int, ...]) -> pa.RecordBatch:
+        """Rows start..start+length-1 of the file (checked by the caller), with
+        ``columns`` (indices; empty: all), zero-copy."""
+        return self._view(columns).slice(start, length)
+
     def rows(self, runs: np.ndarray, columns: tuple[int, ...],
              copy: bool = False) -> pa.RecordBatch:
         """The file's rows that ``runs`` (start, length) name, in order, with
@@ -161,13 +167,17 @@ class Export:
 
 
 class _Chunk:
-    """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference."""
+    """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference;
+    ``runs``: the piece's rows are those (starts, lengths) of ``data``, not
+    all of it (parse_piece)."""
 
-    __slots__ = ("data", "app_metadata")
+    __slots__ = ("data", "app_metadata", "runs")
 
-    def __init__(self, data: pa.RecordBatch, app_metadata: pa.Buffer) -> None:
+    def __init__(self, data: pa.RecordBatch, app_metadata: pa.Buffer,
+                 runs: tuple[list[int], list[int]] | None = None) -> None:
         self.data = data
         self.app_metadata = app_metadata
+        self.runs = runs
 
 
 class SharedReader:
@@ -194,11 +204,36 @@ class SharedReader:
         if len(raw) < end:
             raise InvalidArgument("a node sent truncated runs of shared rows")
         runs = np.frombuffer(raw, dtype=_RUN, count=n, offset=_PREFIX.size)
+        if not self.copy and n > 1 and raw[end:end + 4] == _CHUNK_MAGIC and \
+                int(runs["length"].sum()) >= _LONG_RUNS * n:
+            span = self._span(runs, chunk.data.num_rows, pa.py_buffer(raw[end:]))
+            if span is not None:
+                return span
         data = self.export.rows(runs, self._columns, self.copy)
         if data.num_rows != chunk.data.num_rows:
             raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
                                   f"{chunk.data.num_rows}")
         return _Chunk(data, pa.py_buffer(raw[end:]))
+
+    def _span(self, runs: np.ndarray, rows: int, metadata: pa.Buffer) -> _Chunk | None:
+        """Long runs, none overlapping another (a chunk of a rank's batches):
+        one zero-copy slice of the file from the lowest run to the end of the
+        highest, with the runs in it, for the chunk to cut its batches from;
+        None when runs overlap (each batch must stay its own rows)."""
+        starts = runs["start"].astype(np.int64)
+        stops = starts + runs["length"].astype(np.int64)
+        first, last = int(starts.min()), int(stops.max())
+        if first < 0 or last > self.export.num_rows:
+            raise InvalidArgument(f"a node named rows outside its shared file of "
+                                  f"{self.export.num_rows} rows")
+        if int((stops - starts).sum()) != rows:
+            raise InvalidArgument(f"a node named {int((stops - starts).sum())} shared rows "
+                                  f"for a piece of {rows}")
+        order = np.argsort(starts, kind="stable")
+        if bool(np.any(starts[order][1:] < stops[order][:-1])):
+            return None
+        data = self.export.slice(first, last - first, self._columns)
+        return _Chunk(data, metadata, ((starts - first).tolist(), (stops - starts).tolist()))
 
     def __iter__(self) -> Any:
         while True:

@@ -673,7 +673,7 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def _counting(meter: _stall.ConsumerMeter,
               transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
     """``transform`` that also tells ``meter`` each batch's rows (in order)."""
-    from ._pieces import ChunkTransform, apply_many
+    from ._pieces import ChunkTransform, apply_at, apply_many
 
     def count(batch: pa.RecordBatch) -> Any:
         meter.count_rows(batch.num_rows)
@@ -684,7 +684,12 @@ def _counting(meter: _stall.ConsumerMeter,
             meter.count_rows(n)
         return apply_many(transform, batch, sizes)
 
-    return ChunkTransform(count, count_many)
+    def count_many_at(batch: pa.RecordBatch, offsets: list[int], sizes: list[int]) -> list[Any]:
+        for n in sizes:
+            meter.count_rows(n)
+        return apply_at(transform, batch, offsets, sizes)
+
+    return ChunkTransform(count, count_many, count_many_at)
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

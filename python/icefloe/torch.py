@@ -22,7 +22,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from ._pieces import ChunkTransform, slices
+from ._pieces import ChunkTransform, apply_at, slices
 from .client import Client
 
 # The epoch-order version this package's states are written for (plan.h's
@@ -148,9 +148,24 @@ def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int]) -> list[dict[str
     return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
 
 
+def batches_at_to_tensors(batch: pa.RecordBatch, offsets: list[int],
+                          sizes: list[int]) -> list[dict[str, Any]]:
+    """``batch_to_tensors`` of each ``sizes[k]``-row slice of ``batch`` at row
+    ``offsets[k]`` (a rank's batches in a span of a node's shared file): one
+    conversion of each column and views of it, as batches_to_tensors."""
+    plan = _plan(batch.schema)
+    column = batch.column
+    if any(convert is None or column(i).null_count for i, _, convert in plan):
+        return [batch_to_tensors(batch.slice(o, n)) for o, n in zip(offsets, sizes, strict=True)]
+    whole = [(name, convert(column(i))) for i, name, convert in plan]
+    return [{name: t[o:o + n] for name, t in whole} for o, n in zip(offsets, sizes, strict=True)]
+
+
 # Client.iter_epoch(transform=batch_to_tensors) converts each chunk of whole
-# batches at once too (icefloe._pieces.apply_many looks for `many`).
+# batches at once too (icefloe._pieces.apply_many looks for `many`, a chunk
+# of a rank's batches in a span of a shared file for `many_at`).
 batch_to_tensors.many = batches_to_tensors  # type: ignore[attr-defined]
+batch_to_tensors.many_at = batches_at_to_tensors  # type: ignore[attr-defined]
 
 
 class _ClusterClient:
@@ -402,12 +417,17 @@ class CacheDataset(_ClusterClient, IterableDataset):
         def prepare_many(batch: pa.RecordBatch, sizes: list[int]) -> list[Any]:
             return batches_to_tensors(batch, sizes) if default else slices(batch, sizes)
 
+        def prepare_many_at(batch: pa.RecordBatch, offsets: list[int],
+                            sizes: list[int]) -> list[Any]:
+            return apply_at(batch_to_tensors if default else None, batch, offsets, sizes)
+
         prefetch = self.prefetch
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
                                               prefetch=prefetch,
-                                              transform=ChunkTransform(prepare, prepare_many),
+                                              transform=ChunkTransform(prepare, prepare_many,
+                                                                       prepare_many_at),
                                               job=self.job,
                                               **plan):
             self._yielded += 1

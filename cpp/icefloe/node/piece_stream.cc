@@ -138,6 +138,49 @@ SourceRun ReferenceRun(const CachedDataset& dataset, RowRange rows) {
   return {static_cast<uint64_t>(dataset.LocalRow(rows.start)), static_cast<uint32_t>(rows.size())};
 }
 
+// By reference: batches batch, batch + 1, ... as one chunk piece (IFP3) of
+// runs of the export, while each is one run of rows that this node holds and
+// one owned range of the ticket holds whole, up to kMaxChunkRows rows. The
+// runs need not follow each other: a DDP rank's or a DataLoader worker's
+// batches are every world's batch, and they still go as one message (runs
+// that do follow each other merge, and a reader slices one run without a
+// copy). Returns the batches taken; 0 when fewer than two qualify.
+arrow::Result<uint64_t> ReferenceChunk(const CachedDataset& dataset, const PlanTicket& ticket,
+                                       uint64_t batch, std::deque<Piece>* out) {
+  ChunkInfo chunk{batch, 0, 0, 0};
+  std::vector<SourceRun> source;
+  uint64_t rows = 0;
+  const auto& owned = ticket.owned;
+  while (batch + chunk.count < ticket.batch_end) {
+    if (chunk.count > 0 && chunk.last_rows != chunk.batch_rows) break;  // only the last is short
+    ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs,
+                          BatchRuns(ticket.params, batch + chunk.count));
+    if (runs.size() != 1) break;
+    const RowRange r = runs[0];
+    if ((chunk.count > 0 && r.size() > chunk.batch_rows) || rows + r.size() > kMaxChunkRows) break;
+    auto range = std::upper_bound(owned.begin(), owned.end(), r.start,
+                                  [](uint64_t v, const RowRange& o) { return v < o.stop; });
+    if (range == owned.end() || range->start > r.start || range->stop < r.stop) break;
+    if (dataset.CountRows(r) != r.size()) break;  // held whole: its export rows follow each other
+    const SourceRun run = ReferenceRun(dataset, r);
+    if (!source.empty() && source.back().start + source.back().length == run.start &&
+        uint64_t{source.back().length} + run.length <= UINT32_MAX) {
+      source.back().length += run.length;
+    } else {
+      source.push_back(run);
+    }
+    if (chunk.count == 0) chunk.batch_rows = static_cast<uint32_t>(r.size());
+    chunk.last_rows = static_cast<uint32_t>(r.size());
+    ++chunk.count;
+    rows += r.size();
+  }
+  if (chunk.count < 2) return 0;
+  Piece piece{nullptr, {}, /*gathered=*/false, chunk};
+  piece.source = std::move(source);
+  out->push_back(std::move(piece));
+  return chunk.count;
+}
+
 // Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
 // of them are each one run of rows, owned by this ticket, directly after
 // each other in one cached batch (mode none, or block mode within a block, for
@@ -150,6 +193,7 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
   const ShuffleMode mode = ticket.params.order.mode;
   if (mode != ShuffleMode::kNone && mode != ShuffleMode::kBlock) return 0;
   if (batch + 1 >= ticket.batch_end) return 0;
+  if (target.by_reference) return ReferenceChunk(dataset, ticket, batch, out);
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   if (runs.size() != 1) return 0;
   const RowRange first = runs[0];
@@ -158,14 +202,7 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
   auto range = std::upper_bound(owned.begin(), owned.end(), first.start,
                                 [](uint64_t v, const RowRange& r) { return v < r.stop; });
   if (holder == nullptr || range == owned.end() || range->start > first.start) return 0;
-  uint64_t held_stop = holder->global_stop();
-  // By reference, rows held back to back are one run of the export's rows
-  // (its one record batch), whichever cached batch holds them.
-  while (target.by_reference && held_stop < first.start + kMaxChunkRows) {
-    const CachedBatch* next = dataset.BatchHolding(held_stop);
-    if (next == nullptr) break;
-    held_stop = next->global_stop();
-  }
+  const uint64_t held_stop = holder->global_stop();
   const uint64_t limit = std::min({held_stop, range->stop, first.start + kMaxChunkRows});
   if (first.stop > limit) return 0;
   ChunkInfo chunk{batch, static_cast<uint32_t>(first.size()), 1,
@@ -180,13 +217,6 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
     stop = runs[0].stop;
     chunk.last_rows = static_cast<uint32_t>(runs[0].size());
     ++chunk.count;
-  }
-  if (target.by_reference) {
-    if (chunk.count < 2) return 0;
-    Piece piece{nullptr, {}, /*gathered=*/false, chunk};
-    piece.source = {ReferenceRun(dataset, {first.start, stop})};
-    out->push_back(std::move(piece));
-    return chunk.count;
   }
   std::shared_ptr<arrow::RecordBatch> slice;
   while (chunk.count >= 2) {  // at most log2(kMaxChunkRows) halvings

@@ -576,6 +576,12 @@ TEST(SharedExport, StreamsByReferenceNameTheRowsStreamsByValueCarry) {
     EXPECT_LE(by_reference.size(), by_value.size());
     EXPECT_EQ(Placed(by_value), Placed(by_reference));
   }
+  // A rank of a larger world: its batches are not consecutive rows, one
+  // message each by value (17); by reference, a chunk of runs either side
+  // of the rows this node does not hold, and the batch across their edge.
+  const PlanTicket rank = Epoch(16000, 300, owned, 3);
+  EXPECT_EQ(ReadAll(mapped, rank).size(), 17u);
+  EXPECT_EQ(ReadAll(mapped, rank, /*by_reference=*/true).size(), 3u);
   // Only a shared copy streams by reference.
   auto refused = MakePlanStream(source, Epoch(16000, 1000, owned), nullptr, nullptr, {}, true);
   EXPECT_FALSE(refused.ok());
