@@ -271,3 +271,14 @@ def test_span_pieces_of_several_nodes_merge_into_their_batches():
         _merge([evens], [_span(0, 4, 3, 2, [101, 103, 105, 107, 109], [1, 3, 5, 7, 8])])
     with pytest.raises(icefloe.InvalidArgument, match="span of 1 batches"):
         _merge([_span(0, 4, 1, 4, [100], [0])])
+
+
+def test_a_chunk_by_reference_whose_batch_crosses_two_runs_is_refused():
+    from icefloe._pieces import parse_piece
+
+    data = pa.record_batch({"id": pa.array(np.arange(20, dtype=np.int64))})
+    meta = pa.py_buffer(struct.pack("<4sQIII", b"IFP3", 0, 4, 2, 4))  # 2 batches of 4
+    chunk = parse_piece(data, meta, ([0, 10], [4, 4]))
+    assert chunk.offsets == [0, 10]
+    with pytest.raises(icefloe.InvalidArgument, match="across two runs"):
+        parse_piece(data, meta, ([0, 10, 16], [2, 4, 2]))

@@ -218,14 +218,13 @@ def _parse_chunk(data: pa.RecordBatch, raw: bytes,
     chunk = Chunk(batch, batch_rows, count, last_rows, data)
     if runs is not None:
         chunk.offsets = _batch_offsets(runs, chunk.sizes())
-        if chunk.offsets is None:  # a batch across two runs: the rows, copied in order
-            chunk.data = pa.concat_batches([data.slice(a, n) for a, n in zip(*runs, strict=True)])
     return chunk
 
 
-def _batch_offsets(runs: tuple[list[int], list[int]], sizes: list[int]) -> list[int] | None:
+def _batch_offsets(runs: tuple[list[int], list[int]], sizes: list[int]) -> list[int]:
     """Where each batch of ``sizes`` starts when the batches fill ``runs``
-    (starts, lengths) in order; None when one would span two runs."""
+    (starts, lengths) in order. Nodes merge only whole batches into a run,
+    so a batch across two runs is malformed."""
     out: list[int] = []
     starts, lengths = runs
     i, at, left = -1, 0, 0
@@ -234,7 +233,8 @@ def _batch_offsets(runs: tuple[list[int], list[int]], sizes: list[int]) -> list[
             i += 1
             at, left = starts[i], lengths[i]
         if n > left:
-            return None
+            raise InvalidArgument(f"a node sent a chunk by reference whose batch {len(out)} "
+                                  "runs across two runs of shared rows")
         out.append(at)
         at += n
         left -= n

@@ -221,19 +221,20 @@ class SharedReader:
         highest, with the runs in it, for the chunk to cut its batches from;
         None when runs overlap (each batch must stay its own rows)."""
         starts = runs["start"].astype(np.int64)
-        stops = starts + runs["length"].astype(np.int64)
+        lengths = runs["length"].astype(np.int64)
+        stops = starts + lengths
         first, last = int(starts.min()), int(stops.max())
         if first < 0 or last > self.export.num_rows:
             raise InvalidArgument(f"a node named rows outside its shared file of "
                                   f"{self.export.num_rows} rows")
-        if int((stops - starts).sum()) != rows:
-            raise InvalidArgument(f"a node named {int((stops - starts).sum())} shared rows "
-                                  f"for a piece of {rows}")
+        named = int(lengths.sum())
+        if named != rows:
+            raise InvalidArgument(f"a node named {named} shared rows for a piece of {rows}")
         order = np.argsort(starts, kind="stable")
         if bool(np.any(starts[order][1:] < stops[order][:-1])):
             return None
         data = self.export.slice(first, last - first, self._columns)
-        return _Chunk(data, metadata, ((starts - first).tolist(), (stops - starts).tolist()))
+        return _Chunk(data, metadata, ((starts - first).tolist(), lengths.tolist()))
 
     def __iter__(self) -> Any:
         while True:

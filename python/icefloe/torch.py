@@ -133,18 +133,27 @@ def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
     return out
 
 
+def _whole_columns(batch: pa.RecordBatch) -> list[tuple[str, Any]] | None:
+    """Each column of ``batch`` converted zero-copy, named; None when one
+    needs copying (nulls, or a type without a tensor view)."""
+    plan = _plan(batch.schema)
+    column = batch.column
+    if any(convert is None or column(i).null_count for i, _, convert in plan):
+        return None
+    return [(name, convert(column(i))) for i, name, convert in plan]
+
+
 def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int]) -> list[dict[str, Any]]:
     """``batch_to_tensors`` of each consecutive ``sizes``-row slice of
     ``batch``: one conversion and views of it when every column converts
     without copying (no nulls, tensor types), else slice by slice (so each
     batch's result is exactly what it would be alone)."""
-    plan = _plan(batch.schema)
-    column = batch.column
-    if any(convert is None or column(i).null_count for i, _, convert in plan):
+    whole = _whole_columns(batch)
+    if whole is None:
         return [batch_to_tensors(b) for b in slices(batch, sizes)]
     # split_with_sizes: Tensor.split's own work without its Python wrapper
     # (~3 µs a column a chunk).
-    parts = [(name, convert(column(i)).split_with_sizes(sizes)) for i, name, convert in plan]
+    parts = [(name, t.split_with_sizes(sizes)) for name, t in whole]
     return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
 
 
@@ -153,12 +162,11 @@ def batches_at_to_tensors(batch: pa.RecordBatch, offsets: list[int],
     """``batch_to_tensors`` of each ``sizes[k]``-row slice of ``batch`` at row
     ``offsets[k]`` (a rank's batches in a span of a node's shared file): one
     conversion of each column and views of it, as batches_to_tensors."""
-    plan = _plan(batch.schema)
-    column = batch.column
-    if any(convert is None or column(i).null_count for i, _, convert in plan):
-        return [batch_to_tensors(batch.slice(o, n)) for o, n in zip(offsets, sizes, strict=True)]
-    whole = [(name, convert(column(i))) for i, name, convert in plan]
-    return [{name: t[o:o + n] for name, t in whole} for o, n in zip(offsets, sizes, strict=True)]
+    at = list(zip(offsets, sizes, strict=True))
+    whole = _whole_columns(batch)
+    if whole is None:
+        return [batch_to_tensors(batch.slice(o, n)) for o, n in at]
+    return [{name: t[o:o + n] for name, t in whole} for o, n in at]
 
 
 # Client.iter_epoch(transform=batch_to_tensors) converts each chunk of whole
