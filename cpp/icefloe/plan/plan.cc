@@ -376,14 +376,25 @@ arrow::Result<std::vector<uint64_t>> BatchRows(const PlanParams& params, uint64_
   return rows;
 }
 
+namespace {
+
+template <typename T>
+void ReserveMore(std::vector<T>* v, size_t more) {
+  if (v->capacity() - v->size() < more) v->reserve(std::max(v->size() + more, 2 * v->capacity()));
+}
+
+}  // namespace
+
 arrow::Status BatchOwnedRows(const PlanParams& params, uint64_t batch,
                              const std::vector<RowRange>& owned, PlanCache* cache,
                              std::vector<uint64_t>* rows, std::vector<uint32_t>* offsets) {
   ARROW_ASSIGN_OR_RAISE(auto positions, BatchPositions(params, batch));
   const OrderEval eval(params.order);
   uint64_t offset = 0;
-  rows->reserve(rows->size() + params.batch_size);
-  offsets->reserve(offsets->size() + params.batch_size);
+  // Callers append batch after batch (a window span's): grow geometrically,
+  // as push_back would, or each batch copies all the rows before it.
+  ReserveMore(rows, params.batch_size);
+  ReserveMore(offsets, params.batch_size);
   if (const WindowOrder* window = eval.window()) {
     for (const PositionRange& p : positions) {
       window->AppendOwnedRows(p.start, p.stop, owned, offset, rows, offsets,
