@@ -70,8 +70,40 @@ def test_epochs_by_reference_equal_epochs_over_the_wire(table, tmp_path):
         assert got.equals(by_value[name]), name
         assert got.equals(by_value_here[name]), name
     assert by_reference["columns"].column_names == ["label", "id"]
-    # none and block went by reference: only window and sample rows were sent.
-    assert 0 < served < served_by_value / 2
+    # none, block and window went by reference: only sample rows were sent.
+    assert 0 < served < served_by_value / 3
+
+
+def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_path,
+                                                                   monkeypatch):
+    """Nodes name a window span's rows in their files; the client scatters
+    them from there into place in one native pass (the same batches as its
+    Python path), and no row crosses the wire."""
+    from icefloe import _native
+
+    real = _native.scatter
+    from_files: list[bool] = []
+
+    def spy(span_rows, widths, out, pieces):
+        from_files.append(all(p.source is not None for p in pieces))
+        return real(span_rows, widths, out, pieces)
+
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            c.load("t", table.metadata_location, batch_size=2000)
+
+            def epoch():
+                return pa.Table.from_batches(list(c.iter_epoch(
+                    "t", batch_size=1000, shuffle="window", seed=9, epoch=3)))
+
+            monkeypatch.setattr(_native, "scatter", spy)
+            native = epoch()
+            monkeypatch.setattr(_native, "scatter", None)
+            python = epoch()
+        assert _served_bytes(cluster) == 0
+    assert from_files and all(from_files)
+    assert native.equals(python)
+    assert sorted(native.column("id").to_pylist()) == list(range(N))
 
 
 def test_tensors_written_by_the_trainer_leave_the_cache_alone(table, tmp_path):
@@ -90,8 +122,10 @@ def test_tensors_written_by_the_trainer_leave_the_cache_alone(table, tmp_path):
 
 
 def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monkeypatch):
-    """A batch by reference is a slice: no assembly thread to hand it over,
-    whatever ``prefetch`` asks; streams over the wire keep theirs."""
+    """A batch by reference is a slice, or (window) one native scatter from
+    the files: no assembly thread to hand it over, whatever ``prefetch``
+    asks; streams over the wire (sample epochs, or no shared memory) keep
+    theirs."""
     from icefloe import _pieces
 
     started: list[str] = []
@@ -105,8 +139,8 @@ def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monke
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c, cluster.client(share_memory=False) as wire:
             c.load("t", table.metadata_location, batch_size=2000)
-            for client, mode, threads in [(c, "none", 0), (c, "block", 0), (c, "window", 1),
-                                          (wire, "none", 1)]:
+            for client, mode, threads in [(c, "none", 0), (c, "block", 0), (c, "window", 0),
+                                          (c, "sample", 1), (wire, "none", 1)]:
                 started.clear()
                 got = list(client.iter_epoch("t", batch_size=1000, shuffle=mode, prefetch=2))
                 assembly = [n for n in started if n == "icefloe-assemble"]

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import _native
 from ._failover import is_break, named
 from .errors import Error, InvalidArgument, StreamBroken, map_error
 
@@ -51,12 +52,35 @@ _DONE = object()
 _JOIN_TIMEOUT_S = 10.0
 
 
+class SourceRows:
+    """A piece's rows left in a node's shared file until they are put in
+    place: runs of the file's rows (``source``, packed u64 first row, u32
+    length records, C-contiguous), in the piece's order. The native scatter
+    reads them there; ``take`` copies them out for any other use."""
+
+    __slots__ = ("file", "source", "num_rows", "_take")
+
+    def __init__(self, file: pa.RecordBatch, source: np.ndarray, num_rows: int,
+                 take: Callable[[], pa.RecordBatch]) -> None:
+        self.file = file  # the file's batch, projected
+        self.source = source
+        self.num_rows = num_rows
+        self._take = take
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.file.schema
+
+    def take(self) -> pa.RecordBatch:
+        return self._take()
+
+
 @dataclass
 class Piece:
     batch: int  # a span's first
     batch_rows: int  # in a span, every batch's but the last
     runs: np.ndarray | None  # (n, 2) uint32: offset, length (IFP1, IFP4)
-    data: pa.RecordBatch
+    data: pa.RecordBatch | SourceRows  # SourceRows: by reference, not yet taken
     scattered: np.ndarray | None = None  # uint32 position of each row (IFP2, IFP5)
     count: int = 1  # batches spanned (IFP4, IFP5 when above 1)
     last_rows: int = 0  # a span's last batch's rows
@@ -260,23 +284,46 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     fills it in order."""
     first = pieces[0]
     if len(pieces) == 1 and not bases and _in_order(first):
-        return first.data
+        return _taken(first)
     if bases is None:
         pieces.sort(key=Piece.first)
         bases = [0] * len(pieces)
+    schema = first.data.schema
+    if any(not p.data.schema.equals(schema) for p in pieces):
+        raise InvalidArgument("nodes sent pieces of one batch with different schemas")
     parts = [(p.positions(), base) for p, base in zip(pieces, bases, strict=True)]
-    combined = pa.concat_batches([p.data for p in pieces])
-    n = combined.num_rows
+    n = sum(p.data.num_rows for p in pieces)
     if sum(len(pos) for pos, _ in parts) != n:
         raise InvalidArgument("a node sent a piece whose positions do not match its rows")
     if any(len(pos) and int(pos.max()) + base >= n for pos, base in parts):
         raise InvalidArgument("a node sent piece positions outside their batch")
     if all(p.scattered is None for p in pieces):
         positions = np.concatenate([pos + base for pos, base in parts])
-        if np.all(positions[1:] > positions[:-1]):
-            return combined  # pieces already in position order
-    # Row at each position: the inverse of positions, by a scatter (O(n), no
-    # sort); a position never written means another was written twice.
+        if np.all(positions[1:] > positions[:-1]):  # already in position order
+            return pa.concat_batches([_taken(p) for p in pieces])
+    arrays = _scatter_columns(pieces, [base for _, base in parts], n)
+    rest = [i for i, array in enumerate(arrays) if array is None]
+    if rest:
+        inverse = _inverse(parts, n)
+        taken = [_taken(p) for p in pieces]
+        for i in rest:
+            column = pa.concat_arrays([t.column(i) for t in taken])
+            arrays[i] = pc.take(column, inverse, boundscheck=False)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _taken(piece: Piece) -> pa.RecordBatch:
+    """The piece's rows as a record batch, taken out of the node's file once
+    when it holds them by reference."""
+    if isinstance(piece.data, SourceRows):
+        piece.data = piece.data.take()
+    return piece.data
+
+
+def _inverse(parts: list[tuple[np.ndarray, int]], n: int) -> pa.Array:
+    """The row (of the pieces laid end to end) at each position: the inverse
+    of the positions, by a scatter (O(n), no sort); a position never written
+    means another was written twice."""
     index = np.int32 if n < 2**31 else np.int64
     inverse = np.full(n, -1, dtype=index)
     start = 0
@@ -285,7 +332,102 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
         start += len(pos)
     if n and inverse.min() < 0:
         raise InvalidArgument("a node sent two pieces for one position")
-    return pc.take(combined, pa.array(inverse), boundscheck=False)
+    return pa.array(inverse)
+
+
+_SCATTER_ERRORS = {
+    _native.OUTSIDE: "a node sent piece positions outside their batch",
+    _native.TWICE: "a node sent two pieces for one position",
+    _native.OUTSIDE_SOURCE: "a node named rows outside its shared file",
+}
+
+
+def _scatter_columns(pieces: list[Piece], bases: list[int], n: int) -> list[pa.Array | None]:
+    """Each column of the pieces' batch that the native scatter puts in place
+    (fixed-width values without nulls: numbers, temporal, decimals,
+    fixed-size binary and lists of those), in one pass from every piece;
+    None for the others, and for all of them without the native library."""
+    schema = pieces[0].data.schema
+    arrays: list[pa.Array | None] = [None] * len(schema)
+    if _native.scatter is None:
+        return arrays
+    # By reference, a piece's values are its file's columns, read at its runs.
+    values = [p.data.file if isinstance(p.data, SourceRows) else p.data for p in pieces]
+    types, widths, columns = [], [], []
+    for i, field in enumerate(schema):
+        width = _value_width(field.type)
+        if width is None:
+            continue
+        addresses = [_values_address(v.column(i)) for v in values]
+        if None in addresses:
+            continue
+        types.append((i, field.type))
+        widths.append(width)
+        columns.append(addresses)
+    if not types:
+        return arrays
+    out = [pa.allocate_buffer(n * w) for w in widths]
+    sides = [_native.ScatterPiece(
+        None if p.scattered is None else np.ascontiguousarray(p.scattered, dtype="<u4"),
+        None if p.runs is None else np.ascontiguousarray(p.runs, dtype="<u4"),
+        p.data.num_rows, base, [column[k] for column in columns],
+        *((p.data.source, p.data.file.num_rows) if isinstance(p.data, SourceRows) else ()))
+        for k, (p, base) in enumerate(zip(pieces, bases, strict=True))]
+    result = _native.scatter(n, widths, [b.address for b in out], sides)
+    if result == _native.NO_MEMORY:
+        raise MemoryError(f"no memory to check the positions of a batch of {n} rows")
+    if result != _native.OK:
+        raise InvalidArgument(_SCATTER_ERRORS.get(
+            result, "a node sent a piece whose positions do not match its rows"))
+    for (i, t), buffer in zip(types, out, strict=True):
+        arrays[i] = _from_values(t, n, buffer)
+    return arrays
+
+
+def _value_width(t: pa.DataType) -> int | None:
+    """Bytes of a value of type ``t`` when its values are one buffer of
+    fixed-width values (no bit-packed booleans, no dictionaries), or
+    fixed-size lists of such values; else None."""
+    if isinstance(t, pa.ExtensionType):
+        return _value_width(t.storage_type)
+    if pa.types.is_fixed_size_list(t):
+        leaf = t.value_type
+        if isinstance(leaf, pa.ExtensionType) or pa.types.is_fixed_size_list(leaf):
+            return None
+        width = _value_width(leaf)
+        return None if width is None else width * t.list_size
+    if pa.types.is_boolean(t) or pa.types.is_dictionary(t):
+        return None
+    try:
+        bits = t.bit_width
+    except ValueError:  # not fixed-width
+        return None
+    return bits // 8 if bits > 0 and bits % 8 == 0 else None
+
+
+def _values_address(column: pa.Array) -> int | None:
+    """The address of ``column``'s first value (of a fixed-size list's first
+    row's first value); None when it or its list values have nulls."""
+    if isinstance(column, pa.ExtensionArray):
+        column = column.storage
+    if column.null_count:
+        return None
+    if isinstance(column, pa.FixedSizeListArray):
+        column = column.flatten()  # the rows' values, the list's offset applied
+        if column.null_count:
+            return None
+    return column.buffers()[1].address + column.offset * (column.type.bit_width // 8)
+
+
+def _from_values(t: pa.DataType, n: int, values: pa.Buffer) -> pa.Array:
+    """An array of type ``t`` (one _value_width accepts) of n rows without
+    nulls, whose values are ``values``."""
+    if isinstance(t, pa.ExtensionType):
+        return pa.ExtensionArray.from_storage(t, _from_values(t.storage_type, n, values))
+    if pa.types.is_fixed_size_list(t):
+        leaf = pa.Array.from_buffers(t.value_type, n * t.list_size, [None, values])
+        return pa.FixedSizeListArray.from_arrays(leaf, type=t)
+    return pa.Array.from_buffers(t, n, [None, values])
 
 
 def _in_order(piece: Piece) -> bool:

@@ -21,6 +21,7 @@ after the node drops the copy or dies, until the stream's last view goes.
 from __future__ import annotations
 
 import bisect
+import functools
 import mmap
 import os
 import struct
@@ -30,13 +31,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._pieces import _CHUNK_MAGIC, expand_runs
+from . import _native
+from ._pieces import (
+    _CHUNK_MAGIC,
+    _POSITIONS,
+    _SPAN_POSITIONS,
+    _SPAN_RUNS,
+    SourceRows,
+    expand_runs,
+)
 from .errors import InvalidArgument
 
 HEADER = (b"icefloe-shared", b"1")
 _PREFIX = struct.Struct("<4sI")
 _MAGIC = b"IFS1"
 _RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
+# Pieces whose rows the merge puts in place (scattered or span pieces), left in
+# the file for the native scatter.
+_PLACED = (_POSITIONS, _SPAN_RUNS, _SPAN_POSITIONS)
 _LONG_RUNS = 256  # rows a run averages from which a chunk is read as a span of the file
 _KEYS = (b"icefloe.shared.pid", b"icefloe.shared.fd", b"icefloe.shared.inode",
          b"icefloe.shared.size")
@@ -129,12 +141,12 @@ class Export:
         take's rows are the caller's to write into: the mapping is kept for
         later takes), with ``columns`` (names; None: all)."""
         names = self.batch.schema.names
-        batch = self._view(() if columns is None else tuple(names.index(c) for c in columns))
+        batch = self.view(() if columns is None else tuple(names.index(c) for c in columns))
         if 0 < len(rows) <= self._SMALL_TAKE:  # a copy of row slices
             return pa.concat_batches([batch.slice(r, 1) for r in rows.tolist()])
         return pc.take(batch, pa.array(rows.astype(self._index, copy=False)), boundscheck=False)
 
-    def _view(self, columns: tuple[int, ...]) -> pa.RecordBatch:
+    def view(self, columns: tuple[int, ...]) -> pa.RecordBatch:
         """The file's batch with ``columns`` (indices; empty: all), kept."""
         got = self._projected.get(columns)
         if got is None:
@@ -144,7 +156,7 @@ class Export:
     def slice(self, start: int, length: int, columns: tuple[int, ...]) -> pa.RecordBatch:
         """Rows start..start+length-1 of the file (checked by the caller), with
         ``columns`` (indices; empty: all), zero-copy."""
-        return self._view(columns).slice(start, length)
+        return self.view(columns).slice(start, length)
 
     def rows(self, runs: np.ndarray, columns: tuple[int, ...],
              copy: bool = False) -> pa.RecordBatch:
@@ -152,7 +164,7 @@ class Export:
         ``columns`` (indices; empty: all): a zero-copy slice for one run (a
         chunk or a slice of one: what nodes send for none and block epochs),
         else, or with ``copy``, one take."""
-        batch = self._view(columns)
+        batch = self.view(columns)
         starts = runs["start"].astype(np.int64)
         lengths = runs["length"].astype(np.int64)
         if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > self.num_rows):
@@ -209,11 +221,20 @@ class SharedReader:
             span = self._span(runs, chunk.data.num_rows, pa.py_buffer(raw[end:]))
             if span is not None:
                 return span
-        data = self.export.rows(runs, self._columns, self.copy)
+        tail = raw[end:]
+        if not self.copy and _native.scatter is not None and tail[:4] in _PLACED:
+            # Rows the merge puts in place anyway: the native scatter reads
+            # them in the file, one pass (SourceRows checks nothing here; the
+            # scatter checks every run against the file).
+            data: pa.RecordBatch | SourceRows = SourceRows(
+                self.export.view(self._columns), runs, int(runs["length"].sum()),
+                functools.partial(self.export.rows, runs, self._columns))
+        else:
+            data = self.export.rows(runs, self._columns, self.copy)
         if data.num_rows != chunk.data.num_rows:
             raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
                                   f"{chunk.data.num_rows}")
-        return _Chunk(data, pa.py_buffer(raw[end:]))
+        return _Chunk(data, pa.py_buffer(tail))
 
     def _span(self, runs: np.ndarray, rows: int, metadata: pa.Buffer) -> _Chunk | None:
         """Long runs, none overlapping another (a chunk of a rank's batches):

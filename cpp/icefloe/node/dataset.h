@@ -31,6 +31,12 @@ struct CachedBatch {
   uint64_t global_stop() const { return global_start + static_cast<uint64_t>(batch->num_rows()); }
 };
 
+/// The order to read `rows` in storage order: empty when they already come in
+/// long ascending stretches (a window shuffle's blocks, window after window:
+/// read them as they come), else the position of each row in ascending row
+/// order (ties in input order).
+std::vector<uint32_t> ReadOrder(const std::vector<uint64_t>& rows);
+
 class CachedDataset {
  public:
   /// `batches` must share `schema`, be sorted by global_start and not overlap;

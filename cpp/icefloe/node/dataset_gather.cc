@@ -274,21 +274,26 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::GatherSorted(
   return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
 }
 
+std::vector<uint32_t> ReadOrder(const std::vector<uint64_t>& rows) {
+  // Rows that descend less than once every kStretch rows are ascending
+  // stretches (a window's blocks come window by window, ascending within
+  // each): read in that order they read storage as monotonically as sorted
+  // rows do, and the sort (a fifth of a window stream's CPU) is saved.
+  constexpr size_t kStretch = 16;
+  size_t descents = 0;
+  for (size_t i = 1; i < rows.size(); ++i) descents += rows[i] < rows[i - 1] ? 1 : 0;
+  if (descents * kStretch > rows.size()) return SortedByRow(rows);
+  return {};
+}
+
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> CachedDataset::GatherReadOrder(
     const std::vector<uint64_t>& rows, arrow::MemoryPool* pool, std::vector<uint32_t>* order,
     const std::vector<int>& columns) const {
-  // Rows that descend less than once every kStretch rows are ascending
-  // stretches (a window's blocks come window by window, ascending within
-  // each): copied in that order they read storage as monotonically as sorted
-  // rows do, and the sort (a fifth of a window stream's CPU) is saved.
-  constexpr size_t kStretch = 16;
   if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one gather");
-  size_t descents = 0;
-  for (size_t i = 1; i < rows.size(); ++i) descents += rows[i] < rows[i - 1] ? 1 : 0;
-  if (descents * kStretch > rows.size()) return GatherSorted(rows, pool, order, columns);
-  order->clear();
+  *order = ReadOrder(rows);
   GatherPlan plan;
-  ARROW_RETURN_NOT_OK(PlanGather(rows, nullptr, /*sorted_output=*/true, &plan));
+  ARROW_RETURN_NOT_OK(
+      PlanGather(rows, order->empty() ? nullptr : order, /*sorted_output=*/true, &plan));
   return Copy(plan, static_cast<int64_t>(rows.size()), pool, columns);
 }
 

@@ -353,9 +353,23 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             std::deque<Piece>* out) {
   where.runs.clear();
   if (target.by_reference) {
+    // The rows in storage order, as a gather by value reads them: runs as
+    // long as the rows allow (a window's blocks), each row with its position.
     Piece piece{nullptr, std::move(where), /*gathered=*/true, std::nullopt};
-    ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, rows));
-    piece.info.positions = offsets;
+    if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one piece");
+    const std::vector<uint32_t> order = ReadOrder(rows);
+    if (order.empty()) {
+      ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, rows));
+      piece.info.positions = offsets;
+    } else {
+      std::vector<uint64_t> sorted(rows.size());
+      piece.info.positions.resize(rows.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        sorted[k] = rows[order[k]];
+        piece.info.positions[k] = offsets[order[k]];
+      }
+      ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, sorted));
+    }
     out->push_back(std::move(piece));
     return arrow::Status::OK();
   }

@@ -135,6 +135,7 @@ PlanTicket Epoch(uint64_t rows, uint64_t batch_size, std::vector<RowRange> owned
 struct Message {
   std::string metadata;
   std::vector<int64_t> ids;
+  size_t source_runs = 0;  // by reference: the runs of the export naming the rows
 };
 
 // Ids of a dataset's rows in local order (its shared export's rows).
@@ -178,6 +179,7 @@ std::vector<Message> ReadAll(std::shared_ptr<const CachedDataset> dataset, PlanT
       auto runs = DecodeSourcePrefix(m.metadata, &rest);
       EXPECT_TRUE(runs.ok()) << runs.status().ToString();
       if (!runs.ok()) break;
+      m.source_runs = runs->size();
       for (const auto& run : *runs) {
         for (uint64_t k = run.start; k < run.start + run.length && k < local_ids.size(); ++k) {
           m.ids.push_back(local_ids[k]);
@@ -585,6 +587,38 @@ TEST(SharedExport, StreamsByReferenceNameTheRowsStreamsByValueCarry) {
   // Only a shared copy streams by reference.
   auto refused = MakePlanStream(source, Epoch(16000, 1000, owned), nullptr, nullptr, {}, true);
   EXPECT_FALSE(refused.ok());
+}
+
+// A window span by reference names the node's rows in storage order (the
+// window's blocks: long runs) with each row's position, even where the node
+// holds the whole span (by value, a chunk gathered into batch order, whose
+// rows by reference would be one run each).
+TEST(SharedExport, WindowSpansByReferenceNameTheirBlocksInStorageOrder) {
+  auto whole = Cached(150000, 3000);
+  Shared shared = ExportShared(
+      *CachedDataset::Make("d", 1, whole->schema(), std::vector<CachedBatch>(whole->batches())),
+      nullptr);
+  ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+  // Batch 1000 of world 2: each batch is a part of a window, and a rank's
+  // rows are half of each block (runs of ~2 rows), still in storage order.
+  for (const PlanTicket& ticket : {WindowEpoch(150000, 4096), WindowEpoch(150000, 1000, {}, 2)}) {
+    auto by_value = ReadAll(shared.dataset, ticket);
+    auto by_reference = ReadAll(shared.dataset, ticket, /*by_reference=*/true);
+    EXPECT_EQ(Placed(by_value), Placed(by_reference));
+    size_t rows = 0, runs = 0;
+    for (const Message& m : by_reference) {
+      EXPECT_FALSE(DecodeChunkMetadata(m.metadata).ok()) << "a chunk by reference";
+      size_t descents = 0;  // storage order: ascending, or in long ascending stretches
+      for (size_t k = 1; k < m.ids.size(); ++k) descents += m.ids[k] < m.ids[k - 1] ? 1 : 0;
+      EXPECT_LE(descents * 16, m.ids.size()) << "not in storage order";
+      rows += m.ids.size();
+      runs += m.source_runs;
+    }
+    EXPECT_GT(rows, 0u);
+    if (ticket.params.world_size == 1) {
+      EXPECT_GE(rows, 8 * runs) << "rows named one by one, not as their blocks";
+    }
+  }
 }
 
 }  // namespace

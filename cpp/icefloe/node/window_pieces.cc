@@ -152,7 +152,10 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
   }
   const uint32_t batch_rows = span.lengths.front();
   const uint32_t last_rows = span.lengths.back();
-  if (span.whole()) {
+  // A span held whole goes as a chunk in batch order; by reference a chunk
+  // would name its rows one run per row, so it goes as any span piece (its
+  // blocks' runs, each row's position), for the reader to scatter.
+  if (span.whole() && !target.by_reference) {
     Piece piece{nullptr, {}, true, ChunkInfo{batch, batch_rows, count, last_rows}};
     ARROW_RETURN_NOT_OK(GatherInPlace(dataset, span.rows, span.positions, target, columns, &piece));
     int64_t bytes = 0;  // by reference: none
