@@ -72,8 +72,9 @@ def test_pieces_with_positions_are_put_in_place(parts, monkeypatch):
     table = _table(n)
 
     def pieces():
+        empty = Piece(0, n, None, table.slice(0, 0), scattered=np.array([], "<u4"))
         return [Piece(0, n, None, table.take(pa.array(pos)), scattered=pos)
-                for pos in _split(n, parts, seed=parts)], None
+                for pos in _split(n, parts, seed=parts)] + [empty], None
 
     native, python = _both(pieces, monkeypatch)
     assert native.equals(table)

@@ -407,7 +407,8 @@ def _value_width(t: pa.DataType) -> int | None:
 
 def _values_address(column: pa.Array) -> int | None:
     """The address of ``column``'s first value (of a fixed-size list's first
-    row's first value); None when it or its list values have nulls."""
+    row's first value); None when it or its list values have nulls, or it
+    has no values buffer (an empty column may not)."""
     if isinstance(column, pa.ExtensionArray):
         column = column.storage
     if column.null_count:
@@ -416,7 +417,10 @@ def _values_address(column: pa.Array) -> int | None:
         column = column.flatten()  # the rows' values, the list's offset applied
         if column.null_count:
             return None
-    return column.buffers()[1].address + column.offset * (column.type.bit_width // 8)
+    values = column.buffers()[1]
+    if values is None:
+        return None
+    return values.address + column.offset * (column.type.bit_width // 8)
 
 
 def _from_values(t: pa.DataType, n: int, values: pa.Buffer) -> pa.Array:
