@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -152,3 +153,24 @@ def test_malformed_pieces_are_refused_with_or_without_the_native_scatter(monkeyp
     monkeypatch.undo()
     with pytest.raises(icefloe.InvalidArgument, match="outside its shared file"):
         assemble(list(by_reference), [0])
+
+
+def test_the_scatter_helper_thread_works_in_a_forked_child():
+    # DataLoader workers fork the training process: a child inherits the
+    # executor but not its thread, and must make its own.
+    import multiprocessing
+
+    assert _native._pool().submit(lambda: 7).result(timeout=30) == 7
+
+    def child(queue):
+        queue.put(_native._pool().submit(lambda: os.getpid()).result(timeout=30))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    process = ctx.Process(target=child, args=(queue,))
+    process.start()
+    try:
+        assert queue.get(timeout=60) == process.pid
+    finally:
+        process.join(timeout=60)
+    assert process.exitcode == 0
