@@ -8,6 +8,8 @@ from __future__ import annotations
 import decimal
 import functools
 import os
+import signal
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -158,19 +160,19 @@ def test_malformed_pieces_are_refused_with_or_without_the_native_scatter(monkeyp
 def test_the_scatter_helper_thread_works_in_a_forked_child():
     # DataLoader workers fork the training process: a child inherits the
     # executor but not its thread, and must make its own.
-    import multiprocessing
-
     assert _native._pool().submit(lambda: 7).result(timeout=30) == 7
-
-    def child(queue):
-        queue.put(_native._pool().submit(lambda: os.getpid()).result(timeout=30))
-
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    process = ctx.Process(target=child, args=(queue,))
-    process.start()
-    try:
-        assert queue.get(timeout=60) == process.pid
-    finally:
-        process.join(timeout=60)
-    assert process.exitcode == 0
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if its helper thread ran the call
+        code = 1
+        try:
+            code = 0 if _native._pool().submit(os.getpid).result(timeout=30) == os.getpid() else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's scatter helper never ran")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
