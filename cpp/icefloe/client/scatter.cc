@@ -39,6 +39,12 @@ int32_t CheckPositions(int64_t span_rows, int32_t num_pieces, const IcefloeScatt
   for (int32_t p = 0; p < num_pieces; ++p) {
     const IcefloeScatterPiece& piece = pieces[p];
     if (piece.rows < 0 || piece.base < 0 || piece.num_runs < 0) return kIcefloeScatterMalformed;
+    if (piece.positions == nullptr && piece.runs == nullptr && piece.num_runs > 0) {
+      return kIcefloeScatterMalformed;
+    }
+    if (piece.source_runs == nullptr && piece.num_source_runs != 0) {
+      return kIcefloeScatterMalformed;
+    }
     if (const int32_t source = CheckSource(piece); source != kIcefloeScatterOk) return source;
     total += piece.rows;
   }

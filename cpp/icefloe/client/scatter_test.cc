@@ -152,6 +152,7 @@ TEST(Scatter, RefusesPiecesThatDoNotFillTheSpanOnceAndWritesNothing) {
   const uint32_t short_runs[] = {0, 2}, overlapping[] = {0, 2, 1, 1};
   EXPECT_EQ(run({Piece(nullptr, short_runs, 1, 3, 0, columns)}, 3), kIcefloeScatterMalformed);
   EXPECT_EQ(run({Piece(nullptr, overlapping, 2, 3, 0, columns)}, 3), kIcefloeScatterTwice);
+  EXPECT_EQ(run({Piece(nullptr, nullptr, 1, 3, 0, columns)}, 3), kIcefloeScatterMalformed);
   const uint32_t far_run[] = {2, 2};
   EXPECT_EQ(run({Piece(nullptr, far_run, 1, 2, 0, columns)}, 2), kIcefloeScatterOutside);
 }
