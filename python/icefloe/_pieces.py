@@ -352,7 +352,8 @@ def _scatter_columns(pieces: list[Piece], bases: list[int], n: int) -> list[pa.A
     if _native.scatter is None:
         return arrays
     # By reference, a piece's values are its file's columns, read at its runs.
-    values = [p.data.file if isinstance(p.data, SourceRows) else p.data for p in pieces]
+    shared = [p.data if isinstance(p.data, SourceRows) else None for p in pieces]
+    values = [p.data if s is None else s.file for p, s in zip(pieces, shared, strict=True)]
     types, widths, columns = [], [], []
     for i, field in enumerate(schema):
         width = _value_width(field.type)
@@ -371,8 +372,8 @@ def _scatter_columns(pieces: list[Piece], bases: list[int], n: int) -> list[pa.A
         None if p.scattered is None else np.ascontiguousarray(p.scattered, dtype="<u4"),
         None if p.runs is None else np.ascontiguousarray(p.runs, dtype="<u4"),
         p.data.num_rows, base, [column[k] for column in columns],
-        *((p.data.source, p.data.file.num_rows) if isinstance(p.data, SourceRows) else ()))
-        for k, (p, base) in enumerate(zip(pieces, bases, strict=True))]
+        *(() if s is None else (s.source, s.file.num_rows)))
+        for k, (p, base, s) in enumerate(zip(pieces, bases, shared, strict=True))]
     result = _native.scatter(n, widths, [b.address for b in out], sides)
     if result == _native.NO_MEMORY:
         raise MemoryError(f"no memory to check the positions of a batch of {n} rows")
