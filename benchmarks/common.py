@@ -345,6 +345,17 @@ def held_bytes(pid: int) -> int:
     return status.get("VmRSS", 0) - status.get("RssShmem", 0) + files
 
 
+def _shmem_huge_pages() -> str:
+    """The kernel's transparent-huge-page policy for shared memory, which
+    decides the page size of the nodes' shared files (docs/protocol.md, "Huge pages")."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled").read_text()
+    except OSError as exc:
+        return f"unknown ({exc.strerror})"
+    chosen = text[text.find("[") + 1:text.find("]")] if "[" in text else ""
+    return chosen or text.strip()
+
+
 def machine() -> dict[str, Any]:
     mem = 0
     for line in Path("/proc/meminfo").read_text().splitlines():
@@ -363,6 +374,7 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem / 2**30, 1),
             "os": os_name, "kernel": platform.release(), "python": platform.python_version(),
             "pyarrow": pa.__version__, "loadavg_at_start": os.getloadavg(),
+            "shmem_huge_pages": _shmem_huge_pages(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 

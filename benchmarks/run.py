@@ -54,7 +54,8 @@ def summarize(cfg: common.Config, results: dict[str, Any], errors: dict[str, str
         f"# icefloe benchmarks ({'quick' if cfg.quick else 'full'} run, {info['date']})",
         "",
         f"Machine: {info['cpus']} cores ({info['cpu']}), {info['memory_gib']} GiB RAM, "
-        f"{info['os']}, kernel {info['kernel']}, loopback networking; shared with other "
+        f"{info['os']}, kernel {info['kernel']} (shared memory's huge pages: "
+        f"{info['shmem_huge_pages']}), loopback networking; shared with other "
         f"jobs (load average {info['loadavg_at_start'][0]:.2f} at start). Table: "
         f"{cfg.rows:,} rows, {cfg.rows * common.ROW_BYTES / 1e9:.2f} GB in Arrow. The "
         f"benchmarks took {bench_s / 60:.1f} min ("

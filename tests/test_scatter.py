@@ -157,6 +157,22 @@ def test_malformed_pieces_are_refused_with_or_without_the_native_scatter(monkeyp
         assemble(list(by_reference), [0])
 
 
+def test_a_piece_with_fewer_positions_than_rows_is_refused_though_the_counts_add_up(monkeypatch):
+    # Three positions for two rows, and one for two: four of each in all. The
+    # second piece's positions are the first of a longer array, so reading
+    # past them finds a plausible position (2), and nothing else says it is
+    # wrong: only each piece's own count does.
+    table = _table(4)
+    backing = np.array([3, 2], "<u4")
+    pieces = [Piece(0, 4, None, table.slice(0, 2), scattered=np.array([0, 1, 2], "<u4")),
+              Piece(0, 4, None, table.slice(2, 2), scattered=backing[:1])]
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(_native, "scatter", None)
+        with pytest.raises(icefloe.InvalidArgument, match="do not match its rows"):
+            assemble(list(pieces))
+
+
 def test_the_scatter_helper_thread_works_in_a_forked_child():
     # DataLoader workers fork the training process: a child inherits the
     # executor but not its thread, and must make its own.

@@ -17,6 +17,7 @@
 #include "icefloe/loader/parquet_file.h"
 #include "icefloe/node/node_server.h"
 #include "icefloe/node/registration.h"
+#include "icefloe/node/shared_export.h"
 
 namespace icefloe {
 namespace {
@@ -59,6 +60,24 @@ arrow::Status PreloadParquet(NodeServer* server, const Flags& flags) {
                      {"bytes", std::to_string(ds->nbytes())}});
   server->Put(std::move(ds));
   return arrow::Status::OK();
+}
+
+// Says whether this host puts shared files in huge pages: readers of a
+// shuffled epoch gather rows from all over them, ~1.25x faster from huge
+// pages than from 4 KiB ones (docs/protocol.md, "Huge pages").
+void LogSharedPages() {
+  auto policy = ShmemHugePages();
+  if (!policy.ok()) {
+    LogInfo("shared files in 4 KiB pages", {{"reason", policy.status().ToString()}});
+  } else if (*policy == "never" || *policy == "deny") {
+    LogInfo("shared files in 4 KiB pages",
+            {{"shmem_enabled", *policy},
+             {"hint",
+              "shuffled epochs read faster with shmem_enabled=advise "
+              "(docs/protocol.md, \"Huge pages\")"}});
+  } else {
+    LogInfo("shared files in huge pages", {{"shmem_enabled", *policy}});
+  }
 }
 
 arrow::Status Run(const Flags& flags) {
@@ -112,6 +131,7 @@ arrow::Status Run(const Flags& flags) {
                                                                    : std::string("unlimited")},
                            {"load_threads", std::to_string(options.load_threads)},
                            {"allocator", arrow::default_memory_pool()->backend_name()}});
+  if (flags.share_memory) LogSharedPages();
   AnnounceReady("icefloe-node", location, settings.advertise_host, health_port);
   ARROW_RETURN_NOT_OK(ServeUntilSignal(&server));
   if (registration) registration->Stop();

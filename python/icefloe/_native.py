@@ -99,6 +99,8 @@ def _load() -> Callable[[int, Sequence[int], Sequence[int], Sequence[ScatterPiec
         """Writes every piece's rows to their positions in the ``out``
         columns (addresses of span_rows values of ``widths`` bytes each); one
         of the result codes above, and nothing written unless OK."""
+        if any(p.positions is not None and len(p.positions) != p.rows for p in pieces):
+            return COUNT  # the library reads `rows` positions
         w = np.asarray(widths, dtype=np.int64)
         o = np.asarray(out, dtype=np.uintp)
         everything = np.arange(len(w))

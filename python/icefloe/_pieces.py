@@ -99,6 +99,12 @@ class Piece:
         assert self.runs is not None
         return run_positions(self.runs)
 
+    def num_positions(self) -> int:
+        """How many positions the piece names: one per row, when well formed."""
+        if self.scattered is not None:
+            return len(self.scattered)
+        return int(self.runs[:, 1].sum()) if self.runs is not None and len(self.runs) else 0
+
     def first(self) -> int:
         """The position of the piece's first row (0 when it has none)."""
         if self.scattered is not None:
@@ -282,6 +288,8 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     """One consumer batch (or span) from its pieces, piece i's positions
     counted from ``bases[i]`` (0 without bases); zero-copy when a single piece
     fills it in order."""
+    if any(p.num_positions() != p.data.num_rows for p in pieces):
+        raise InvalidArgument("a node sent a piece whose positions do not match its rows")
     first = pieces[0]
     if len(pieces) == 1 and not bases and _in_order(first):
         return _taken(first)
@@ -291,25 +299,33 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     schema = first.data.schema
     if any(not p.data.schema.equals(schema) for p in pieces):
         raise InvalidArgument("nodes sent pieces of one batch with different schemas")
-    parts = [(p.positions(), base) for p, base in zip(pieces, bases, strict=True)]
     n = sum(p.data.num_rows for p in pieces)
-    if sum(len(pos) for pos, _ in parts) != n:
-        raise InvalidArgument("a node sent a piece whose positions do not match its rows")
-    if any(len(pos) and int(pos.max()) + base >= n for pos, base in parts):
-        raise InvalidArgument("a node sent piece positions outside their batch")
-    if all(p.scattered is None for p in pieces):
-        positions = np.concatenate([pos + base for pos, base in parts])
-        if np.all(positions[1:] > positions[:-1]):  # already in position order
-            return pa.concat_batches([_taken(p) for p in pieces])
-    arrays = _scatter_columns(pieces, [base for _, base in parts], n)
+    if all(p.scattered is None for p in pieces) and _runs_in_order(pieces, bases, n):
+        return pa.concat_batches([_taken(p) for p in pieces])
+    # The native scatter checks every position before it writes; the columns
+    # it cannot place (or all, without it) go by an inverse, checked here.
+    arrays = _scatter_columns(pieces, bases, n)
     rest = [i for i, array in enumerate(arrays) if array is None]
     if rest:
-        inverse = _inverse(parts, n)
+        inverse = _inverse([(p.positions(), base) for p, base in zip(pieces, bases, strict=True)],
+                           n)
         taken = [_taken(p) for p in pieces]
         for i in rest:
             column = pa.concat_arrays([t.column(i) for t in taken])
             arrays[i] = pc.take(column, inverse, boundscheck=False)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _runs_in_order(pieces: list[Piece], bases: list[int], n: int) -> bool:
+    """Whether pieces of position runs (IFP1, IFP4), each counted from its
+    base, fill the batch's n positions in the pieces' order, so that laying
+    them end to end is the batch; checked on the runs, never expanded."""
+    runs = np.concatenate([p.runs.astype(np.int64) + (base, 0)  # type: ignore[union-attr]
+                           for p, base in zip(pieces, bases, strict=True)])
+    ends = runs[:, 0] + runs[:, 1]
+    if len(runs) and int(ends.max()) > n:
+        raise InvalidArgument("a node sent piece positions outside their batch")
+    return bool(np.all(runs[1:, 0] >= ends[:-1]))
 
 
 def _taken(piece: Piece) -> pa.RecordBatch:
@@ -322,8 +338,11 @@ def _taken(piece: Piece) -> pa.RecordBatch:
 
 def _inverse(parts: list[tuple[np.ndarray, int]], n: int) -> pa.Array:
     """The row (of the pieces laid end to end) at each position: the inverse
-    of the positions, by a scatter (O(n), no sort); a position never written
-    means another was written twice."""
+    of the positions (n in all), by a scatter (O(n), no sort), after checking
+    that they are in the batch; a position never written means another was
+    written twice."""
+    if any(len(pos) and int(pos.max()) + base >= n for pos, base in parts):
+        raise InvalidArgument("a node sent piece positions outside their batch")
     index = np.int32 if n < 2**31 else np.int64
     inverse = np.full(n, -1, dtype=index)
     start = 0

@@ -347,6 +347,19 @@ arrow::Result<std::vector<SourceRun>> SourceRuns(const CachedDataset& dataset,
   return runs;
 }
 
+namespace {
+
+// `values` in read `order` (ReadOrder, GatherReadOrder; empty: as they are).
+template <typename T>
+std::vector<T> InReadOrder(const std::vector<T>& values, const std::vector<uint32_t>& order) {
+  if (order.empty()) return values;
+  std::vector<T> out(order.size());
+  for (size_t k = 0; k < order.size(); ++k) out[k] = values[order[k]];
+  return out;
+}
+
+}  // namespace
+
 arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
                             const std::vector<uint64_t>& rows, const std::vector<uint32_t>& offsets,
                             PieceTarget target, const std::vector<int>& columns,
@@ -355,32 +368,21 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
   if (target.by_reference) {
     // The rows in storage order, as a gather by value reads them: runs as
     // long as the rows allow (a window's blocks), each row with its position.
-    Piece piece{nullptr, std::move(where), /*gathered=*/true, std::nullopt};
     if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one piece");
     const std::vector<uint32_t> order = ReadOrder(rows);
+    Piece piece{nullptr, std::move(where), /*gathered=*/true, std::nullopt};
     if (order.empty()) {
       ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, rows));
-      piece.info.positions = offsets;
     } else {
-      std::vector<uint64_t> sorted(rows.size());
-      piece.info.positions.resize(rows.size());
-      for (size_t k = 0; k < order.size(); ++k) {
-        sorted[k] = rows[order[k]];
-        piece.info.positions[k] = offsets[order[k]];
-      }
-      ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, sorted));
+      ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, InReadOrder(rows, order)));
     }
+    piece.info.positions = InReadOrder(offsets, order);
     out->push_back(std::move(piece));
     return arrow::Status::OK();
   }
   std::vector<uint32_t> order;
   ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, target.pool, &order, columns));
-  if (order.empty()) {  // rows kept their own order
-    where.positions = offsets;
-  } else {
-    where.positions.resize(order.size());
-    for (size_t k = 0; k < order.size(); ++k) where.positions[k] = offsets[order[k]];
-  }
+  where.positions = InReadOrder(offsets, order);
   out->push_back({std::move(gathered), std::move(where), /*gathered=*/true, std::nullopt});
   return arrow::Status::OK();
 }

@@ -6,6 +6,8 @@
 #include "icefloe/node/window_pieces.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <tuple>
 
@@ -619,6 +621,45 @@ TEST(SharedExport, WindowSpansByReferenceNameTheirBlocksInStorageOrder) {
       EXPECT_GE(rows, 8 * runs) << "rows named one by one, not as their blocks";
     }
   }
+}
+
+// Kilobytes of the mapping holding `address` that this process maps in huge
+// pages of shared memory (its ShmemPmdMapped line in /proc/self/smaps).
+int64_t ShmemPmdMappedKb(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t start = 0, stop = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &stop) == 2) {  // a mapping's first line
+      inside = start <= at && at < stop;
+    } else if (int64_t kb = 0;
+               inside && std::sscanf(line.c_str(), "ShmemPmdMapped: %ld kB", &kb) == 1) {
+      return kb;
+    }
+  }
+  return -1;
+}
+
+// Readers gather rows from all over a shared file: where the kernel gives
+// shared memory huge pages on request, the file asks for them, and every
+// mapping of it (the node's, readers') maps them whole.
+TEST(SharedExport, AsksForHugePagesWhereTheKernelGivesThemOnRequest) {
+  auto policy = ShmemHugePages();
+  if (!policy.ok() || *policy != "advise") {
+    GTEST_SKIP() << "shmem_enabled: " << (policy.ok() ? *policy : policy.status().ToString())
+                 << " (the test needs advise)";
+  }
+  auto whole = Cached(2 << 20, 1 << 20);  // 16 MiB of ids
+  Shared shared = ExportShared(
+      *CachedDataset::Make("d", 1, whole->schema(), std::vector<CachedBatch>(whole->batches())),
+      nullptr);
+  ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+  const auto& file = shared.dataset->shared();
+  int64_t sum = 0;
+  for (int64_t at = 0; at < file->size(); at += 4096) sum += file->data()[at];
+  EXPECT_GE(sum, 0);
+  EXPECT_GE(ShmemPmdMappedKb(file->data()), 8 << 10) << "fewer than half the file in huge pages";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include <arrow/buffer.h>
@@ -17,6 +18,19 @@
 
 namespace icefloe {
 namespace {
+
+// Asks the kernel to allocate the shared file's pages, as they are first
+// written through `address`, as transparent huge pages. Readers gather rows
+// from all over the file, and with 4 KiB pages nearly every read misses the
+// TLB as well as the cache (a window epoch reads ~1.25x faster from huge
+// pages; docs/protocol.md, "Huge pages"). Every mapping of a file of huge
+// pages maps them whole, readers' too. Only a hint: the kernel honours it
+// where /sys/kernel/mm/transparent_hugepage/shmem_enabled is `advise`
+// (`always` and `within_size` need none) and ignores or refuses it (EINVAL)
+// elsewhere.
+void AskForHugePages(void* address, int64_t size) {
+  (void)madvise(address, static_cast<size_t>(size), MADV_HUGEPAGE);
+}
 
 arrow::Status SysError(const char* call, const std::string& dataset) {
   return arrow::Status::IOError(call, " failed while sharing dataset '", dataset,
@@ -121,6 +135,7 @@ struct Sharing {
     void* rw =
         mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, out->fd_, 0);
     if (rw == MAP_FAILED) return SysError("mmap", name);
+    AskForHugePages(rw, size);
     {
       arrow::io::FixedSizeBufferWriter sink(
           std::make_shared<arrow::MutableBuffer>(static_cast<uint8_t*>(rw), size));
@@ -181,6 +196,20 @@ Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<Memo
   if (!shared.ok()) return {std::move(*compact), shared.status()};
   (*shared)->AttachShared(std::move(written->file));
   return {std::move(*shared), arrow::Status::OK()};
+}
+
+arrow::Result<std::string> ShmemHugePages() {
+  constexpr const char* kPath = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+  std::ifstream in(kPath);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    return arrow::Status::IOError("cannot read ", kPath, ": ", std::strerror(errno));
+  }
+  const size_t open = line.find('['), close = line.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) {
+    return arrow::Status::Invalid(kPath, " chooses no policy: '", line, "'");
+  }
+  return line.substr(open + 1, close - open - 1);
 }
 
 }  // namespace icefloe

@@ -70,4 +70,11 @@ struct Shared {
 /// instead: the one given, or its rows in one batch if it was let go.
 Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget);
 
+/// The kernel's policy for transparent huge pages in shared memory: the
+/// chosen word of /sys/kernel/mm/transparent_hugepage/shmem_enabled (`never`,
+/// `advise`, `always`, `within_size`, `deny` or `force`). Shared files get
+/// huge pages (they ask) unless it is `never` or `deny`; IOError when the file
+/// cannot be read (a kernel without THP), Invalid when no word is chosen.
+arrow::Result<std::string> ShmemHugePages();
+
 }  // namespace icefloe
