@@ -29,10 +29,11 @@ PY="$VENV/bin/python"
 #   iproute2             ip netns / veth / bridge for the image test (tests/test_image.py)
 #   openssl              its TLS certificate
 #   prometheus-cpp-dev   /metrics: the servers' Prometheus registry and text format
+#   libsentencepiece-dev tokenize transforms on the data nodes (SentencePiece C++)
 #   chromium             the status page test renders the page headless (tests/test_status_page.py)
 APT_PACKAGES=(g++ pkgconf libgtest-dev nlohmann-json3-dev libssl-dev libcpp-httplib-dev
               clang-format clang libclang-rt-14-dev iperf3 debootstrap umoci iproute2 openssl
-              prometheus-cpp-dev chromium)
+              prometheus-cpp-dev libsentencepiece-dev chromium)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 

@@ -14,6 +14,7 @@
 #include "icefloe/iceberg/scan.h"
 #include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/messages.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 namespace {
@@ -78,6 +79,16 @@ arrow::Status Run(const Flags& flags) {
     LoadRequest load;
     load.name = env.DatasetName();
     load.source = env.metadata_loc;
+    if (!env.transform.empty()) {
+      // Checked like a load action's: a bad spec stops the head at once.
+      ARROW_ASSIGN_OR_RAISE(nlohmann::json body,
+                            ParseJsonObject(env.transform, "ICEFLOE_TRANSFORM"));
+      auto spec = TransformSpec::FromJson(body);
+      if (!spec.ok()) {
+        return spec.status().WithMessage("ICEFLOE_TRANSFORM: ", spec.status().message());
+      }
+      load.transform = std::move(body);
+    }
     options.startup_load = load;
     std::string workers;
     for (const auto& node : options.nodes) workers += (workers.empty() ? "" : ",") + node;

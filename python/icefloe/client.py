@@ -224,6 +224,7 @@ class Client:
         filter: str | None = None,  # noqa: A002 - the documented name
         batch_size: int | None = None,
         replication: int = 1,
+        transform: dict[str, Any] | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None,
         timeout_s: float = 24 * 3600,
     ) -> dict[str, Any]:
@@ -232,12 +233,20 @@ class Client:
         ``source`` is a metadata.json location or a table directory. Blocks
         until the load ends, calling ``progress`` with each progress report,
         and returns the dataset's description. Loading the same table,
-        snapshot, columns and filter again returns the cached copy.
+        snapshot, columns, filter and transform again returns the cached copy.
+
+        ``transform`` (docs/transforms.md) makes the data nodes compute the
+        cached columns once, at load: ``{"keep": [...], "columns": [{"name",
+        "expr"} | {"name", "tokenize": {"column", "model", "bos", "eos",
+        "max_tokens"}}], "pack": {"column", "seq_len", ...}}``. The head checks
+        it against the table (and reads every tokenizer model) before anything
+        loads; a bad spec raises InvalidArgument naming the column.
         """
         body = encode("load", name=name, source=str(source), snapshot_id=snapshot_id, ref=ref,
                       as_of_ms=_as_of_ms(as_of),
                       columns=list(columns) if columns is not None else None,
-                      filter=filter or None, batch_rows=batch_size, replication=replication)
+                      filter=filter or None, batch_rows=batch_size, replication=replication,
+                      transform=transform)
         last: dict[str, Any] = {}
         self._slice_maps.drop(name)
         for report in self._action_stream("load", body, timeout_s):

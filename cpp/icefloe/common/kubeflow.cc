@@ -32,6 +32,7 @@ arrow::Result<KubeflowEnv> KubeflowEnv::FromEnvironment(bool for_head) {
   env.schema_name = Env("SCHEMA_NAME");
   env.table_name = Env("TABLE_NAME");
   env.leader_address = Env("LWS_LEADER_ADDRESS");
+  env.transform = Env("ICEFLOE_TRANSFORM");
   env.local = !Env("RUNTIME_ENV").empty();
   if (for_head && env.metadata_loc.empty()) {
     return arrow::Status::Invalid("METADATA_LOC is not set (the Iceberg metadata.json to cache)");

@@ -19,6 +19,8 @@ struct KubeflowEnv {
   std::string metadata_loc;  ///< METADATA_LOC: Iceberg metadata JSON (s3://, s3a://, file://, path)
   std::string schema_name;   ///< SCHEMA_NAME
   std::string table_name;    ///< TABLE_NAME
+  /// ICEFLOE_TRANSFORM: a load transform as JSON text (docs/transforms.md), or empty.
+  std::string transform;
   std::string leader_address;  ///< LWS_LEADER_ADDRESS, e.g. job-cache-0.job-cache.ns
   int group_size = 0;          ///< LWS_GROUP_SIZE: workers + 1
   /// RUNTIME_ENV is set: Kubeflow's local mode, where the head and two

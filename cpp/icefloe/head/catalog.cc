@@ -43,6 +43,10 @@ json DatasetEntry::ToJson(bool with_slices) const {
               {"row_groups_total", scan.row_groups_total},
               {"row_groups_read", scan.row_groups_read},
               {"planning_ms", scan.planning_ms}}}};
+  if (!request.transform.is_null()) {
+    j["transform"] = request.transform;
+    j["model_sha256"] = model_sha256;
+  }
   if (schema) {
     j["schema"] = SchemaToBase64(*schema);
     j["schema_text"] = schema->ToString();

@@ -43,7 +43,9 @@ struct DatasetEntry {
   LoadRequest request;
   std::string metadata_location;
   std::optional<int64_t> snapshot_id;
-  std::shared_ptr<arrow::Schema> schema;
+  std::shared_ptr<arrow::Schema> schema;  ///< the cached columns (after the transform)
+  /// Each tokenize model's SHA-256 as the head read it; nodes check theirs.
+  std::vector<std::string> model_sha256;
   int64_t num_rows = 0;
   int64_t nbytes = 0;  ///< memory used on nodes, all replicas
   std::vector<SliceLocation> slices;

@@ -12,6 +12,8 @@
 #include "icefloe/head/projection.h"
 #include "icefloe/head/status_page.h"
 #include "icefloe/iceberg/scan.h"
+#include "icefloe/protocol/transform_spec.h"
+#include "icefloe/transform/transform.h"
 
 namespace icefloe {
 
@@ -34,14 +36,44 @@ std::shared_ptr<NodeRpc> RpcOf(const HeadOptions& options) {
 
 ScanPlanner PlannerOf(const HeadOptions& options, iceberg::FileIO* io) {
   if (options.planner) return options.planner;
-  return [io](const LoadRequest& r) {
+  return [io](const LoadRequest& r) -> arrow::Result<iceberg::ScanPlan> {
     iceberg::ScanOptions scan;
     scan.snapshot_id = r.snapshot_id;
     scan.ref = r.ref;
     scan.as_of_ms = r.as_of_ms;
     scan.columns = r.columns;
     scan.filter = r.filter;
-    return iceberg::PlanScan(*io, r.source, scan);
+    if (!scan.columns.empty() || r.transform.is_null()) {
+      return iceberg::PlanScan(*io, r.source, scan);
+    }
+    // A transform reads only the columns it names.
+    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
+    ARROW_ASSIGN_OR_RAISE(scan.columns, transform::InputColumns(spec));
+    auto plan = iceberg::PlanScan(*io, r.source, scan);
+    if (plan.ok()) return plan;
+    // Say which of the transform's columns names no table column: bound to
+    // every column of the table, the transform fails naming it (error path only).
+    scan.columns.clear();
+    auto all = iceberg::PlanScan(*io, r.source, scan);
+    if (all.ok()) {
+      auto read = [io](const std::string& location) { return io->ReadAll(location); };
+      auto bound = transform::Transform::Make(spec, all->arrow_schema, read);
+      if (!bound.ok()) return bound.status();
+    }
+    return plan.status();
+  };
+}
+
+// The head checks a transform before anything loads: every expression bound
+// to the planned columns, every tokenizer model read (the table's FileIO),
+// hashed and parsed.
+TransformBinder BinderOf(iceberg::FileIO* io) {
+  return [io](const LoadRequest& r,
+              const std::shared_ptr<arrow::Schema>& input) -> arrow::Result<BoundTransform> {
+    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
+    auto read = [io](const std::string& location) { return io->ReadAll(location); };
+    ARROW_ASSIGN_OR_RAISE(auto bound, transform::Transform::Make(spec, input, read));
+    return BoundTransform{bound->output_schema(), bound->model_sha256()};
   };
 }
 
@@ -63,6 +95,7 @@ HeadServer::HeadServer(HeadOptions options)
           options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
           [this](const std::string& name) { return coordinator_.Loading(name); },
           first_generation_) {
+  coordinator_.SetTransformBinder(BinderOf(&io_));
   metrics_.registry().OnScrape([this] { RefreshMetrics(); });
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
   if (ticket_key_.empty()) {

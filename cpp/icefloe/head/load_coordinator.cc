@@ -41,14 +41,20 @@ int64_t EstimateTaskBytes(const iceberg::ScanTask& task, const iceberg::ScanPlan
   return total;
 }
 
-// Identity of a cached copy: loads with the same key share one.
-std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r) {
+// Identity of a cached copy: loads with the same key share one. A transform
+// counts with the content of its models, not only their locations.
+std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r,
+                       const std::vector<std::string>& model_sha256) {
   json j = {{"table", plan.table_uuid.empty() ? plan.metadata_location : plan.table_uuid},
             {"snapshot", plan.snapshot_id ? *plan.snapshot_id : -1},
             {"projection", plan.projection},
             {"filter", r.filter},
             {"batch_rows", r.batch_rows},
             {"replication", r.replication}};
+  if (!r.transform.is_null()) {
+    j["transform"] = r.transform;
+    j["models"] = model_sha256;
+  }
   return Dump(j);
 }
 
@@ -146,6 +152,20 @@ void LoadCoordinator::AfterPublish() {
   if (after_publish) after_publish();
 }
 
+arrow::Result<BoundTransform> LoadCoordinator::BindTransform(const LoadRequest& request,
+                                                             const iceberg::ScanPlan& plan) const {
+  if (request.transform.is_null()) return BoundTransform{};
+  if (!transform_binder_) {
+    return arrow::Status::NotImplemented("load '", request.name,
+                                         "': this head cannot run transforms");
+  }
+  auto bound = transform_binder_(request, plan.arrow_schema);
+  if (!bound.ok()) {
+    return bound.status().WithMessage("load '", request.name, "': ", bound.status().message());
+  }
+  return bound;
+}
+
 arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
     const std::string& name) {
   auto entry = catalog_->Find(name);
@@ -160,14 +180,19 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
     return plan.status().WithMessage("re-planning '", name,
                                      "' at its snapshot: ", plan.status().message());
   }
-  if (plan->tasks.size() != entry->task_rows.size() || DatasetKey(*plan, pinned) != entry->key) {
+  ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(pinned, *plan));
+  if (plan->tasks.size() != entry->task_rows.size() ||
+      DatasetKey(*plan, pinned, bound.model_sha256) != entry->key) {
     return arrow::Status::Invalid("re-planning '", name, "' at its snapshot gives ",
                                   plan->tasks.size(), " scan tasks, not the cached copy's ",
                                   entry->task_rows.size(), " (or another table)");
   }
   auto shared = std::make_shared<const iceberg::ScanPlan>(std::move(*plan));
   UpdateCopies(entry->storage_name, entry->generation, [&](DatasetEntry* copy) {
-    if (!copy->plan && copy->task_rows == entry->task_rows) copy->plan = shared;
+    if (!copy->plan && copy->task_rows == entry->task_rows) {
+      copy->plan = shared;
+      copy->model_sha256 = bound.model_sha256;
+    }
   });
   auto current = catalog_->Find(name);
   if (!current) return arrow::Status::KeyError("unknown dataset '", name, "'");
@@ -185,7 +210,8 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     return plan.status().WithMessage("load '", request.name, "': ", plan.status().message());
   }
   run.plan = std::move(*plan);
-  const std::string key = DatasetKey(run.plan, request);
+  ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(request, run.plan));
+  const std::string key = DatasetKey(run.plan, request, bound.model_sha256);
   run.previous = catalog_->Find(request.name);
   if (run.previous && run.previous->key == key &&
       (run.previous->state == "ready" || run.previous->state == "degraded" ||
@@ -219,7 +245,8 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   entry->request = request;
   entry->metadata_location = run.plan.metadata_location;
   entry->snapshot_id = run.plan.snapshot_id;
-  entry->schema = run.plan.arrow_schema;
+  entry->schema = bound.schema ? bound.schema : run.plan.arrow_schema;
+  entry->model_sha256 = bound.model_sha256;
   entry->scan = run.plan.metrics;
   entry->tasks_total = static_cast<int64_t>(run.plan.tasks.size());
   run.entry = entry;

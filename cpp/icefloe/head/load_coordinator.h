@@ -65,6 +65,17 @@ struct LoadOptions {
 /// Plans a load's scan (iceberg::PlanScan in the head; anything in tests).
 using ScanPlanner = std::function<arrow::Result<iceberg::ScanPlan>(const LoadRequest&)>;
 
+/// A load's transform checked against the planned columns: the cached
+/// copy's schema and each tokenize model's SHA-256 (part of the copy's key).
+struct BoundTransform {
+  std::shared_ptr<arrow::Schema> schema;
+  std::vector<std::string> model_sha256;
+};
+/// Binds `request.transform` to `input` (transform::Transform in the head,
+/// which reads the models): Invalid naming the column, expression or model.
+using TransformBinder = std::function<arrow::Result<BoundTransform>(
+    const LoadRequest& request, const std::shared_ptr<arrow::Schema>& input)>;
+
 class LoadCoordinator {
  public:
   /// Every pointer outlives the coordinator. Generations start at `first_generation`.
@@ -73,6 +84,9 @@ class LoadCoordinator {
   /// Shutdown().
   ~LoadCoordinator();
 
+  /// How loads with a transform are checked; without one they are refused
+  /// (NotImplemented). Call before the first Load.
+  void SetTransformBinder(TransformBinder binder) { transform_binder_ = std::move(binder); }
   /// Starts (or joins) a load; the job reports progress and the outcome.
   arrow::Result<std::shared_ptr<LoadJob>> Load(const LoadRequest& request) EXCLUDES(mu_);
   /// Drops a dataset from the catalog and its nodes (a running load of the
@@ -146,7 +160,11 @@ class LoadCoordinator {
   ThreadPool* const calls_;
   NodeRegistry* const registry_;
   Catalog* const catalog_;
+  /// The request's transform bound to the planned columns (empty without one).
+  arrow::Result<BoundTransform> BindTransform(const LoadRequest& request,
+                                              const iceberg::ScanPlan& plan) const;
   const ScanPlanner planner_;
+  TransformBinder transform_binder_;  // set before the first load, then read only
   std::atomic<uint64_t> next_generation_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<LoadJob>> jobs_ GUARDED_BY(mu_);

@@ -97,6 +97,8 @@ arrow::Status LoadCoordinator::StartOnNodes(Run* run) {
     req.filter = plan.filter;
     req.batch_rows = entry.request.batch_rows;
     req.extend = run->extend;
+    req.transform = entry.request.transform;
+    req.model_sha256 = entry.model_sha256;
     for (int64_t t : run->node_tasks[n]) req.tasks.push_back({t, plan.tasks[t]});
   }
   NodeRpc* rpc = rpc_;

@@ -4,30 +4,19 @@
 #include <optional>
 #include <thread>
 
-#include <arrow/compute/initialize.h>
-
 #include "icefloe/iceberg/expr.h"
 #include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/reader.h"
 #include "icefloe/iceberg/types.h"
+#include "icefloe/transform/transform.h"
+#include "icefloe/transform/value_expr.h"
 
 namespace icefloe {
-
-namespace {
-
-arrow::Status InitializeCompute() {
-  static std::once_flag once;
-  static arrow::Status status;
-  std::call_once(once, [] { status = arrow::compute::Initialize(); });
-  return status;
-}
-
-}  // namespace
 
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
                                      LoadProgress* progress) {
-  ARROW_RETURN_NOT_OK(InitializeCompute());
+  ARROW_RETURN_NOT_OK(transform::RegisterFunctions());
   ARROW_ASSIGN_OR_RAISE(iceberg::Schema schema, iceberg::ParseSchema(request.schema));
   std::optional<arrow::compute::Expression> filter;
   if (!request.filter.empty()) {
@@ -44,6 +33,15 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   LoadedTasks out;
   out.pool = pool;
   ARROW_ASSIGN_OR_RAISE(out.schema, iceberg::ToArrowSchema(schema, &request.projection));
+  // The transform, bound to the loaded columns, with the models the head read.
+  std::shared_ptr<const transform::Transform> transformer;
+  if (!request.transform.is_null()) {
+    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(request.transform));
+    auto read_model = [&io](const std::string& location) { return io.ReadAll(location); };
+    ARROW_ASSIGN_OR_RAISE(transformer, transform::Transform::Make(spec, out.schema, read_model,
+                                                                  request.model_sha256));
+    out.schema = transformer->output_schema();
+  }
   const size_t n = request.tasks.size();
   out.batches.resize(n);
   out.rows.assign(n, 0);
@@ -75,6 +73,13 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
       if (i >= n) return;
       iceberg::ReadStats stats;
       auto batches = iceberg::ReadScanTask(request.tasks[i].task, options, &stats);
+      if (batches.ok() && transformer) {
+        batches = transformer->ApplyTask(*batches, request.batch_rows, pool.get());
+        if (!batches.ok()) {
+          batches = batches.status().WithMessage(request.tasks[i].task.data_file.file_path, ": ",
+                                                 batches.status().message());
+        }
+      }
       if (!batches.ok()) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (error.ok()) error = batches.status();

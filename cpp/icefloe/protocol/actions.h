@@ -30,6 +30,9 @@ struct LoadRequest {
   std::string filter;                ///< empty: all rows
   int64_t batch_rows = kDefaultBatchRows;
   int32_t replication = 1;
+  /// The transform as given (docs/transforms.md), checked by
+  /// TransformSpec::FromJson on parse; null: the table's columns as they are.
+  nlohmann::json transform;
 
   bool operator==(const LoadRequest&) const = default;
   nlohmann::json ToJson() const;

@@ -3,6 +3,7 @@
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/job_report.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -77,7 +78,11 @@ const Field<NodeLoadRequest> kLoadFields[] = {
     {Str("name_mapping", kOptional, Values(0, size_t{16} << 20)), &NodeLoadRequest::name_mapping},
     // Heal (issue 14): rows added to a copy of this generation.
     {Flag("extend"), &NodeLoadRequest::extend},
+    {ListOf(FieldType::kStringList, "model_sha256", kOptional, Values(64, 64),
+            Values(0, kMaxTransformColumns)),
+     &NodeLoadRequest::model_sha256},
 };
+const FieldSpec kLoadTransform = ObjectField("transform", kOptional);
 const FieldSpec kLoadSchema = ObjectField("schema", kRequired);
 const FieldSpec kLoadTasks = ObjectList("tasks", kRequired, Values(0, kMaxTasks));
 const FieldSpec kTaskIndex = Int("index", kRequired, Values(0, kMaxTasks));
@@ -301,6 +306,7 @@ json NodeLoadRequest::ToJson() const {
         {{"index", t.index}, {"data", DataFileToJson(t.task.data_file)}, {"deletes", deletes}});
   }
   j["tasks"] = std::move(tasks_json);
+  if (!transform.is_null()) j["transform"] = transform;
   return j;
 }
 
@@ -314,6 +320,16 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
   if (!parsed.ok())
     return parsed.status().WithMessage("node.load 'schema': ", parsed.status().message());
   r.schema = *schema;
+  ARROW_ASSIGN_OR_RAISE(const json* transform, in.Find(kLoadTransform));
+  if (transform != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(*transform));
+    if (spec.ModelLocations().size() != r.model_sha256.size()) {
+      return arrow::Status::Invalid("node.load: 'model_sha256' has ", r.model_sha256.size(),
+                                    " hashes for ", spec.ModelLocations().size(),
+                                    " tokenize models");
+    }
+    r.transform = *transform;
+  }
   auto read_task = [](const json& t, std::string what) -> arrow::Result<TaskSpec> {
     JsonFields tin(t, what);
     TaskSpec spec;
@@ -336,7 +352,8 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::Parse(std::string_view body) {
 }
 
 MessageSpec NodeLoadRequest::Spec() {
-  return SpecOf<NodeLoadRequest>("node.load", kLoadFields, {kLoadSchema, kLoadTasks});
+  return SpecOf<NodeLoadRequest>("node.load", kLoadFields,
+                                 {kLoadSchema, kLoadTasks, kLoadTransform});
 }
 
 // --- the small ones -----------------------------------------------------------

@@ -121,6 +121,11 @@ struct NodeLoadRequest {
   /// Heal: more rows of a generation the node may already hold (decision 1 of
   /// docs/protocol.md); the commit adds them to that copy instead of replacing it.
   bool extend = false;
+  /// The load's transform as given (null: none), checked on parse, and the
+  /// SHA-256 (hex) of each tokenize's model as the head read it, in column
+  /// order: a node that reads other model bytes refuses to load.
+  nlohmann::json transform;
+  std::vector<std::string> model_sha256;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeLoadRequest> FromJson(const nlohmann::json& j);

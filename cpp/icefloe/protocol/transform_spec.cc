@@ -1,0 +1,148 @@
+#include "icefloe/protocol/transform_spec.h"
+
+#include <set>
+
+namespace icefloe {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kTails[] = {"drop", "pad"};
+
+// Output and source column names: as the load's `columns`.
+constexpr Bounds kColumnName = Values(1, 1024);
+
+const Field<TransformSpec> kSpecFields[] = {
+    {ListOf(FieldType::kStringList, "keep", kOptional, kColumnName, Values(0, 1024)),
+     &TransformSpec::keep},
+};
+const FieldSpec kColumns = ObjectList("columns", kOptional, Values(0, kMaxTransformColumns));
+const FieldSpec kPack = ObjectField("pack", kOptional);
+
+const Field<TransformColumn> kColumnFields[] = {
+    {Str("name", kRequired, kColumnName), &TransformColumn::name},
+    {Str("expr", kOptional, Values(1, 65536)), &TransformColumn::expr},
+};
+const FieldSpec kTokenize = ObjectField("tokenize", kOptional);
+
+const Field<TokenizeSpec> kTokenizeFields[] = {
+    {Str("column", kRequired, kColumnName), &TokenizeSpec::column},
+    {Str("model", kRequired, Values(1, 4096)), &TokenizeSpec::model},
+    {Flag("bos"), &TokenizeSpec::bos},
+    {Flag("eos"), &TokenizeSpec::eos},
+    {Int("max_tokens", kOptional, Values(1, kMaxTokens)), &TokenizeSpec::max_tokens},
+};
+
+const Field<PackSpec> kPackFields[] = {
+    {Str("column", kRequired, kColumnName), &PackSpec::column},
+    {Int("seq_len", kRequired, Values(1, kMaxSeqLen)), &PackSpec::seq_len},
+    {Int("eos", kOptional, Values(0, std::numeric_limits<int32_t>::max())), &PackSpec::eos},
+    {Str("tail", kOptional, Values(1, 8), kTails), &PackSpec::tail},
+    {Int("pad", kOptional, Values(0, std::numeric_limits<int32_t>::max())), &PackSpec::pad},
+    {Flag("position_ids"), &PackSpec::position_ids},
+};
+
+arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
+  JsonFields in(j, what);
+  TransformColumn c;
+  ARROW_RETURN_NOT_OK(ReadFields<TransformColumn>(in, kColumnFields, &c));
+  ARROW_ASSIGN_OR_RAISE(const json* tokenize, in.Find(kTokenize));
+  if (tokenize != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(tokenize, in.Object(*tokenize, kTokenize));
+    TokenizeSpec t;
+    ARROW_RETURN_NOT_OK(
+        ReadFields<TokenizeSpec>(JsonFields(*tokenize, what + ".tokenize"), kTokenizeFields, &t));
+    c.tokenize = std::move(t);
+  }
+  if (c.expr.has_value() == c.tokenize.has_value()) {
+    return arrow::Status::Invalid(what, " ('", c.name,
+                                  "'): give exactly one of 'expr' and 'tokenize'");
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> TransformSpec::OutputNames() const {
+  std::vector<std::string> names = keep;
+  for (const auto& c : columns) names.push_back(c.name);
+  return names;
+}
+
+std::vector<std::string> TransformSpec::ModelLocations() const {
+  std::vector<std::string> out;
+  for (const auto& c : columns) {
+    if (c.tokenize) out.push_back(c.tokenize->model);
+  }
+  return out;
+}
+
+arrow::Result<TransformSpec> TransformSpec::FromJson(const json& j) {
+  if (!j.is_object()) {
+    return arrow::Status::Invalid(
+        "transform: must be an object with 'keep', 'columns' and "
+        "optionally 'pack'; got ",
+        std::string(j.type_name()));
+  }
+  JsonFields in(j, "transform");
+  TransformSpec spec;
+  ARROW_RETURN_NOT_OK(ReadFields<TransformSpec>(in, kSpecFields, &spec));
+  ARROW_ASSIGN_OR_RAISE(const json* columns, in.Find(kColumns));
+  if (columns != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(columns, in.List(*columns, kColumns));
+    for (size_t i = 0; i < columns->size(); ++i) {
+      const json& item = (*columns)[i];
+      if (!item.is_object()) return in.Bad(kColumns, "a list of objects", item, i);
+      ARROW_ASSIGN_OR_RAISE(
+          auto c, ColumnFromJson(item, "transform: 'columns'[" + std::to_string(i) + "]"));
+      spec.columns.push_back(std::move(c));
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(const json* pack, in.Find(kPack));
+  if (pack != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(pack, in.Object(*pack, kPack));
+    PackSpec p;
+    ARROW_RETURN_NOT_OK(
+        ReadFields<PackSpec>(JsonFields(*pack, "transform: 'pack'"), kPackFields, &p));
+    spec.pack = std::move(p);
+  }
+
+  const auto names = spec.OutputNames();
+  if (names.empty()) {
+    return arrow::Status::Invalid(
+        "transform: no output column; name source columns in 'keep' "
+        "or computed ones in 'columns'");
+  }
+  if (names.size() > kMaxTransformColumns) {
+    return arrow::Status::Invalid("transform: ", names.size(), " output columns, more than ",
+                                  kMaxTransformColumns);
+  }
+  std::set<std::string> seen;
+  for (const auto& n : names) {
+    if (!seen.insert(n).second) {
+      return arrow::Status::Invalid("transform: output column '", n, "' is named twice");
+    }
+  }
+  if (spec.pack) {
+    const PackSpec& p = *spec.pack;
+    if (!seen.count(p.column)) {
+      return arrow::Status::Invalid("transform: 'pack': 'column' must name an output column; '",
+                                    p.column, "' is none");
+    }
+    if (names.size() != 1) {
+      return arrow::Status::Invalid(
+          "transform: 'pack' makes rows of ", p.seq_len, " tokens from several documents, so '",
+          p.column,
+          "' must be the only output column (other columns have no value per packed "
+          "row); leave the others out or drop 'pack'");
+    }
+  }
+  return spec;
+}
+
+MessageSpec TransformSpec::Spec() {
+  return SpecOf<TransformSpec>("transform", kSpecFields, {kColumns, kPack});
+}
+
+}  // namespace icefloe

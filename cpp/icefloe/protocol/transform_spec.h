@@ -1,0 +1,87 @@
+// The `transform` of a load (docs/transforms.md): what the data nodes make of
+// each batch they load, declared as data.
+//
+// A spec lists the output columns: source columns passed through (`keep`),
+// columns computed by an expression over the loaded columns (`expr`, the
+// filter language plus arithmetic and Arrow compute functions) and string
+// columns tokenized into token ids (`tokenize`, a SentencePiece model). An
+// optional `pack` then cuts one token column into rows of exactly `seq_len`
+// tokens. This file only parses and checks the spec's shape (every field
+// typed and bounded, names unique, exactly one of expr/tokenize per column);
+// binding it to a table schema and running it is transform/transform.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <nlohmann/json.hpp>
+
+#include "icefloe/protocol/fields.h"
+
+namespace icefloe {
+
+/// Most output columns of one transform.
+inline constexpr size_t kMaxTransformColumns = 256;
+/// Longest packed row (tokens).
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 20;
+/// Longest token list a tokenize may be truncated to.
+inline constexpr int64_t kMaxTokens = int64_t{1} << 24;
+
+/// `tokenize`: a string column to list<int32> token ids.
+struct TokenizeSpec {
+  std::string column;  ///< the source string column
+  std::string model;   ///< SentencePiece model: local path or s3:// (as the table)
+  bool bos = false;    ///< prepend the model's BOS id
+  bool eos = false;    ///< append the model's EOS id
+  /// At most this many ids per row, BOS/EOS included: the text's ids are cut
+  /// at the end, then BOS/EOS added. Absent: no limit.
+  std::optional<int64_t> max_tokens;
+
+  bool operator==(const TokenizeSpec&) const = default;
+};
+
+/// One output column: exactly one of `expr` and `tokenize`.
+struct TransformColumn {
+  std::string name;
+  std::optional<std::string> expr;
+  std::optional<TokenizeSpec> tokenize;
+
+  bool operator==(const TransformColumn&) const = default;
+};
+
+/// `pack`: documents of a token column concatenated (each followed by `eos`
+/// when given) and cut into rows of exactly `seq_len` tokens, within each
+/// scan task. The packed columns are then the only output columns.
+struct PackSpec {
+  std::string column;  ///< an output column of list<int32> token ids
+  int64_t seq_len = 0;
+  std::optional<int64_t> eos;  ///< separator id appended after each document
+  std::string tail = "drop";   ///< "drop": a last partial row is dropped; "pad": padded
+  int64_t pad = 0;             ///< the pad id (tail "pad")
+  bool position_ids = false;   ///< add `position_ids`: each token's position in its document
+
+  bool operator==(const PackSpec&) const = default;
+};
+
+struct TransformSpec {
+  std::vector<std::string> keep;  ///< source columns passed through, first
+  std::vector<TransformColumn> columns;
+  std::optional<PackSpec> pack;
+
+  bool operator==(const TransformSpec&) const = default;
+
+  /// Output column names in order: keep, then columns (without pack).
+  std::vector<std::string> OutputNames() const;
+  /// Every tokenize's model location, in column order.
+  std::vector<std::string> ModelLocations() const;
+
+  /// Checks the shape of `j` (an object); Invalid naming the field
+  /// ("transform: 'columns'[1].tokenize: 'model' must be ...").
+  static arrow::Result<TransformSpec> FromJson(const nlohmann::json& j);
+  static MessageSpec Spec();
+};
+
+}  // namespace icefloe

@@ -1,0 +1,81 @@
+// A load's transform bound to a table: what the head checks before a load
+// starts and what each data node runs on every batch it loads.
+//
+// Transform::Make binds a TransformSpec (protocol/transform_spec.h) to the
+// loaded columns' schema: each `expr` is parsed (value_expr.h) and bound by
+// Arrow (types checked, kernels chosen), each `tokenize` model is read and
+// parsed, `pack` is checked against its column's type. Every error is
+// Invalid naming the output column and its expression, the model location
+// or the source column. The result is immutable and shared by a load's
+// reader threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/compute/expression.h>
+#include <arrow/memory_pool.h>
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+
+#include "icefloe/protocol/transform_spec.h"
+#include "icefloe/transform/tokenizer.h"
+
+namespace icefloe::transform {
+
+/// Reads a model's bytes by location (the table's FileIO on head and nodes).
+using ModelReader = std::function<arrow::Result<std::string>(const std::string& location)>;
+
+/// The source columns `spec` reads, in first-use order: what a load with a
+/// transform projects when it names no columns. Parses, needs no schema.
+arrow::Result<std::vector<std::string>> InputColumns(const TransformSpec& spec);
+
+class Transform {
+ public:
+  /// Binds `spec` to `input` (the loaded columns). `expected_sha256`, when
+  /// not empty, is each model's hash as the head read it: other bytes are
+  /// refused (the model changed since the load was planned).
+  static arrow::Result<std::shared_ptr<const Transform>> Make(
+      const TransformSpec& spec, const std::shared_ptr<arrow::Schema>& input,
+      const ModelReader& read_model, const std::vector<std::string>& expected_sha256 = {});
+
+  /// The cached copy's schema.
+  const std::shared_ptr<arrow::Schema>& output_schema() const { return output_schema_; }
+  /// Each tokenize model's SHA-256 (hex), in column order.
+  const std::vector<std::string>& model_sha256() const { return model_sha256_; }
+
+  /// The output of one scan task's batches (in order), cut into batches of
+  /// at most `batch_rows` rows. Without pack, row for row; with pack, the
+  /// task's documents packed into rows of seq_len tokens. Buffers come from
+  /// `pool`. Errors name the output column.
+  arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ApplyTask(
+      const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
+      arrow::MemoryPool* pool) const;
+
+ private:
+  struct Column {
+    std::string name;
+    std::string what;                 ///< "column 'label' ('stars - 1')" for errors
+    int source = -1;                  ///< keep / tokenize: the input column index
+    arrow::compute::Expression expr;  ///< expr: bound to the input schema
+    std::shared_ptr<const Tokenizer> tokenizer;
+    TokenizeOptions tokenize;
+  };
+
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Apply(const arrow::RecordBatch& batch,
+                                                           arrow::MemoryPool* pool) const;
+  arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Pack(
+      const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
+      arrow::MemoryPool* pool) const;
+
+  TransformSpec spec_;
+  std::shared_ptr<arrow::Schema> input_schema_;
+  std::shared_ptr<arrow::Schema> columns_schema_;  ///< before pack
+  std::shared_ptr<arrow::Schema> output_schema_;
+  std::vector<Column> columns_;
+  std::vector<std::string> model_sha256_;
+};
+
+}  // namespace icefloe::transform
