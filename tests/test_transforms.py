@@ -177,6 +177,24 @@ def test_packed_sequences_shard_and_shuffle_exactly(tmp_path, corpus, monkeypatc
         assert sorted(set(seen)) == sorted(set(want))
         assert len(seen) >= len(want) and len(seen) - len(want) < 2  # padding only
 
+        # Three steps on one rank, then resumed on two: every row exactly once more.
+        monkeypatch.setenv("WORLD_SIZE", "1")
+        monkeypatch.setenv("RANK", "0")
+        ds = CacheDataset(cluster.head_uri, "packed", batch_size=16, drop_last=False, seed=4)
+        it = iter(ds)
+        first = [tuple(r) for _ in range(3) for r in next(it)["input_ids"].tolist()]
+        state = ds.state_dict(steps=3)
+        rest = []
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        for rank in range(2):
+            monkeypatch.setenv("RANK", str(rank))
+            resumed = CacheDataset(cluster.head_uri, "packed", batch_size=16, drop_last=False,
+                                   seed=4)
+            resumed.load_state_dict(state)
+            rest += [tuple(r) for b in resumed for r in b["input_ids"].tolist()]
+        assert sorted(set(first + rest)) == sorted(set(want))
+        assert len(first) + len(rest) - len(want) < 2
+
 
 def test_a_second_job_shares_the_copy_and_another_transform_makes_its_own(tmp_path, corpus):
     t, _, models, root = corpus
@@ -298,3 +316,39 @@ def test_window_epoch_and_random_access_over_token_lists(tmp_path, corpus):
         taken = client.take("w", rows)
         assert taken["input_ids"].to_pylist() == [want[oracle["review_id"][r].as_py()]
                                                    for r in rows]
+
+
+def test_a_transformed_copy_is_adopted_after_a_head_restart_and_heals_after(tmp_path, corpus):
+    t, _, models, _ = corpus
+    spec = {"keep": ["review_id"], "columns": [
+        {"name": "label", "expr": "if_else(stars >= 4, 1, 0)"},
+        {"name": "input_ids", "tokenize": {"column": "text", "model": models["bpe"],
+                                           "bos": True}}]}
+    with icefloe.LocalCluster(num_nodes=3, head_args=HEAD_ARGS,
+                              log_dir=tmp_path / "logs") as cluster:
+        with cluster.client() as client:
+            loaded = client.load("r", t.metadata_location, transform=spec, batch_size=500)
+            before = client.read("r")
+        cluster.kill_head()
+        cluster.restart_head()
+        with cluster.client() as client:
+            desc = client.describe("r")  # adopted from the nodes' catalog records
+            assert desc["transform"] == spec
+            assert desc["model_sha256"] == loaded["model_sha256"]
+            assert desc["generation"] == loaded["generation"]
+            assert client.read("r").equals(before)
+            # A heal of the adopted copy re-plans its snapshot, binds the transform
+            # again (same model, checked by hash) and reloads the same rows.
+            lost = desc["slices"][0]["nodes"][0]
+            cluster.kill_node(cluster.node_uris.index(lost))
+            deadline = time.monotonic() + 60
+            while True:
+                now = client.describe("r")
+                if now["state"] == "ready" and all(lost not in s["nodes"] for s in now["slices"]):
+                    break
+                assert time.monotonic() < deadline, f"not healed: {now}"
+                time.sleep(0.05)
+            assert client.read("r").equals(before)
+            # Another client's second job with the same spec joins the copy at once.
+            assert client.load("r2", t.metadata_location, transform=spec,
+                               batch_size=500)["generation"] == loaded["generation"]

@@ -41,6 +41,8 @@ const Field<CatalogRecord> kRecordFields[] = {
     {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows),
             Values(0, kMaxSlices)),
      &CatalogRecord::task_rows},
+    {ListOf(FieldType::kStringList, "model_sha256", kOptional, Values(64, 64), Values(0, 256)),
+     &CatalogRecord::model_sha256},
 };
 const FieldSpec kRequests = ObjectList("requests", kRequired, Values(1, 4096));
 const FieldSpec kSchema = Str("schema", kRequired, Values(1, size_t{16} << 20));
@@ -216,6 +218,7 @@ CatalogRecord RecordOf(const std::vector<std::shared_ptr<const DatasetEntry>>& e
   r.metadata_location = e.metadata_location;
   r.snapshot_id = e.snapshot_id;
   r.schema = e.schema;
+  r.model_sha256 = e.model_sha256;
   r.num_rows = e.num_rows;
   r.nbytes = e.nbytes;
   r.tasks_total = e.tasks_total;
@@ -242,6 +245,7 @@ std::shared_ptr<DatasetEntry> EntryOf(const CatalogRecord& record, const LoadReq
   e->metadata_location = record.metadata_location;
   e->snapshot_id = record.snapshot_id;
   e->schema = record.schema;
+  e->model_sha256 = record.model_sha256;
   e->num_rows = record.num_rows;
   e->nbytes = record.nbytes;
   e->slices = record.slices;

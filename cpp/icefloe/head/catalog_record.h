@@ -36,6 +36,8 @@ struct CatalogRecord {
   std::string metadata_location;
   std::optional<int64_t> snapshot_id;
   std::shared_ptr<arrow::Schema> schema;
+  /// The transform's models as the head read them (DatasetEntry::model_sha256).
+  std::vector<std::string> model_sha256;
   int64_t num_rows = 0;
   int64_t nbytes = 0;
   int64_t tasks_total = 0;

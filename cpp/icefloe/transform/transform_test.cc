@@ -1,8 +1,10 @@
 #include "icefloe/transform/transform.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <arrow/api.h>
 #include <gtest/gtest.h>
@@ -233,6 +235,32 @@ TEST_F(TransformTest, BadSpecsAreRefusedNamingTheColumn) {
       Transform::Make(*spec, Reviews()->schema(), Reader(*model_), {std::string(64, '0')});
   ASSERT_FALSE(changed.ok());
   EXPECT_TRUE(has(changed.status().ToString(), "changed since the load was planned"));
+}
+
+// A load's reader threads share one Transform (and so one tokenizer).
+TEST_F(TransformTest, OneTransformServesSeveralThreadsAtOnce) {
+  ASSERT_OK_AND_ASSIGN(auto t, Make(R"j({"keep": ["review_id"], "columns": [
+      {"name": "label", "expr": "hash_bucket(review_id, 7) + stars"},
+      {"name": "ids", "tokenize": {"column": "text", "model": "m", "eos": true}}]})j"));
+  ASSERT_OK_AND_ASSIGN(auto expected, t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool()));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        auto got = t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool());
+        if (!got.ok() || got->size() != expected.size()) {
+          ++mismatches;
+          continue;
+        }
+        for (size_t b = 0; b < expected.size(); ++b) {
+          if (!(*got)[b]->Equals(*expected[b])) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(TransformSpecTest, ShapeErrorsNameTheField) {
