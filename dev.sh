@@ -117,8 +117,9 @@ run_tests() {
   (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider "$@")
 }
 
-# libFuzzer targets (protocol_fuzz: every message parser; avro_fuzz: the Avro
-# reader), each seeded with its corpus and run for $1 seconds.
+# libFuzzer targets (protocol_fuzz: every message parser; transform_fuzz: the
+# transforms' value expressions; avro_fuzz: the Avro reader), each seeded with
+# its corpus and run for $1 seconds.
 fuzz() {
   local seconds=${1:-60} dir="$ROOT/build/fuzz"
   if [ ! -f "$dir/build.ninja" ]; then
@@ -126,11 +127,14 @@ fuzz() {
       -DCMAKE_CXX_COMPILER=clang++ -DICEFLOE_FUZZ=ON -DICEFLOE_BUILD_TESTS=OFF \
       -DICEFLOE_BUILD_BENCHMARKS=OFF -DPython_EXECUTABLE="$PY" >/dev/null
   fi
-  "$VENV/bin/cmake" --build "$dir" --target protocol_fuzz avro_fuzz
-  mkdir -p "$dir/corpus/protocol" "$dir/corpus/avro"
+  "$VENV/bin/cmake" --build "$dir" --target protocol_fuzz avro_fuzz transform_fuzz
+  mkdir -p "$dir/corpus/protocol" "$dir/corpus/avro" "$dir/corpus/transform"
   log "protocol_fuzz for ${seconds}s"
   "$dir/cpp/icefloe/protocol/protocol_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
     "$dir/corpus/protocol" cpp/icefloe/protocol/testdata/corpus
+  log "transform_fuzz for ${seconds}s"
+  "$dir/cpp/icefloe/transform/transform_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    "$dir/corpus/transform" cpp/icefloe/transform/testdata/corpus
   log "avro_fuzz for ${seconds}s"
   "$dir/cpp/icefloe/iceberg/avro_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
     "$dir/corpus/avro" cpp/icefloe/iceberg/testdata/avro

@@ -67,6 +67,7 @@ arrow::Result<LoadRequest> LoadRequest::FromJson(const json& j) {
   ARROW_RETURN_NOT_OK(CheckDatasetName(r.name, "load"));
   ARROW_ASSIGN_OR_RAISE(const json* transform, in.Find(kLoadTransform));
   if (transform != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(transform, in.Object(*transform, kLoadTransform));
     ARROW_RETURN_NOT_OK(TransformSpec::FromJson(*transform).status());
     r.transform = *transform;
   }

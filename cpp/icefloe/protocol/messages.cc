@@ -322,6 +322,7 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
   r.schema = *schema;
   ARROW_ASSIGN_OR_RAISE(const json* transform, in.Find(kLoadTransform));
   if (transform != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(transform, in.Object(*transform, kLoadTransform));
     ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(*transform));
     if (spec.ModelLocations().size() != r.model_sha256.size()) {
       return arrow::Status::Invalid("node.load: 'model_sha256' has ", r.model_sha256.size(),

@@ -249,7 +249,15 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Transform::Pack(
   // Tokens in the task (documents and separators), then how many rows.
   const int64_t sep = p.eos ? 1 : 0;
   int64_t total = 0;
-  each_document([&](const int32_t*, int64_t n) { total += n + sep; });
+  int64_t longest = 0;
+  each_document([&](const int32_t*, int64_t n) {
+    total += n + sep;
+    longest = std::max(longest, n);
+  });
+  if (p.position_ids && longest + sep > std::numeric_limits<int32_t>::max()) {
+    return arrow::Status::Invalid("transform: 'pack': a document of ", longest,
+                                  " tokens has positions beyond int32 (position_ids)");
+  }
   const int64_t s = p.seq_len;
   const int64_t rows = p.tail == "pad" ? (total + s - 1) / s : total / s;
   const int64_t kept = rows * s;
@@ -270,10 +278,8 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Transform::Pack(
     ++written;
   };
   each_document([&](const int32_t* doc, int64_t n) {
-    for (int64_t k = 0; k < n; ++k)
-      put(doc[k], static_cast<int32_t>(std::min<int64_t>(k, INT32_MAX)));
-    if (p.eos)
-      put(static_cast<int32_t>(*p.eos), static_cast<int32_t>(std::min<int64_t>(n, INT32_MAX)));
+    for (int64_t k = 0; k < n; ++k) put(doc[k], static_cast<int32_t>(k));  // < 2^31: checked above
+    if (p.eos) put(static_cast<int32_t>(*p.eos), static_cast<int32_t>(n));
   });
   while (written < kept) {  // tail "pad"
     ids.UnsafeAppend(static_cast<int32_t>(p.pad));
