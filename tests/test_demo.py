@@ -25,14 +25,16 @@ def _run_demo(tmp_path, *args: str) -> tuple[list[str], str]:
 
 
 def _warnings(stderr: str) -> list[str]:
-    """Warnings the demo printed (Python's, multiprocessing's resource tracker)."""
+    """Warnings the demo printed (Python's, multiprocessing's resource tracker:
+    "leaked semaphore objects" when a rank left with 2 persistent DataLoader
+    workers' queues not cleaned up)."""
     return [line for line in stderr.replace("\r", "\n").splitlines()
             if "Warning" in line or "warn(" in line or "leaked" in line]
 
 
 def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path):
     lines, stderr = _run_demo(tmp_path, "--rows", "3000", "--files", "3", "--epochs", "2",
-                              "--batch-size", "64", "--nodes", "1", "--workers", "1",
+                              "--batch-size", "64", "--nodes", "1", "--workers", "2",
                               "--vocab-size", "400", "--max-tokens", "48")
     loaded = next(line for line in lines if line.startswith("loaded 'reviews_tok'"))
     assert "3,000 rows" in loaded, loaded
@@ -40,14 +42,15 @@ def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path):
     assert header.split() == ["source", "epoch", "samples", "tokens", "seconds", "samples/s",
                               "tokens/s", "waiting", "loss"]
     row = re.compile(r"^(\S+) +(warm-up|1|steady|alone) +([\d,]+) +([\d,]+) +[\d.]+ +[\d,]+ "
-                     r"+[\d,]+ +([\d.]+)% +([\d.]+|nan)$")
+                     r"+[\d,]+ +(?:([\d.]+)%|-) +(?:[\d.]+|-)$")
     seen: dict[str, dict[str, tuple[int, int]]] = {"parquet-s3": {}, "icefloe": {}}
     for line in lines:
         m = row.match(line)
         if m and m.group(1) in seen:
             samples, tokens = (int(m.group(i).replace(",", "")) for i in (3, 4))
             seen[m.group(1)][m.group(2)] = (samples, tokens)
-            assert 0 <= float(m.group(5)) <= 100, line
+            assert (m.group(5) is None) == (m.group(2) == "alone"), line
+            assert m.group(5) is None or 0 <= float(m.group(5)) <= 100, line
     for kind, epochs in seen.items():
         assert set(epochs) == {"warm-up", "1", "steady", "alone"}, (kind, epochs)
         for samples, tokens in epochs.values():
@@ -65,7 +68,7 @@ def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path):
 def test_numeric_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_path):
     lines, stderr = _run_demo(tmp_path, "--numeric", "--size-mb", "3", "--files", "4",
                               "--epochs", "2", "--batch-size", "256", "--nodes", "1",
-                              "--workers", "1")
+                              "--workers", "2")
     assert any(line.startswith("loaded 'demo'") for line in lines)
     header = next(line for line in lines if line.startswith("source "))
     assert header.split() == ["source", "epoch", "rows", "seconds", "MB/s", "rows/s",
@@ -81,7 +84,8 @@ def test_numeric_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_p
             seen[m.group(1)].add(m.group(2))
             assert int(m.group(3).replace(",", "")) > 0, line
             assert float(m.group(4).replace(",", "")) > 0, line
-            assert 0 <= float(m.group(5)) <= 100, line
+            assert (m.group(5) is None) == (m.group(2) == "alone"), line
+            assert m.group(5) is None or 0 <= float(m.group(5)) <= 100, line
     assert all(epochs == {"warm-up", "1", "steady"} for epochs in seen.values()), seen
     assert any(line.startswith("icefloe: ") and "Parquet from S3" in line for line in lines)
     assert any(line.startswith("icefloe: ") and "Parquet on local disk" in line

@@ -402,9 +402,11 @@ def _combine(per_rank: list[list[dict]]) -> list[dict]:
 
 def _row(kind: str, epoch: str, r: dict) -> str:
     seconds = max(r["seconds"], 1e-9)
+    # Without a model step the loop only waits: no waiting share, no loss.
+    waiting, loss = (f"{r['wait'] / max(r['busy'], 1e-9):>7.1%}", f"{r['loss']:>6.3f}") \
+        if epoch != "alone" else (f"{'-':>7}", f"{'-':>6}")
     return (f"{kind:<14} {epoch:>7} {r['rows']:>9,} {r['tokens']:>11,} {r['seconds']:>8.2f} "
-            f"{r['rows'] / seconds:>10,.0f} {r['tokens'] / seconds:>11,.0f} "
-            f"{r['wait'] / max(r['busy'], 1e-9):>7.1%} {r['loss']:>6.3f}")
+            f"{r['rows'] / seconds:>10,.0f} {r['tokens'] / seconds:>11,.0f} {waiting} {loss}")
 
 
 def _header() -> str:
@@ -445,7 +447,7 @@ def summary(results: dict[str, list[dict]], alone: dict[str, dict]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", type=int, default=40_000, help="reviews in the table")
+    parser.add_argument("--rows", type=int, default=16_000, help="reviews in the table")
     parser.add_argument("--files", type=int, default=8, help="data files in the table")
     parser.add_argument("--nodes", type=int, default=2, help="data nodes of the local cluster")
     parser.add_argument("--ranks", type=int, default=1, help="DDP ranks")
