@@ -91,3 +91,29 @@ def test_numeric_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_p
     assert any(line.startswith("icefloe: ") and "Parquet on local disk" in line
                for line in lines)
     assert _warnings(stderr) == [], stderr[-3000:]
+
+
+def test_baseline_tokenizes_as_the_nodes_do(tmp_path):
+    """The demo's baseline does the nodes' work, no less: its Python
+    sentencepiece rule (BOS, the text's ids cut to max_tokens - 2, EOS) gives
+    the ids the nodes cached, truncated rows included."""
+    import pyarrow.dataset as ds
+    import sentencepiece as spm
+
+    import icefloe
+    from icefloe._demo_text import encode, train_tokenizer, transform_spec, write_reviews
+
+    table, sample = write_reviews(tmp_path, 400, 2, None, seed=3)
+    model = tmp_path / "spm.model"
+    model.write_bytes(train_tokenizer(sample, 300))
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", table.metadata_location, transform=transform_spec(str(model), 16))
+        got = client.read("tok").sort_by("review_id")
+    files = [t.file.file_path.removeprefix("file://") for t in table.scan().plan_files()]
+    raw = ds.dataset(files, format="parquet").to_table().sort_by("review_id")
+    want = encode(processor, raw.column("text").to_pylist(), 16)
+    assert got.column("input_ids").to_pylist() == want
+    assert any(len(ids) == 16 for ids in want) and any(len(ids) < 16 for ids in want)
+    assert got.column("label").to_pylist() == [s - 1 for s in raw.column("stars").to_pylist()]
