@@ -51,3 +51,49 @@ def test_up_load_status_evict(tmp_path):
     finally:
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=30) == 0
+
+
+def test_load_with_transform_file(tmp_path):
+    import icefloe
+
+    data = pa.table({"review_id": pa.array(range(100), pa.int64()),
+                     "stars": pa.array([1 + i % 5 for i in range(100)], pa.int32()),
+                     "text": pa.array([f"review {i}" for i in range(100)])})
+    table = Warehouse(tmp_path / "wh").create("reviews", data)
+    spec = {"keep": ["review_id"], "columns": [{"name": "label", "expr": "stars - 1"}]}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster:
+        env = {**os.environ, "ICEFLOE_HEAD": cluster.head_uri}
+        out = run("load", "reviews_t", table.metadata_location, "--transform", str(path),
+                  env=env)
+        assert out.returncode == 0, out.stderr
+        assert "loaded reviews_t: 100 rows" in out.stdout
+        client = cluster.client()
+        assert client.describe("reviews_t")["transform"] == spec
+        got = client.read("reviews_t").sort_by("review_id")
+        assert got.column_names == ["review_id", "label"]
+        assert got.column("label").to_pylist() == [i % 5 for i in range(100)]
+
+
+def test_load_transform_file_errors_name_the_file(tmp_path):
+    # Read before any connection: no cluster needed, and none is reached.
+    head = ["--head", "grpc://127.0.0.1:9"]
+    missing = tmp_path / "nope.json"
+    out = run(*head, "load", "t", "/tmp/t", "--transform", str(missing))
+    assert out.returncode != 0
+    assert f"cannot read the transform file {missing}" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"columns": [{"name": "label", "expr": "stars - 1"},]}')
+    out = run(*head, "load", "t", "/tmp/t", "--transform", str(bad))
+    assert out.returncode != 0
+    assert f"the transform file {bad} is not valid JSON" in out.stderr, out.stderr
+    assert "line 1" in out.stderr and "Traceback" not in out.stderr
+
+    listed = tmp_path / "list.json"
+    listed.write_text('[{"name": "label", "expr": "stars - 1"}]')
+    out = run(*head, "load", "t", "/tmp/t", "--transform", str(listed))
+    assert out.returncode != 0
+    assert f"the transform file {listed} must hold a JSON object" in out.stderr, out.stderr

@@ -1,5 +1,7 @@
-"""The README's main job, small: S3 table -> cluster -> load -> DDP training over
-Parquet from S3, Parquet on local disk and icefloe -> one table side by side."""
+"""The README's main job, small: a review table in S3 -> cluster -> load with the
+nodes tokenizing -> a small transformer trained over Parquet + tokenizing in
+DataLoader workers and over icefloe's cached token ids, side by side; and the
+numeric demo (--numeric): Parquet from S3, Parquet on local disk and icefloe."""
 
 from __future__ import annotations
 
@@ -10,17 +12,63 @@ import sys
 SOURCES = ("parquet-s3", "parquet-local", "icefloe")
 
 
-def test_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_path):
+def _run_demo(tmp_path, *args: str) -> tuple[list[str], str]:
+    """(stdout lines, stderr) of a demo that exited 0."""
     # Output goes to files, not pipes: DataLoader's forkserver may outlive the
     # demo by a moment and would hold a pipe open.
-    log = tmp_path / "demo.out"
-    with open(log, "w") as out, open(tmp_path / "demo.err", "w") as err:
-        code = subprocess.run(
-            [sys.executable, "-m", "icefloe.demo", "--size-mb", "3", "--files", "4",
-             "--epochs", "2", "--batch-size", "256", "--nodes", "1", "--workers", "1"],
-            stdout=out, stderr=err, stdin=subprocess.DEVNULL, timeout=600).returncode
-    assert code == 0, (tmp_path / "demo.err").read_text()[-3000:]
-    lines = log.read_text().replace("\r", "\n").splitlines()
+    log, errors = tmp_path / "demo.out", tmp_path / "demo.err"
+    with open(log, "w") as out, open(errors, "w") as err:
+        code = subprocess.run([sys.executable, "-m", "icefloe.demo", *args], stdout=out,
+                              stderr=err, stdin=subprocess.DEVNULL, timeout=600).returncode
+    assert code == 0, errors.read_text()[-3000:]
+    return log.read_text().replace("\r", "\n").splitlines(), errors.read_text()
+
+
+def _warnings(stderr: str) -> list[str]:
+    """Warnings the demo printed (Python's, multiprocessing's resource tracker:
+    "leaked semaphore objects" when a rank left with 2 persistent DataLoader
+    workers' queues not cleaned up)."""
+    return [line for line in stderr.replace("\r", "\n").splitlines()
+            if "Warning" in line or "warn(" in line or "leaked" in line]
+
+
+def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path):
+    lines, stderr = _run_demo(tmp_path, "--rows", "3000", "--files", "3", "--epochs", "2",
+                              "--batch-size", "64", "--nodes", "1", "--workers", "2",
+                              "--vocab-size", "400", "--max-tokens", "48")
+    loaded = next(line for line in lines if line.startswith("loaded 'reviews_tok'"))
+    assert "3,000 rows" in loaded, loaded
+    header = next(line for line in lines if line.startswith("source "))
+    assert header.split() == ["source", "epoch", "samples", "tokens", "seconds", "samples/s",
+                              "tokens/s", "waiting", "loss"]
+    row = re.compile(r"^(\S+) +(warm-up|1|steady|alone) +([\d,]+) +([\d,]+) +[\d.]+ +[\d,]+ "
+                     r"+[\d,]+ +(?:([\d.]+)%|-) +(?:[\d.]+|-)$")
+    seen: dict[str, dict[str, tuple[int, int]]] = {"parquet-s3": {}, "icefloe": {}}
+    for line in lines:
+        m = row.match(line)
+        if m and m.group(1) in seen:
+            samples, tokens = (int(m.group(i).replace(",", "")) for i in (3, 4))
+            seen[m.group(1)][m.group(2)] = (samples, tokens)
+            assert (m.group(5) is None) == (m.group(2) == "alone"), line
+            assert m.group(5) is None or 0 <= float(m.group(5)) <= 100, line
+    for kind, epochs in seen.items():
+        assert set(epochs) == {"warm-up", "1", "steady", "alone"}, (kind, epochs)
+        for samples, tokens in epochs.values():
+            # Every review has BOS, EOS and some text, and at most 48 tokens.
+            assert samples > 0 and 3 * samples <= tokens <= 48 * samples, (kind, epochs)
+    # Same tokenizer, same truncation: the cached ids count what the baseline's
+    # Python sentencepiece makes (both read whole batches of the same table;
+    # drop_last leaves out at most a batch per source).
+    ice, base = seen["icefloe"]["1"], seen["parquet-s3"]["1"]
+    assert abs(ice[1] / ice[0] - base[1] / base[0]) < 0.1 * base[1] / base[0], seen
+    assert any(line.startswith("icefloe: ") and "Parquet from S3" in line for line in lines)
+    assert _warnings(stderr) == [], stderr[-3000:]
+
+
+def test_numeric_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_path):
+    lines, stderr = _run_demo(tmp_path, "--numeric", "--size-mb", "3", "--files", "4",
+                              "--epochs", "2", "--batch-size", "256", "--nodes", "1",
+                              "--workers", "2")
     assert any(line.startswith("loaded 'demo'") for line in lines)
     header = next(line for line in lines if line.startswith("source "))
     assert header.split() == ["source", "epoch", "rows", "seconds", "MB/s", "rows/s",
@@ -36,8 +84,36 @@ def test_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_path):
             seen[m.group(1)].add(m.group(2))
             assert int(m.group(3).replace(",", "")) > 0, line
             assert float(m.group(4).replace(",", "")) > 0, line
-            assert 0 <= float(m.group(5)) <= 100, line
+            assert (m.group(5) is None) == (m.group(2) == "alone"), line
+            assert m.group(5) is None or 0 <= float(m.group(5)) <= 100, line
     assert all(epochs == {"warm-up", "1", "steady"} for epochs in seen.values()), seen
     assert any(line.startswith("icefloe: ") and "Parquet from S3" in line for line in lines)
     assert any(line.startswith("icefloe: ") and "Parquet on local disk" in line
                for line in lines)
+    assert _warnings(stderr) == [], stderr[-3000:]
+
+
+def test_baseline_tokenizes_as_the_nodes_do(tmp_path):
+    """The demo's baseline does the nodes' work, no less: its Python
+    sentencepiece rule (BOS, the text's ids cut to max_tokens - 2, EOS) gives
+    the ids the nodes cached, truncated rows included."""
+    import pyarrow.dataset as ds
+    import sentencepiece as spm
+
+    import icefloe
+    from icefloe._demo_text import encode, train_tokenizer, transform_spec, write_reviews
+
+    table, sample = write_reviews(tmp_path, 400, 2, None, seed=3)
+    model = tmp_path / "spm.model"
+    model.write_bytes(train_tokenizer(sample, 300))
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", table.metadata_location, transform=transform_spec(str(model), 16))
+        got = client.read("tok").sort_by("review_id")
+    files = [t.file.file_path.removeprefix("file://") for t in table.scan().plan_files()]
+    raw = ds.dataset(files, format="parquet").to_table().sort_by("review_id")
+    want = encode(processor, raw.column("text").to_pylist(), 16)
+    assert got.column("input_ids").to_pylist() == want
+    assert any(len(ids) == 16 for ids in want) and any(len(ids) < 16 for ids in want)
+    assert got.column("label").to_pylist() == [s - 1 for s in raw.column("stars").to_pylist()]

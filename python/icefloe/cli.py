@@ -3,6 +3,7 @@
     icefloe up [--nodes 3] [--memory-limit 4GiB] [--cluster-secret-file F]
                                                     run a local cluster until Ctrl-C
     icefloe load NAME SOURCE [--columns a,b] [--filter EXPR] [--snapshot-id N]
+                             [--transform SPEC.json]
     icefloe status [--watch [SECONDS]] [--json]     datasets, nodes, jobs, loads
     icefloe datasets | describe NAME | evict NAME
     icefloe demo
@@ -85,14 +86,36 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_transform(path: str) -> dict[str, Any]:
+    """The transform spec in JSON file ``path`` (docs/transforms.md), or a
+    SystemExit naming the file and what is wrong with it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise SystemExit(f"icefloe: cannot read the transform file {path}: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        spec = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"icefloe: the transform file {path} is not valid JSON: {exc}") \
+            from None
+    if not isinstance(spec, dict):
+        raise SystemExit(f"icefloe: the transform file {path} must hold a JSON object "
+                         f"(keep, columns, pack), not {type(spec).__name__}")
+    return spec
+
+
 def cmd_load(args: argparse.Namespace) -> int:
+    # The spec is read before connecting: a bad file is the user's first error.
+    extra = {"transform": _read_transform(args.transform)} if args.transform else {}
     bar, update = _progress_bar()
     with _client(args) as client:
         columns = [c for c in args.columns.split(",") if c] if args.columns else None
         desc = client.load(args.name, args.source, columns=columns, filter=args.filter,
                            snapshot_id=args.snapshot_id, ref=args.ref,
                            batch_size=args.batch_size, replication=args.replication,
-                           progress=update)
+                           progress=update, **extra)
     if bar is not None:
         bar.close()
     print(f"loaded {desc['name']}: {desc['rows']:,} rows, {desc['bytes'] / 2**20:.1f} MiB "
@@ -145,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--ref")
     load.add_argument("--batch-size", type=int)
     load.add_argument("--replication", type=int, default=1)
+    load.add_argument("--transform", metavar="SPEC.json",
+                      help="a JSON file with the transform to run on the nodes as they load "
+                           "(keep, columns: expr or tokenize, pack; docs/transforms.md)")
     sub.add_parser("datasets", help="list datasets")
     status = sub.add_parser("status", help="datasets, nodes, jobs reading now, loads")
     status.add_argument("--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",

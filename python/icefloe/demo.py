@@ -1,6 +1,12 @@
 """The quick-start demo: train a PyTorch model from an icefloe cache, and
 the same training loop reading the table's Parquet files, side by side.
 
+By default (the main job, issue 27): a small transformer fine-tuned on a
+review table in S3, the baseline tokenizing Parquet text in DataLoader
+workers every epoch, icefloe reading token ids its nodes made once, at load
+(icefloe._demo_text says how). ``--numeric`` runs the earlier demo over a
+numeric table, described here:
+
 1. Writes an Iceberg table with pyiceberg (SQL catalog on sqlite) into a
    loopback S3 server (moto), as a table in object storage would be
    (``--local``: a local warehouse, no S3).
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing.util
 import os
 import sys
 import tempfile
@@ -145,11 +152,25 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
     dist.barrier()
     Path(out, f"{source['kind']}-rank{rank}.json").write_text(json.dumps(epochs))
     dist.destroy_process_group()
+    _leave_rank(loader)
+
+
+def _leave_rank(loader: Any) -> None:
+    """Ends a rank's process: DataLoader workers stopped, then os._exit (gRPC
+    threads need no teardown, and waiting for them can hang)."""
     # Persistent DataLoader workers are children of the forkserver, not of
     # this process, and would outlive it: stop them before leaving.
     del loader
     gc.collect()
-    os._exit(0)  # gRPC threads need no teardown
+    # os._exit skips multiprocessing's exit handler, which unlinks the named
+    # semaphores this process made (the DataLoader's queues and events) and
+    # tells the resource tracker (the parent's, shared through spawn) so;
+    # without it the tracker finds them at the end and warns of "leaked
+    # semaphore objects". Run it first.
+    multiprocessing.util._exit_function()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _make_dataset(source: dict, args: dict):
@@ -213,16 +234,24 @@ class ParquetDataset(IterableDataset):
                 pending, rows = [rest], rest.num_rows
 
 
-def train(kind: str, source: dict, args: argparse.Namespace, out: Path) -> list[dict]:
-    """Runs the training loop over one source; per epoch, all ranks together."""
+def run_ranks(target: Any, kind: str, source: dict, ranks: int, out: Path,
+              args: dict) -> list[list[dict]]:
+    """Runs ``target(rank, world, init, source, args, out)`` in ``ranks``
+    spawned processes; returns each rank's per-epoch records
+    (``<out>/<kind>-rank<r>.json``)."""
     import torch.multiprocessing as mp
 
     source = {**source, "kind": kind}
     init = out / f"{kind}.init"
-    mp.start_processes(_train_rank, nprocs=args.ranks, join=True, start_method="spawn",
-                       args=(args.ranks, str(init), source,
-                             {"epochs": args.epochs, "batch_size": args.batch_size}, str(out)))
-    per_rank = [json.loads((out / f"{kind}-rank{r}.json").read_text()) for r in range(args.ranks)]
+    mp.start_processes(target, nprocs=ranks, join=True, start_method="spawn",
+                       args=(ranks, str(init), source, args, str(out)))
+    return [json.loads((out / f"{kind}-rank{r}.json").read_text()) for r in range(ranks)]
+
+
+def train(kind: str, source: dict, args: argparse.Namespace, out: Path) -> list[dict]:
+    """Runs the training loop over one source; per epoch, all ranks together."""
+    per_rank = run_ranks(_train_rank, kind, source, args.ranks, out,
+                         {"epochs": args.epochs, "batch_size": args.batch_size})
     return [{"rows": sum(r[e]["rows"] for r in per_rank),
              "bytes": sum(r[e]["bytes"] for r in per_rank),
              "seconds": max(r[e]["seconds"] for r in per_rank),
@@ -314,7 +343,32 @@ def _setup(sources: dict[str, dict], args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--numeric" in argv:
+        return main_numeric([a for a in argv if a != "--numeric"])
+    from . import _demo_text
+
+    parser = argparse.ArgumentParser(
+        description=_demo_text.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="--numeric: the earlier demo over a numeric table (--numeric --help for its "
+               "options)")
+    parser.add_argument("--numeric", action="store_true",
+                        help="run the numeric demo (MLP over 16 float columns) instead")
+    _demo_text.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.epochs < 1 or args.ranks < 1 or args.rows < args.files:
+        parser.error("--epochs and --ranks must be at least 1, --rows at least --files")
+    if args.max_tokens < 3:
+        parser.error("--max-tokens must leave room for BOS, EOS and a token")
+    try:
+        return _demo_text.main(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted: shutting down", file=sys.stderr)
+        return 130
+
+
+def main_numeric(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="icefloe.demo --numeric", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=200, help="table size to generate")
     parser.add_argument("--files", type=int, default=8, help="data files in the table")

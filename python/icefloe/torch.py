@@ -18,7 +18,9 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
@@ -47,8 +49,61 @@ def _live_coordinates() -> tuple[int, int] | None:
     return None
 
 
+def _is_token_list(t: pa.DataType) -> bool:
+    """A variable-length list of integers (token ids): ``list`` or ``large_list``."""
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and \
+        pa.types.is_integer(t.value_type)
+
+
+# Integer types torch has no general support for, widened to one it has.
+_TORCH_INT = {pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.int64()}
+
+
+def _token_lists_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> None:
+    """A list-of-integers column as a right-padded ``[B, L]`` tensor (L the
+    longest row of this batch, padded with 0) plus ``<name>_lengths`` (int64
+    ``[B]``), and ``<name>_valid`` when some rows are null (null rows: length
+    0, all padding). No per-row Python: one scatter of the flat values."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    value_type = _TORCH_INT.get(col.type.value_type, col.type.value_type)
+    # flatten() honours the array's offset (a slice) and skips the values
+    # that back null rows; list_value_length is null there.
+    flat = col.flatten()
+    if flat.type != value_type:
+        flat = flat.cast(value_type)
+    if flat.null_count:
+        flat = flat.fill_null(pa.scalar(0, value_type))
+    lengths_arr = pc.list_value_length(col)
+    if col.null_count:
+        out[f"{name}_valid"] = torch.from_numpy(col.is_valid().to_numpy(zero_copy_only=False))
+        lengths_arr = lengths_arr.fill_null(0)
+    lengths = lengths_arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    rows = len(col)
+    width = int(lengths.max()) if rows else 0
+    if rows and int(lengths.min()) == width:
+        # Every row the same length: the flat values are the [B, L] matrix.
+        values = torch.utils.dlpack.from_dlpack(flat) if len(flat) else \
+            torch.zeros(0, dtype=_torch_dtype(value_type))
+        out[name] = values.reshape(rows, width)
+    else:
+        padded = np.zeros((rows, width), dtype=value_type.to_pandas_dtype())
+        # Row-major positions of the real tokens: exactly the flat order.
+        padded[np.arange(width) < lengths[:, None]] = flat.to_numpy(zero_copy_only=False)
+        out[name] = torch.from_numpy(padded)
+    out[f"{name}_lengths"] = torch.from_numpy(lengths.copy() if not lengths.flags.writeable
+                                              else lengths)
+
+
+def _torch_dtype(t: pa.DataType) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=t.to_pandas_dtype())).dtype
+
+
 def _column_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> None:
     t = col.type
+    if _is_token_list(t):
+        _token_lists_to_tensor(name, col, out)
+        return
     if col.null_count:
         # Nulls are explicit: values with nulls filled (NaN for floats, else 0)
         # plus a boolean `<name>_valid` mask.
@@ -86,7 +141,9 @@ def _dlpack(col: pa.Array) -> Any:
 
 def _column_converter(t: pa.DataType) -> Callable[[pa.Array], Any] | None:
     """The zero-copy conversion of a column of type ``t`` without nulls, decided
-    once per schema; None for types _column_to_tensor handles each time."""
+    once per schema; None for types _column_to_tensor handles each time
+    (token lists among them: padded to each batch's own longest row, so a
+    chunk of batches is never converted at once)."""
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return _dlpack
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or \
@@ -120,7 +177,10 @@ def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
     Fixed-width numeric, temporal, fixed-size-list and fixed-shape-tensor
     columns without nulls become tensors that share the Arrow buffers (zero
     copy, via DLPack); columns with nulls are copied with nulls filled and get
-    a ``<name>_valid`` mask; strings and other types become Python lists.
+    a ``<name>_valid`` mask. Variable-length lists of integers (token ids,
+    ``list<int32>``) become a right-padded ``[B, L]`` tensor (L: the batch's
+    longest row, pad 0) plus ``<name>_lengths`` (int64 ``[B]``). Strings and
+    other types become Python lists.
     """
     out: dict[str, Any] = {}
     column = batch.column
