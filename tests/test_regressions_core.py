@@ -227,8 +227,21 @@ def test_identical_concurrent_loads_join_one_load(warehouse, tmp_path):
 def test_node_actions_are_refused_unsigned_by_default(cluster):
     body = json.dumps({"v": 1, "dataset": "good", "generation": 0}).encode()
     for node in cluster.node_uris:
-        with flight.connect(node) as c, pytest.raises(flight.FlightUnauthorizedError):
+        with flight.connect(node) as c, pytest.raises(flight.FlightUnauthorizedError,
+                                                      match="only the head of this cluster sends it"):
             list(c.do_action(flight.Action("node.evict", body)))
+    assert_still_serving(cluster)
+
+
+def test_an_unsigned_node_register_is_refused_naming_who_signs_it(cluster):
+    # Issue 30: the head said "only accepted from the head" of an action that
+    # data nodes send to the head.
+    body = json.dumps({"v": 1, "location": "grpc://127.0.0.1:9", "status": {}}).encode()
+    with flight.connect(cluster.head_uri) as c, pytest.raises(flight.FlightUnauthorizedError) as e:
+        list(c.do_action(flight.Action("node.register", body)))
+    message = str(e.value)
+    assert "from the head" not in message, message
+    assert "data node" in message and "--cluster-secret-file" in message, message
     assert_still_serving(cluster)
 
 

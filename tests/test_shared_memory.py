@@ -51,10 +51,18 @@ def _epochs(cluster: icefloe.LocalCluster, table, **client) -> dict[str, pa.Tabl
         return out
 
 
-def _served_bytes(cluster, nodes=None) -> float:
-    """Bytes of rows the nodes sent by value for plan tickets."""
+def _served_bytes(cluster, nodes=None, transport: str = "network") -> float:
+    """Bytes of rows the nodes sent by value (or named by reference:
+    transport="shared") for plan tickets."""
     scrapes = [scrape(n.health) for n in (cluster.nodes if nodes is None else nodes)]
-    return nodes_total(scrapes, "icefloe_node_served_bytes_total", ticket="plan")
+    return nodes_total(scrapes, "icefloe_node_served_bytes_total", ticket="plan",
+                       transport=transport)
+
+
+def _plan_rows(cluster, transport: str) -> float:
+    scrapes = [scrape(n.health) for n in cluster.nodes]
+    return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket="plan",
+                       transport=transport)
 
 
 def test_epochs_by_reference_equal_epochs_over_the_wire(table, tmp_path):
@@ -101,6 +109,12 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
             monkeypatch.setattr(_native, "scatter", None)
             python = epoch()
         assert _served_bytes(cluster) == 0
+        # Reads by reference count too, as transport="shared" (issue 30: they
+        # were invisible): both epochs' rows, about their Arrow bytes.
+        assert _plan_rows(cluster, "shared") == 2 * N
+        assert _plan_rows(cluster, "network") == 0
+        arrow_bytes = 2 * table.scan().to_arrow().nbytes
+        assert 0.5 * arrow_bytes < _served_bytes(cluster, transport="shared") < 2 * arrow_bytes
     assert from_files and all(from_files)
     assert native.equals(python)
     assert sorted(native.column("id").to_pylist()) == list(range(N))

@@ -78,7 +78,8 @@ std::string SignAction(const std::string& key, const std::string& type, const st
 
 arrow::Status VerifyActionSignature(const std::string& key,
                                     const flight::ServerCallContext& context,
-                                    const std::string& type, const std::string& body) {
+                                    const std::string& type, const std::string& body,
+                                    std::string_view sender) {
   if (key.empty()) {
     return flight::MakeFlightError(
         flight::FlightStatusCode::Unauthorized,
@@ -89,8 +90,12 @@ arrow::Status VerifyActionSignature(const std::string& key,
   const auto& headers = context.incoming_headers();
   auto it = headers.find(kActionSignatureHeader);
   if (it == headers.end() || !ConstantTimeEquals(it->second, SignAction(key, type, body))) {
-    return flight::MakeFlightError(flight::FlightStatusCode::Unauthorized,
-                                   "action '" + type + "' is only accepted from the head");
+    return flight::MakeFlightError(
+        flight::FlightStatusCode::Unauthorized,
+        "action '" + type + "' is refused: its signature (" + kActionSignatureHeader +
+            ") is missing or not made with this server's cluster secret; only " +
+            std::string(sender) +
+            " of this cluster sends it (every server needs the same --cluster-secret-file)");
   }
   return arrow::Status::OK();
 }

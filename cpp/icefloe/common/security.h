@@ -67,11 +67,13 @@ inline constexpr const char* kActionSignatureHeader = "x-icefloe-signature";
 /// Hex HMAC-SHA256 of an action's type and body under the cluster key.
 std::string SignAction(const std::string& key, const std::string& type, const std::string& body);
 /// OK when the call carries a valid signature of this action under `key`;
-/// Unauthorized naming the action otherwise, also when `key` is empty (a
-/// server without a cluster secret accepts no signed-only action).
+/// Unauthorized naming the action and who signs it (`sender`: "the head",
+/// "a data node") otherwise, also when `key` is empty (a server without a
+/// cluster secret accepts no signed-only action).
 arrow::Status VerifyActionSignature(const std::string& key,
                                     const arrow::flight::ServerCallContext& context,
-                                    const std::string& type, const std::string& body);
+                                    const std::string& type, const std::string& body,
+                                    std::string_view sender);
 
 /// OK when the call comes from an address `host` resolves to (Kubeflow
 /// workers without a cluster secret accept node actions from their leader

@@ -148,7 +148,8 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
 
 arrow::Status HeadServer::Register(const flight::ServerCallContext& context,
                                    const std::string& body) {
-  ARROW_RETURN_NOT_OK(VerifyActionSignature(ticket_key_, context, "node.register", body));
+  ARROW_RETURN_NOT_OK(
+      VerifyActionSignature(ticket_key_, context, "node.register", body, "a data node"));
   // Parsed whole before the registry sees it: a bad status registers nothing.
   ARROW_ASSIGN_OR_RAISE(RegisterRequest request, RegisterRequest::Parse(body));
   registry_.Heartbeat(request.location, request.status);

@@ -36,7 +36,7 @@ arrow::Status NodeServer::Authorize(const flight::ServerCallContext& context,
   if (ticket_key_.empty() && !options_.trusted_head_host.empty()) {
     return VerifyPeerIsHost(context, options_.trusted_head_host, type);
   }
-  return VerifyActionSignature(ticket_key_, context, type, body);
+  return VerifyActionSignature(ticket_key_, context, type, body, "the head");
 }
 
 arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,

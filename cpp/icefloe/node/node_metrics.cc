@@ -20,17 +20,24 @@ const char* KindName(int kind) {
 NodeMetrics::NodeMetrics() {
   auto& r = registry_;
   auto& bytes = r.Counter("icefloe_node_served_bytes_total",
-                          "Arrow IPC body bytes of the record batches sent by DoGet.");
-  auto& rows = r.Counter("icefloe_node_served_rows_total", "Rows sent by DoGet.");
-  auto& batches =
-      r.Counter("icefloe_node_served_batches_total", "Record batches (pieces) sent by DoGet.");
+                          "Bytes of rows served by DoGet: the Arrow IPC bodies sent "
+                          "(transport=network), or the Arrow bytes of the rows named by "
+                          "reference in the shared export (transport=shared).");
+  auto& rows = r.Counter("icefloe_node_served_rows_total", "Rows served by DoGet, by transport.");
+  auto& batches = r.Counter("icefloe_node_served_batches_total",
+                            "Record batches (pieces) sent by DoGet, by transport.");
   auto& streams = r.Counter("icefloe_node_doget_streams_total", "DoGet streams started.");
   auto& first = r.Histogram("icefloe_node_doget_first_batch_seconds",
                             "From a DoGet's start to its first record batch being ready.");
   for (int k = 0; k < 3; ++k) {
     const prometheus::Labels labels = {{"ticket", KindName(k)}};
-    kinds_[k] = {&bytes.Add(labels), &rows.Add(labels), &batches.Add(labels), &streams.Add(labels),
-                 &first.Add(labels, LatencyBuckets())};
+    kinds_[k].streams = &streams.Add(labels);
+    kinds_[k].first_batch = &first.Add(labels, LatencyBuckets());
+    for (int t = 0; t < 2; ++t) {
+      const prometheus::Labels by = {{"ticket", KindName(k)},
+                                     {"transport", t == 0 ? "network" : "shared"}};
+      kinds_[k].served[t] = {&bytes.Add(by), &rows.Add(by), &batches.Add(by)};
+    }
   }
   streams_active_ =
       &r.Gauge("icefloe_node_doget_streams_active", "DoGet streams being served now.").Add({});
@@ -108,16 +115,17 @@ StreamMeter::StreamMeter(std::shared_ptr<NodeMetrics> metrics, StreamKind kind)
 
 StreamMeter::~StreamMeter() { metrics_->streams_active_->Decrement(); }
 
-void StreamMeter::Batch(int64_t rows, int64_t body_bytes, std::chrono::steady_clock::duration serve,
-                        bool gathered) {
+void StreamMeter::Batch(int64_t rows, int64_t bytes, std::chrono::steady_clock::duration serve,
+                        bool gathered, Transport transport) {
   auto& k = metrics_->Of(kind_);
   if (first_) {
     first_ = false;
     k.first_batch->Observe(Seconds(std::chrono::steady_clock::now() - started_));
   }
-  k.bytes->Increment(static_cast<double>(body_bytes));
-  k.rows->Increment(static_cast<double>(rows));
-  k.batches->Increment();
+  auto& served = k.served[transport == Transport::kShared ? 1 : 0];
+  served.bytes->Increment(static_cast<double>(bytes));
+  served.rows->Increment(static_cast<double>(rows));
+  served.batches->Increment();
   metrics_->batch_serve_->Observe(Seconds(serve));
   if (gathered) {
     metrics_->gathers_->Increment();

@@ -25,6 +25,11 @@ namespace icefloe {
 /// epoch plan or a list of rows. The value of the `ticket` label.
 enum class StreamKind { kRange, kPlan, kRows };
 
+/// How a record batch's rows reach the reader: over the socket, or by
+/// reference to the node's shared export (same host, --share-memory). The
+/// value of the `transport` label.
+enum class Transport { kNetwork, kShared };
+
 class NodeMetrics {
  public:
   NodeMetrics();
@@ -41,10 +46,13 @@ class NodeMetrics {
 
  private:
   friend class StreamMeter;
-  struct PerKind {
+  struct Served {  // by ticket kind and transport
     prometheus::Counter* bytes;
     prometheus::Counter* rows;
     prometheus::Counter* batches;
+  };
+  struct PerKind {
+    Served served[2];  // by Transport
     prometheus::Counter* streams;
     prometheus::Histogram* first_batch;
   };
@@ -82,11 +90,13 @@ class StreamMeter {
   StreamMeter(const StreamMeter&) = delete;
   StreamMeter& operator=(const StreamMeter&) = delete;
 
-  /// A record batch sent: its rows, its Arrow IPC body bytes, and how long
-  /// producing it took. The first one also records the latency since the
-  /// DoGet began; `gathered`: its rows were gathered (one copy).
-  void Batch(int64_t rows, int64_t body_bytes, std::chrono::steady_clock::duration serve,
-             bool gathered);
+  /// A record batch sent: its rows, its bytes (the Arrow IPC body sent, or
+  /// for Transport::kShared the Arrow bytes of the rows it names in the
+  /// shared export), and how long producing it took. The first one also
+  /// records the latency since the DoGet began; `gathered`: its rows were
+  /// gathered (one copy).
+  void Batch(int64_t rows, int64_t bytes, std::chrono::steady_clock::duration serve, bool gathered,
+             Transport transport = Transport::kNetwork);
   /// The stream failed after it started.
   void Failed(const arrow::Status& status);
 

@@ -90,6 +90,16 @@ class PieceStream : public flight::FlightDataStream {
     return piece;
   }
 
+  // What a piece by reference hands over (metrics): its slice's Arrow bytes,
+  // or for rows named by runs the copy's mean bytes per row times its rows.
+  arrow::Result<int64_t> ReferencedBytes(const Piece& piece) const {
+    if (piece.batch != nullptr) return arrow::util::ReferencedBufferSize(*piece.batch);
+    const int64_t rows = dataset_->num_rows();
+    if (rows <= 0) return 0;
+    const double per_row = static_cast<double>(dataset_->nbytes()) / static_cast<double>(rows);
+    return static_cast<int64_t>(per_row * static_cast<double>(piece.num_rows()));
+  }
+
   arrow::Result<flight::FlightPayload> NextPayload() {
     const auto started = std::chrono::steady_clock::now();
     while (pending_.empty()) {
@@ -98,7 +108,9 @@ class PieceStream : public flight::FlightDataStream {
     }
     Piece piece = std::move(pending_.front());
     pending_.pop_front();
+    int64_t referenced_bytes = 0;
     if (by_reference_) {
+      ARROW_ASSIGN_OR_RAISE(referenced_bytes, ReferencedBytes(piece));
       ARROW_ASSIGN_OR_RAISE(piece, AsReference(std::move(piece)));
     }
     flight::FlightPayload payload;
@@ -109,8 +121,10 @@ class PieceStream : public flight::FlightDataStream {
     if (by_reference_) metadata = EncodeSourcePrefix(piece.source) + metadata;
     payload.app_metadata = arrow::Buffer::FromString(std::move(metadata));
     if (meter_) {
-      meter_->Batch(piece.num_rows(), payload.ipc_message.body_length,
-                    std::chrono::steady_clock::now() - started, piece.gathered);
+      meter_->Batch(piece.num_rows(),
+                    by_reference_ ? referenced_bytes : payload.ipc_message.body_length,
+                    std::chrono::steady_clock::now() - started, piece.gathered,
+                    by_reference_ ? Transport::kShared : Transport::kNetwork);
     }
     return payload;
   }
