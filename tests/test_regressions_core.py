@@ -227,8 +227,8 @@ def test_identical_concurrent_loads_join_one_load(warehouse, tmp_path):
 def test_node_actions_are_refused_unsigned_by_default(cluster):
     body = json.dumps({"v": 1, "dataset": "good", "generation": 0}).encode()
     for node in cluster.node_uris:
-        with flight.connect(node) as c, pytest.raises(flight.FlightUnauthorizedError,
-                                                      match="only the head of this cluster sends it"):
+        with flight.connect(node) as c, pytest.raises(
+                flight.FlightUnauthorizedError, match="only the head of this cluster sends it"):
             list(c.do_action(flight.Action("node.evict", body)))
     assert_still_serving(cluster)
 
