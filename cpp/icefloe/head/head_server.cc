@@ -23,7 +23,9 @@ using json = nlohmann::json;
 namespace {
 
 uint64_t InitialGeneration() {
-  // Unique across head restarts: tickets from before a restart stay stale.
+  // A floor for this head's generations (tickets from before a restart stay
+  // stale); LoadCoordinator::NewGeneration also stays above every generation
+  // the nodes report, so a clock behind the previous head's does no harm.
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());

@@ -152,6 +152,20 @@ void LoadCoordinator::AfterPublish() {
   if (after_publish) after_publish();
 }
 
+uint64_t LoadCoordinator::NewGeneration() {
+  uint64_t seen = 0;
+  for (const auto& n : registry_->Snapshot()) {
+    seen = std::max(seen, n.status.newest_generation);
+    for (const auto& d : n.status.datasets) seen = std::max(seen, d.generation);
+  }
+  uint64_t next = next_generation_.load();
+  while (true) {
+    const uint64_t above = seen < std::numeric_limits<uint64_t>::max() ? seen + 1 : seen;
+    const uint64_t generation = std::max(next, above);
+    if (next_generation_.compare_exchange_weak(next, generation + 1)) return generation;
+  }
+}
+
 arrow::Result<BoundTransform> LoadCoordinator::BindTransform(const LoadRequest& request,
                                                              const iceberg::ScanPlan& plan) const {
   if (request.transform.is_null()) return BoundTransform{};
@@ -240,7 +254,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   entry->name = request.name;
   entry->storage_name = request.name;
   entry->key = key;
-  entry->generation = next_generation_++;
+  entry->generation = NewGeneration();
   entry->state = "loading";
   entry->request = request;
   entry->metadata_location = run.plan.metadata_location;

@@ -160,6 +160,10 @@ class LoadCoordinator {
   ThreadPool* const calls_;
   NodeRegistry* const registry_;
   Catalog* const catalog_;
+  /// A new generation: above every one handed out here and every one a live
+  /// node has seen (a head whose clock is behind its predecessor's must not
+  /// number loads below that head's, which nodes refuse as stale).
+  uint64_t NewGeneration();
   /// The request's transform bound to the planned columns (empty without one).
   arrow::Result<BoundTransform> BindTransform(const LoadRequest& request,
                                               const iceberg::ScanPlan& plan) const;

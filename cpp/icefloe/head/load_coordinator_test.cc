@@ -265,6 +265,22 @@ TEST_F(LoadCoordinatorTest, LoadsPlacesCommitsAndPublishes) {
   EXPECT_EQ(nodes_.starts(), 2);
 }
 
+// Issue 30: generations came from this head's clock alone, so a head
+// rescheduled onto a machine whose clock is behind its predecessor's numbered
+// loads below what nodes had seen, and nodes refused them as stale.
+TEST_F(LoadCoordinatorTest, GenerationsAreAboveEveryOneANodeHasSeen) {
+  NodeStatus ahead;
+  ahead.memory_limit_bytes = 1 << 30;
+  ahead.newest_generation = 5000;  // this head's clock started at 1000
+  registry_->Heartbeat("grpc://a:1", ahead);
+  auto out = LoadAndWait(Request("d"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)["generation"], 5001);
+  auto next = LoadAndWait(Request("e", "s3://other"));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT((*next)["generation"].get<uint64_t>(), 5001u);
+}
+
 TEST_F(LoadCoordinatorTest, IdenticalLoadJoinsAndConflictingLoadIsRefused) {
   Gate gate;
   nodes_.SetHook(

@@ -222,6 +222,13 @@ std::vector<NodeLoadState> LoadManager::States() const {
   return out;
 }
 
+uint64_t LoadManager::NewestGeneration() const {
+  MutexLock lock(&mu_);
+  uint64_t newest = 0;
+  for (const auto& [name, generation] : newest_) newest = std::max(newest, generation);
+  return newest;
+}
+
 bool LoadManager::Loading(const std::string& dataset) const {
   MutexLock lock(&mu_);
   auto it = slots_.find(dataset);

@@ -83,6 +83,9 @@ class LoadManager {
 
   /// Every slot's state (for node.status).
   std::vector<NodeLoadState> States() const EXCLUDES(mu_);
+  /// The highest generation this node has seen for any dataset (a load of a
+  /// lower one is refused as stale); 0 when none.
+  uint64_t NewestGeneration() const EXCLUDES(mu_);
   /// Whether `dataset` is queued or loading.
   bool Loading(const std::string& dataset) const EXCLUDES(mu_);
   /// True when no load is queued, running or staged.

@@ -147,6 +147,7 @@ NodeStatus NodeServer::Status() const {
     if (l.state == "staged") ++status.staged;
     status.loads.push_back(l);
   }
+  status.newest_generation = loads_.NewestGeneration();
   MutexLock lock(&mu_);
   status.location = advertised_location_;
   for (const auto& [name, ds] : datasets_) {

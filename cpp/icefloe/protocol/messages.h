@@ -83,6 +83,9 @@ struct NodeStatus {
   std::vector<NodeDatasetInfo> datasets;
   std::vector<NodeLoadState> loads;
   uint64_t staged = 0;
+  /// The highest generation the node has seen for any dataset: a head
+  /// numbers its loads above it, whatever its clock says.
+  uint64_t newest_generation = 0;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeStatus> FromJson(const nlohmann::json& j, std::string what);
