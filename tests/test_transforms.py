@@ -68,6 +68,20 @@ def corpus(tmp_path_factory):
     return t, pa.concat_tables(parts), models, root
 
 
+def kill_a_holder_and_wait_for_the_heal(cluster, client, name: str) -> dict:
+    """SIGKILLs the node holding `name`'s first slice; waits (bounded) until
+    the head has healed the copy onto the others; returns its description."""
+    lost = client.describe(name)["slices"][0]["nodes"][0]
+    cluster.kill_node(cluster.node_uris.index(lost))
+    deadline = time.monotonic() + 60
+    while True:
+        desc = client.describe(name)
+        if desc["state"] == "ready" and all(lost not in s["nodes"] for s in desc["slices"]):
+            return desc
+        assert time.monotonic() < deadline, f"not healed: {desc}"
+        time.sleep(0.05)
+
+
 def data_files_in_row_order(desc: dict) -> list[str]:
     return [f["path"] for f in desc["files"]]
 
@@ -275,15 +289,7 @@ def test_a_healed_slice_is_transformed_identically(tmp_path, corpus):
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
         loaded = client.load("h", t.metadata_location, transform=spec, batch_size=500)
         before = client.read("h")
-        lost = loaded["slices"][0]["nodes"][0]
-        cluster.kill_node(cluster.node_uris.index(lost))
-        deadline = time.monotonic() + 60
-        while True:
-            desc = client.describe("h")
-            if desc["state"] == "ready" and all(lost not in s["nodes"] for s in desc["slices"]):
-                break
-            assert time.monotonic() < deadline, f"not healed: {desc}"
-            time.sleep(0.05)
+        desc = kill_a_holder_and_wait_for_the_heal(cluster, client, "h")
         assert desc["generation"] == loaded["generation"]
         assert client.read("h").equals(before)
 
@@ -339,15 +345,7 @@ def test_a_transformed_copy_is_adopted_after_a_head_restart_and_heals_after(tmp_
             assert client.read("r").equals(before)
             # A heal of the adopted copy re-plans its snapshot, binds the transform
             # again (same model, checked by hash) and reloads the same rows.
-            lost = desc["slices"][0]["nodes"][0]
-            cluster.kill_node(cluster.node_uris.index(lost))
-            deadline = time.monotonic() + 60
-            while True:
-                now = client.describe("r")
-                if now["state"] == "ready" and all(lost not in s["nodes"] for s in now["slices"]):
-                    break
-                assert time.monotonic() < deadline, f"not healed: {now}"
-                time.sleep(0.05)
+            kill_a_holder_and_wait_for_the_heal(cluster, client, "r")
             assert client.read("r").equals(before)
             # Another client's second job with the same spec joins the copy at once.
             assert client.load("r2", t.metadata_location, transform=spec,

@@ -32,12 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
 
-from .demo import _bar, _leave_rank, _parquet_files, _start_s3, run_ranks
+from .demo import ParquetDataset, _bar, _leave_rank, _parquet_files, _start_s3, run_ranks
 
 DATASET = "reviews_tok"
 COLUMNS = ["label", "input_ids"]
@@ -205,7 +203,7 @@ def encode(processor: Any, texts: list[str], max_tokens: int) -> list[list[int]]
     return [[bos, *ids[:body], eos] for ids in processor.encode(texts, num_threads=1)]
 
 
-class ParquetTokenDataset(IterableDataset):
+class ParquetTokenDataset(ParquetDataset):
     """The baseline: each epoch reads the table's Parquet files (text, stars)
     with pyarrow, files split across ranks x workers in a per-epoch shuffled
     order, and tokenizes each batch's text with Python sentencepiece, the
@@ -214,16 +212,9 @@ class ParquetTokenDataset(IterableDataset):
 
     def __init__(self, files: list[str], batch_size: int, s3: dict | None, model: str,
                  max_tokens: int) -> None:
-        self.files, self.batch_size, self.s3 = files, batch_size, s3
+        super().__init__(files, batch_size, s3)
         self.model, self.max_tokens = model, max_tokens
-        self.epoch = 0  # persistent workers never see set_epoch: each copy counts
-        self.rank, self.world = 0, 1
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            self.rank, self.world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         self._processor = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
 
     def _tokenizer(self):
         if self._processor is None:
@@ -242,34 +233,8 @@ class ParquetTokenDataset(IterableDataset):
             "label": pa.array(stars - 1), "input_ids": pa.array(ids, pa.list_(pa.int32()))}))
 
     def __iter__(self):
-        import pyarrow.dataset as ds
-        import pyarrow.fs
-
-        epoch = self.epoch
-        self.epoch += 1
-        info = get_worker_info()
-        k, w = (info.num_workers, info.id) if info else (1, 0)
-        order = np.random.default_rng(epoch).permutation(len(self.files))
-        mine = [self.files[i] for i in order[self.rank * k + w::self.world * k]]
-        if not mine:
-            return
-        fs = None
-        if self.s3:
-            fs = pyarrow.fs.S3FileSystem(endpoint_override=self.s3["endpoint"], scheme="http",
-                                         access_key="testing", secret_key="testing",
-                                         region="us-east-1")
-        scanner = ds.dataset(mine, format="parquet", filesystem=fs).scanner(
-            columns=["text", "stars"], batch_size=self.batch_size)
-        pending: list[pa.RecordBatch] = []
-        rows = 0
-        for b in scanner.to_batches():  # re-cut to full batches, as a user would
-            pending.append(b)
-            rows += b.num_rows
-            while rows >= self.batch_size:
-                merged = pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-                yield self._tensors(merged.slice(0, self.batch_size))
-                rest = merged.slice(self.batch_size)
-                pending, rows = [rest], rest.num_rows
+        for batch in self._batches(["text", "stars"]):
+            yield self._tensors(batch)
 
 
 # -- the model and the loop (one process per DDP rank) -----------------------------

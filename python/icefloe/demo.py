@@ -201,10 +201,18 @@ class ParquetDataset(IterableDataset):
 
     def __iter__(self):
         import pyarrow.compute as pc
-        import pyarrow.dataset as ds
-        import pyarrow.fs
 
         from .torch import batch_to_tensors
+
+        for batch in self._batches(COLUMNS, pc.field("label") < 9):
+            yield batch_to_tensors(batch)
+
+    def _batches(self, columns: list[str], row_filter: Any = None):
+        """This rank's and worker's files of the next epoch (a per-epoch
+        shuffled file order), read with ``columns`` and ``row_filter`` pushed
+        down and re-cut to full batches, as a user would."""
+        import pyarrow.dataset as ds
+        import pyarrow.fs
 
         epoch = self.epoch
         self.epoch += 1
@@ -219,17 +227,16 @@ class ParquetDataset(IterableDataset):
             fs = pyarrow.fs.S3FileSystem(endpoint_override=self.s3["endpoint"], scheme="http",
                                          access_key="testing", secret_key="testing",
                                          region="us-east-1")
-        data = ds.dataset(mine, format="parquet", filesystem=fs)
-        scanner = data.scanner(columns=COLUMNS, filter=pc.field("label") < 9,
-                               batch_size=self.batch_size)
+        scanner = ds.dataset(mine, format="parquet", filesystem=fs).scanner(
+            columns=columns, filter=row_filter, batch_size=self.batch_size)
         pending: list[pa.RecordBatch] = []
         rows = 0
-        for b in scanner.to_batches():  # re-cut to full batches, as a user would
+        for b in scanner.to_batches():
             pending.append(b)
             rows += b.num_rows
             while rows >= self.batch_size:
                 merged = pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-                yield batch_to_tensors(merged.slice(0, self.batch_size))
+                yield merged.slice(0, self.batch_size)
                 rest = merged.slice(self.batch_size)
                 pending, rows = [rest], rest.num_rows
 
