@@ -35,7 +35,15 @@ from typing import Any
 import pyarrow as pa
 import torch
 
-from .demo import ParquetDataset, _bar, _leave_rank, _parquet_files, _start_s3, run_ranks
+from .demo import (
+    ParquetDataset,
+    _bar,
+    _leave_rank,
+    _parquet_files,
+    _start_s3,
+    demo_catalog,
+    run_ranks,
+)
 
 DATASET = "reviews_tok"
 COLUMNS = ["label", "input_ids"]
@@ -115,17 +123,7 @@ def make_reviews(first_id: int, rows: int, seed: int) -> pa.Table:
 
 def write_reviews(root: Path, rows: int, files: int, s3: dict | None, seed: int = 0):
     """The review table, in ``files`` appends; returns (table, a sample of its text)."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    props: dict[str, str] = {}
-    warehouse = (root / "warehouse").as_uri()
-    if s3:
-        warehouse = "s3://warehouse/demo"
-        props = {"s3.endpoint": s3["endpoint"], "s3.access-key-id": "testing",
-                 "s3.secret-access-key": "testing", "s3.region": "us-east-1"}
-    catalog = SqlCatalog("demo", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=warehouse,
-                         **props)
-    catalog.create_namespace_if_not_exists("demo")
+    catalog = demo_catalog(root, s3)
     per_file = rows // files
     table, sample = None, []
     with _bar(total=rows, unit="review", unit_scale=True, desc="writing Iceberg table") as bar:

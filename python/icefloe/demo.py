@@ -61,7 +61,9 @@ def _bar(**kwargs: Any):
 # -- the table ---------------------------------------------------------------
 
 
-def write_table(root: Path, size_mb: int, files: int, s3: dict | None, seed: int = 0):
+def demo_catalog(root: Path, s3: dict | None):
+    """The demos' pyiceberg SQL catalog (namespace "demo"): its warehouse in
+    the loopback S3 server's bucket, or under ``root`` without S3."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     props: dict[str, str] = {}
@@ -73,6 +75,11 @@ def write_table(root: Path, size_mb: int, files: int, s3: dict | None, seed: int
     catalog = SqlCatalog("demo", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=warehouse,
                          **props)
     catalog.create_namespace_if_not_exists("demo")
+    return catalog
+
+
+def write_table(root: Path, size_mb: int, files: int, s3: dict | None, seed: int = 0):
+    catalog = demo_catalog(root, s3)
     rows = max(files, size_mb * 1_000_000 // ROW_BYTES)
     per_file = rows // files
     rng = np.random.default_rng(seed)

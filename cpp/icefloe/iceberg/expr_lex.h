@@ -3,6 +3,7 @@
 // quoting, numbers and strings.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,5 +50,29 @@ arrow::Status SyntaxError(std::string_view text, size_t offset, std::string_view
 
 /// Whether `word` is `upper` in any case.
 bool EqualsKeyword(std::string_view word, std::string_view upper);
+
+/// A parser's position in Lex's tokens (which end with kEnd or kError):
+/// peeking past the end gives the last token; taking it stays there.
+class TokenCursor {
+ public:
+  explicit TokenCursor(std::vector<Token> tokens) : tokens_(std::move(tokens)) {}
+
+  const Token& Peek(size_t ahead = 0) const {
+    return tokens_[std::min(next_ + ahead, tokens_.size() - 1)];
+  }
+  const Token& Take() {
+    const Token& t = tokens_[next_];
+    if (next_ + 1 < tokens_.size()) ++next_;
+    return t;
+  }
+  /// Whether `t` is the bare word `upper` (any case).
+  static bool IsKeyword(const Token& t, std::string_view upper) {
+    return t.kind == Token::Kind::kIdent && EqualsKeyword(t.text, upper);
+  }
+
+ private:
+  std::vector<Token> tokens_;
+  size_t next_ = 0;
+};
 
 }  // namespace icefloe::iceberg::internal

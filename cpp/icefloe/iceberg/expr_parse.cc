@@ -11,7 +11,6 @@ namespace icefloe::iceberg {
 
 namespace {
 
-using internal::EqualsKeyword;
 using internal::Lex;
 using internal::LexMode;
 using internal::Token;
@@ -29,7 +28,7 @@ std::optional<ExprOp> ComparisonOp(const std::string& text) {
 class Parser {
  public:
   Parser(std::string_view text, std::vector<Token> tokens)
-      : text_(text), tokens_(std::move(tokens)), positions_(text.size() + 1) {
+      : text_(text), cursor_(std::move(tokens)), positions_(text.size() + 1) {
     // 1-based character (code point) positions of every byte offset.
     int32_t chars = 0;
     for (size_t i = 0; i < text_.size(); ++i) {
@@ -50,16 +49,10 @@ class Parser {
   }
 
  private:
-  const Token& Peek(size_t ahead = 0) const {
-    return tokens_[std::min(next_ + ahead, tokens_.size() - 1)];
-  }
-  const Token& Take() {
-    const Token& t = tokens_[next_];
-    if (next_ + 1 < tokens_.size()) ++next_;
-    return t;
-  }
-  bool IsKeyword(const Token& t, std::string_view upper) const {
-    return t.kind == Token::Kind::kIdent && EqualsKeyword(t.text, upper);
+  const Token& Peek(size_t ahead = 0) const { return cursor_.Peek(ahead); }
+  const Token& Take() { return cursor_.Take(); }
+  static bool IsKeyword(const Token& t, std::string_view upper) {
+    return internal::TokenCursor::IsKeyword(t, upper);
   }
   // DATE '...' and TIMESTAMP '...' are literals; the words alone are names.
   bool IsTypedLiteral(size_t ahead) const {
@@ -342,9 +335,8 @@ class Parser {
   }
 
   std::string_view text_;
-  std::vector<Token> tokens_;
+  internal::TokenCursor cursor_;
   std::vector<int32_t> positions_;
-  size_t next_ = 0;
 };
 
 }  // namespace

@@ -89,16 +89,19 @@ TEST(PieceStream, MeterCountsRowsBytesAndGathers) {
   }
   stream->reset();
   const std::string text = metrics->registry().Scrape();
-  EXPECT_TRUE(Has(text, "icefloe_node_served_rows_total{ticket=\"rows\"} 5000")) << text;
   EXPECT_TRUE(
-      Has(text, "icefloe_node_served_bytes_total{ticket=\"rows\"} " + std::to_string(body_bytes)))
+      Has(text, "icefloe_node_served_rows_total{ticket=\"rows\",transport=\"network\"} 5000"))
+      << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_served_bytes_total{ticket=\"rows\",transport=\"network\"} " +
+                            std::to_string(body_bytes)))
       << text;
   EXPECT_TRUE(Has(text, "icefloe_node_gathered_rows_total 5000")) << text;
   EXPECT_TRUE(Has(text, "icefloe_node_gathers_total 1")) << text;
   EXPECT_TRUE(Has(text, "icefloe_node_doget_streams_total{ticket=\"rows\"} 1")) << text;
   EXPECT_TRUE(Has(text, "icefloe_node_doget_streams_active 0")) << text;
   EXPECT_TRUE(Has(text, "icefloe_node_doget_first_batch_seconds_count{ticket=\"rows\"} 1")) << text;
-  EXPECT_TRUE(Has(text, "icefloe_node_served_rows_total{ticket=\"plan\"} 0")) << text;
+  EXPECT_TRUE(Has(text, "icefloe_node_served_rows_total{ticket=\"plan\",transport=\"network\"} 0"))
+      << text;
 }
 
 // Ids [0, rows) cached as batches of `cached_rows` rows.

@@ -18,7 +18,6 @@
 namespace icefloe::transform {
 
 namespace cp = arrow::compute;
-using iceberg::internal::EqualsKeyword;
 using iceberg::internal::Token;
 
 namespace {
@@ -58,7 +57,7 @@ arrow::Result<std::shared_ptr<arrow::DataType>> CastTarget(const std::string& na
 class Parser {
  public:
   Parser(std::string_view text, std::vector<Token> tokens)
-      : text_(text), tokens_(std::move(tokens)) {}
+      : text_(text), cursor_(std::move(tokens)) {}
 
   arrow::Result<cp::Expression> Run() {
     if (Peek().kind == Token::Kind::kEnd) return Error(Peek(), "the expression is empty");
@@ -72,14 +71,10 @@ class Parser {
   }
 
  private:
-  const Token& Peek() const { return tokens_[std::min(next_, tokens_.size() - 1)]; }
-  const Token& Take() {
-    const Token& t = tokens_[next_];
-    if (next_ + 1 < tokens_.size()) ++next_;
-    return t;
-  }
-  bool IsKeyword(const Token& t, std::string_view upper) const {
-    return t.kind == Token::Kind::kIdent && EqualsKeyword(t.text, upper);
+  const Token& Peek() const { return cursor_.Peek(); }
+  const Token& Take() { return cursor_.Take(); }
+  static bool IsKeyword(const Token& t, std::string_view upper) {
+    return iceberg::internal::TokenCursor::IsKeyword(t, upper);
   }
   bool IsOp(const Token& t, std::string_view op) const {
     return t.kind == Token::Kind::kOp && t.text == op;
@@ -352,8 +347,7 @@ class Parser {
   }
 
   std::string_view text_;
-  std::vector<Token> tokens_;
-  size_t next_ = 0;
+  iceberg::internal::TokenCursor cursor_;
 };
 
 }  // namespace
