@@ -111,12 +111,12 @@ class Parser {
   arrow::Result<cp::Expression> ParseOr(int depth) {
     return Chain(
         depth, [this](int d) { return ParseAnd(d); },
-        [this](const Token& t) { return IsKeyword(t, "OR") ? "or_kleene" : ""; });
+        [](const Token& t) { return IsKeyword(t, "OR") ? "or_kleene" : ""; });
   }
   arrow::Result<cp::Expression> ParseAnd(int depth) {
     return Chain(
         depth, [this](int d) { return ParseNot(d); },
-        [this](const Token& t) { return IsKeyword(t, "AND") ? "and_kleene" : ""; });
+        [](const Token& t) { return IsKeyword(t, "AND") ? "and_kleene" : ""; });
   }
   arrow::Result<cp::Expression> ParseNot(int depth) {
     if (IsKeyword(Peek(), "NOT")) {
