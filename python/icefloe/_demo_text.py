@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import tempfile
 import time
@@ -40,8 +39,9 @@ from .demo import (
     _bar,
     _leave_rank,
     _parquet_files,
-    _start_s3,
     demo_catalog,
+    demo_head,
+    demo_s3,
     run_ranks,
 )
 
@@ -433,64 +433,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from .client import Client
-    from .local import LocalCluster
 
     local = args.local or bool(args.head)
-    with tempfile.TemporaryDirectory(prefix="icefloe-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="icefloe-demo-") as tmp, demo_s3(local) as (s3, env):
         root = Path(tmp)
-        s3 = server = None
-        env: dict[str, str] = {}
-        try:
-            if not local:
-                s3, server, env = _start_s3()
-                os.environ.update(env)
-            table, sample = write_reviews(root, args.rows, args.files, s3)
-            print(f"table: {args.rows:,} reviews in {args.files} files at "
-                  f"{table.metadata_location}")
-            start = time.perf_counter()
-            model = store_model(train_tokenizer(sample, args.vocab_size), root, s3)
-            print(f"tokenizer: SentencePiece BPE trained on {len(sample):,} reviews in "
-                  f"{time.perf_counter() - start:.1f}s, stored at {model}")
-            sources: dict[str, dict] = {}
-            if not args.skip_parquet:
-                kind = "parquet-s3" if s3 else "parquet-local"
-                sources[kind] = {"files": _parquet_files(table), "s3": s3,
-                                 "workers": args.workers}
-            cluster = None
-            if args.head:
-                head = args.head
-            else:
-                cluster = LocalCluster(num_nodes=args.nodes, memory_limit="4GiB", env=env,
-                                       log_dir=root / "logs").start()
-                head = cluster.head_uri
-                print(f"cluster: head {head}, {args.nodes} data node(s)")
-            try:
-                with Client(head) as client:
-                    desc = client.load(DATASET, table.metadata_location,
-                                       transform=transform_spec(model, args.max_tokens))
-                print(f"loaded '{DATASET}' (label = stars - 1; text tokenized on the nodes, "
-                      f"BOS/EOS, at most {args.max_tokens} ids): {desc['rows']:,} rows, "
-                      f"{desc['bytes'] / 1e6:,.1f} MB in RAM, {desc['load_seconds']:.2f}s "
-                      f"(tokenization included, once)")
-                sources["icefloe"] = {"head": head, "dataset": DATASET,
-                                      "workers": args.cache_workers}
-                print(_setup(sources, args))
-                vocab = _vocab_size(model, s3)
-                results, alone = {}, {}
-                for kind, source in sources.items():
-                    per_rank = run_ranks(_train_rank, kind, source, args.ranks, root, {
-                        "epochs": args.epochs, "batch_size": args.batch_size, "model": model,
-                        "max_tokens": args.max_tokens, "vocab": vocab})
-                    results[kind] = _combine([r["epochs"] for r in per_rank])
-                    alone[kind] = _combine([[r["alone"]] for r in per_rank])[0]
-                print()
-                print(summary(results, alone))
-            finally:
-                if cluster is not None:
-                    cluster.stop()
-        finally:
-            if server is not None:
-                server.stop()
+        table, sample = write_reviews(root, args.rows, args.files, s3)
+        print(f"table: {args.rows:,} reviews in {args.files} files at "
+              f"{table.metadata_location}")
+        start = time.perf_counter()
+        model = store_model(train_tokenizer(sample, args.vocab_size), root, s3)
+        print(f"tokenizer: SentencePiece BPE trained on {len(sample):,} reviews in "
+              f"{time.perf_counter() - start:.1f}s, stored at {model}")
+        sources: dict[str, dict] = {}
+        if not args.skip_parquet:
+            kind = "parquet-s3" if s3 else "parquet-local"
+            sources[kind] = {"files": _parquet_files(table), "s3": s3,
+                             "workers": args.workers}
+        with demo_head(args, env, root) as head:
+            with Client(head) as client:
+                desc = client.load(DATASET, table.metadata_location,
+                                   transform=transform_spec(model, args.max_tokens))
+            print(f"loaded '{DATASET}' (label = stars - 1; text tokenized on the nodes, "
+                  f"BOS/EOS, at most {args.max_tokens} ids): {desc['rows']:,} rows, "
+                  f"{desc['bytes'] / 1e6:,.1f} MB in RAM, {desc['load_seconds']:.2f}s "
+                  f"(tokenization included, once)")
+            sources["icefloe"] = {"head": head, "dataset": DATASET,
+                                  "workers": args.cache_workers}
+            print(_setup(sources, args))
+            vocab = _vocab_size(model, s3)
+            results, alone = {}, {}
+            for kind, source in sources.items():
+                per_rank = run_ranks(_train_rank, kind, source, args.ranks, root, {
+                    "epochs": args.epochs, "batch_size": args.batch_size, "model": model,
+                    "max_tokens": args.max_tokens, "vocab": vocab})
+                results[kind] = _combine([r["epochs"] for r in per_rank])
+                alone[kind] = _combine([[r["alone"]] for r in per_rank])[0]
+            print()
+            print(summary(results, alone))
     return 0
 
 

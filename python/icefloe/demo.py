@@ -31,6 +31,7 @@ numeric table, described here:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import multiprocessing.util
@@ -404,16 +405,10 @@ def main_numeric(argv: list[str] | None = None) -> int:
         parser.error("--epochs and --ranks must be at least 1")
     local = args.local or bool(args.head)
 
-    from .local import LocalCluster
 
-    with tempfile.TemporaryDirectory(prefix="icefloe-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="icefloe-demo-") as tmp, demo_s3(local) as (s3, env):
         root = Path(tmp)
-        s3 = server = None
-        env: dict[str, str] = {}
         try:
-            if not local:
-                s3, server, env = _start_s3()
-                os.environ.update(env)
             table, rows = write_table(root, args.size_mb, args.files, s3)
             print(f"table: {rows:,} rows in {args.files} files at {table.metadata_location}")
             sources: dict[str, dict] = {}
@@ -424,15 +419,7 @@ def main_numeric(argv: list[str] | None = None) -> int:
                     files = _download(files, s3, root / "local")
                     print(f"downloaded the {len(files)} data files to {root / 'local'}")
                 sources["parquet-local"] = {"files": files, "workers": args.workers}
-            cluster = None
-            if args.head:
-                head = args.head
-            else:
-                cluster = LocalCluster(num_nodes=args.nodes, memory_limit="4GiB", env=env,
-                                       log_dir=root / "logs").start()
-                head = cluster.head_uri
-                print(f"cluster: head {head}, {args.nodes} data node(s)")
-            try:
+            with demo_head(args, env, root) as head:
                 from .client import Client
 
                 with Client(head) as client, _bar(desc="loading into the cache",
@@ -457,16 +444,43 @@ def main_numeric(argv: list[str] | None = None) -> int:
                            for kind, source in sources.items()}
                 print()
                 print(_summary(results))
-            finally:
-                if cluster is not None:
-                    cluster.stop()
         except KeyboardInterrupt:
             print("\ninterrupted: shutting down", file=sys.stderr)
             return 130
-        finally:
-            if server is not None:
-                server.stop()
     return 0
+
+
+@contextlib.contextmanager
+def demo_s3(local: bool):
+    """The loopback S3 server (moto) and the environment that reaches it,
+    exported to this process; (None, {}) when ``local``. Stopped on exit."""
+    if local:
+        yield None, {}
+        return
+    s3, server, env = _start_s3()
+    os.environ.update(env)
+    try:
+        yield s3, env
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def demo_head(args: argparse.Namespace, env: dict[str, str], root: Path):
+    """The head to use: ``--head``'s, or a LocalCluster of ``--nodes`` data
+    nodes started here (with ``env``, logs under ``root``) and stopped on exit."""
+    if args.head:
+        yield args.head
+        return
+    from .local import LocalCluster
+
+    cluster = LocalCluster(num_nodes=args.nodes, memory_limit="4GiB", env=env,
+                           log_dir=root / "logs").start()
+    print(f"cluster: head {cluster.head_uri}, {args.nodes} data node(s)")
+    try:
+        yield cluster.head_uri
+    finally:
+        cluster.stop()
 
 
 def _start_s3():
