@@ -53,6 +53,9 @@ struct DatasetEntry {
   iceberg::ScanMetrics scan;
   int64_t tasks_total = 0;
   int64_t estimated_bytes = 0;
+  /// Data files larger than this were split at row-group boundaries
+  /// (iceberg::SplitTasks); 0: none. Re-planning applies the same value.
+  int64_t split_bytes = 0;
   double load_seconds = 0;
   std::string error;
 

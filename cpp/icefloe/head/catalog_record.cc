@@ -37,6 +37,7 @@ const Field<CatalogRecord> kRecordFields[] = {
     {Count("bytes"), &CatalogRecord::nbytes},
     {Count("tasks"), &CatalogRecord::tasks_total},
     {Count("estimated_bytes"), &CatalogRecord::estimated_bytes},
+    {Count("split_bytes"), &CatalogRecord::split_bytes},
     {Count("updated_us"), &CatalogRecord::updated_us},
     {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows),
             Values(0, kMaxSlices)),
@@ -223,6 +224,7 @@ CatalogRecord RecordOf(const std::vector<std::shared_ptr<const DatasetEntry>>& e
   r.nbytes = e.nbytes;
   r.tasks_total = e.tasks_total;
   r.estimated_bytes = e.estimated_bytes;
+  r.split_bytes = e.split_bytes;
   r.load_seconds = e.load_seconds;
   r.scan = e.scan;
   r.slices = e.slices;
@@ -252,6 +254,7 @@ std::shared_ptr<DatasetEntry> EntryOf(const CatalogRecord& record, const LoadReq
   e->scan = record.scan;
   e->tasks_total = record.tasks_total;
   e->estimated_bytes = record.estimated_bytes;
+  e->split_bytes = record.split_bytes;
   e->load_seconds = record.load_seconds;
   e->task_rows = record.task_rows;
   uint64_t start = 0;

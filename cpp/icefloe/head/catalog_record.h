@@ -42,6 +42,7 @@ struct CatalogRecord {
   int64_t nbytes = 0;
   int64_t tasks_total = 0;
   int64_t estimated_bytes = 0;
+  int64_t split_bytes = 0;  ///< DatasetEntry::split_bytes
   double load_seconds = 0;
   iceberg::ScanMetrics scan;
   /// Exact rows of each scan task, in plan (row id) order: a restarted head

@@ -1,5 +1,6 @@
 #include "icefloe/head/load_coordinator.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include <arrow/type.h>
@@ -38,7 +39,23 @@ int64_t EstimateTaskBytes(const iceberg::ScanTask& task, const iceberg::ScanPlan
       total += f.record_count * 8 + static_cast<int64_t>(static_cast<double>(on_disk) * factor);
     }
   }
-  return total;
+  return static_cast<int64_t>(static_cast<double>(total) * iceberg::FileShare(task));
+}
+
+// Data files are split at row-group boundaries into parts of at most about
+// this many bytes, so that each of `nodes` nodes gets a fair share of a table
+// of few or large files (a quarter of a node's share, or coarser for small
+// tables). 0 when no file is that large.
+int64_t SplitTarget(const iceberg::ScanPlan& plan, size_t nodes) {
+  constexpr int64_t kMinSplitBytes = int64_t{1} << 20;
+  if (nodes == 0) return 0;
+  int64_t total = 0, largest = 0;
+  for (const auto& t : plan.tasks) {
+    total += t.data_file.file_size_in_bytes;
+    largest = std::max(largest, t.data_file.file_size_in_bytes);
+  }
+  const int64_t target = std::max(kMinSplitBytes, total / (4 * static_cast<int64_t>(nodes)));
+  return largest > target ? target : 0;
 }
 
 // Identity of a cached copy: loads with the same key share one. A transform
@@ -195,6 +212,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
                                      "' at its snapshot: ", plan.status().message());
   }
   ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(pinned, *plan));
+  plan->tasks = iceberg::SplitTasks(std::move(plan->tasks), entry->split_bytes);
   if (plan->tasks.size() != entry->task_rows.size() ||
       DatasetKey(*plan, pinned, bound.model_sha256) != entry->key) {
     return arrow::Status::Invalid("re-planning '", name, "' at its snapshot gives ",
@@ -262,19 +280,21 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   entry->schema = bound.schema ? bound.schema : run.plan.arrow_schema;
   entry->model_sha256 = bound.model_sha256;
   entry->scan = run.plan.metrics;
-  entry->tasks_total = static_cast<int64_t>(run.plan.tasks.size());
   run.entry = entry;
 
-  std::vector<int64_t> task_bytes;
-  for (const auto& t : run.plan.tasks) {
-    task_bytes.push_back(EstimateTaskBytes(t, run.plan, options_.size_estimate_factor));
-  }
-  entry->estimated_bytes = std::accumulate(task_bytes.begin(), task_bytes.end(), int64_t{0});
   std::vector<PlacementNode> nodes;
   for (const auto& n : registry_->Alive()) {
     nodes.push_back({n.location, n.available_bytes()});
     run.nodes.push_back(n.location);
   }
+  entry->split_bytes = SplitTarget(run.plan, nodes.size());
+  run.plan.tasks = iceberg::SplitTasks(std::move(run.plan.tasks), entry->split_bytes);
+  entry->tasks_total = static_cast<int64_t>(run.plan.tasks.size());
+  std::vector<int64_t> task_bytes;
+  for (const auto& t : run.plan.tasks) {
+    task_bytes.push_back(EstimateTaskBytes(t, run.plan, options_.size_estimate_factor));
+  }
+  entry->estimated_bytes = std::accumulate(task_bytes.begin(), task_bytes.end(), int64_t{0});
   auto placement = PlaceTasks(task_bytes, nodes, request.replication);
   if (!placement.ok()) {
     return placement.status().WithMessage("load '", request.name,

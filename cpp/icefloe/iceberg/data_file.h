@@ -66,8 +66,31 @@ struct DataFile {
 struct ScanTask {
   DataFile data_file;
   std::vector<DataFile> deletes;
+  /// The row groups to read: `row_groups` of them from `first_row_group`;
+  /// negative reads to the end of the file. A whole file is {0, -1}; a large
+  /// file is split into several tasks at row-group boundaries (SplitTasks) so
+  /// that several nodes share it. Delete positions still count rows of the
+  /// whole file.
+  int32_t first_row_group = 0;
+  int32_t row_groups = -1;
   /// Rows in the data file before deletes and the filter.
   int64_t record_count() const { return data_file.record_count; }
+  bool whole_file() const { return first_row_group == 0 && row_groups < 0; }
 };
+
+/// Splits every task whose data file is larger than `target_bytes` into
+/// tasks of consecutive row groups of about `target_bytes` each, in order,
+/// so that placement can spread a few large files over many nodes. Row-group
+/// boundaries come from the file's `split_offsets` (Iceberg writers record
+/// one per row group); a file without valid offsets (missing, unsorted, or
+/// beyond the file) stays whole. The last part of a file reads to its end,
+/// so the parts read exactly the file's rows even if the offsets miscount
+/// its row groups. Deterministic: the same tasks and target give the same
+/// parts. `target_bytes` <= 0 splits nothing.
+std::vector<ScanTask> SplitTasks(std::vector<ScanTask> tasks, int64_t target_bytes);
+
+/// The fraction of its data file's bytes (by split offsets) a task reads:
+/// 1 for a whole file.
+double FileShare(const ScanTask& task);
 
 }  // namespace icefloe::iceberg

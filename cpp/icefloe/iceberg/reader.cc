@@ -119,6 +119,7 @@ class ScanTaskReaderImpl : public ScanTaskReader {
 
   std::vector<int64_t> row_group_starts_;
   int next_row_group_ = 0;
+  int end_row_group_ = 0;  // the task's row groups are [next_row_group_, end_row_group_)
   std::unique_ptr<arrow::RecordBatchReader> current_;
   int64_t next_row_ = 0;  // file position of current_'s next row
   std::deque<std::shared_ptr<arrow::RecordBatch>> pending_;
@@ -176,19 +177,31 @@ arrow::Status ScanTaskReaderImpl::Init(const ScanTask& task, const ReadOptions& 
   }
 
   auto metadata = file_->reader->parquet_reader()->metadata();
-  stats_.row_groups_total = metadata->num_row_groups();
   int64_t start = 0;
   for (int rg = 0; rg < metadata->num_row_groups(); ++rg) {
     row_group_starts_.push_back(start);
     start += metadata->RowGroup(rg)->num_rows();
   }
+  // A part of a split file: its row groups only (none when the file has
+  // fewer than the split offsets said; the part before reads to the end).
+  const int64_t total = metadata->num_row_groups();
+  if (task.first_row_group < 0) {
+    return arrow::Status::Invalid(data_file.file_path, ": negative first row group ",
+                                  task.first_row_group);
+  }
+  next_row_group_ = static_cast<int>(std::min<int64_t>(task.first_row_group, total));
+  end_row_group_ = static_cast<int>(
+      task.row_groups < 0
+          ? total
+          : std::min<int64_t>(total, int64_t{task.first_row_group} + task.row_groups));
+  stats_.row_groups_total = end_row_group_ - next_row_group_;
   return arrow::Status::OK();
 }
 
 arrow::Status ScanTaskReaderImpl::NextRowGroup() {
   current_.reset();
   auto metadata = file_->reader->parquet_reader()->metadata();
-  while (next_row_group_ < metadata->num_row_groups()) {
+  while (next_row_group_ < end_row_group_) {
     const int rg = next_row_group_++;
     const int64_t start = row_group_starts_[rg];
     const int64_t rows = metadata->RowGroup(rg)->num_rows();

@@ -59,7 +59,7 @@ struct ReadOptions {
 
 /// What a read did, for tests and metrics.
 struct ReadStats {
-  int64_t row_groups_total = 0;    ///< row groups in the data file
+  int64_t row_groups_total = 0;    ///< row groups of the task (the data file's, or its part's)
   int64_t row_groups_read = 0;     ///< row groups decoded; the others were pruned
   int64_t rows_read = 0;           ///< rows decoded from the data file
   int64_t rows_after_deletes = 0;  ///< of those, rows that are not deleted

@@ -657,6 +657,83 @@ TEST_F(PrunedReaderTest, SkipsRowGroupsThatAreEntirelyDeleted) {
   EXPECT_EQ(stats.row_groups_read, 9);
 }
 
+// A file split at row-group boundaries (SplitTasks) reads, part after part,
+// exactly the rows of the whole file, deletes and filter included, even when
+// its split offsets miscount the row groups.
+TEST_F(PrunedReaderTest, SplitPartsReadExactlyTheWholeFile) {
+  std::unique_ptr<parquet::ParquetFileReader> file = parquet::ParquetFileReader::OpenFile(path_);
+  const auto metadata = file->metadata();
+  ASSERT_EQ(metadata->num_row_groups(), 10);
+  std::vector<int64_t> offsets;
+  for (int rg = 0; rg < 10; ++rg) offsets.push_back(metadata->RowGroup(rg)->file_offset());
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(path_));
+
+  ScanTask task = Task(path_);
+  task.data_file.file_size_in_bytes = size;
+  task.deletes = {
+      DeleteFile(FileContent::kPositionDeletes,
+                 WritePositionDeletes("deletes.parquet",
+                                      {{path_, 0}, {path_, 19}, {path_, 20}, {path_, 99}}))};
+  ReadOptions options = Options(schema_, {1, 2});
+  options.filter = cp::not_equal(cp::field_ref("id"), cp::literal(int64_t{55}));
+  options.batch_rows = 6;
+  std::shared_ptr<arrow::RecordBatch> whole;
+  ASSERT_OK_AND_ASSIGN(whole, ReadAll(task, options));
+  ASSERT_EQ(whole->num_rows(), 95);
+
+  auto read_parts = [&](const std::vector<ScanTask>& parts) {
+    arrow::RecordBatchVector batches;
+    double share = 0;
+    for (const auto& part : parts) {
+      EXPECT_EQ(part.data_file.file_path, path_);
+      EXPECT_EQ(part.deletes.size(), 1u);
+      auto batch = ReadAll(part, options);
+      EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+      if (!batch.ok()) return;
+      batches.push_back(*batch);
+      share += FileShare(part);
+    }
+    EXPECT_NEAR(share, 1.0, 1e-9);
+    auto table = arrow::Table::FromRecordBatches(whole->schema(), batches).ValueOrDie();
+    auto combined = table->CombineChunksToBatch().ValueOrDie();
+    EXPECT_TRUE(combined->Equals(*whole)) << combined->ToString();
+  };
+
+  // A third of the row groups' bytes per part (the last one's end estimated
+  // by the mean): three parts of consecutive row groups, the last reading to
+  // the end.
+  task.data_file.split_offsets = offsets;
+  const int64_t data_bytes = offsets[9] + (offsets[9] - offsets[0]) / 9 - offsets[0];
+  std::vector<ScanTask> parts = SplitTasks({task}, (data_bytes + 2) / 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].first_row_group, 0);
+  EXPECT_GT(parts[1].first_row_group, 0);
+  EXPECT_EQ(parts[0].row_groups, parts[1].first_row_group);
+  EXPECT_EQ(parts[2].row_groups, -1);
+  read_parts(parts);
+  // One row group per part at most: a target far below a row group's bytes.
+  parts = SplitTasks({task}, 1);
+  EXPECT_EQ(parts.size(), 10u);
+  read_parts(parts);
+  // A file no larger than the target, or without usable offsets, stays whole.
+  EXPECT_EQ(SplitTasks({task}, size).size(), 1u);
+  EXPECT_EQ(SplitTasks({task}, 0).size(), 1u);
+  ScanTask unsorted = task;
+  std::swap(unsorted.data_file.split_offsets[2], unsorted.data_file.split_offsets[3]);
+  EXPECT_EQ(SplitTasks({unsorted}, 1).size(), 1u);
+  // Offsets that miss row groups (the last part reads to the end) or count
+  // row groups the file lacks (parts beyond it are empty): still exact.
+  ScanTask fewer = task;
+  fewer.data_file.split_offsets.resize(4);
+  read_parts(SplitTasks({fewer}, 1));
+  ScanTask more = task;
+  more.data_file.split_offsets.push_back(size - 2);
+  more.data_file.split_offsets.push_back(size - 1);
+  parts = SplitTasks({more}, 1);
+  EXPECT_EQ(parts.size(), 12u);
+  read_parts(parts);
+}
+
 TEST_F(ReaderTest, AppliesEqualityDeletes) {
   // cat was an int when the data was written and is a long now.
   auto data_schema = arrow::schema(

@@ -19,15 +19,20 @@ namespace icefloe::iceberg {
 
 int64_t ScanPlan::total_records() const {
   int64_t n = 0;
-  for (const auto& t : tasks) n += t.data_file.record_count;
+  for (const auto& t : tasks) {
+    if (t.first_row_group == 0) n += t.data_file.record_count;
+  }
   return n;
 }
 
 int64_t ScanPlan::total_bytes() const {
   int64_t n = 0;
-  for (const auto& t : tasks) n += t.data_file.file_size_in_bytes;
+  for (const auto& t : tasks) {
+    if (t.first_row_group == 0) n += t.data_file.file_size_in_bytes;
+  }
   return n;
 }
+
 
 namespace {
 

@@ -59,9 +59,10 @@ struct ScanPlan {
   std::vector<ScanTask> tasks;
   ScanMetrics metrics;
 
-  int64_t total_records() const;  ///< before deletes and filter
-  int64_t total_bytes() const;    ///< data file sizes
+  int64_t total_records() const;  ///< before deletes and filter, each file once
+  int64_t total_bytes() const;    ///< data file sizes, each file once
 };
+
 
 /// Plans a scan. `location` is a metadata.json location or a table directory.
 /// Errors: IOError for unreadable files (naming them), Invalid for malformed

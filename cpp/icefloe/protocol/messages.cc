@@ -12,6 +12,7 @@ using json = nlohmann::json;
 namespace {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr std::string_view kLoadStates[] = {"queued", "loading", "staged", "failed", "absent"};
 constexpr std::string_view kErrorKinds[] = {"",   "invalid",   "not_found", "out_of_memory",
@@ -89,6 +90,9 @@ const FieldSpec kLoadTasks = ObjectList("tasks", kRequired, Values(0, kMaxTasks)
 const FieldSpec kTaskIndex = Int("index", kRequired, Values(0, kMaxTasks));
 const FieldSpec kTaskData = ObjectField("data", kRequired);
 const FieldSpec kTaskDeletes = ObjectList("deletes", kOptional, Values(0, 65536));
+// A part of a split data file: its row groups (see iceberg::ScanTask).
+const FieldSpec kTaskFirstRowGroup = Int("first_row_group", kOptional, Values(0, kInt32Max));
+const FieldSpec kTaskRowGroups = Int("row_groups", kOptional, Values(1, kInt32Max));
 
 const Field<NodeLoadStatusRequest> kLoadStatusFields[] = {
     {kNodeDataset, &NodeLoadStatusRequest::dataset},
@@ -303,8 +307,11 @@ json NodeLoadRequest::ToJson() const {
   for (const auto& t : tasks) {
     json deletes = json::array();
     for (const auto& d : t.task.deletes) deletes.push_back(DataFileToJson(d));
-    tasks_json.push_back(
-        {{"index", t.index}, {"data", DataFileToJson(t.task.data_file)}, {"deletes", deletes}});
+    json task = {
+        {"index", t.index}, {"data", DataFileToJson(t.task.data_file)}, {"deletes", deletes}};
+    if (t.task.first_row_group != 0) task["first_row_group"] = t.task.first_row_group;
+    if (t.task.row_groups >= 0) task["row_groups"] = t.task.row_groups;
+    tasks_json.push_back(std::move(task));
   }
   j["tasks"] = std::move(tasks_json);
   if (!transform.is_null()) j["transform"] = transform;
@@ -342,6 +349,16 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
     ARROW_ASSIGN_OR_RAISE(spec.task.data_file, DataFileFromJson(*data, what + " 'data'"));
     auto read_delete = [](const json& d, std::string w) { return DataFileFromJson(d, w); };
     ARROW_RETURN_NOT_OK(ReadObjects(tin, kTaskDeletes, read_delete, &spec.task.deletes));
+    ARROW_ASSIGN_OR_RAISE(const json* first, tin.Find(kTaskFirstRowGroup));
+    if (first != nullptr) {
+      ARROW_ASSIGN_OR_RAISE(int64_t v, tin.Int(*first, kTaskFirstRowGroup));
+      spec.task.first_row_group = static_cast<int32_t>(v);  // within int32 by its range
+    }
+    ARROW_ASSIGN_OR_RAISE(const json* count, tin.Find(kTaskRowGroups));
+    if (count != nullptr) {
+      ARROW_ASSIGN_OR_RAISE(int64_t v, tin.Int(*count, kTaskRowGroups));
+      spec.task.row_groups = static_cast<int32_t>(v);
+    }
     return spec;
   };
   ARROW_RETURN_NOT_OK(ReadObjects(in, kLoadTasks, read_task, &r.tasks));

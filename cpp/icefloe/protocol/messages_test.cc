@@ -114,6 +114,25 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   ASSERT_TRUE(load_back.ok()) << load_back.status().ToString();
   EXPECT_EQ(load_back->tasks[0].task.deletes[0].equality_ids, std::vector<int32_t>{1});
   EXPECT_EQ(load_back->tasks[0].task.deletes[0].content, iceberg::FileContent::kEqualityDeletes);
+  EXPECT_TRUE(load_back->tasks[0].task.whole_file());
+  // A part of a split file keeps its row groups; a bad range is refused by name.
+  load.tasks[0].task.first_row_group = 3;
+  load.tasks[0].task.row_groups = 2;
+  load_back = NodeLoadRequest::Parse(Dump(load.ToJson()));
+  ASSERT_TRUE(load_back.ok()) << load_back.status().ToString();
+  EXPECT_EQ(load_back->tasks[0].task.first_row_group, 3);
+  EXPECT_EQ(load_back->tasks[0].task.row_groups, 2);
+  json bad = load.ToJson();
+  bad["tasks"][0]["row_groups"] = 0;
+  auto refused = NodeLoadRequest::Parse(Dump(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("row_groups"), std::string::npos) << refused.status();
+  bad["tasks"][0]["row_groups"] = 1;
+  bad["tasks"][0]["first_row_group"] = int64_t{1} << 31;
+  refused = NodeLoadRequest::Parse(Dump(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("first_row_group"), std::string::npos)
+      << refused.status();
 
   NodeLoadState st;
   st.dataset = "d";
