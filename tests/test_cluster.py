@@ -82,6 +82,30 @@ def test_two_datasets_evict_frees_memory_and_reload_is_reused(warehouse, tmp_pat
         assert c.read("b").num_rows == 500
 
 
+def test_an_alias_keeps_its_copy_when_the_name_it_shares_is_reloaded(tmp_path):
+    # "b" shares "a"'s copy; "a" is then reloaded at a newer snapshot. Nodes
+    # hold one generation per storage name, so the new copy must not replace
+    # the one "b" reads (it did: b's reads failed with a stale ticket).
+    table = Warehouse(tmp_path / "wh").create("t", rows(100))
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as c:
+        a = c.load("a", table.metadata_location)
+        b = c.load("b", table.metadata_location)
+        assert b["generation"] == a["generation"]
+        old = table.scan().to_arrow()
+        table.append(rows(50, start=100))
+        a2 = c.load("a", table.metadata_location)
+        assert a2["generation"] != a["generation"] and a2["rows"] == 150
+        assert_same_rows(c.read("a"), table.scan().to_arrow())
+        assert_same_rows(c.read("b"), old)
+        assert c.describe("b")["generation"] == a["generation"]
+        # Evicting the alias frees the old copy on every node.
+        c.evict("b")
+        held = {(d["name"], d["generation"]) for n in c.status()["nodes"] for d in n["datasets"]}
+        assert all(g == a2["generation"] for _, g in held), held
+        assert_same_rows(c.read("a"), table.scan().to_arrow())
+
+
 def test_load_beyond_budget_is_refused_before_loading(warehouse, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, memory_limit="64KiB", log_dir=tmp_path) as cluster:
         with cluster.client() as c:

@@ -5,6 +5,8 @@ the dataset reads exactly as before: same rows, same order."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import urllib.request
 
@@ -169,3 +171,33 @@ def test_a_copy_adopted_after_a_head_restart_heals(tmp_path, table):
                 "healed after the head restart")
             assert healed["generation"] == before["generation"]
             assert client.read("t").equals(oracle)  # exact rows, exact order
+
+
+def test_a_node_back_from_the_dead_drops_rows_healed_elsewhere(tmp_path, table):
+    # SIGSTOP: the node misses its heartbeats and is declared dead with its
+    # rows intact; the head heals them onto the others. Back (SIGCONT), it
+    # still held them, charged against its memory, read by nobody.
+    t, oracle = table
+    with icefloe.LocalCluster(num_nodes=3, head_args=HEAD_ARGS,
+                              log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
+        loaded = client.load("t", t.metadata_location, batch_size=4096)
+        lost = loaded["slices"][0]["nodes"][0]
+        pid = cluster.nodes[node_index(cluster, lost)].popen.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_for(client, "t", lambda d: d["state"] == "ready" and
+                     lost not in {n for s in d["slices"] for n in s["nodes"]}, "healed elsewhere")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while True:
+            node = next(n for n in client.status()["nodes"] if n["location"] == lost)
+            if node["state"] == "alive" and not node["datasets"]:
+                break
+            assert time.monotonic() < deadline, node
+            time.sleep(0.1)
+        assert node["memory_used_bytes"] == 0
+        desc = client.describe("t")
+        assert desc["state"] == "ready" and desc["generation"] == loaded["generation"]
+        assert held_bytes(client, desc) == desc["bytes"]
+        assert client.read("t").equals(oracle)

@@ -138,7 +138,8 @@ bool Catalog::StorageShared(const std::string& name, const std::string& storage_
                             uint64_t generation) const {
   MutexLock lock(&mu_);
   for (const auto& [other, e] : entries_) {
-    if (other != name && e->storage_name == storage_name && e->generation == generation) {
+    if (other != name && e->storage_name == storage_name &&
+        (generation == 0 || e->generation == generation)) {
       return true;
     }
   }

@@ -93,7 +93,8 @@ class Catalog {
   std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name)
       EXCLUDES(mu_);
   std::vector<std::shared_ptr<const DatasetEntry>> All() const EXCLUDES(mu_);
-  /// Whether another entry than `name` uses `storage_name` at `generation`.
+  /// Whether another entry than `name` uses `storage_name` at `generation`
+  /// (0: at any generation).
   bool StorageShared(const std::string& name, const std::string& storage_name,
                      uint64_t generation) const EXCLUDES(mu_);
 

@@ -63,6 +63,21 @@ std::vector<CopyHealth::Unit> UnitsOf(const DatasetEntry& entry) {
 
 }  // namespace
 
+std::vector<std::string> StrayHolders(const DatasetEntry& entry,
+                                      const std::vector<NodeInfo>& nodes) {
+  std::vector<std::string> strays;
+  for (const auto& n : nodes) {
+    if (n.state != NodeState::kAlive || n.status_requested_at <= entry.placed_at) continue;
+    const NodeDatasetInfo* copy = FindCopy(n, entry);
+    if (copy == nullptr || copy->ranges.empty()) continue;
+    const bool listed = std::any_of(entry.slices.begin(), entry.slices.end(), [&](const auto& s) {
+      return std::find(s.nodes.begin(), s.nodes.end(), n.location) != s.nodes.end();
+    });
+    if (!listed) strays.push_back(n.location);
+  }
+  return strays;
+}
+
 CopyHealth AssessCopy(const DatasetEntry& entry, const std::vector<NodeInfo>& nodes) {
   CopyHealth health;
   health.units = UnitsOf(entry);

@@ -45,4 +45,11 @@ void RebuildSlices(const CopyHealth& health, DatasetEntry* entry);
 /// Bytes the live holders report for `entry`'s storage name and generation.
 int64_t HeldBytes(const DatasetEntry& entry, const std::vector<NodeInfo>& nodes);
 
+/// Alive nodes whose report (requested after the slice map last changed)
+/// shows rows of `entry`'s copy although the slice map lists them for none:
+/// a node declared dead, healed around, then back with its old rows. Nothing
+/// reads those rows; the head drops them so they stop taking memory.
+std::vector<std::string> StrayHolders(const DatasetEntry& entry,
+                                      const std::vector<NodeInfo>& nodes);
+
 }  // namespace icefloe

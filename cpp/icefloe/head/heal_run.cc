@@ -127,6 +127,18 @@ void LoadCoordinator::CheckHealth() {
         if (h.replicas_missing == 0) c->heal_error.clear();
       });
     }
+    if (!healing && h.slices_missing == 0) {
+      // Rows of this copy on a node the slice map no longer names (it came
+      // back after a heal placed them elsewhere): nothing reads them.
+      const std::vector<std::string> strays = StrayHolders(*e, nodes);
+      if (!strays.empty()) {
+        LogInfo("dropping rows a healed copy no longer uses",
+                {{"dataset", e->storage_name},
+                 {"generation", std::to_string(e->generation)},
+                 {"nodes", std::to_string(strays.size())}});
+        EvictOnNodes(e->storage_name, e->generation, strays);
+      }
+    }
     if (h.replicas_missing > 0 && !healing && due) {
       auto started = StartHeal(e, /*reset_backoff=*/false);
       if (!started.ok()) {

@@ -40,6 +40,15 @@ class HoldingNodes : public NodeRpc {
     dead_.insert(node);
     held_.erase(node);
   }
+  /// Unreachable, keeping what it holds (a paused or partitioned node).
+  void Pause(const std::string& node) {
+    MutexLock lock(&mu_);
+    dead_.insert(node);
+  }
+  void Resume(const std::string& node) {
+    MutexLock lock(&mu_);
+    dead_.erase(node);
+  }
   void RestartEmpty(const std::string& node) {
     MutexLock lock(&mu_);
     dead_.erase(node);
@@ -318,6 +327,29 @@ TEST_F(HealTest, NodeBackEmptyIsHealed) {
   nodes_.ExpectHeld("d", healed->generation, 600, 1);
   // Still alive and with room: the restarted node takes its rows back.
   EXPECT_FALSE(nodes_.held(lost).empty());
+}
+
+TEST_F(HealTest, ANodeBackWithRowsHealedElsewhereDropsThem) {
+  Start({{"a", 1 << 20}, {"b", 1 << 20}, {"c", 1 << 20}});
+  auto loaded = Load(Request());
+  ASSERT_NE(loaded, nullptr);
+  const std::string lost = HolderOf(0);
+  const std::map<std::string, HoldingNodes::Copy> before = nodes_.held(lost);
+  ASSERT_FALSE(before.empty());
+  nodes_.Pause(lost);  // declared dead, its rows intact
+  Poll();
+  WaitForHeal();
+  ASSERT_EQ(catalog_.Find("d")->state, "ready");
+  nodes_.Resume(lost);  // back, still holding rows nothing reads any more
+  EXPECT_EQ(nodes_.held(lost).size(), before.size());
+  Poll();  // its fresh report shows them: the head drops them
+  EXPECT_TRUE(nodes_.held(lost).empty());
+  auto entry = catalog_.Find("d");
+  EXPECT_EQ(entry->state, "ready");
+  EXPECT_EQ(entry->generation, loaded->generation);
+  nodes_.ExpectHeld("d", entry->generation, 600, 1);
+  Poll();  // and keeps what the slice map names
+  nodes_.ExpectHeld("d", entry->generation, 600, 1);
 }
 
 TEST_F(HealTest, ReportsOlderThanTheSliceMapLoseNothing) {

@@ -270,9 +270,16 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
 
   auto entry = std::make_shared<DatasetEntry>();
   entry->name = request.name;
-  entry->storage_name = request.name;
   entry->key = key;
   entry->generation = NewGeneration();
+  // Nodes hold one generation per storage name: while another name (an
+  // alias of the previous copy) still reads the copy stored under this name,
+  // the new copy gets a name of its own, so the alias keeps its rows.
+  entry->storage_name = request.name;
+  // (Load names have at most 200 bytes, node dataset names 1024.)
+  if (catalog_->StorageShared(request.name, request.name, 0)) {
+    entry->storage_name = request.name + "@" + std::to_string(entry->generation);
+  }
   entry->state = "loading";
   entry->request = request;
   entry->metadata_location = run.plan.metadata_location;
