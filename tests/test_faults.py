@@ -22,6 +22,7 @@ from iceberg_util import Warehouse
 from torch.utils.data import DataLoader
 
 import icefloe
+from icefloe import _stall
 from icefloe.torch import CacheDataset, CacheMapDataset
 
 N = 1_500_000
@@ -116,6 +117,23 @@ def test_iter_epoch_survives_a_node_kill_exactly(rep2, caplog):
             got.append(batch)
         assert _ids(got) == want
         assert any("Deadline" in r.message for r in caplog.records), "no deadline passed"
+
+
+@pytest.mark.parametrize("batch, plan", [(BATCH, PLAN), (1024, {"shuffle": "none", "drop_last": False})])
+def test_the_stall_meter_counts_each_batch_once_across_a_failover(rep2, caplog, monkeypatch,
+                                                                  batch, plan):
+    reports: list[dict] = []
+    monkeypatch.setattr(_stall, "submitter", lambda *a, **k: reports.append)
+    monkeypatch.setenv("ICEFLOE_STALL_REPORT_S", "0.05")
+    with rep2.client(share_memory=False) as client:
+        victim = _streaming_node(rep2, **plan)
+        with caplog.at_level(logging.WARNING, logger="icefloe"):
+            got = _read_killing(client.iter_epoch("t", batch_size=batch,
+                                                  prefetch=4, **plan), rep2, victim)
+    assert sorted(got) == list(range(N))
+    assert any("failing over" in r.message for r in caplog.records), "no stream broke"
+    assert sum(r["batches"] for r in reports) == -(-N // batch)
+    assert sum(r["rows"] for r in reports) == N
 
 
 def test_chunked_epoch_survives_a_node_kill_exactly(rep2, caplog):
