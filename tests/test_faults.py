@@ -119,7 +119,8 @@ def test_iter_epoch_survives_a_node_kill_exactly(rep2, caplog):
         assert any("Deadline" in r.message for r in caplog.records), "no deadline passed"
 
 
-@pytest.mark.parametrize("batch, plan", [(BATCH, PLAN), (1024, {"shuffle": "none", "drop_last": False})])
+@pytest.mark.parametrize("batch, plan", [(BATCH, PLAN),
+                                         (1024, {"shuffle": "none", "drop_last": False})])
 def test_the_stall_meter_counts_each_batch_once_across_a_failover(rep2, caplog, monkeypatch,
                                                                   batch, plan):
     reports: list[dict] = []
