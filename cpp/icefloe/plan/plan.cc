@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "icefloe/plan/permutation.h"
-#include "icefloe/plan/slice_map.h"
 #include "icefloe/plan/window_order.h"
 
 namespace icefloe {
