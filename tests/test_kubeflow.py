@@ -136,19 +136,42 @@ def test_every_row_exactly_once_across_ranks_and_workers(kubeflow_cache):
                 assert sorted(seen) == list(range(ROWS)), (world_size, num_workers, seed)
 
 
+def decode_varint(data: bytes, at: int) -> tuple[int, int]:
+    size = {0xFB: 2, 0xFC: 4, 0xFD: 8}.get(data[at], 0)
+    if size == 0:
+        return data[at], at + 1
+    return int.from_bytes(data[at + 1:at + 1 + size], "little"), at + 1 + size
+
+
 def test_flight_info_and_tickets_follow_the_contract(kubeflow_cache):
+    # One endpoint per slice of the shard: its ticket is that slice's part of
+    # the shard (same encoding, narrower bounds), its locations the slice's
+    # replicas. Kubeflow's client (DoGet endpoint.ticket on locations[0],
+    # endpoints in order) so reads exactly its shard.
     head, workers, _ = kubeflow_cache
     client = flight.connect(head.location)
     info = client.get_flight_info(flight.FlightDescriptor.for_path("1", "4"))
-    expected_ticket = encode_varint(250) + encode_varint(499)
     assert len(info.endpoints) >= 1
+    next_row = 250
+    rows = []
     for e in info.endpoints:
-        assert e.ticket.ticket == expected_ticket
-        assert e.app_metadata == expected_ticket
-        assert len(e.locations) == 1
-        assert e.locations[0].uri.decode() in {w.location for w in workers}
+        start, at = decode_varint(e.ticket.ticket, 0)
+        end, at = decode_varint(e.ticket.ticket, at)
+        assert at == len(e.ticket.ticket)
+        assert start == next_row and start <= end <= 499  # in order, no gap, no overlap
+        next_row = end + 1
+        assert e.app_metadata == e.ticket.ticket
+        assert len(e.locations) >= 1
+        assert {loc.uri.decode() for loc in e.locations} <= {w.location for w in workers}
+        reader = flight.connect(e.locations[0].uri.decode()).do_get(e.ticket)
+        got = reader.read_all().column("id").to_pylist()
+        assert got == list(range(start, end + 1))
+        rows += got
+    assert next_row == 500
+    assert rows == list(range(250, 500))
     assert "id" in info.schema.names and "v" in info.schema.names
-    # A hand-made ticket straight to a worker returns the rows it holds.
+    # The whole shard's ticket (as Kubeflow's own cache hands out) still
+    # works: each worker returns the rows of the range it holds.
     rows = []
     for w in workers:
         t = flight.connect(w.location).do_get(flight.Ticket(b"\x00\x18")).read_all()

@@ -202,7 +202,8 @@ json HeadServer::ClusterStatus() const {
           {"jobs", jobs},
           {"ready", ready},
           {"reason", reason},
-          {"recovering", adopter_.recovering()}};
+          {"recovering", adopter_.recovering()},
+          {"default_dataset", options_.default_dataset}};
 }
 
 std::string HeadServer::StatusPage() const { return RenderStatusPage(ClusterStatus()); }
