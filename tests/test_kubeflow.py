@@ -10,6 +10,7 @@ overridable from_arrow_rb_to_tensor hook.
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -135,19 +136,42 @@ def test_every_row_exactly_once_across_ranks_and_workers(kubeflow_cache):
                 assert sorted(seen) == list(range(ROWS)), (world_size, num_workers, seed)
 
 
+def decode_varint(data: bytes, at: int) -> tuple[int, int]:
+    size = {0xFB: 2, 0xFC: 4, 0xFD: 8}.get(data[at], 0)
+    if size == 0:
+        return data[at], at + 1
+    return int.from_bytes(data[at + 1:at + 1 + size], "little"), at + 1 + size
+
+
 def test_flight_info_and_tickets_follow_the_contract(kubeflow_cache):
+    # One endpoint per slice of the shard: its ticket is that slice's part of
+    # the shard (same encoding, narrower bounds), its locations the slice's
+    # replicas. Kubeflow's client (DoGet endpoint.ticket on locations[0],
+    # endpoints in order) so reads exactly its shard.
     head, workers, _ = kubeflow_cache
     client = flight.connect(head.location)
     info = client.get_flight_info(flight.FlightDescriptor.for_path("1", "4"))
-    expected_ticket = encode_varint(250) + encode_varint(499)
     assert len(info.endpoints) >= 1
+    next_row = 250
+    rows = []
     for e in info.endpoints:
-        assert e.ticket.ticket == expected_ticket
-        assert e.app_metadata == expected_ticket
-        assert len(e.locations) == 1
-        assert e.locations[0].uri.decode() in {w.location for w in workers}
+        start, at = decode_varint(e.ticket.ticket, 0)
+        end, at = decode_varint(e.ticket.ticket, at)
+        assert at == len(e.ticket.ticket)
+        assert start == next_row and start <= end <= 499  # in order, no gap, no overlap
+        next_row = end + 1
+        assert e.app_metadata == e.ticket.ticket
+        assert len(e.locations) >= 1
+        assert {loc.uri.decode() for loc in e.locations} <= {w.location for w in workers}
+        reader = flight.connect(e.locations[0].uri.decode()).do_get(e.ticket)
+        got = reader.read_all().column("id").to_pylist()
+        assert got == list(range(start, end + 1))
+        rows += got
+    assert next_row == 500
+    assert rows == list(range(250, 500))
     assert "id" in info.schema.names and "v" in info.schema.names
-    # A hand-made ticket straight to a worker returns the rows it holds.
+    # The whole shard's ticket (as Kubeflow's own cache hands out) still
+    # works: each worker returns the rows of the range it holds.
     rows = []
     for w in workers:
         t = flight.connect(w.location).do_get(flight.Ticket(b"\x00\x18")).read_all()
@@ -220,3 +244,92 @@ def test_workers_take_node_actions_from_their_leader_only(tmp_path):
                     list(c.do_action(flight.Action(kind, b'{"v": 1, "dataset": "x"}')))
     finally:
         worker.stop()
+
+
+def logfmt_lines(path: Path, msg: str) -> list[dict[str, str]]:
+    """The structured log lines of `path` whose msg is `msg`, as dicts."""
+    out = []
+    for line in path.read_text().splitlines():
+        fields = {k: v.strip('"') for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', line)}
+        if fields.get("msg") == msg:
+            out.append(fields)
+    return out
+
+
+def ready_body(health: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(health + "/ready", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_head_says_at_once_which_worker_refuses_its_node_actions_and_why(tmp_path):
+    # Workers without a cluster secret take node actions from their leader's
+    # addresses only. Worker 1's leader is another address (the head's
+    # connections come from 127.0.0.1), worker 2's leader name does not
+    # resolve: both refuse the head, which must say so at once, naming the
+    # worker and its reason, in /ready and (once per worker per reason) in
+    # its log, and keep asking with backoff until they accept.
+    table = Warehouse(tmp_path / "wh").create("t", pa.table({"id": np.arange(100)}))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(bin_path("icefloe-head"), bindir / "head")
+    os.symlink(bin_path("icefloe-node"), bindir / "worker")
+    env = {**os.environ, "METADATA_LOC": table.metadata_location, "LWS_LEADER_ADDRESS": "localhost",
+           "LWS_GROUP_SIZE": "4", "HEALTH_PORT": "0"}
+    leaders = ["localhost", "127.0.0.2", "no-such-leader.invalid"]
+
+    def start_worker(i: int, leader: str, port: int = 0) -> ServerProcess:
+        return ServerProcess(name=f"w{i}", argv=[str(bindir / "worker"), "127.0.0.1", str(port)],
+                             log_path=tmp_path / f"w{i}-{leader}.log",
+                             env={**env, "LWS_LEADER_ADDRESS": leader}).start()
+
+    workers = [start_worker(i, leader) for i, leader in enumerate(leaders)]
+    head = None
+    try:
+        head = ServerProcess(name="head", argv=[str(bindir / "head"), "127.0.0.1", "0"],
+                             log_path=tmp_path / "head.log",
+                             env={**env, "ICEFLOE_NODES": ",".join(w.location for w in workers),
+                                  "ICEFLOE_STARTUP_TIMEOUT": "120"}).start()
+        started = time.monotonic()
+        while True:
+            code, body = ready_body(head.health)
+            if workers[1].location in body and workers[2].location in body:
+                break
+            assert time.monotonic() - started < 5, f"/ready does not say why: {code} {body}"
+            time.sleep(0.05)
+        assert code == 503
+        assert f"node {workers[1].location} refuses this head's node actions" in body
+        assert "only accepted from 127.0.0.2" in body and "came from 127.0.0.1" in body
+        assert f"node {workers[2].location} refuses this head's node actions" in body
+        assert "no-such-leader.invalid" in body and "does not resolve" in body
+        assert workers[0].location not in body
+
+        # A few polls later still one line per refusing worker (and reason).
+        while time.monotonic() - started < 4:
+            time.sleep(0.2)
+        refusals = logfmt_lines(tmp_path / "head.log", "node refuses the head's node actions")
+        assert sorted(r["node"] for r in refusals) == sorted(w.location for w in workers[1:])
+        # The worker's own words (which address it expects, which it saw).
+        assert all(r["reason"].startswith("action 'node.status' is only accepted from ")
+                   and r["reason"].endswith("but the call came from 127.0.0.1")
+                   for r in refusals), refusals
+        for w, leader in zip(workers[1:], leaders[1:], strict=True):
+            said = logfmt_lines(tmp_path / f"w{workers.index(w)}-{leader}.log",
+                                "refused the head's node actions")
+            assert len(said) == 1, said
+            assert said[0]["leader"] == leader and said[0]["seen"] == "127.0.0.1"
+            assert said[0]["expected"] == ("127.0.0.2" if leader == "127.0.0.2" else "")
+
+        # The cause gone (workers restarted on their ports with the right
+        # leader), the head loads and is ready: it kept asking.
+        for i in (1, 2):
+            port = int(workers[i].location.rsplit(":", 1)[1])
+            workers[i].stop()
+            workers[i] = start_worker(i, "localhost", port)
+        wait_ready(head.health, 60)
+        assert logfmt_lines(tmp_path / "head.log", "node accepts the head's node actions again")
+    finally:
+        for p in ([head] if head else []) + workers:
+            p.stop()

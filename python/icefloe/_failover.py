@@ -75,6 +75,50 @@ def named(err: Error, dataset: str, nodes: list[str]) -> Error:
     return out
 
 
+def at_node(err: Error, location: str) -> Error:
+    """``err`` again, its message naming the node it came from."""
+    if location in str(err):
+        return err
+    try:
+        out = type(err)(f"node {location}: {err}")
+    except TypeError:
+        return err
+    out.__cause__ = err.__cause__ or err
+    return out
+
+
+class ReplicaAttempts:
+    """The bookkeeping of reading one endpoint from its replicas in order: a
+    replica whose connection breaks is recorded and the next one tried; any
+    other error is an answer a retry would repeat, raised at once naming the
+    node (and the dataset, when known). :meth:`exhausted` is the
+    :class:`StreamBroken` to raise when no replica is left."""
+
+    def __init__(self, dataset: str = "") -> None:
+        self.dataset = dataset
+        self.tried: list[str] = []
+        self.last_error: BaseException | None = None
+
+    def failed(self, exc: Error, uri: str) -> None:
+        """Records a break of ``uri``'s stream; raises ``exc`` if it is none."""
+        if not is_break(exc):
+            raise named(exc, self.dataset, [uri]) if self.dataset else at_node(exc, uri)
+        self.tried.append(uri)
+        self.last_error = exc
+
+    def exhausted(self, rows: str = "some rows") -> StreamBroken:
+        """The error once every replica failed (or the head listed none)."""
+        what = f"dataset {self.dataset!r}: " if self.dataset else ""
+        if self.last_error is None:  # the head knows no live node holding these rows
+            return StreamBroken(f"{what}the head listed no node for {rows}", nodes=[],
+                                dataset=self.dataset or None)
+        broken = StreamBroken(f"{what}no replica answered for {rows} (node "
+                              f"{', '.join(self.tried)}): {self.last_error}", nodes=self.tried,
+                              dataset=self.dataset or None)
+        broken.__cause__ = self.last_error
+        return broken
+
+
 class Recovery:
     """The bounded failover of one read (an epoch, a range, rows) of a dataset.
 
@@ -119,7 +163,7 @@ class Recovery:
         cause = exc.__cause__ if isinstance(exc, StreamBroken) else exc
         level = logging.INFO if isinstance(cause, Timeout) else logging.WARNING
         log.log(level, "icefloe: %s of dataset %r broke%s (%s); failing over (attempt %d of "
-                "at most %d)", self.what, self.dataset, at, _first_line(exc), self._failures,
+                "at most %d)", self.what, self.dataset, at, first_line(exc), self._failures,
                 self.attempts)
         if self._failures == 1:
             return  # at once: the head lists another replica first
@@ -189,7 +233,7 @@ class Recovery:
         where = ", ".join(nodes) or "unknown"
         err = DataUnavailable(
             f"dataset {self.dataset!r}: rows held by node {where} cannot be read ({why}; "
-            f"last error: {_first_line(exc)}). No live node holds a copy. Restart the node so "
+            f"last error: {first_line(exc)}). No live node holds a copy. Restart the node so "
             f"the head can repair the dataset, or reload it (evict, then load); load it with "
             f"replication >= 2 to survive losing a node", nodes=nodes, dataset=self.dataset)
         err.__cause__ = exc
@@ -210,12 +254,12 @@ def retry_head(call: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
                 raise
             if attempt == 0:
                 log.warning("icefloe: head unavailable for %s (%s); retrying for up to %.0f s",
-                            what, _first_line(exc), timeout_s)
+                            what, first_line(exc), timeout_s)
             time.sleep(min(_POLL_S[min(attempt, len(_POLL_S) - 1)],
                            max(0.0, deadline - time.monotonic())))
     raise AssertionError("unreachable")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -13,7 +13,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from . import _malloc, _shared, _stall
-from ._failover import Recovery, is_break, named, retry_head
+from . import _kubeflow, _malloc, _shared, _stall
+from ._failover import Recovery, ReplicaAttempts, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, encode
 from ._shared import is_local
@@ -35,24 +34,12 @@ from .errors import (
     NotFound,
     StreamBroken,
     Unavailable,
-    map_error,
+    mapped_errors,
 )
 
 T = TypeVar("T")
 _MAX_EXPORTS = 64  # nodes' shared files a client keeps for takes
 __all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
-
-@contextmanager
-def mapped_errors() -> Iterator[None]:
-    """Re-raises pyarrow/Flight errors as icefloe errors."""
-    try:
-        yield
-    except Exception as exc:  # noqa: BLE001 - re-raised as a specific icefloe error
-        mapped = map_error(exc)
-        if mapped is exc:
-            raise
-        raise mapped from exc
-
 
 def _pem(value: str | bytes | Path | None) -> bytes | None:
     if value is None:
@@ -304,48 +291,20 @@ class Client:
         mapped and naming the dataset and node, is raised at once. With
         ``shared`` (a plan stream), a node on this host is asked for the
         stream by reference to its shared memory (icefloe._shared)."""
-        tried: list[str] = []
-        last_error: BaseException | None = None
+        attempts = ReplicaAttempts(dataset)
         for location in endpoint.locations:
             uri = location.uri.decode()
             try:
-                try:
+                with mapped_errors():
                     reader = track(self._do_get(endpoint.ticket, uri, shared))
                     return use(reader, uri)
-                except Exception as exc:  # noqa: BLE001 - re-raised mapped
-                    raise map_error(exc) from exc
             except Error as exc:
-                if not is_break(exc):
-                    raise named(exc, dataset, [uri]) if dataset else exc  # noqa: B904
-                tried.append(uri)
-                last_error = exc
-        what = f"dataset {dataset!r}: " if dataset else ""
-        if last_error is None:  # the head knows no live node holding these rows
-            raise StreamBroken(f"{what}the head listed no node for some rows", nodes=[],
-                               dataset=dataset or None)
-        broken = StreamBroken(f"{what}no replica answered (node {', '.join(tried)}): "
-                              f"{last_error}", nodes=tried, dataset=dataset or None)
-        raise broken from last_error
+                attempts.failed(exc, uri)
+        raise attempts.exhausted()
 
     def read_endpoint(self, endpoint: flight.FlightEndpoint, dataset: str = "") -> pa.Table:
         """Reads one endpoint, trying its replicas in order."""
         return self._failover(endpoint, lambda reader, _: reader.read_all(), dataset)
-
-    def iter_endpoint(self, endpoint: flight.FlightEndpoint) -> Iterator[pa.RecordBatch]:
-        """Streams one endpoint's record batches. Replicas are tried in order
-        until one sends its first message; errors after that are raised
-        (mapped, naming the node), since rows already handed out cannot be
-        taken back."""
-        reader, first, location = self._failover(endpoint, _read_first)
-        if first is None:
-            return
-        yield first
-        try:
-            with mapped_errors():
-                for chunk in reader:
-                    yield chunk.data
-        except Error as exc:
-            raise _at_node(exc, location)  # noqa: B904 - _at_node chains the cause
 
     def read(self, name: str, start: int = 0, stop: int | None = None,
              columns: list[str] | None = None) -> pa.Table:
@@ -408,6 +367,12 @@ class Client:
         """The endpoints of Kubeflow shard ``index`` of ``total`` of the head's
         default dataset (PATH ``[index, total]``; docs/protocol.md)."""
         return self._head_info(flight.FlightDescriptor.for_path(str(index), str(total)))
+
+    def iter_kubeflow_shard(self, index: int, total: int) -> Iterator[pa.RecordBatch]:
+        """The record batches of Kubeflow shard ``index`` of ``total``, every
+        row once, in global row order. A stream that breaks goes on from the
+        row it reached on another replica (icefloe._kubeflow)."""
+        return _kubeflow.iter_shard(self, index, total)
 
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
                    as_numpy: bool = False,
@@ -636,27 +601,6 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _read_first(reader: flight.FlightStreamReader,
-                location: str) -> tuple[Any, pa.RecordBatch | None, str]:
-    """The reader, its first record batch (None for an empty stream), the node."""
-    try:
-        return reader, reader.read_chunk().data, location
-    except StopIteration:
-        return reader, None, location
-
-
-def _at_node(err: Error, location: str) -> Error:
-    """``err`` naming the node it came from."""
-    if location in str(err):
-        return err
-    try:
-        out = type(err)(f"node {location}: {err}")
-    except TypeError:
-        return err
-    out.__cause__ = err.__cause__ or err
-    return out
 
 
 def _is_stale(err: Error) -> bool:

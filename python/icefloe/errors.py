@@ -6,6 +6,9 @@ the Flight status code, so callers can catch precisely what they handle.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pyarrow as pa
 import pyarrow.flight as flight
 
@@ -159,3 +162,15 @@ def _clean(msg: str) -> str:
         if marker in msg:
             msg = msg.split(marker, 1)[0]
     return msg.strip()
+
+
+@contextmanager
+def mapped_errors() -> Iterator[None]:
+    """Re-raises pyarrow/Flight errors as icefloe errors."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - re-raised as a specific icefloe error
+        mapped = map_error(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc

@@ -596,7 +596,10 @@ class DataCacheDataset(_ClusterClient, IterableDataset):
     re-chunks every record batch to ``batch_size`` rows and yields what
     :meth:`from_arrow_rb_to_tensor` yields for each chunk. Use with
     ``DataLoader(ds, batch_size=None)``. The head defaults to
-    ``grpc://$TRAIN_JOB_NAME-cache-service:50051``.
+    ``grpc://$TRAIN_JOB_NAME-cache-service:50051``. Like :class:`CacheDataset`
+    it fails over when a data node dies: a broken stream goes on from the row
+    it reached on another replica (load with replication >= 2), and every row
+    of the shard is yielded once.
     """
 
     def __init__(self, head_uri: str | None = None, batch_size: int = 128, seed: int = 0,
@@ -625,14 +628,14 @@ class DataCacheDataset(_ClusterClient, IterableDataset):
         num_workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
         total = num_workers * world_size
         index = (worker * world_size + rank + self.seed) % total
-        # Through Client like the other datasets (mapped errors, replica
-        # failover); one per pass, closed after it, as Kubeflow's loop does.
+        # Through Client like the other datasets (mapped errors; failover to
+        # another replica, also mid-stream, from the row reached); one per
+        # pass, closed after it, as Kubeflow's loop does.
         client = Client(self.head_uri, token=self._token, tls_root_certs=self._tls_root_certs)
         try:
-            for endpoint in client.kubeflow_shard(index, total).endpoints:
-                for rb in client.iter_endpoint(endpoint):
-                    for start in range(0, rb.num_rows, self.batch_size):
-                        yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
+            for rb in client.iter_kubeflow_shard(index, total):
+                for start in range(0, rb.num_rows, self.batch_size):
+                    yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
         finally:
             client.close()
 

@@ -140,16 +140,30 @@ arrow::Result<std::set<std::string>> Resolve(const std::string& host) {
 
 }  // namespace
 
+PeerCheck CheckPeerIsHost(const std::string& peer, const std::string& host) {
+  PeerCheck check;
+  check.seen = PeerAddress(peer);
+  if (check.seen.empty()) check.seen = peer;
+  auto addresses = Resolve(host);
+  if (addresses.ok()) {
+    for (const auto& a : *addresses) check.expected += (check.expected.empty() ? "" : ",") + a;
+    if (addresses->count(check.seen)) return check;
+  }
+  check.refusal =
+      "only accepted from " + host + " (this worker's leader, LWS_LEADER_ADDRESS; it " +
+      "has no cluster secret), " +
+      (addresses.ok() ? "which resolves to " + check.expected
+                      : "which does not resolve (" + addresses.status().message() + ")") +
+      ", but the call came from " + check.seen;
+  return check;
+}
+
 arrow::Status VerifyPeerIsHost(const flight::ServerCallContext& context, const std::string& host,
                                const std::string& type) {
-  const std::string peer = PeerAddress(context.peer());
-  auto addresses = Resolve(host);
-  if (!peer.empty() && addresses.ok() && addresses->count(peer)) return arrow::Status::OK();
-  return flight::MakeFlightError(
-      flight::FlightStatusCode::Unauthorized,
-      "action '" + type + "' is only accepted from " + host + " (this node has no cluster " +
-          "secret); the call came from '" + context.peer() + "'" +
-          (addresses.ok() ? "" : " and " + addresses.status().message()));
+  PeerCheck check = CheckPeerIsHost(context.peer(), host);
+  if (check.refusal.empty()) return arrow::Status::OK();
+  return flight::MakeFlightError(flight::FlightStatusCode::Unauthorized,
+                                 "action '" + type + "' is " + check.refusal);
 }
 
 namespace {

@@ -75,9 +75,21 @@ arrow::Status VerifyActionSignature(const std::string& key,
                                     const std::string& type, const std::string& body,
                                     std::string_view sender);
 
-/// OK when the call comes from an address `host` resolves to (Kubeflow
-/// workers without a cluster secret accept node actions from their leader
-/// only); Unauthorized naming the action and the peer otherwise.
+/// Whether a call from gRPC peer `peer` comes from an address `host`
+/// resolves to (Kubeflow workers without a cluster secret accept node actions
+/// from their leader only).
+struct PeerCheck {
+  std::string expected;  ///< `host`'s addresses, comma-separated ("" when it does not resolve)
+  std::string seen;      ///< the caller's address (PeerAddress(peer), else `peer` itself)
+  /// Empty when the call comes from `host`; else why not, in words that
+  /// name `host`, the expected and the seen address (never the action or the
+  /// caller's port, so every refusal of one caller reads alike).
+  std::string refusal;
+};
+PeerCheck CheckPeerIsHost(const std::string& peer, const std::string& host);
+
+/// OK when the call comes from an address `host` resolves to (CheckPeerIsHost);
+/// Unauthorized "action '<type>' is <refusal>" otherwise.
 arrow::Status VerifyPeerIsHost(const arrow::flight::ServerCallContext& context,
                                const std::string& host, const std::string& type);
 

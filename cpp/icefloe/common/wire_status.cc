@@ -1,5 +1,7 @@
 #include "icefloe/common/wire_status.h"
 
+#include <string_view>
+
 #include <arrow/flight/types.h>
 
 namespace icefloe {
@@ -59,6 +61,24 @@ arrow::Status PeerError(const arrow::Status& status, const std::string& peer) {
 bool IsPeerUnavailable(const arrow::Status& status) {
   auto detail = flight::FlightStatusDetail::UnwrapStatus(status);
   return detail && detail->extra_info() == kErrorNodeUnavailable;
+}
+
+bool IsPeerRefusal(const arrow::Status& status) {
+  auto detail = flight::FlightStatusDetail::UnwrapStatus(status);
+  return detail && (detail->code() == flight::FlightStatusCode::Unauthorized ||
+                    detail->code() == flight::FlightStatusCode::Unauthenticated);
+}
+
+std::string PeerWords(const arrow::Status& status, const std::string& peer) {
+  std::string_view text = status.message();
+  const std::string prefix = "node " + peer + ": ";
+  if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
+  static constexpr std::string_view kPreamble = "with message: ";
+  if (size_t at = text.find(kPreamble); at != std::string_view::npos) {
+    text.remove_prefix(at + kPreamble.size());
+  }
+  if (size_t at = text.rfind(". Detail: "); at != std::string_view::npos) text = text.substr(0, at);
+  return std::string(text);
 }
 
 }  // namespace icefloe

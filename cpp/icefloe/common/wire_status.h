@@ -34,4 +34,13 @@ arrow::Status PeerError(const arrow::Status& status, const std::string& peer);
 /// True for a PeerError that says the peer could not be reached.
 bool IsPeerUnavailable(const arrow::Status& status);
 
+/// True for a PeerError that says the peer refused the call (Flight
+/// Unauthorized or Unauthenticated): it answers, but will not do it for us.
+bool IsPeerRefusal(const arrow::Status& status);
+
+/// The words `peer` answered with, from a PeerError: without the "node
+/// <peer>: " prefix PeerError adds, gRPC's "... error, with message: " and
+/// Flight's ". Detail: <code>" suffix.
+std::string PeerWords(const arrow::Status& status, const std::string& peer);
+
 }  // namespace icefloe

@@ -145,7 +145,20 @@ arrow::Result<std::shared_ptr<LoadJob>> HeadServer::Load(const LoadRequest& requ
 std::pair<bool, std::string> HeadServer::Ready() const {
   if (adopter_.recovering()) return {false, "recovering the catalog from the data nodes"};
   size_t alive = 0;
-  for (const auto& n : registry_.Snapshot()) {
+  const auto nodes = registry_.Snapshot();
+  // Nodes that refuse this head's node actions first: that is why it waits.
+  std::string refused;
+  size_t refusing = 0;
+  for (const auto& n : nodes) {
+    if (n.refused.empty()) continue;
+    if (++refusing <= 4) {
+      refused += std::string(refused.empty() ? "" : "; ") + "node " + n.location +
+                 " refuses this head's node actions: " + n.refused;
+    }
+  }
+  if (refusing > 4) refused += "; and " + std::to_string(refusing - 4) + " more nodes";
+  if (!refused.empty()) return {false, refused};
+  for (const auto& n : nodes) {
     if (n.state == NodeState::kAlive) {
       ++alive;
     } else if (n.is_static) {
@@ -189,7 +202,8 @@ json HeadServer::ClusterStatus() const {
           {"jobs", jobs},
           {"ready", ready},
           {"reason", reason},
-          {"recovering", adopter_.recovering()}};
+          {"recovering", adopter_.recovering()},
+          {"default_dataset", options_.default_dataset}};
 }
 
 std::string HeadServer::StatusPage() const { return RenderStatusPage(ClusterStatus()); }

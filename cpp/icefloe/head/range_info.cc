@@ -49,23 +49,37 @@ arrow::Result<flight::FlightInfo> HeadServer::KubeflowInfo(
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(options_.default_dataset));
   ARROW_ASSIGN_OR_RAISE(KubeflowShard shard,
                         KubeflowShardOf(request.path, static_cast<uint64_t>(entry->num_rows)));
-  // One endpoint per node holding rows of the shard, each with the whole
-  // shard's ticket: nodes return only the rows they hold.
-  const std::string ticket = EncodeKubeflowTicket({shard.first, shard.last});
-  std::vector<std::string> nodes;
+  // One endpoint per slice (adjacent slices with the same replicas merged)
+  // whose ticket is that slice's part of the shard, listing every replica,
+  // live first. Kubeflow's client reads locations[0] of each endpoint in
+  // order and so gets exactly its shard; a reader can also resume a broken
+  // stream on another replica from the row it reached (the bounds are global
+  // row ids), which one endpoint per node with the whole shard's ticket, as
+  // Kubeflow's own cache answers, does not allow.
+  struct Part {
+    KubeflowTicket rows;
+    const std::vector<std::string>* nodes;
+  };
+  std::vector<Part> parts;
   for (const auto& s : entry->slices) {
-    if (s.stop <= shard.first || s.start > shard.last) continue;
-    if (std::find(nodes.begin(), nodes.end(), s.nodes[0]) == nodes.end()) {
-      nodes.push_back(s.nodes[0]);
+    if (s.stop <= shard.first || s.start > shard.last || s.nodes.empty()) continue;
+    const uint64_t first = std::max(s.start, shard.first);
+    const uint64_t last = std::min(s.stop - 1, shard.last);
+    if (!parts.empty() && parts.back().rows.end + 1 == first && *parts.back().nodes == s.nodes) {
+      parts.back().rows.end = last;
+    } else {
+      parts.push_back({{first, last}, &s.nodes});
     }
   }
   std::vector<flight::FlightEndpoint> endpoints;
-  for (const auto& n : nodes) {
+  for (const auto& part : parts) {
     flight::FlightEndpoint e;
-    e.ticket.ticket = ticket;
-    e.app_metadata = ticket;
-    ARROW_ASSIGN_OR_RAISE(auto loc, flight::Location::Parse(n));
-    e.locations.push_back(std::move(loc));
+    e.ticket.ticket = EncodeKubeflowTicket(part.rows);
+    e.app_metadata = e.ticket.ticket;
+    for (const auto& n : *part.nodes) {
+      ARROW_ASSIGN_OR_RAISE(auto loc, flight::Location::Parse(n));
+      e.locations.push_back(std::move(loc));
+    }
     endpoints.push_back(std::move(e));
   }
   return flight::FlightInfo::Make(*entry->schema, request, endpoints, -1, -1);

@@ -1,8 +1,11 @@
 #include "icefloe/head/registry.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "icefloe/common/log.h"
+#include "icefloe/common/wire_status.h"
 
 namespace icefloe {
 
@@ -25,6 +28,12 @@ int64_t NodeInfo::available_bytes() const {
   return std::max<int64_t>(0, status.memory_limit_bytes - status.memory_used_bytes);
 }
 
+double RefusedPollDelay(const RegistryOptions& options, int refusals) {
+  const int doublings = std::clamp(refusals - 1, 0, 30);
+  return std::min(options.poll_interval_s * std::ldexp(1.0, doublings),
+                  std::max(options.poll_interval_s, options.refused_backoff_max_s));
+}
+
 NodeRegistry::NodeRegistry(NodeRpc* rpc, ThreadPool* calls, RegistryOptions options)
     : rpc_(rpc), calls_(calls), options_(options) {}
 
@@ -43,6 +52,13 @@ void NodeRegistry::Update(const std::string& location, const NodeStatus& status,
   auto& n = nodes_[location];
   n.location = location;
   if (Clock::now() < n.quarantined_until) return;  // it answers, but not to be trusted yet
+  if (n.refusals > 0) {
+    LogInfo("node accepts the head's node actions again", {{"node", location}});
+    refusals_logged_.Forget(location);
+    n.refused.clear();
+    n.refusals = 0;
+    n.next_poll_at = {};
+  }
   if (n.state != NodeState::kAlive) LogInfo("node alive", {{"node", location}});
   n.state = NodeState::kAlive;
   n.last_seen = Clock::now();
@@ -60,6 +76,10 @@ void NodeRegistry::MarkDead(const std::string& location, const arrow::Status& er
   auto it = nodes_.find(location);
   if (it == nodes_.end()) return;
   NodeInfo& n = it->second;
+  if (IsPeerRefusal(error)) {
+    Refused(n, error);
+    return;
+  }
   if (n.state != NodeState::kDead) {
     LogWarn("node dead", {{"node", location}, {"error", error.message()}});
   }
@@ -74,7 +94,7 @@ void NodeRegistry::MarkDead(const std::string& location, const arrow::Status& er
 // A failed poll: the node stays alive until silent for dead_after_s, unless
 // it answered with garbage (then it is out at once, for a while).
 void NodeRegistry::Failed(const std::string& location, const arrow::Status& error) {
-  if (IsBadNodeReply(error)) {
+  if (IsBadNodeReply(error) || IsPeerRefusal(error)) {
     MarkDead(location, error);
     return;
   }
@@ -91,11 +111,35 @@ void NodeRegistry::Failed(const std::string& location, const arrow::Status& erro
   }
 }
 
+// A node that refuses the head's node actions answers but does no work for
+// it: said at once (once per reason), then asked again with backoff.
+void NodeRegistry::Refused(NodeInfo& n, const arrow::Status& error) {
+  n.refused = PeerWords(error, n.location);
+  n.last_error = error.message();
+  n.refusals = std::min(n.refusals + 1, 1000);
+  const double retry_s = RefusedPollDelay(options_, n.refusals);
+  n.next_poll_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(retry_s));
+  if (n.state == NodeState::kAlive) n.state = NodeState::kDead;
+  if (refusals_logged_.First(n.location, n.refused)) {
+    LogWarn("node refuses the head's node actions",
+            {{"node", n.location},
+             {"reason", n.refused},
+             {"retry_in_s", std::to_string(retry_s)},
+             {"hint",
+              "every server needs the same cluster secret; a Kubeflow worker without one "
+              "takes node actions only from the addresses of LWS_LEADER_ADDRESS"}});
+  }
+}
+
 void NodeRegistry::PollAll() {
   std::vector<std::string> locations;
   {
     MutexLock lock(&mu_);
-    for (const auto& [loc, n] : nodes_) locations.push_back(loc);
+    const auto now = Clock::now();
+    for (const auto& [loc, n] : nodes_) {
+      if (n.refusals == 0 || now >= n.next_poll_at) locations.push_back(loc);
+    }
   }
   const double timeout_s = options_.call_timeout_s;
   const auto requested_at = Clock::now();
@@ -190,6 +234,7 @@ json NodeRegistry::ToJson() const {
                      {"last_seen_s", ago},
                      {"last_heartbeat_s", ago},  // issue 14: seconds since last heard
                      {"error", n.last_error},
+                     {"refused", n.refused},
                      {"datasets", datasets}});
   }
   return nodes;

@@ -7,6 +7,13 @@
 // call bounded by call_timeout_s; a node not heard from for dead_after_s, or
 // whose reply does not parse, is not alive and receives no new work.
 //
+// A node that refuses the head's node actions (Unauthorized: no or another
+// cluster secret; a Kubeflow worker that does not take this head for its
+// leader) answers, but is of no use: the registry logs it at once, one line
+// per node per distinct reason, keeps the node's words for /ready, and polls
+// it again with exponential backoff (poll_interval_s doubling up to
+// refused_backoff_max_s) until it accepts.
+//
 // Thread-safe. Owns one thread (the poller) between Start() and Stop().
 #pragma once
 
@@ -20,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/log_once.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/node_rpc.h"
@@ -43,6 +51,12 @@ struct NodeInfo {
   bool is_static = false;
   /// A node that sent a malformed reply stays out until then, whatever its polls say.
   std::chrono::steady_clock::time_point quarantined_until{};
+  /// Why the node refuses the head's node actions, in its words (empty: it
+  /// does not, or has not been asked yet).
+  std::string refused;
+  int refusals = 0;  ///< refused polls in a row
+  /// A refusing node is not polled again before then (backoff).
+  std::chrono::steady_clock::time_point next_poll_at{};
 
   /// Bytes this node can still take (a large number when it has no limit).
   int64_t available_bytes() const;
@@ -52,8 +66,13 @@ struct RegistryOptions {
   double poll_interval_s = 1.0;
   double dead_after_s = 5.0;
   double call_timeout_s = 5.0;
-  double quarantine_s = 60.0;  ///< how long a node that sent a malformed reply stays out
+  double quarantine_s = 60.0;          ///< how long a node that sent a malformed reply stays out
+  double refused_backoff_max_s = 8.0;  ///< longest wait between polls of a refusing node
 };
+
+/// Seconds before polling again a node that refused `refusals` polls in a row
+/// (>= 1): poll_interval_s doubled each time, at most refused_backoff_max_s.
+double RefusedPollDelay(const RegistryOptions& options, int refusals);
 
 class NodeRegistry {
  public:
@@ -69,7 +88,8 @@ class NodeRegistry {
   /// keeps it out for quarantine_s.
   void MarkDead(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
 
-  /// Polls every node once now, in parallel (also done by the poller).
+  /// Polls every node once now, in parallel (also done by the poller); a
+  /// refusing node only when its backoff has passed.
   void PollAll() EXCLUDES(mu_);
   /// Runs `fn` on the poller thread after each of its polls (the head's heal
   /// check). Set before Start().
@@ -87,6 +107,8 @@ class NodeRegistry {
   void Update(const std::string& location, const NodeStatus& status,
               std::chrono::steady_clock::time_point requested_at) EXCLUDES(mu_);
   void Failed(const std::string& location, const arrow::Status& error) EXCLUDES(mu_);
+  // Records a refusal: logs it once per reason, backs the next poll off.
+  void Refused(NodeInfo& n, const arrow::Status& error) REQUIRES(mu_);
 
   NodeRpc* const rpc_;
   ThreadPool* const calls_;
@@ -96,6 +118,7 @@ class NodeRegistry {
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::function<void()> after_poll_ GUARDED_BY(mu_);
+  LogOnce refusals_logged_;
   std::thread poller_;
 };
 

@@ -67,8 +67,11 @@ arrow::Status HeadServer::RunStartupLoad() {
         return arrow::Status::Cancelled("shutting down");
       }
     } else {
-      last = arrow::Status::IOError("waiting for every data node to answer");
-      if (set_state(last.message())) return arrow::Status::Cancelled("shutting down");
+      // Ready() says why (a node refusing this head's node actions, by name).
+      last = arrow::Status::IOError("waiting for every data node to answer: ", Ready().second);
+      if (set_state("waiting for every data node to answer")) {
+        return arrow::Status::Cancelled("shutting down");
+      }
     }
     if (std::chrono::steady_clock::now() > deadline) {
       set_state("failed: " + last.ToString());

@@ -31,12 +31,32 @@ arrow::Status NodeServer::DoAction(const flight::ServerCallContext& context,
   return ToWireStatus(RunAction(context, action, result));
 }
 
+// A refused node action is logged once per caller and reason (the head
+// retries it on every poll): which address was expected, which one called.
 arrow::Status NodeServer::Authorize(const flight::ServerCallContext& context,
                                     const std::string& type, const std::string& body) const {
   if (ticket_key_.empty() && !options_.trusted_head_host.empty()) {
-    return VerifyPeerIsHost(context, options_.trusted_head_host, type);
+    PeerCheck check = CheckPeerIsHost(context.peer(), options_.trusted_head_host);
+    if (check.refusal.empty()) return arrow::Status::OK();
+    if (refusals_.First(check.seen, check.refusal)) {
+      LogWarn("refused the head's node actions", {{"leader", options_.trusted_head_host},
+                                                  {"expected", check.expected},
+                                                  {"seen", check.seen},
+                                                  {"action", type},
+                                                  {"reason", check.refusal}});
+    }
+    return flight::MakeFlightError(flight::FlightStatusCode::Unauthorized,
+                                   "action '" + type + "' is " + check.refusal);
   }
-  return VerifyActionSignature(ticket_key_, context, type, body, "the head");
+  arrow::Status st = VerifyActionSignature(ticket_key_, context, type, body, "the head");
+  if (!st.ok()) {
+    const std::string seen = PeerAddress(context.peer());
+    if (refusals_.First(seen, ticket_key_.empty() ? "no secret" : "bad signature")) {
+      LogWarn("refused the head's node actions",
+              {{"seen", seen}, {"action", type}, {"reason", st.message()}});
+    }
+  }
+  return st;
 }
 
 arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,

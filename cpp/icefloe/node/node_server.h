@@ -28,6 +28,7 @@
 
 #include <arrow/flight/server.h>
 
+#include "icefloe/common/log_once.h"
 #include "icefloe/common/memory.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
@@ -123,6 +124,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
   std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;
   std::shared_ptr<NodeMetrics> metrics_;  // shared with the streams it meters
+  mutable LogOnce refusals_;              // refused node actions already logged, per caller
   mutable Mutex mu_;
   std::string advertised_location_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);

@@ -1,0 +1,146 @@
+// NodeRegistry against a node that refuses the head's node actions: the
+// refusal is kept in the node's words, polls back off exponentially (and
+// boundedly), and a node that accepts again is alive at its next poll.
+#include "icefloe/head/registry.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <arrow/flight/types.h>
+#include <gtest/gtest.h>
+
+#include "icefloe/common/wire_status.h"
+
+namespace icefloe {
+namespace {
+
+constexpr const char* kNode = "grpc://10.0.0.7:50051";
+constexpr const char* kWords =
+    "action 'node.status' is only accepted from job-cache-0.job-cache.ns (this worker's leader, "
+    "LWS_LEADER_ADDRESS; it has no cluster secret), which resolves to 10.0.0.5, but the call "
+    "came from 10.0.0.9";
+
+// One node whose node.status is refused (as a Kubeflow worker refuses a head
+// it does not take for its leader) until accept() is called.
+class RefusingNode : public NodeRpc {
+ public:
+  std::atomic<int> calls{0};
+  std::atomic<bool> accepting{false};
+
+  arrow::Result<NodeStatus> Status(const std::string& node, double) override {
+    ++calls;
+    if (!accepting) {
+      // What FlightNodeRpc makes of the worker's answer.
+      return PeerError(
+          arrow::flight::MakeFlightError(arrow::flight::FlightStatusCode::Unauthorized,
+                                         std::string(kWords) + ". Detail: Unauthorized"),
+          node);
+    }
+    NodeStatus s;
+    s.location = node;
+    return s;
+  }
+  arrow::Result<NodeLoadState> StartLoad(const std::string&, const NodeLoadRequest&,
+                                         double) override {
+    return arrow::Status::NotImplemented("not in this test");
+  }
+  arrow::Result<NodeLoadState> LoadStatus(const std::string&, const NodeLoadStatusRequest&,
+                                          double) override {
+    return arrow::Status::NotImplemented("not in this test");
+  }
+  arrow::Result<NodeCommitResult> Commit(const std::string&, const NodeCommit&, double) override {
+    return arrow::Status::NotImplemented("not in this test");
+  }
+  arrow::Result<NodeEvictResult> Evict(const std::string&, const NodeEvict&, double) override {
+    return arrow::Status::NotImplemented("not in this test");
+  }
+};
+
+TEST(RefusedPollDelayTest, DoublesFromThePollIntervalUpToTheBound) {
+  RegistryOptions options;
+  options.poll_interval_s = 1.0;
+  options.refused_backoff_max_s = 8.0;
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 1), 1.0);
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 2), 2.0);
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 3), 4.0);
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 4), 8.0);
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 5), 8.0);
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 1000000), 8.0);  // no overflow
+  options.refused_backoff_max_s = 0.1;                        // never below the poll interval
+  EXPECT_DOUBLE_EQ(RefusedPollDelay(options, 3), 1.0);
+}
+
+TEST(RegistryRefusalTest, KeepsTheNodesWordsAndBacksOff) {
+  RefusingNode rpc;
+  ThreadPool calls("calls", 2, 16);
+  RegistryOptions options;
+  options.poll_interval_s = 1.0;  // the first retry waits at least this long
+  NodeRegistry registry(&rpc, &calls, options);
+  registry.AddStatic(kNode);
+
+  registry.PollAll();
+  auto nodes = registry.Snapshot();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].refused, kWords);  // the worker's words, no gRPC preamble
+  EXPECT_EQ(nodes[0].refusals, 1);
+  EXPECT_NE(nodes[0].state, NodeState::kAlive);
+  EXPECT_EQ(registry.ToJson()[0]["refused"], kWords);
+
+  // Polls within the backoff do not call the refusing node again.
+  for (int i = 0; i < 20; ++i) registry.PollAll();
+  EXPECT_EQ(rpc.calls.load(), 1);
+  nodes = registry.Snapshot();
+  EXPECT_GT(nodes[0].next_poll_at - std::chrono::steady_clock::now(),
+            std::chrono::milliseconds(500));
+}
+
+TEST(RegistryRefusalTest, ANodeThatAcceptsAgainIsAliveAtItsNextPoll) {
+  RefusingNode rpc;
+  ThreadPool calls("calls", 2, 16);
+  RegistryOptions options;
+  options.poll_interval_s = 0.01;
+  options.refused_backoff_max_s = 0.04;
+  NodeRegistry registry(&rpc, &calls, options);
+  registry.AddStatic(kNode);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Refused polls in a row grow the backoff up to its bound.
+  while (registry.Snapshot()[0].refusals < 5) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    registry.PollAll();
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(registry.Snapshot()[0].refused.empty());
+  rpc.accepting = true;
+  while (registry.Snapshot()[0].state != NodeState::kAlive) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    registry.PollAll();
+    std::this_thread::yield();
+  }
+  auto n = registry.Snapshot()[0];
+  EXPECT_TRUE(n.refused.empty());
+  EXPECT_EQ(n.refusals, 0);
+}
+
+TEST(RegistryRefusalTest, ARefusedLoadCallCountsAsARefusal) {
+  RefusingNode rpc;
+  rpc.accepting = true;
+  ThreadPool calls("calls", 2, 16);
+  NodeRegistry registry(&rpc, &calls, RegistryOptions{});
+  registry.AddStatic(kNode);
+  registry.PollAll();
+  ASSERT_EQ(registry.Snapshot()[0].state, NodeState::kAlive);
+  // A load phase's call refused (e.g. a node restarted with another secret).
+  registry.MarkDead(kNode, PeerError(arrow::flight::MakeFlightError(
+                                         arrow::flight::FlightStatusCode::Unauthorized,
+                                         std::string("gRPC returned unauthorized error, with "
+                                                     "message: ") +
+                                             kWords),  // gRPC's own words, without Flight's
+                                     kNode));
+  auto n = registry.Snapshot()[0];
+  EXPECT_EQ(n.state, NodeState::kDead);
+  EXPECT_EQ(n.refused, kWords);
+}
+
+}  // namespace
+}  // namespace icefloe
