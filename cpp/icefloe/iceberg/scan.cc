@@ -33,7 +33,6 @@ int64_t ScanPlan::total_bytes() const {
   return n;
 }
 
-
 namespace {
 
 constexpr size_t kManifestReadParallelism = 8;

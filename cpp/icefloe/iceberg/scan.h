@@ -63,7 +63,6 @@ struct ScanPlan {
   int64_t total_bytes() const;    ///< data file sizes, each file once
 };
 
-
 /// Plans a scan. `location` is a metadata.json location or a table directory.
 /// Errors: IOError for unreadable files (naming them), Invalid for malformed
 /// metadata/manifests or a bad filter/column (with the position), KeyError
