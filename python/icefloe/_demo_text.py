@@ -37,7 +37,9 @@ import torch
 from .demo import (
     ParquetDataset,
     _bar,
+    _epoch,
     _leave_rank,
+    _loader,
     _parquet_files,
     demo_catalog,
     demo_head,
@@ -281,7 +283,6 @@ def _make_dataset(source: dict, args: dict):
 def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: str) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.join import Join
-    from torch.utils.data import DataLoader
 
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
     torch.manual_seed(0)
@@ -298,51 +299,25 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
         opt.step()
         return loss.item()
 
+    count = {"rows": lambda b: len(b["input_ids_lengths"]),
+             "tokens": lambda b: int(b["input_ids_lengths"].sum())}
+
     dataset = _make_dataset(source, args)
-    workers = source["workers"]
-    loader = DataLoader(dataset, batch_size=None, num_workers=workers,
-                        multiprocessing_context="forkserver" if workers else None,
-                        persistent_workers=bool(workers))
+    loader = _loader(dataset, source["workers"])
     epochs = []
     for epoch in range(args["epochs"]):
         dataset.set_epoch(epoch)
         with Join([model]):  # the baseline gives ranks unequal batch counts
-            epochs.append(_epoch(loader, step, f"{source['kind']} epoch {epoch}", rank))
+            epochs.append(_epoch(loader, step, count, f"{source['kind']} epoch {epoch}", rank))
     # One more epoch without the model: how fast the source alone delivers
     # (what a loop whose step is much faster, on an accelerator, could take).
     dataset.set_epoch(args["epochs"])
-    alone = _epoch(loader, None, f"{source['kind']} input alone", rank)
+    alone = _epoch(loader, None, count, f"{source['kind']} input alone", rank)
     dist.barrier()
     Path(out, f"{source['kind']}-rank{rank}.json").write_text(
         json.dumps({"epochs": epochs, "alone": alone}))
     dist.destroy_process_group()
     _leave_rank(loader)
-
-
-def _epoch(loader: Any, step: Any, desc: str, rank: int) -> dict[str, Any]:
-    """One pass over ``loader``, calling ``step(batch)`` (None: no model)."""
-    rows = tokens = steps = 0
-    wait = compute = loss_sum = 0.0
-    bar = _bar(desc=desc, unit="step", leave=False) if rank == 0 else None
-    start = tick = time.perf_counter()
-    for batch in loader:
-        got = time.perf_counter()
-        wait += got - tick
-        lengths = batch["input_ids_lengths"]
-        if step is not None:
-            loss_sum += step(batch)
-        rows += len(lengths)
-        tokens += int(lengths.sum())
-        steps += 1
-        tick = time.perf_counter()
-        compute += tick - got
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return {"rows": rows, "tokens": tokens, "steps": steps,
-            "seconds": time.perf_counter() - start, "wait": wait, "compute": compute,
-            "loss": loss_sum / max(steps, 1) if step is not None else float("nan")}
 
 
 # -- main ----------------------------------------------------------------------------

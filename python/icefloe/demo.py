@@ -108,7 +108,6 @@ def write_table(root: Path, size_mb: int, files: int, s3: dict | None, seed: int
 def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: str) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.join import Join
-    from torch.utils.data import DataLoader
 
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
     torch.manual_seed(0)
@@ -116,51 +115,73 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
         torch.nn.Linear(len(FEATURES), 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def step(batch: dict[str, Any]) -> float:
+        x = torch.stack([batch[f] for f in FEATURES], dim=1)
+        loss = torch.nn.functional.cross_entropy(model(x), batch["label"].long())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    # The Arrow bytes of the columns read: fixed-width and without nulls here,
+    # so each tensor holds exactly its column's buffer.
+    count = {"rows": lambda b: len(b["label"]),
+             "bytes": lambda b: sum(b[c].nbytes for c in COLUMNS)}
+
     dataset = _make_dataset(source, args)
-    workers = source["workers"]
-    loader = DataLoader(dataset, batch_size=None, num_workers=workers,
-                        multiprocessing_context="forkserver" if workers else None,
-                        persistent_workers=bool(workers))
+    loader = _loader(dataset, source["workers"])
     epochs = []
     for epoch in range(args["epochs"]):
         dataset.set_epoch(epoch)
-        rows = steps = nbytes = 0
-        wait = compute = 0.0
-        loss_sum = 0.0
-        bar = _bar(desc=f"{source['kind']} epoch {epoch}", unit="step", leave=False) \
-            if rank == 0 else None
-        start = tick = time.perf_counter()
         # Join: the Parquet baseline gives ranks unequal batch counts (icefloe
         # never does), which would otherwise hang DDP at the end of the epoch.
         with Join([model]):
-            for batch in loader:
-                got = time.perf_counter()
-                wait += got - tick
-                x = torch.stack([batch[f] for f in FEATURES], dim=1)
-                y = batch["label"].long()
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                rows += len(y)
-                steps += 1
-                # The Arrow bytes of the columns read: fixed-width and without
-                # nulls here, so each tensor holds exactly its column's buffer.
-                nbytes += sum(batch[c].nbytes for c in COLUMNS)
-                loss_sum += loss.item()
-                tick = time.perf_counter()
-                compute += tick - got
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
-        elapsed = time.perf_counter() - start
-        epochs.append({"rows": rows, "bytes": nbytes, "steps": steps, "seconds": elapsed,
-                       "wait": wait, "compute": compute, "loss": loss_sum / max(steps, 1)})
+            epochs.append(_epoch(loader, step, count, f"{source['kind']} epoch {epoch}", rank))
     dist.barrier()
     Path(out, f"{source['kind']}-rank{rank}.json").write_text(json.dumps(epochs))
     dist.destroy_process_group()
     _leave_rank(loader)
+
+
+def _loader(dataset: Any, workers: int) -> Any:
+    """The DataLoader of a demo source: its batches come whole from the
+    dataset, in ``workers`` persistent worker processes (0: in this one)."""
+    from torch.utils.data import DataLoader
+
+    return DataLoader(dataset, batch_size=None, num_workers=workers,
+                      multiprocessing_context="forkserver" if workers else None,
+                      persistent_workers=bool(workers))
+
+
+def _epoch(loader: Any, step: Any, count: dict[str, Any], desc: str,
+           rank: int) -> dict[str, Any]:
+    """One timed pass over ``loader``: ``step(batch)`` trains and returns the
+    loss (None: no model); ``count`` maps each figure to sum (rows, bytes,
+    tokens) to its value for a batch. ``wait`` is time spent waiting for
+    batches, ``compute`` the rest."""
+    sums = dict.fromkeys(count, 0)
+    steps = 0
+    wait = compute = loss_sum = 0.0
+    bar = _bar(desc=desc, unit="step", leave=False) if rank == 0 else None
+    start = tick = time.perf_counter()
+    for batch in loader:
+        got = time.perf_counter()
+        wait += got - tick
+        if step is not None:
+            loss_sum += step(batch)
+        for figure, of in count.items():
+            sums[figure] += of(batch)
+        steps += 1
+        tick = time.perf_counter()
+        compute += tick - got
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return {**sums, "steps": steps, "seconds": time.perf_counter() - start, "wait": wait,
+            "compute": compute,
+            "loss": loss_sum / max(steps, 1) if step is not None else float("nan")}
 
 
 def _leave_rank(loader: Any) -> None:
