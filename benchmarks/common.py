@@ -147,9 +147,9 @@ class S3:
             self.server = None
 
 
-def start_s3(table: TableInfo, log: Callable[[str], None] = print) -> S3:
-    """A moto S3 server on loopback (as tests/conftest.py) holding the table's
-    data files, byte for byte, in bucket 'warehouse'."""
+def start_moto() -> S3:
+    """A moto S3 server on loopback (as tests/conftest.py) with an empty
+    bucket 'warehouse'."""
     import logging
 
     import boto3
@@ -164,18 +164,27 @@ def start_s3(table: TableInfo, log: Callable[[str], None] = print) -> S3:
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                      aws_access_key_id="testing", aws_secret_access_key="testing")
-    s3.create_bucket(Bucket="warehouse")
-    keys = []
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(
+        Bucket="warehouse")
+    return S3(endpoint=endpoint, env=env, keys=[], server=server)
+
+
+def start_s3(table: TableInfo, log: Callable[[str], None] = print) -> S3:
+    """start_moto() holding the table's data files, byte for byte."""
+    import boto3
+
+    s3 = start_moto()
+    client = boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
     t0 = time.perf_counter()
     for f in table.files:
         key = "bench/" + Path(f).name
-        s3.upload_file(f, "warehouse", key)
-        keys.append(f"warehouse/{key}")
-    log(f"s3: moto at {endpoint}, uploaded {len(keys)} files "
+        client.upload_file(f, "warehouse", key)
+        s3.keys.append(f"warehouse/{key}")
+    log(f"s3: moto at {s3.endpoint}, uploaded {len(s3.keys)} files "
         f"({time.perf_counter() - t0:.1f} s)")
-    return S3(endpoint=endpoint, env=env, keys=keys, server=server)
+    return s3
 
 
 # -- measured subprocesses -------------------------------------------------------

@@ -267,6 +267,31 @@ DV_TABLE = "duckdb-iceberg/multi_blob_deletion_vectors"
 PUFFIN = "multiple-deletion-vectors.puffin"
 
 
+@pytest.mark.skipif(DV_TABLE not in TABLES, reason="no deletion-vector table")
+def test_a_refresh_applies_deletion_vectors_to_the_files_they_touch(foreign, client):
+    """duckdb-iceberg's table: snapshot 1 appends a file, snapshot 2 another,
+    snapshot 3 adds deletion vectors to both. Each load of the next snapshot
+    under the same name refreshes the cached copy (issue 30)."""
+    metadata = _table(DV_TABLE, foreign)
+    snapshots = [s["snapshot-id"] for s in json.loads(metadata.read_text())["snapshots"]]
+    assert len(snapshots) == 3
+    name = "refresh-dv"
+    try:
+        client.load(name, str(metadata), snapshot_id=snapshots[0])
+        # The second file is read, the first kept.
+        desc = client.load(name, str(metadata), snapshot_id=snapshots[1])
+        r = desc["refresh"]
+        assert (r["tasks_reused"], r["tasks_read"], r["files_added"]) == (1, 1, 1), r
+        assert rows_of(client.read(name)) == oracle_rows(metadata, snapshots[1])
+        # Both files gain a deletion vector: both are read again with it.
+        desc = client.load(name, str(metadata), snapshot_id=snapshots[2])
+        r = desc["refresh"]
+        assert (r["tasks_reused"], r["tasks_read"], r["files_removed"]) == (0, 2, 0), r
+        assert rows_of(client.read(name)) == sorted_rows(PINNED[DV_TABLE])
+    finally:
+        client.evict(name)
+
+
 def _corrupted_copy(cwd: Path, table_dir: Path, puffin: bytes) -> None:
     """The DV table at its relative path under `cwd`, every file a symlink to
     the original except the Puffin file, which holds `puffin`."""

@@ -9,6 +9,7 @@ overridable from_arrow_rb_to_tensor hook.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -22,6 +23,7 @@ import pyarrow.flight as flight
 import pytest
 from iceberg_util import Warehouse
 
+import icefloe
 from icefloe._bin import bin_path
 from icefloe._process import ServerProcess
 
@@ -63,14 +65,10 @@ class KubeflowStyleDataset:
                     yield from self.from_arrow_rb_to_tensor(rb.slice(start, self.batch_size))
 
 
-@pytest.fixture(scope="module")
-def kubeflow_cache(tmp_path_factory):
-    root = tmp_path_factory.mktemp("kubeflow")
-    wh = Warehouse(root / "wh")
-    ids = np.arange(ROWS, dtype=np.int64)
-    table = wh.create("t", pa.table({"id": ids[:400], "v": ids[:400] * 2.0}))
-    table.append(pa.table({"id": ids[400:700], "v": ids[400:700] * 2.0}))
-    table.append(pa.table({"id": ids[700:], "v": ids[700:] * 2.0}))
+@contextlib.contextmanager
+def kubeflow_cluster(root, table):
+    """Two Kubeflow workers and their head, started as the cache image starts
+    them, caching `table`; yields (head, workers)."""
     bindir = root / "bin"
     bindir.mkdir()
     os.symlink(bin_path("icefloe-head"), bindir / "head")
@@ -92,10 +90,22 @@ def kubeflow_cache(tmp_path_factory):
                              log_path=root / "head.log", env=head_env).start()
         procs.append(head)
         wait_ready(head.health, 60)
-        yield head, procs[:2], table
+        yield head, procs[:2]
     finally:
         for p in procs:
             p.stop()
+
+
+@pytest.fixture(scope="module")
+def kubeflow_cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kubeflow")
+    wh = Warehouse(root / "wh")
+    ids = np.arange(ROWS, dtype=np.int64)
+    table = wh.create("t", pa.table({"id": ids[:400], "v": ids[:400] * 2.0}))
+    table.append(pa.table({"id": ids[400:700], "v": ids[400:700] * 2.0}))
+    table.append(pa.table({"id": ids[700:], "v": ids[700:] * 2.0}))
+    with kubeflow_cluster(root, table) as (head, workers):
+        yield head, workers, table
 
 
 def wait_ready(health: str, timeout_s: float) -> None:
@@ -333,3 +343,25 @@ def test_head_says_at_once_which_worker_refuses_its_node_actions_and_why(tmp_pat
     finally:
         for p in ([head] if head else []) + workers:
             p.stop()
+
+
+def test_kubeflow_shards_read_the_refreshed_copy(tmp_path):
+    """A refresh stores the new copy beside the old one (`name@generation`);
+    the workers' Kubeflow tickets read whichever the head published last."""
+    ids = np.arange(ROWS, dtype=np.int64)
+    table = Warehouse(tmp_path / "wh").create("t", pa.table({"id": ids[:600],
+                                                             "v": ids[:600] * 2.0}))
+    with kubeflow_cluster(tmp_path, table) as (head, _):
+        with icefloe.Client(head.location) as client:
+            name = client.status()["default_dataset"]
+            before = client.describe(name)
+            table.append(pa.table({"id": ids[600:], "v": ids[600:] * 2.0}))
+            desc = client.refresh(name)
+            assert desc["rows"] == ROWS and desc["refresh"]["tasks_reused"] == 1
+            assert desc["generation"] > before["generation"]
+        for world_size in (1, 3):
+            seen: list[int] = []
+            for rank in range(world_size):
+                ds = KubeflowStyleDataset(head.location, world_size, rank, 1, 0)
+                seen += np.concatenate([c["id"] for c in ds]).tolist()
+            assert sorted(seen) == list(range(ROWS)), world_size

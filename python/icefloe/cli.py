@@ -4,6 +4,7 @@
                                                     run a local cluster until Ctrl-C
     icefloe load NAME SOURCE [--columns a,b] [--filter EXPR] [--snapshot-id N]
                              [--transform SPEC.json]
+    icefloe load --refresh NAME                     the newest snapshot, reading what changed
     icefloe status [--watch [SECONDS]] [--json]     datasets, nodes, jobs, loads
     icefloe datasets | describe NAME | evict NAME
     icefloe demo
@@ -107,6 +108,10 @@ def _read_transform(path: str) -> dict[str, Any]:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
+    if args.refresh:
+        return _cmd_refresh(args)
+    if args.source is None:
+        raise SystemExit("icefloe load: give the table's SOURCE (or --refresh for a cached NAME)")
     # The spec is read before connecting: a bad file is the user's first error.
     extra = {"transform": _read_transform(args.transform)} if args.transform else {}
     bar, update = _progress_bar()
@@ -120,6 +125,30 @@ def cmd_load(args: argparse.Namespace) -> int:
         bar.close()
     print(f"loaded {desc['name']}: {desc['rows']:,} rows, {desc['bytes'] / 2**20:.1f} MiB "
           f"in {desc['load_seconds']:.2f}s")
+    return 0
+
+
+def _cmd_refresh(args: argparse.Namespace) -> int:
+    given = [flag for flag, value in (("SOURCE", args.source), ("--columns", args.columns),
+                                      ("--filter", args.filter), ("--transform", args.transform),
+                                      ("--snapshot-id", args.snapshot_id), ("--ref", args.ref),
+                                      ("--batch-size", args.batch_size)) if value is not None]
+    if given:
+        raise SystemExit(f"icefloe load --refresh: {', '.join(given)} cannot be given: a refresh "
+                         "keeps the arguments the dataset was loaded with")
+    bar, update = _progress_bar()
+    with _client(args) as client:
+        desc = client.refresh(args.name, progress=update)
+    if bar is not None:
+        bar.close()
+    r = desc.get("refresh")
+    if r is None:  # nothing to diff against (e.g. the columns changed): a full load
+        print(f"loaded {desc['name']}: {desc['rows']:,} rows in {desc['load_seconds']:.2f}s")
+    else:
+        print(f"refreshed {desc['name']} to snapshot {desc['snapshot_id']}: {desc['rows']:,} rows "
+              f"({r['rows_reused']:,} kept, {r['rows_read']:,} read, {r['rows_dropped']:,} "
+              f"dropped; {r['files_added']} files added, {r['files_removed']} removed) in "
+              f"{desc['load_seconds']:.2f}s")
     return 0
 
 
@@ -161,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="secret that signs tickets and node actions (default: a fresh one)")
     load = sub.add_parser("load", help="load an Iceberg table into the cache")
     load.add_argument("name")
-    load.add_argument("source", help="metadata.json location or table directory")
+    load.add_argument("source", nargs="?",
+                      help="metadata.json location or table directory (not with --refresh)")
+    load.add_argument("--refresh", action="store_true",
+                      help="load the newest snapshot of the cached dataset NAME, reading only "
+                           "what changed")
     load.add_argument("--columns")
     load.add_argument("--filter")
     load.add_argument("--snapshot-id", type=int)

@@ -242,6 +242,27 @@ class Client:
                 progress(report)
         return _decode_schema(last)
 
+    def refresh(
+        self,
+        name: str,
+        *,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        timeout_s: float = 24 * 3600,
+    ) -> dict[str, Any]:
+        """Loads the newest snapshot of the table cached as ``name``, with the
+        arguments it was loaded with (a pinned snapshot or time is dropped; a
+        branch is followed). Only what changed is read: rows of unchanged
+        data files are shared with the copy already cached, and the
+        description's ``refresh`` says what was reused, read and dropped.
+        Blocks like :meth:`load`; KeyError for an unknown name."""
+        last: dict[str, Any] = {}
+        self._slice_maps.drop(name)
+        for report in self._action_stream("refresh", encode("refresh", name=name), timeout_s):
+            last = report
+            if report.get("state") == "loading" and progress is not None:
+                progress(report)
+        return _decode_schema(last)
+
     def datasets(self) -> list[dict[str, Any]]:
         """Every dataset the head knows (name, state, rows, bytes, schema, ...)."""
         return [_decode_schema(d) for d in self._action("list")]

@@ -52,6 +52,7 @@ json DatasetEntry::ToJson(bool with_slices) const {
     j["schema_text"] = schema->ToString();
   }
   if (!error.empty()) j["error"] = error;
+  if (!refresh.is_null()) j["refresh"] = refresh;
   j["slices_missing"] = slices_missing;
   j["replicas_missing"] = replicas_missing;
   if (heal_seconds) j["heal_seconds"] = *heal_seconds;

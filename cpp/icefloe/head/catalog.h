@@ -58,6 +58,9 @@ struct DatasetEntry {
   int64_t split_bytes = 0;
   double load_seconds = 0;
   std::string error;
+  /// A refresh's diff against the copy it replaced (RefreshJson); null after
+  /// a full load.
+  nlohmann::json refresh;
 
   // Heal (head/heal.cc): what a repair needs to reload exactly the lost rows.
   /// The scan plan the copy was loaded from (same tasks, same order).

@@ -58,6 +58,9 @@ arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
   *actions = {{"load",
                "Load a dataset: {name, source, snapshot_id?, ref?, as_of_ms?, columns?, "
                "filter?, batch_rows?, replication?}; streams progress, then the description."},
+              {"refresh",
+               "Load the newest snapshot of a cached dataset's table with its arguments, "
+               "reading only what changed: {name}; streams progress, then the description."},
               {"list", "Every dataset (JSON array of descriptions)."},
               {"describe", "One dataset with its slice map: {name}."},
               {"slice_map",
@@ -83,14 +86,20 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
                                     std::unique_ptr<flight::ResultStream>* result) {
   const std::string body = action.body ? action.body->ToString() : std::string();
   const std::string& type = action.type;
-  if (type == "load" || type == "list" || type == "describe" || type == "evict" ||
-      type == "slice_map") {
+  if (type == "load" || type == "refresh" || type == "list" || type == "describe" ||
+      type == "evict" || type == "slice_map") {
     // Not before the catalog is recovered: a name may be adopted in a moment.
     ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   }
   if (type == "load") {
     ARROW_ASSIGN_OR_RAISE(LoadRequest request, LoadRequest::Parse(body));
     ARROW_ASSIGN_OR_RAISE(auto job, Load(request));
+    *result = std::make_unique<LoadProgressStream>(std::move(job));
+    return arrow::Status::OK();
+  }
+  if (type == "refresh") {
+    ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
+    ARROW_ASSIGN_OR_RAISE(auto job, Refresh(request.name));
     *result = std::make_unique<LoadProgressStream>(std::move(job));
     return arrow::Status::OK();
   }

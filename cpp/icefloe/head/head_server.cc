@@ -11,6 +11,7 @@
 #include "icefloe/head/flight_node_rpc.h"
 #include "icefloe/head/projection.h"
 #include "icefloe/head/status_page.h"
+#include "icefloe/iceberg/metadata.h"
 #include "icefloe/iceberg/scan.h"
 #include "icefloe/protocol/transform_spec.h"
 #include "icefloe/transform/transform.h"
@@ -140,6 +141,21 @@ arrow::Result<std::shared_ptr<LoadJob>> HeadServer::Load(const LoadRequest& requ
     metrics_.LoadRefused(job.status());
   }
   return job;
+}
+
+arrow::Result<std::shared_ptr<LoadJob>> HeadServer::Refresh(const std::string& name) {
+  auto entry = catalog_.Find(name);
+  if (!entry) return arrow::Status::KeyError("unknown dataset '", name, "'");
+  LoadRequest request = entry->request;
+  request.snapshot_id.reset();
+  request.as_of_ms.reset();
+  auto newest = iceberg::NewestMetadataLocation(io_, request.source);
+  if (!newest.ok()) {
+    metrics_.LoadRefused(newest.status());
+    return newest.status().WithMessage("refresh of '", name, "': ", newest.status().message());
+  }
+  request.source = std::move(*newest);
+  return Load(request);
 }
 
 std::pair<bool, std::string> HeadServer::Ready() const {

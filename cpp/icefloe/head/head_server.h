@@ -80,6 +80,12 @@ class HeadServer : public arrow::flight::FlightServerBase {
 
   /// Starts (or joins) a load; see LoadCoordinator::Load.
   arrow::Result<std::shared_ptr<LoadJob>> Load(const LoadRequest& request);
+  /// Loads the newest snapshot of the table cached as `name` with the
+  /// arguments it was loaded with (a pinned snapshot or time dropped, a
+  /// branch followed; a metadata.json source moves to the table's newest
+  /// metadata file): only what changed is read (head/refresh.h). KeyError for
+  /// an unknown name.
+  arrow::Result<std::shared_ptr<LoadJob>> Refresh(const std::string& name);
   /// Loads options.startup_load, retrying with backoff until its deadline.
   /// Returns the final error when it never succeeds.
   arrow::Status RunStartupLoad() EXCLUDES(startup_mu_);

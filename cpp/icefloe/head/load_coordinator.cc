@@ -1,6 +1,7 @@
 #include "icefloe/head/load_coordinator.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include <arrow/type.h>
@@ -60,8 +61,8 @@ int64_t SplitTarget(const iceberg::ScanPlan& plan, size_t nodes) {
 
 // Identity of a cached copy: loads with the same key share one. A transform
 // counts with the content of its models, not only their locations.
-std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r,
-                       const std::vector<std::string>& model_sha256) {
+json KeyJson(const iceberg::ScanPlan& plan, const LoadRequest& r,
+             const std::vector<std::string>& model_sha256) {
   json j = {{"table", plan.table_uuid.empty() ? plan.metadata_location : plan.table_uuid},
             {"snapshot", plan.snapshot_id ? *plan.snapshot_id : -1},
             {"projection", plan.projection},
@@ -72,7 +73,22 @@ std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r,
     j["transform"] = r.transform;
     j["models"] = model_sha256;
   }
-  return Dump(j);
+  return j;
+}
+
+std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r,
+                       const std::vector<std::string>& model_sha256) {
+  return Dump(KeyJson(plan, r, model_sha256));
+}
+
+// Whether two keys name copies of one table that differ at most in snapshot.
+bool SameButSnapshot(const std::string& a, const std::string& b) {
+  json ja = json::parse(a, nullptr, /*allow_exceptions=*/false);
+  json jb = json::parse(b, nullptr, /*allow_exceptions=*/false);
+  if (!ja.is_object() || !jb.is_object()) return false;
+  ja.erase("snapshot");
+  jb.erase("snapshot");
+  return ja == jb;
 }
 
 }  // namespace
@@ -268,23 +284,28 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     return alias;
   }
 
+  const auto schema = bound.schema ? bound.schema : run.plan.arrow_schema;
+  run.base = RefreshBase(run, key, *schema);
+
   auto entry = std::make_shared<DatasetEntry>();
   entry->name = request.name;
   entry->key = key;
   entry->generation = NewGeneration();
-  // Nodes hold one generation per storage name: while another name (an
-  // alias of the previous copy) still reads the copy stored under this name,
-  // the new copy gets a name of its own, so the alias keeps its rows.
+  // Nodes hold one generation per storage name: while the previous copy (or
+  // an alias of it) is stored under this name, the new copy gets a name of
+  // its own, so both live side by side until the new one is published (and
+  // the alias keeps its rows).
   entry->storage_name = request.name;
   // (Load names have at most 200 bytes, node dataset names 1024.)
-  if (catalog_->StorageShared(request.name, request.name, 0)) {
+  if (catalog_->StorageShared(request.name, request.name, 0) ||
+      (run.previous && run.previous->storage_name == request.name)) {
     entry->storage_name = request.name + "@" + std::to_string(entry->generation);
   }
   entry->state = "loading";
   entry->request = request;
   entry->metadata_location = run.plan.metadata_location;
   entry->snapshot_id = run.plan.snapshot_id;
-  entry->schema = bound.schema ? bound.schema : run.plan.arrow_schema;
+  entry->schema = schema;
   entry->model_sha256 = bound.model_sha256;
   entry->scan = run.plan.metrics;
   run.entry = entry;
@@ -294,7 +315,10 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     nodes.push_back({n.location, n.available_bytes()});
     run.nodes.push_back(n.location);
   }
-  entry->split_bytes = SplitTarget(run.plan, nodes.size());
+  // A refresh splits files as the copy it refreshes did, so unchanged files
+  // give the same tasks.
+  entry->split_bytes = run.base && run.base->split_bytes > 0 ? run.base->split_bytes
+                                                             : SplitTarget(run.plan, nodes.size());
   run.plan.tasks = iceberg::SplitTasks(std::move(run.plan.tasks), entry->split_bytes);
   entry->tasks_total = static_cast<int64_t>(run.plan.tasks.size());
   std::vector<int64_t> task_bytes;
@@ -302,17 +326,25 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     task_bytes.push_back(EstimateTaskBytes(t, run.plan, options_.size_estimate_factor));
   }
   entry->estimated_bytes = std::accumulate(task_bytes.begin(), task_bytes.end(), int64_t{0});
-  auto placement = PlaceTasks(task_bytes, nodes, request.replication);
-  if (!placement.ok()) {
-    return placement.status().WithMessage("load '", request.name,
-                                          "': ", placement.status().message());
+  RefreshDiff diff;
+  if (run.base) {
+    diff = DiffTasks(*run.base, run.plan.tasks, AssessCopy(*run.base, registry_->Snapshot()));
+    ARROW_RETURN_NOT_OK(PlaceRefresh(&run, &diff, task_bytes, nodes));
+  } else {
+    auto placement = PlaceTasks(task_bytes, nodes, request.replication);
+    if (!placement.ok()) {
+      return placement.status().WithMessage("load '", request.name,
+                                            "': ", placement.status().message());
+    }
+    run.placement = std::move(*placement);
   }
-  run.placement = std::move(*placement);
-  LogInfo("load started", {{"dataset", request.name},
-                           {"generation", std::to_string(entry->generation)},
-                           {"tasks", std::to_string(run.plan.tasks.size())},
-                           {"estimated", FormatBytes(entry->estimated_bytes)},
-                           {"nodes", std::to_string(nodes.size())}});
+  LogInfo(run.base ? "refresh started" : "load started",
+          {{"dataset", request.name},
+           {"generation", std::to_string(entry->generation)},
+           {"tasks", std::to_string(run.plan.tasks.size())},
+           {"reused", std::to_string(diff.tasks_reused)},
+           {"estimated", FormatBytes(entry->estimated_bytes)},
+           {"nodes", std::to_string(nodes.size())}});
   const auto started = std::chrono::steady_clock::now();
   arrow::Status st = LoadOnNodes(&run);
   entry->load_seconds =
@@ -326,8 +358,80 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     registry_->PollAll();
     return st.WithMessage("load '", request.name, "': ", st.message());
   }
+  if (run.base) {
+    entry->refresh = RefreshJson(*run.base, diff, entry->num_rows - diff.rows_reused);
+  }
   Publish(&run);
   return std::shared_ptr<const DatasetEntry>(entry);
+}
+
+std::shared_ptr<const DatasetEntry> LoadCoordinator::RefreshBase(const Run& run,
+                                                                 const std::string& key,
+                                                                 const arrow::Schema& schema) {
+  const auto& previous = run.previous;
+  if (!previous || previous->state != "ready" || previous->task_rows.empty() ||
+      previous->task_starts.size() != previous->task_rows.size() || !previous->schema ||
+      !previous->schema->Equals(schema, /*check_metadata=*/false) ||
+      !SameButSnapshot(previous->key, key)) {
+    return nullptr;
+  }
+  auto planned = WithPlan(previous->name);  // an adopted copy re-plans its snapshot once
+  if (!planned.ok()) {
+    LogWarn("refresh reads every file: the cached copy's plan is unknown",
+            {{"dataset", previous->name}, {"error", planned.status().ToString()}});
+    return nullptr;
+  }
+  const auto& base = *planned;
+  if (base->generation != previous->generation || !base->plan ||
+      base->plan->name_mapping != run.plan.name_mapping) {
+    return nullptr;
+  }
+  return base;
+}
+
+arrow::Status LoadCoordinator::PlaceRefresh(Run* run, RefreshDiff* diff,
+                                            const std::vector<int64_t>& task_bytes,
+                                            const std::vector<PlacementNode>& nodes) {
+  const size_t num_tasks = run->plan.tasks.size();
+  std::map<std::string, int32_t> index;
+  for (size_t n = 0; n < run->nodes.size(); ++n) index[run->nodes[n]] = static_cast<int32_t>(n);
+  run->placement.task_nodes.assign(num_tasks, {});
+  run->placement.node_bytes.assign(nodes.size(), 0);
+  std::vector<size_t> read;
+  std::vector<int64_t> read_bytes;
+  for (size_t t = 0; t < num_tasks; ++t) {
+    std::vector<int32_t> holders;
+    for (const auto& h : diff->holders[t]) {
+      auto it = index.find(h);
+      if (it != index.end()) holders.push_back(it->second);
+    }
+    if (diff->reuse[t] >= 0 && holders.size() != diff->holders[t].size()) {
+      // A holder left the registry since the diff: read the task instead.
+      diff->rows_reused -= run->base->task_rows[diff->reuse[t]];
+      diff->reuse[t] = -1;
+      --diff->tasks_reused;
+      ++diff->tasks_read;
+    }
+    if (diff->reuse[t] >= 0) {
+      run->placement.task_nodes[t] = std::move(holders);
+    } else {
+      read.push_back(t);
+      read_bytes.push_back(task_bytes[t]);
+    }
+  }
+  run->reuse = diff->reuse;
+  if (read.empty()) return arrow::Status::OK();
+  auto placement = PlaceTasks(read_bytes, nodes, run->entry->request.replication);
+  if (!placement.ok()) {
+    return placement.status().WithMessage(
+        "refresh of '", run->entry->name,
+        "': the changed files do not fit: ", placement.status().message());
+  }
+  for (size_t i = 0; i < read.size(); ++i) {
+    run->placement.task_nodes[read[i]] = std::move(placement->task_nodes[i]);
+  }
+  run->placement.node_bytes = std::move(placement->node_bytes);
+  return arrow::Status::OK();
 }
 
 arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {

@@ -39,6 +39,7 @@
 #include "icefloe/head/load_job.h"
 #include "icefloe/head/node_rpc.h"
 #include "icefloe/head/placement.h"
+#include "icefloe/head/refresh.h"
 #include "icefloe/head/registry.h"
 #include "icefloe/iceberg/scan.h"
 
@@ -127,6 +128,15 @@ class LoadCoordinator {
   };
 
   void RunJob(std::shared_ptr<LoadJob> job) EXCLUDES(mu_);
+  /// The copy a load of a newer snapshot can take unchanged rows from: the
+  /// name's ready copy of the same table, columns, filter and transform,
+  /// with its plan; null when there is none (a full load).
+  std::shared_ptr<const DatasetEntry> RefreshBase(const Run& run, const std::string& key,
+                                                  const arrow::Schema& schema);
+  /// Places a refresh's tasks: reused ones on the nodes holding their rows,
+  /// the others (balanced) within the nodes' free memory.
+  arrow::Status PlaceRefresh(Run* run, RefreshDiff* diff, const std::vector<int64_t>& task_bytes,
+                             const std::vector<PlacementNode>& nodes);
   arrow::Result<std::shared_ptr<const DatasetEntry>> Execute(LoadJob* job);
   // load_phases.cc: the node side of one load.
   arrow::Status LoadOnNodes(Run* run);

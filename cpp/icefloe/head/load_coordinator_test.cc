@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -469,6 +470,104 @@ TEST_F(LoadCoordinatorTest, BoundedQueueAndShutdownCancelsLoads) {
   ASSERT_TRUE((*a)->Wait(1s));
   EXPECT_TRUE((*a)->Outcome().status().IsCancelled()) << (*a)->Outcome().status().ToString();
   EXPECT_TRUE(coordinator_->Load(Request("q5")).status().IsCancelled());
+}
+
+}  // namespace
+}  // namespace icefloe
+
+namespace icefloe {
+namespace {
+
+// Snapshot 2 of FourTaskPlan's table: task 1's file removed, a file of 50
+// rows appended.
+iceberg::ScanPlan SecondSnapshot(const LoadRequest& r) {
+  auto plan = FourTaskPlan(r);
+  plan.snapshot_id = 2;
+  plan.tasks.erase(plan.tasks.begin() + 1);
+  iceberg::ScanTask added;
+  added.data_file.file_path = "file:///t/added.parquet";
+  added.data_file.record_count = 50;
+  added.data_file.file_size_in_bytes = 1000;
+  plan.tasks.push_back(added);
+  return plan;
+}
+
+TEST_F(LoadCoordinatorTest, ANewerSnapshotReusesUnchangedTasksOnTheirHolders) {
+  auto snapshot = std::make_shared<std::atomic<int>>(1);
+  Stop();
+  planner_ = [snapshot](const LoadRequest& r) {
+    return snapshot->load() == 1 ? FourTaskPlan(r) : SecondSnapshot(r);
+  };
+  Start(LoadOptions{});
+  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
+  auto old = catalog_.Find("d");
+  ASSERT_TRUE(old);
+  std::map<std::string, std::string> holder;  // file -> node holding it
+  for (const auto& [node, req] : nodes_.loads()) {
+    for (const auto& t : req.tasks) holder[t.task.data_file.file_path] = node;
+  }
+
+  snapshot->store(2);
+  auto out = LoadAndWait(Request("d"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)["rows"], 100 + 102 + 103 + 50);
+  auto entry = catalog_.Find("d");
+  ASSERT_TRUE(entry);
+  EXPECT_GT(entry->generation, old->generation);
+  // Stored beside the old copy until published.
+  EXPECT_NE(entry->storage_name, old->storage_name);
+  const auto& r = entry->refresh;
+  EXPECT_EQ(r["from_generation"], old->generation);
+  EXPECT_EQ(r["tasks_reused"], 3);
+  EXPECT_EQ(r["tasks_read"], 1);
+  EXPECT_EQ(r["tasks_dropped"], 1);
+  EXPECT_EQ(r["rows_reused"], 305);
+  EXPECT_EQ(r["rows_read"], 50);
+  EXPECT_EQ(r["rows_dropped"], 101);
+  EXPECT_EQ(r["files_added"], 1);
+  EXPECT_EQ(r["files_removed"], 1);
+  // Dense row ids in the new plan's order.
+  EXPECT_EQ(entry->task_starts, (std::vector<uint64_t>{0, 100, 202, 305}));
+  int reused = 0;
+  for (const auto& [node, req] : nodes_.loads()) {
+    EXPECT_EQ(req.generation, entry->generation);
+    for (const auto& t : req.tasks) {
+      const std::string& path = t.task.data_file.file_path;
+      if (path == "file:///t/added.parquet") {
+        EXPECT_FALSE(t.reused());
+        continue;
+      }
+      // Each unchanged task on the node that holds it, naming its old rows.
+      ++reused;
+      EXPECT_EQ(node, holder[path]) << path;
+      ASSERT_TRUE(t.reused()) << path;
+      EXPECT_EQ(req.reuse_dataset, old->storage_name);
+      EXPECT_EQ(req.reuse_generation, old->generation);
+      const size_t o = static_cast<size_t>(std::stoi(path.substr(10)));  // file:///t/<i>.parquet
+      EXPECT_EQ(t.reuse_start, old->task_starts[o]) << path;
+      EXPECT_EQ(t.reuse_rows, old->task_rows[o]) << path;
+    }
+  }
+  EXPECT_EQ(reused, 3);
+  // The old copy goes once the new one is published.
+  EXPECT_EQ(nodes_.EvictedNodes(old->generation).size(), 2u);
+}
+
+TEST_F(LoadCoordinatorTest, ATaskWithoutALiveHolderIsReadAgain) {
+  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
+  auto old = catalog_.Find("d");
+  ASSERT_TRUE(old && old->plan);
+  CopyHealth health = AssessCopy(*old, registry_->Snapshot());
+  ASSERT_EQ(health.units.size(), 4u);
+  health.units[2].holders.clear();  // task 2's node is gone
+  RefreshDiff diff = DiffTasks(*old, old->plan->tasks, health);
+  EXPECT_EQ(diff.reuse, (std::vector<int64_t>{0, 1, -1, 3}));
+  EXPECT_EQ(diff.tasks_reused, 3);
+  EXPECT_EQ(diff.tasks_read, 1);
+  EXPECT_EQ(diff.tasks_dropped, 0);  // still in the plan, only read again
+  EXPECT_EQ(diff.rows_reused, 100 + 101 + 103);
+  EXPECT_TRUE(diff.holders[2].empty());
+  EXPECT_EQ(diff.holders[0].size(), 1u);
 }
 
 }  // namespace

@@ -67,6 +67,15 @@ arrow::Status LoadCoordinator::LoadOnNodes(Run* run) {
     run->entry->scan.row_groups_total += s.row_groups_total / r;
     run->entry->scan.row_groups_read += s.row_groups_read / r;
   }
+  for (size_t t = 0; t < run->task_rows.size(); ++t) {
+    if (run->task_rows[t] >= 0) continue;
+    // A reused task of no rows is placed on no node.
+    if (t < run->reuse.size() && run->reuse[t] >= 0) {
+      run->task_rows[t] = 0;
+      continue;
+    }
+    return arrow::Status::IOError("no node reported rows for task ", t);
+  }
   // Global row ids: tasks in plan order, each a contiguous run.
   run->starts.assign(run->plan.tasks.size(), 0);
   uint64_t row = 0;
@@ -99,7 +108,17 @@ arrow::Status LoadCoordinator::StartOnNodes(Run* run) {
     req.extend = run->extend;
     req.transform = entry.request.transform;
     req.model_sha256 = entry.model_sha256;
-    for (int64_t t : run->node_tasks[n]) req.tasks.push_back({t, plan.tasks[t]});
+    for (int64_t t : run->node_tasks[n]) {
+      TaskSpec spec{t, plan.tasks[t]};
+      const int64_t old = t < static_cast<int64_t>(run->reuse.size()) ? run->reuse[t] : -1;
+      if (old >= 0) {  // a refresh: take the rows from the copy this node holds
+        spec.reuse_start = run->base->task_starts[old];
+        spec.reuse_rows = run->base->task_rows[old];
+        req.reuse_dataset = run->base->storage_name;
+        req.reuse_generation = run->base->generation;
+      }
+      req.tasks.push_back(std::move(spec));
+    }
   }
   NodeRpc* rpc = rpc_;
   const auto nodes = run->nodes;

@@ -23,6 +23,10 @@ struct LoadCoordinator::Run {
   std::vector<int64_t> task_rows;                // per plan task: exact rows
   std::vector<uint64_t> starts;                  // per plan task: global id of its first row
   bool extend = false;                           // a heal: node.load adds rows to the copy
+  // A refresh (refresh.h): the copy reused tasks take their rows from, and
+  // per plan task the old task index it reuses (-1: read).
+  std::shared_ptr<const DatasetEntry> base;
+  std::vector<int64_t> reuse;
 };
 
 struct LoadCoordinator::HealTask {

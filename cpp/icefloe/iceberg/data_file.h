@@ -89,6 +89,12 @@ struct ScanTask {
 /// parts. `target_bytes` <= 0 splits nothing.
 std::vector<ScanTask> SplitTasks(std::vector<ScanTask> tasks, int64_t target_bytes);
 
+/// What a task reads, as a string: the data file, its row groups and every
+/// delete file (and deletion vector) applied to it. Two plans of one table
+/// whose tasks have the same identity read the same rows for them (a file
+/// path names immutable contents), so a refresh keeps those rows cached.
+std::string TaskIdentity(const ScanTask& task);
+
 /// The fraction of its data file's bytes (by split offsets) a task reads:
 /// 1 for a whole file.
 double FileShare(const ScanTask& task);

@@ -534,6 +534,19 @@ arrow::Result<std::string> ResolveMetadataLocation(FileIO& io, const std::string
   return metadata_dir + "/" + best[0];
 }
 
+arrow::Result<std::string> NewestMetadataLocation(FileIO& io, const std::string& source) {
+  if (!EndsWith(source, ".json") && !EndsWith(source, ".json.gz")) {
+    return ResolveMetadataLocation(io, source);
+  }
+  const size_t slash = source.rfind('/');
+  constexpr std::string_view kDir = "/metadata";
+  if (slash == std::string::npos || slash < kDir.size() ||
+      source.compare(slash - kDir.size(), kDir.size(), kDir) != 0) {
+    return source;
+  }
+  return ResolveMetadataLocation(io, source.substr(0, slash - kDir.size()));
+}
+
 arrow::Result<TableMetadata> LoadTableMetadata(FileIO& io, const std::string& location) {
   ARROW_ASSIGN_OR_RAISE(std::string file, ResolveMetadataLocation(io, location));
   ARROW_ASSIGN_OR_RAISE(std::string text, io.ReadAll(file));

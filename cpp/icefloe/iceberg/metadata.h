@@ -159,6 +159,12 @@ arrow::Result<const Snapshot*> SelectSnapshot(const TableMetadata& metadata,
 /// highest sequence number.
 arrow::Result<std::string> ResolveMetadataLocation(FileIO& io, const std::string& location);
 
+/// The current metadata file of the table `source` names: a table
+/// directory, or one of its metadata files (`<table>/metadata/<file>`), whose
+/// table may have moved on since (what a refresh loads). A metadata file
+/// anywhere else is returned as it is.
+arrow::Result<std::string> NewestMetadataLocation(FileIO& io, const std::string& source);
+
 /// Resolves `location` (see ResolveMetadataLocation), reads and parses the
 /// metadata file; gzip-compressed files (".gz.metadata.json") are inflated.
 /// Errors are prefixed with the metadata file's location.

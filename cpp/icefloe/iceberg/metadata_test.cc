@@ -440,6 +440,22 @@ TEST_F(LoadTest, VersionHint) {
               {"version-hint.text", "empty"});
 }
 
+TEST_F(LoadTest, TheNewestMetadataOfATableItsOldMetadataFileNames) {
+  const fs::path table = dir_ / "t";
+  Write(table / "metadata" / "00001-a.metadata.json", kV1);
+  const std::string first = (table / "metadata" / "00001-a.metadata.json").string();
+  EXPECT_EQ(*NewestMetadataLocation(io_, first), first);
+  Write(table / "metadata" / "00002-b.metadata.json", kV2);
+  const std::string second = (table / "metadata" / "00002-b.metadata.json").string();
+  EXPECT_EQ(*NewestMetadataLocation(io_, first), second);
+  EXPECT_EQ(*NewestMetadataLocation(io_, "file://" + first), "file://" + second);
+  EXPECT_EQ(*NewestMetadataLocation(io_, table.string()), second);
+  // A metadata file outside a table's metadata directory stays as it is.
+  Write(dir_ / "loose" / "00001-c.metadata.json", kV1);
+  const std::string loose = (dir_ / "loose" / "00001-c.metadata.json").string();
+  EXPECT_EQ(*NewestMetadataLocation(io_, loose), loose);
+}
+
 TEST_F(LoadTest, ScansTheMetadataDirectory) {
   const fs::path table = dir_ / "t";
   for (const char* name : {"v1.metadata.json", "v2.metadata.json", "v10.metadata.json"}) {

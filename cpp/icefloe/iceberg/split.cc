@@ -1,6 +1,7 @@
 // Splitting scan tasks at row-group boundaries (data_file.h).
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "icefloe/iceberg/data_file.h"
 
@@ -32,6 +33,26 @@ int64_t DataEnd(const std::vector<int64_t>& offsets, int64_t file_size) {
 }
 
 }  // namespace
+
+std::string TaskIdentity(const ScanTask& task) {
+  // Length-prefixed fields: no path can make two identities collide.
+  std::string out;
+  auto add = [&out](const std::string& s) {
+    out += std::to_string(s.size());
+    out += ':';
+    out += s;
+  };
+  add(task.data_file.file_path);
+  add(std::to_string(task.first_row_group) + "+" + std::to_string(task.row_groups));
+  std::vector<std::string> deletes;
+  for (const auto& d : task.deletes) {
+    deletes.push_back(d.file_path + "@" +
+                      (d.content_offset ? std::to_string(*d.content_offset) : std::string("-")));
+  }
+  std::sort(deletes.begin(), deletes.end());
+  for (const auto& d : deletes) add(d);
+  return out;
+}
 
 std::vector<ScanTask> SplitTasks(std::vector<ScanTask> tasks, int64_t target_bytes) {
   if (target_bytes <= 0) return tasks;

@@ -39,6 +39,9 @@ struct LoadedTasks {
   /// Per task (request order): batches of at most batch_rows rows.
   std::vector<std::vector<std::shared_ptr<arrow::RecordBatch>>> batches;
   std::vector<int64_t> rows;  ///< exact rows per task after deletes and filter
+  /// Refresh: the pools of the held copy whose batches reused tasks share
+  /// (they own those batches' buffers; kept alive with them).
+  std::vector<std::shared_ptr<arrow::MemoryPool>> kept_pools;
   int64_t bytes() const { return pool ? pool->bytes_allocated() : 0; }
 };
 

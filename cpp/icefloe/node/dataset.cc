@@ -38,10 +38,14 @@ void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const voi
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
-    std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool) {
+    std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool,
+    std::vector<std::shared_ptr<arrow::MemoryPool>> kept) {
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools;
   if (pool) pools.push_back(std::move(pool));
-  const bool by_pools = !pools.empty();
+  const bool by_pools = !pools.empty() && kept.empty();
+  for (auto& p : kept) {
+    if (std::find(pools.begin(), pools.end(), p) == pools.end()) pools.push_back(std::move(p));
+  }
   return MakeWithPools(std::move(name), generation, std::move(schema), std::move(batches),
                        std::move(pools), by_pools);
 }
@@ -54,9 +58,9 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
   std::stable_sort(all.begin(), all.end(), [](const CachedBatch& a, const CachedBatch& b) {
     return a.global_start < b.global_start;
   });
-  // Sizes come from the pools only when every part has one (else from the
-  // buffers, Make's rule for batches without a pool).
-  const bool by_pools = !base.pools_.empty() && pool != nullptr;
+  // Sizes come from the pools only when every part has one no other copy
+  // shares (else from the buffers, Make's rule).
+  const bool by_pools = base.by_pools_ && pool != nullptr;
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools = base.pools_;
   if (pool) pools.push_back(std::move(pool));
   return MakeWithPools(base.name_, base.generation_, base.schema_, std::move(all), std::move(pools),
@@ -92,6 +96,7 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
     }
     ds->batches_.push_back(std::move(b));
   }
+  ds->by_pools_ = size_by_pools;
   if (size_by_pools) {
     ds->nbytes_ = 0;
     for (const auto& p : ds->pools_) ds->nbytes_ += p->bytes_allocated();

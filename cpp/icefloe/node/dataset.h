@@ -43,9 +43,14 @@ class CachedDataset {
   /// empty batches are dropped. Returns Invalid otherwise.
   /// `pool`, when given, is the pool every batch buffer was allocated from;
   /// the dataset keeps it alive and reports its bytes as the dataset's size.
+  /// `kept` (a refresh): the pools of another copy some of `batches` share,
+  /// kept alive too; the size is then the batches' own buffer bytes, so that
+  /// rows two generations share count in each (the node's budget, charged by
+  /// the pools, counts them once).
   static arrow::Result<std::shared_ptr<CachedDataset>> Make(
       std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
-      std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool = nullptr);
+      std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool = nullptr,
+      std::vector<std::shared_ptr<arrow::MemoryPool>> kept = {});
   /// `base`'s batches plus `more` (rows of the same name and generation that
   /// `base` does not hold, e.g. a healed slice), as one dataset; `pool` is
   /// `more`'s, kept alive beside base's. Invalid when rows overlap.
@@ -59,6 +64,8 @@ class CachedDataset {
   int64_t num_rows() const { return num_rows_; }
   int64_t nbytes() const { return nbytes_; }
   const std::vector<CachedBatch>& batches() const { return batches_; }
+  /// The pools that own the batches' buffers (none for views of a shared file).
+  const std::vector<std::shared_ptr<arrow::MemoryPool>>& pools() const { return pools_; }
   /// The cached batch holding global row `row`, or null when this copy holds none.
   const CachedBatch* BatchHolding(uint64_t row) const;
   /// Held global row `row`'s index among the held rows (batch after batch):
@@ -149,6 +156,7 @@ class CachedDataset {
   std::shared_ptr<const SharedExport> shared_;
   int64_t num_rows_ = 0;
   int64_t nbytes_ = 0;
+  bool by_pools_ = false;  // nbytes_ is what pools_ hold (no other copy shares them)
 };
 
 }  // namespace icefloe

@@ -91,10 +91,60 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
 
 arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& request,
                                                       LoadProgress* progress) {
+  // A refresh's reused tasks take their rows from the copy this node holds;
+  // only the others are read.
+  std::shared_ptr<const CachedDataset> source;
+  if (!request.reuse_dataset.empty()) {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(request.reuse_dataset);
+    if (it != datasets_.end() && it->second->generation() == request.reuse_generation) {
+      source = it->second;
+    }
+  }
+  NodeLoadRequest to_read = request;
+  to_read.tasks.clear();
+  for (const auto& t : request.tasks) {
+    if (!t.reused()) to_read.tasks.push_back(t);
+  }
+  const size_t reused = request.tasks.size() - to_read.tasks.size();
+  if (reused > 0 && source == nullptr) {
+    return arrow::Status::Invalid("node.load: reused rows come from dataset '",
+                                  request.reuse_dataset, "' generation ", request.reuse_generation,
+                                  ", which this node does not hold");
+  }
   auto pool = NewPool("dataset '" + request.dataset + "'");
-  auto loaded = LoadTasks(request, io_, std::move(pool), options_.load_threads, progress);
+  auto read = LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress);
   base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
-  return loaded;
+  if (!read.ok() || reused == 0) return read;
+  if (!read->schema->Equals(*source->schema(), /*check_metadata=*/false)) {
+    return arrow::Status::Invalid("node.load: dataset '", request.reuse_dataset, "' has columns ",
+                                  source->schema()->ToString(), ", not the load's ",
+                                  read->schema->ToString());
+  }
+  LoadedTasks out;
+  out.pool = read->pool;
+  out.schema = read->schema;
+  out.kept_pools = source->pools();
+  size_t next_read = 0;
+  for (const auto& t : request.tasks) {
+    if (!t.reused()) {
+      out.batches.push_back(std::move(read->batches[next_read]));
+      out.rows.push_back(read->rows[next_read]);
+      ++next_read;
+      continue;
+    }
+    const RowRange range{t.reuse_start, t.reuse_start + static_cast<uint64_t>(t.reuse_rows)};
+    if (source->CountRows(range) != static_cast<uint64_t>(t.reuse_rows)) {
+      return arrow::Status::Invalid("node.load: task ", t.index, " reuses rows [", range.start,
+                                    ", ", range.stop, ") of dataset '", request.reuse_dataset,
+                                    "', of which this node holds ", source->CountRows(range));
+    }
+    out.batches.push_back(source->Slice(range));
+    out.rows.push_back(t.reuse_rows);
+  }
+  progress->tasks_total += static_cast<int64_t>(reused);
+  progress->tasks_done += static_cast<int64_t>(reused);
+  return out;
 }
 
 arrow::Result<std::string> NodeServer::HandleLoad(const std::string& body) {
@@ -141,10 +191,11 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
     if (it != datasets_.end() && it->second->generation() == commit.generation) base = it->second;
   }
   // Make() and Extend() refuse overlapping or unsorted rows (a wrong task_starts).
-  ARROW_ASSIGN_OR_RAISE(auto ds,
-                        base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
-                             : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
-                                                   std::move(batches), staged.pool));
+  ARROW_ASSIGN_OR_RAISE(
+      auto ds,
+      base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
+           : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
+                                 std::move(batches), staged.pool, std::move(staged.kept_pools)));
   if (options_.share_memory) {
     // The copy as views of a sealed memory file for same-host readers; on
     // failure (memory, dictionaries the IPC file format cannot hold) a

@@ -169,10 +169,7 @@ std::string NodeServer::Metrics() const { return metrics_->registry().Scrape(); 
 
 std::pair<bool, std::string> NodeServer::Ready() const {
   if (options_.default_dataset.empty()) return {true, "ready"};
-  {
-    MutexLock lock(&mu_);
-    if (datasets_.count(options_.default_dataset)) return {true, "ready"};
-  }
+  if (DefaultDataset()) return {true, "ready"};
   if (loads_.Loading(options_.default_dataset)) {
     return {false, "loading " + options_.default_dataset};
   }
@@ -180,6 +177,25 @@ std::pair<bool, std::string> NodeServer::Ready() const {
 }
 
 bool NodeServer::Idle() const { return loads_.Idle(); }
+
+std::shared_ptr<const CachedDataset> NodeServer::DefaultDataset() const {
+  // A reload stores the new copy as "name@generation" beside the old one
+  // (head/load_coordinator.cc). The current one is the newest the head has
+  // published (it sends the copy's catalog record then), else the newest.
+  const std::string& name = options_.default_dataset;
+  std::shared_ptr<const CachedDataset> newest, published;
+  MutexLock lock(&mu_);
+  for (auto it = datasets_.lower_bound(name);
+       it != datasets_.end() && it->first.compare(0, name.size(), name) == 0; ++it) {
+    if (it->first.size() != name.size() && it->first[name.size()] != '@') continue;
+    const auto& ds = it->second;
+    if (!newest || ds->generation() > newest->generation()) newest = ds;
+    if (records_.count(it->first) && (!published || ds->generation() > published->generation())) {
+      published = ds;
+    }
+  }
+  return published ? published : newest;
+}
 
 arrow::Status NodeServer::ListFlights(const flight::ServerCallContext&, const flight::Criteria*,
                                       std::unique_ptr<flight::FlightListing>* listings) {
@@ -232,7 +248,11 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
       return arrow::Status::Invalid(
           "Kubeflow-format ticket, but this node has no default dataset (--default-dataset)");
     }
-    ARROW_ASSIGN_OR_RAISE(auto dataset, Get(options_.default_dataset));
+    auto dataset = DefaultDataset();
+    if (!dataset) {
+      return arrow::Status::KeyError("this node holds no copy of dataset '",
+                                     options_.default_dataset, "' (yet)");
+    }
     RowRange range{kf.start, kf.end < kf.start ? kf.start : kf.end + 1};
     if (kf.end == UINT64_MAX) range.stop = UINT64_MAX;
     auto schema = dataset->schema();

@@ -104,6 +104,8 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::Status ServeTicket(const arrow::flight::Ticket& request, bool wants_shared,
                             std::unique_ptr<arrow::flight::FlightDataStream>* stream);
   std::unique_ptr<StreamMeter> Meter(StreamKind kind) const;
+  /// The copy Kubeflow tickets read: the default dataset's current copy.
+  std::shared_ptr<const CachedDataset> DefaultDataset() const EXCLUDES(mu_);
   // node_actions.cc
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
                           const arrow::flight::Action& action,

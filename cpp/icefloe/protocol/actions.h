@@ -41,7 +41,7 @@ struct LoadRequest {
   static MessageSpec Spec();
 };
 
-/// Actions "describe" and "evict": one dataset by name.
+/// Actions "describe", "evict" and "refresh": one dataset by name.
 struct NameRequest {
   std::string name;
 

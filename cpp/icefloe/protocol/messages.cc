@@ -1,5 +1,7 @@
 #include "icefloe/protocol/messages.h"
 
+#include <algorithm>
+
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/job_report.h"
@@ -83,6 +85,10 @@ const Field<NodeLoadRequest> kLoadFields[] = {
     {ListOf(FieldType::kStringList, "model_sha256", kOptional, Values(64, 64),
             Values(0, kMaxTransformColumns)),
      &NodeLoadRequest::model_sha256},
+    // Refresh (issue 30): the held copy reused tasks take their rows from.
+    // (Empty and 0 when no task is reused.)
+    {Str("reuse_dataset", kOptional, Values(0, 1024)), &NodeLoadRequest::reuse_dataset},
+    {Uint("reuse_generation", kOptional, Values(0, kU64Max)), &NodeLoadRequest::reuse_generation},
 };
 const FieldSpec kLoadTransform = ObjectField("transform", kOptional);
 const FieldSpec kLoadSchema = ObjectField("schema", kRequired);
@@ -93,6 +99,9 @@ const FieldSpec kTaskDeletes = ObjectList("deletes", kOptional, Values(0, 65536)
 // A part of a split data file: its row groups (see iceberg::ScanTask).
 const FieldSpec kTaskFirstRowGroup = Int("first_row_group", kOptional, Values(0, kInt32Max));
 const FieldSpec kTaskRowGroups = Int("row_groups", kOptional, Values(1, kInt32Max));
+// A reused task (refresh): its rows in the copy named by reuse_dataset.
+const FieldSpec kTaskReuseStart = Uint("reuse_start", kOptional, Values(0, kMaxRows));
+const FieldSpec kTaskReuseRows = Int("reuse_rows", kOptional, Values(0, kMaxRows));
 
 const Field<NodeLoadStatusRequest> kLoadStatusFields[] = {
     {kNodeDataset, &NodeLoadStatusRequest::dataset},
@@ -311,6 +320,10 @@ json NodeLoadRequest::ToJson() const {
         {"index", t.index}, {"data", DataFileToJson(t.task.data_file)}, {"deletes", deletes}};
     if (t.task.first_row_group != 0) task["first_row_group"] = t.task.first_row_group;
     if (t.task.row_groups >= 0) task["row_groups"] = t.task.row_groups;
+    if (t.reused()) {
+      task["reuse_start"] = t.reuse_start;
+      task["reuse_rows"] = t.reuse_rows;
+    }
     tasks_json.push_back(std::move(task));
   }
   j["tasks"] = std::move(tasks_json);
@@ -359,9 +372,30 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
       ARROW_ASSIGN_OR_RAISE(int64_t v, tin.Int(*count, kTaskRowGroups));
       spec.task.row_groups = static_cast<int32_t>(v);
     }
+    ARROW_ASSIGN_OR_RAISE(const json* reuse_rows, tin.Find(kTaskReuseRows));
+    ARROW_ASSIGN_OR_RAISE(const json* reuse_start, tin.Find(kTaskReuseStart));
+    if ((reuse_rows == nullptr) != (reuse_start == nullptr)) {
+      return arrow::Status::Invalid(what, ": 'reuse_start' and 'reuse_rows' come together");
+    }
+    if (reuse_rows != nullptr) {
+      ARROW_ASSIGN_OR_RAISE(spec.reuse_rows, tin.Int(*reuse_rows, kTaskReuseRows));
+      ARROW_ASSIGN_OR_RAISE(spec.reuse_start, tin.Uint(*reuse_start, kTaskReuseStart));
+      if (spec.reuse_start + static_cast<uint64_t>(spec.reuse_rows) > kMaxRows) {
+        return arrow::Status::Invalid(what, ": 'reuse_start' + 'reuse_rows' exceeds ", kMaxRows);
+      }
+    }
     return spec;
   };
   ARROW_RETURN_NOT_OK(ReadObjects(in, kLoadTasks, read_task, &r.tasks));
+  const bool any_reused =
+      std::any_of(r.tasks.begin(), r.tasks.end(), [](const TaskSpec& t) { return t.reused(); });
+  if (any_reused && (r.reuse_dataset.empty() || r.reuse_generation == 0)) {
+    return arrow::Status::Invalid(
+        "node.load: a task has 'reuse_rows' but 'reuse_dataset' or 'reuse_generation' is missing");
+  }
+  if (any_reused && r.extend) {
+    return arrow::Status::Invalid("node.load: a heal ('extend') cannot reuse rows");
+  }
   return r;
 }
 
@@ -437,18 +471,31 @@ MessageSpec NodeRecordRequest::Spec() {
 }
 
 std::vector<MessageSpec> AllMessageSpecs() {
-  return {LoadRequest::Spec(),     NameRequest::Spec("describe"), NameRequest::Spec("evict"),
-          SliceMapRequest::Spec(), RangeDescriptor::Spec(),       EpochDescriptor::Spec(),
-          RowsDescriptor::Spec(),  RegisterRequest::Spec(),       NodeStatus::Spec(),
-          NodeLoadRequest::Spec(), NodeLoadStatusRequest::Spec(), NodeLoadState::Spec(),
-          NodeCommit::Spec(),      NodeCommitResult::Spec(),      NodeEvict::Spec(),
-          NodeEvictResult::Spec(), NodeRecordRequest::Spec(),     DataFileSpec(),
+  return {LoadRequest::Spec(),
+          NameRequest::Spec("describe"),
+          NameRequest::Spec("evict"),
+          NameRequest::Spec("refresh"),
+          SliceMapRequest::Spec(),
+          RangeDescriptor::Spec(),
+          EpochDescriptor::Spec(),
+          RowsDescriptor::Spec(),
+          RegisterRequest::Spec(),
+          NodeStatus::Spec(),
+          NodeLoadRequest::Spec(),
+          NodeLoadStatusRequest::Spec(),
+          NodeLoadState::Spec(),
+          NodeCommit::Spec(),
+          NodeCommitResult::Spec(),
+          NodeEvict::Spec(),
+          NodeEvictResult::Spec(),
+          NodeRecordRequest::Spec(),
+          DataFileSpec(),
           JobReport::Spec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "load") return LoadRequest::Parse(body).status();
-  if (message == "describe" || message == "evict") {
+  if (message == "describe" || message == "evict" || message == "refresh") {
     return NameRequest::Parse(body, message).status();
   }
   if (message == "slice_map") return SliceMapRequest::Parse(body).status();

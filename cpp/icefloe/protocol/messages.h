@@ -109,6 +109,12 @@ struct RegisterRequest {
 struct TaskSpec {
   int64_t index = 0;  ///< position in the dataset's task order
   iceberg::ScanTask task;
+  /// Refresh: the task's rows are not read but taken (zero-copy) from the
+  /// copy named by NodeLoadRequest::reuse_dataset, where they are the
+  /// `reuse_rows` rows from global id `reuse_start`. -1: read the task.
+  int64_t reuse_rows = -1;
+  uint64_t reuse_start = 0;
+  bool reused() const { return reuse_rows >= 0; }
 };
 
 /// Action "node.load": read scan tasks into staged batches (in the background).
@@ -129,6 +135,10 @@ struct NodeLoadRequest {
   /// order: a node that reads other model bytes refuses to load.
   nlohmann::json transform;
   std::vector<std::string> model_sha256;
+  /// Refresh: the copy (storage name and generation) this node holds whose
+  /// rows the reused tasks take; empty when no task is reused.
+  std::string reuse_dataset;
+  uint64_t reuse_generation = 0;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeLoadRequest> FromJson(const nlohmann::json& j);
@@ -206,7 +216,7 @@ struct NodeRecordRequest {
 /// Every message's field list (docs, the Python client, tests).
 std::vector<MessageSpec> AllMessageSpecs();
 
-/// Parses `body` as the message named `message` ("load", "describe", "evict",
+/// Parses `body` as the message named `message` ("load", "describe", "evict", "refresh",
 /// "descriptor", "node.register", "node.status reply", "node.load",
 /// "node.load_status", "node.load_status reply", "node.commit", "node.commit
 /// reply", "node.evict", "node.evict reply"); for tests and the fuzzer.

@@ -133,6 +133,42 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("first_row_group"), std::string::npos)
       << refused.status();
+  // A refresh's reused task names its rows in the held copy the request names.
+  EXPECT_FALSE(load_back->tasks[0].reused());
+  load.tasks[0].task.first_row_group = 0;
+  load.tasks[0].task.row_groups = -1;
+  load.tasks[0].reuse_start = 1000;
+  load.tasks[0].reuse_rows = 5;
+  load.reuse_dataset = "d@3";
+  load.reuse_generation = 3;
+  load_back = NodeLoadRequest::Parse(Dump(load.ToJson()));
+  ASSERT_TRUE(load_back.ok()) << load_back.status().ToString();
+  ASSERT_TRUE(load_back->tasks[0].reused());
+  EXPECT_EQ(load_back->tasks[0].reuse_start, 1000u);
+  EXPECT_EQ(load_back->tasks[0].reuse_rows, 5);
+  EXPECT_EQ(load_back->reuse_dataset, "d@3");
+  EXPECT_EQ(load_back->reuse_generation, 3u);
+  for (const char* missing : {"reuse_dataset", "reuse_generation"}) {
+    bad = load.ToJson();
+    bad.erase(missing);
+    if (std::string(missing) == "reuse_generation") bad["reuse_generation"] = 0;
+    refused = NodeLoadRequest::Parse(Dump(bad));
+    ASSERT_FALSE(refused.ok()) << missing;
+    EXPECT_NE(refused.status().message().find(missing), std::string::npos) << refused.status();
+  }
+  bad = load.ToJson();
+  bad["tasks"][0].erase("reuse_start");
+  refused = NodeLoadRequest::Parse(Dump(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("reuse_start"), std::string::npos) << refused.status();
+  bad = load.ToJson();
+  bad["extend"] = true;
+  refused = NodeLoadRequest::Parse(Dump(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("extend"), std::string::npos) << refused.status();
+  load.tasks[0].reuse_rows = -1;
+  load.reuse_dataset.clear();
+  load.reuse_generation = 0;
 
   NodeLoadState st;
   st.dataset = "d";

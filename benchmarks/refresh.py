@@ -1,0 +1,153 @@
+"""Incremental refresh (issue 30): a table in the loopback S3 server (moto)
+grows by appended files; loading its new snapshot under the same name reads
+only the new files and shares the cached rows of the others.
+
+Two shapes, each on a cluster of two data nodes that read the table from S3:
+8 files + 1 appended, and 100 files + 10 appended (the same total rows). For
+each: the first load of the table, the refresh after the append, and a full
+load of the new snapshot under a fresh name (what a refresh cost before),
+side by side; and the nodes' peak memory during the refresh (their budgets'
+used bytes, sampled every 20 ms from the head's status) against the memory
+of the old copy. The nodes keep copies over the wire (no shared memory), as
+every multi-host deployment does; a shared-memory node lays a refreshed copy
+out as a new file (docs/protocol.md, Refresh), which the same figures show
+for LocalCluster's default nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import common
+from .common import Env
+
+NAME = "refresh"
+SHAPES = ((8, 1), (100, 10))  # (files in the table, files appended)
+
+
+def _warehouse(env_s3: dict[str, str], endpoint: str, work: Any, tag: str) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    work.mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog(
+        f"refresh-{tag}", uri=f"sqlite:///{work / f'catalog-{tag}.db'}",
+        warehouse=f"s3://warehouse/refresh-{tag}", **{
+            "s3.endpoint": endpoint, "s3.access-key-id": env_s3["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": env_s3["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": env_s3["AWS_REGION"]})
+    catalog.create_namespace_if_not_exists("db")
+    return catalog
+
+
+def _memory_used(client: Any) -> int:
+    return sum(int(n.get("memory_used_bytes", 0)) for n in client.status()["nodes"])
+
+
+class PeakSampler:
+    """The nodes' summed used bytes, sampled every 20 ms on a thread."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, _memory_used(self.client))
+            except Exception:  # noqa: BLE001 - a sample lost is a sample lost
+                pass
+            self._stop.wait(0.02)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _measure(env: Env, s3: Any, share_memory: bool, rows_total: int, out_rows: list[Any],
+             shapes: dict[str, Any]) -> None:
+    import icefloe
+
+    cfg, log = env.cfg, env.log
+    nodes = "shared-memory nodes" if share_memory else "nodes over TCP"
+    with icefloe.LocalCluster(
+            num_nodes=2, memory_limit=None, env=s3.env, share_memory=share_memory,
+            log_dir=env.log_dir(f"refresh-{int(share_memory)}")) as cluster, \
+            cluster.client() as client:
+        for files, appended in SHAPES:
+            tag = f"{files}-{int(share_memory)}"
+            catalog = _warehouse(s3.env, s3.endpoint, cfg.work / "refresh", tag)
+            per_file = max(1, rows_total // files)
+            table = None
+            for k in range(files):
+                chunk = common.make_rows(k * per_file, per_file, seed=k)
+                if table is None:
+                    table = catalog.create_table("db.t", schema=chunk.schema)
+                table.append(chunk)
+            assert table is not None
+            log(f"refresh: {files} files of {per_file:,} rows in S3 ({nodes})")
+            with common.Timer() as first:
+                old = client.load("t", table.metadata_location)
+            old_bytes = _memory_used(client)
+            for k in range(files, files + appended):
+                table.append(common.make_rows(k * per_file, per_file, seed=k))
+            with PeakSampler(client) as peak, common.Timer() as refresh:
+                desc = client.load("t", table.metadata_location)
+            after = _memory_used(client)
+            assert desc["refresh"]["files_added"] == appended, desc["refresh"]
+            assert desc["rows"] == (files + appended) * per_file
+            client.evict("t")  # else the full load would share the refreshed copy
+            with common.Timer() as full:
+                whole = client.load("t-full", table.metadata_location)
+            assert whole["rows"] == desc["rows"] and "refresh" not in whole
+            client.evict("t-full")
+            added = after - old_bytes
+            shape = {"files": files, "appended": appended, "rows": desc["rows"],
+                     "first_load_s": first.seconds, "refresh_s": refresh.seconds,
+                     "full_reload_s": full.seconds,
+                     "refresh_over_first": refresh.seconds / first.seconds,
+                     "refresh_over_full": refresh.seconds / full.seconds,
+                     "old_bytes": old_bytes, "peak_bytes": peak.peak, "after_bytes": after,
+                     # The target: peak <= 1.2 x old copy + the added bytes.
+                     "peak_less_added_over_old": (peak.peak - added) / max(1, old_bytes),
+                     "refresh": desc["refresh"], "old_rows": old["rows"]}
+            shapes[f"{files}+{appended} {nodes}"] = shape
+            out_rows.append([f"{files}+{appended} files, {nodes}", desc["rows"],
+                             first.seconds, refresh.seconds, full.seconds,
+                             shape["refresh_over_first"], old_bytes / 2**20,
+                             peak.peak / 2**20, added / 2**20,
+                             shape["peak_less_added_over_old"]])
+
+
+def run(env: Env) -> dict[str, Any]:
+    cfg = env.cfg
+    rows_total = cfg.rows // 4  # the table in S3 (moto holds it in memory)
+    s3 = common.start_moto()
+    out_rows, shapes = [], {}
+    try:
+        for share_memory in (False, True):
+            _measure(env, s3, share_memory, rows_total, out_rows, shapes)
+    finally:
+        s3.stop()
+    text = common.print_table(
+        f"refresh after appending files, table in loopback S3 ({rows_total:,} rows before)",
+        ["shape", "rows", "first load s", "refresh s", "full reload s", "refresh / first",
+         "old MiB", "peak MiB", "added MiB", "(peak - added) / old"], out_rows)
+    targets = []
+    for key, s in shapes.items():
+        if "TCP" not in key:
+            continue
+        targets.append(common.target(f"refresh / first load, {key}", "<=", 0.2,
+                                     s["refresh_over_first"]))
+        targets.append(common.target(f"(peak node memory during refresh - added) / old copy, "
+                                     f"{key}", "<=", 1.2, s["peak_less_added_over_old"]))
+    result = {"name": NAME, "rows": rows_total, "shapes": shapes, "targets": targets,
+              "table": text}
+    common.write_result(cfg, NAME, result)
+    return result

@@ -1,0 +1,229 @@
+"""Incremental refresh (issue 30): a newer snapshot of a cached table loads as
+the difference between the two scan plans. Rows of unchanged data files are
+taken from the cached copy (never read again: the tests move those files away
+before refreshing), added files and files with new deletes are read, removed
+files are dropped, and the new generation numbers its rows densely. Every
+refresh is compared with an independent reader of the new snapshot (pyiceberg's
+scan, or the delete oracle of `iceberg_deletes_util`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from iceberg_deletes_util import (
+    commit_files,
+    expected_scan,
+    live_data_files,
+    local_path,
+    write_equality_deletes,
+    write_position_deletes,
+)
+from iceberg_util import Warehouse, assert_same_rows
+
+import icefloe
+
+ROW_KEY = [("id", "ascending"), ("value", "ascending")]
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table({
+        "id": ids,
+        "category": pa.array([f"cat-{i % 3}" for i in ids]),
+        "value": ids * 0.5,
+    })
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory) -> Warehouse:
+    return Warehouse(tmp_path_factory.mktemp("refresh"))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # Over the wire (share_memory=False), as multi-host deployments read:
+    # reused rows are views of the cached batches, not a new shared file.
+    with icefloe.LocalCluster(num_nodes=2, memory_limit="256MiB", share_memory=False,
+                              log_dir=tmp_path_factory.mktemp("logs")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with cluster.client() as c:
+        yield c
+
+
+class MovedAway:
+    """Data files moved out of the table's directory (and back on exit): a
+    refresh that read them again would fail naming one."""
+
+    def __init__(self, paths: list[str], parking: Path) -> None:
+        self.moves = [(Path(local_path(p)), parking / f"{i}.parquet") for i, p in enumerate(paths)]
+        parking.mkdir(parents=True, exist_ok=True)
+
+    def __enter__(self) -> MovedAway:
+        for src, dst in self.moves:
+            shutil.move(src, dst)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for src, dst in self.moves:
+            shutil.move(dst, src)
+
+
+def data_files(table) -> list[str]:
+    return [e.path for e in live_data_files(table)]
+
+
+def check_exact(client, name: str, table) -> None:
+    """icefloe's copy holds exactly pyiceberg's scan of the current snapshot,
+    with dense row ids."""
+    table.refresh()
+    theirs = table.scan().to_arrow()
+    ours = client.read(name)
+    assert_same_rows(ours, theirs, key=ROW_KEY)
+    desc = client.describe(name)
+    assert desc["snapshot_id"] == table.current_snapshot().snapshot_id
+    assert desc["rows"] == theirs.num_rows
+    spans = sorted((s["start"], s["stop"]) for s in desc["slices"])
+    assert spans[0][0] == 0 and spans[-1][1] == desc["rows"]
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
+
+
+def test_an_append_reads_only_the_new_file(warehouse, client, tmp_path):
+    table = warehouse.create("appends", rows(5000))
+    for i in range(1, 8):
+        table.append(rows(5000, start=i * 5000))
+    first = client.load("appends", table.metadata_location)
+    assert first["rows"] == 40_000 and first["tasks"] == 8
+    old_files = data_files(table)
+
+    table.append(rows(3000, start=100_000))
+    with MovedAway(old_files, tmp_path / "parked"):
+        desc = client.load("appends", table.metadata_location)
+    r = desc["refresh"]
+    assert r["from_generation"] == first["generation"] < desc["generation"]
+    assert (r["tasks_reused"], r["tasks_read"], r["tasks_dropped"]) == (8, 1, 0), r
+    assert (r["rows_reused"], r["rows_read"], r["rows_dropped"]) == (40_000, 3000, 0), r
+    assert (r["files_added"], r["files_removed"]) == (1, 0), r
+    assert desc["scan"]["row_groups_total"] == 1  # the new file's only
+    check_exact(client, "appends", table)
+    # The new rows come after the old ones: old row ids are unchanged.
+    ids = client.read("appends")["id"].to_numpy()
+    assert (ids[:40_000] < 40_000).all() and (ids[40_000:] >= 100_000).all()
+    # Only the new generation is left on the nodes.
+    assert {d["name"] for d in client.datasets()} >= {"appends"}
+    nodes = client.status()["nodes"]
+    held = {(d["name"], d["generation"]) for n in nodes for d in n.get("datasets", [])}
+    assert all(g == desc["generation"] for name, g in held if name.startswith("appends")), held
+
+
+def test_refresh_loads_the_newest_snapshot_with_the_same_arguments(warehouse, client, tmp_path):
+    table = warehouse.create("pinned", rows(4000))
+    table.append(rows(4000, start=4000))
+    pinned = table.current_snapshot().snapshot_id
+    table.append(rows(1000, start=50_000))
+    old = client.load("pinned", table.metadata_location, snapshot_id=pinned,
+                      columns=["id", "value"], filter="id >= 1000")
+    assert old["rows"] == 7000
+    with MovedAway(data_files(table)[:2], tmp_path / "parked"):
+        desc = client.refresh("pinned")
+    assert desc["snapshot_id"] == table.current_snapshot().snapshot_id
+    assert desc["columns"] == ["id", "value"] and desc["filter"] == "id >= 1000"
+    assert (desc["refresh"]["tasks_reused"], desc["refresh"]["rows_read"]) == (2, 1000)
+    theirs = table.scan(row_filter="id >= 1000", selected_fields=("id", "value")).to_arrow()
+    assert_same_rows(client.read("pinned"), theirs, key="id")
+    # Nothing new: the same copy.
+    assert client.refresh("pinned")["generation"] == desc["generation"]
+    with pytest.raises(icefloe.NotFound, match="nosuch"):
+        client.refresh("nosuch")
+
+
+def test_deletes_read_again_only_the_files_they_touch(warehouse, client, tmp_path):
+    table = warehouse.create("deletes", rows(1000))
+    table.append(rows(1000, start=1000))
+    table.append(rows(1000, start=2000))
+    a, b, c = data_files(table)
+    client.load("deletes", table.metadata_location)
+
+    # Position deletes in A only: B and C are reused.
+    commit_files(table, [write_position_deletes(table, [(a, p) for p in (0, 7, 999)],
+                                                referenced_data_file=a)])
+    with MovedAway([b, c], tmp_path / "parked-1"):
+        desc = client.load("deletes", table.metadata_location)
+    r = desc["refresh"]
+    assert (r["tasks_reused"], r["tasks_read"], r["rows_dropped"]) == (2, 1, 1000), r
+    expected, _ = expected_scan(table)
+    assert desc["rows"] == expected.num_rows == 2997
+    assert_same_rows(client.read("deletes"), expected, key=ROW_KEY)
+
+    # An equality delete applies to every older data file: all are read.
+    commit_files(table, [write_equality_deletes(table, {"category": ["cat-1"]})])
+    desc = client.load("deletes", table.metadata_location)
+    assert desc["refresh"]["tasks_reused"] == 0
+    expected, _ = expected_scan(table)
+    assert desc["rows"] == expected.num_rows
+    assert_same_rows(client.read("deletes"), expected, key=ROW_KEY)
+
+
+def test_a_rewrite_drops_removed_files_and_reads_their_replacements(warehouse, client,
+                                                                    tmp_path):
+    table = warehouse.create("rewrite", rows(2000))
+    table.append(rows(2000, start=2000))
+    table.append(rows(2000, start=4000))
+    first, middle, last = data_files(table)
+    client.load("rewrite", table.metadata_location)
+    # pyiceberg's copy-on-write delete rewrites the file holding ids 2000..2099
+    # and keeps the other two.
+    table.delete("id >= 2000 and id < 2100")
+    table.refresh()
+    now = data_files(table)
+    assert first in now and last in now and middle not in now
+    with MovedAway([first, last], tmp_path / "parked"):
+        desc = client.load("rewrite", table.metadata_location)
+    r = desc["refresh"]
+    assert (r["tasks_reused"], r["tasks_read"], r["tasks_dropped"]) == (2, 1, 1), r
+    assert (r["files_added"], r["files_removed"], r["rows_read"]) == (1, 1, 1900), r
+    check_exact(client, "rewrite", table)
+
+
+def test_an_adopted_copy_refreshes_after_a_head_restart(warehouse, cluster, client, tmp_path):
+    table = warehouse.create("adopted", rows(3000))
+    table.append(rows(3000, start=3000))
+    client.load("adopted", table.metadata_location)
+    cluster.restart_head()
+    table.append(rows(500, start=9000))
+    with MovedAway(data_files(table)[:2], tmp_path / "parked"):
+        desc = client.load("adopted", table.metadata_location)
+    assert (desc["refresh"]["tasks_reused"], desc["refresh"]["rows_read"]) == (2, 500)
+    check_exact(client, "adopted", table)
+
+
+def test_an_alias_keeps_reading_its_snapshot_across_a_refresh(warehouse, client):
+    table = warehouse.create("aliased", rows(2000))
+    client.load("aliased", table.metadata_location)
+    pinned = table.current_snapshot().snapshot_id
+    client.load("aliased-pin", table.metadata_location, snapshot_id=pinned)
+    table.append(rows(100, start=10_000))
+    desc = client.load("aliased", table.metadata_location)
+    assert desc["refresh"]["tasks_reused"] == 1 and desc["rows"] == 2100
+    assert client.read("aliased-pin").num_rows == 2000
+    check_exact(client, "aliased", table)
+
+
+def test_a_changed_column_set_or_schema_loads_in_full(warehouse, client):
+    table = warehouse.create("evolving", rows(1000))
+    client.load("evolving", table.metadata_location)
+    with table.update_schema() as update:
+        update.rename_column("value", "amount")
+    table.append(rows(10, start=5000).rename_columns(["id", "category", "amount"]))
+    desc = client.load("evolving", table.metadata_location)
+    # The cached batches name the column "value": nothing is reused.
+    assert "refresh" not in desc
+    assert client.read("evolving").column_names == ["id", "category", "amount"]
+    assert desc["rows"] == 1010
