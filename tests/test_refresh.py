@@ -9,6 +9,7 @@ scan, or the delete oracle of `iceberg_deletes_util`)."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,7 @@ def cluster(tmp_path_factory):
     # Over the wire (share_memory=False), as multi-host deployments read:
     # reused rows are views of the cached batches, not a new shared file.
     with icefloe.LocalCluster(num_nodes=2, memory_limit="256MiB", share_memory=False,
+                              head_args=["--retain-s", "8"],  # replaced copies: 2 s idle
                               log_dir=tmp_path_factory.mktemp("logs")) as c:
         yield c
 
@@ -116,8 +118,9 @@ def test_an_append_reads_only_the_new_file(warehouse, client, tmp_path):
     # The new rows come after the old ones: old row ids are unchanged.
     ids = client.read("appends")["id"].to_numpy()
     assert (ids[:40_000] < 40_000).all() and (ids[40_000:] >= 100_000).all()
-    # Only the new generation is left on the nodes.
-    assert {d["name"] for d in client.datasets()} >= {"appends"}
+    # The old copy is kept for its readers (none here), then freed: only the
+    # new generation is left on the nodes.
+    wait_freed(client, "appends", first["generation"])
     nodes = client.status()["nodes"]
     held = {(d["name"], d["generation"]) for n in nodes for d in n.get("datasets", [])}
     assert all(g == desc["generation"] for name, g in held if name.startswith("appends")), held
@@ -227,3 +230,114 @@ def test_a_changed_column_set_or_schema_loads_in_full(warehouse, client):
     assert "refresh" not in desc
     assert client.read("evolving").column_names == ["id", "category", "amount"]
     assert desc["rows"] == 1010
+
+
+# -- jobs switch at an epoch boundary ------------------------------------------
+
+RETAIN_ARGS = ["--retain-s", "20"]  # a replaced copy is freed 5 s after its last reader
+
+
+@pytest.fixture(scope="module")
+def retaining(tmp_path_factory):
+    with icefloe.LocalCluster(num_nodes=2, memory_limit="256MiB", head_args=RETAIN_ARGS,
+                              log_dir=tmp_path_factory.mktemp("logs")) as c, c.client() as client:
+        yield c, client
+
+
+def epoch_ids(client, name: str, epoch: int, world_size: int = 2, **plan) -> list[np.ndarray]:
+    """Each rank's ids of one epoch (batch 500, window shuffle, seed 1)."""
+    return [np.concatenate([b["id"].to_numpy() for b in client.iter_epoch(
+        name, batch_size=500, seed=1, epoch=epoch, world_size=world_size, rank=r,
+        prefetch=0, **plan)]) for r in range(world_size)]
+
+
+def wait_freed(client, name: str, generation: int, timeout_s: float = 60) -> None:
+    """Until the head has freed the replaced copy and no node holds it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = client.status()
+        kept = [r for r in status["retired"] if r["name"] == name]
+        held = [d for n in status["nodes"] for d in n.get("datasets", [])
+                if d["generation"] == generation]
+        if not kept and not held:
+            return
+        assert time.monotonic() < deadline, (kept, held)
+        time.sleep(0.2)
+
+
+def test_an_epoch_finishes_on_the_generation_it_started(warehouse, retaining):
+    _, client = retaining
+    table = warehouse.create("moving", rows(20_000))
+    for i in range(1, 4):
+        table.append(rows(20_000, start=i * 20_000))
+    first = client.load("moving", table.metadata_location)
+    old_ids = np.arange(80_000)
+
+    # Rank 0 starts epoch 0 and reads 10 batches; then the table grows.
+    rank0 = client.iter_epoch("moving", batch_size=500, seed=1, epoch=0, world_size=2, rank=0,
+                              prefetch=0)
+    head = [next(rank0)["id"].to_numpy() for _ in range(10)]
+    table.append(rows(5000, start=500_000))
+    refreshed = client.refresh("moving")
+    assert refreshed["generation"] > first["generation"] and refreshed["rows"] == 85_000
+    retired = [(r["name"], r["generation"], r["replaced_by"]) for r in client.status()["retired"]]
+    assert retired == [("moving", first["generation"], refreshed["generation"])]
+
+    # Rank 1 asks for epoch 0 after the refresh: the same copy as rank 0.
+    rank1 = epoch_ids(client, "moving", 0)[1]
+    rank0_ids = np.concatenate(head + [b["id"].to_numpy() for b in rank0])
+    assert len(rank0_ids) == len(rank1) == 40_000
+    assert np.array_equal(np.sort(np.concatenate([rank0_ids, rank1])), old_ids)
+
+    # Epoch 1 reads the new generation, every rank alike.
+    ids = np.concatenate(epoch_ids(client, "moving", 1))
+    assert np.array_equal(np.sort(ids), np.sort(np.concatenate([old_ids,
+                                                               np.arange(500_000, 505_000)])))
+    # Nobody reads the old copy any more: it is freed.
+    wait_freed(client, "moving", first["generation"])
+    # An epoch naming it now is refused, naming both generations.
+    with pytest.raises(icefloe.InvalidArgument,
+                       match=f"generation {first['generation']} .*generation "
+                             f"{refreshed['generation']}"):
+        epoch_ids(client, "moving", 0, generation=first["generation"])
+
+
+def test_a_checkpoint_resumes_on_its_generation(warehouse, retaining):
+    from icefloe.torch import CacheDataset
+
+    cluster, client = retaining
+    table = warehouse.create("resumed", rows(10_000))
+    table.append(rows(10_000, start=10_000))
+    first = client.load("resumed", table.metadata_location)
+
+    def dataset(**kw):
+        return CacheDataset(cluster.head_uri, "resumed", batch_size=500, seed=3, **kw)
+
+    whole = [b["id"].numpy() for b in dataset()]  # epoch 0 of the first generation
+    pinned = dataset(follow="pinned")
+    assert sum(len(b["id"]) for b in pinned) == 20_000
+    ds = dataset()
+    it = iter(ds)
+    taken = [next(it)["id"].numpy() for _ in range(5)]
+    state = ds.state_dict(steps=5)
+    assert state["generation"] == first["generation"]
+    del it
+
+    table.append(rows(1000, start=90_000))
+    second = client.refresh("resumed")
+    resumed = dataset()
+    resumed.load_state_dict(state)
+    rest = [b["id"].numpy() for b in resumed]
+    assert all(np.array_equal(a, b) for a, b in zip(taken + rest, whole, strict=True))
+    # The next epoch follows the table; a pinned dataset stays.
+    resumed.set_epoch(1)
+    assert sum(len(b["id"]) for b in resumed) == 21_000 // 500 * 500
+    pinned.set_epoch(1)
+    assert sum(len(b["id"]) for b in pinned) == 20_000
+
+    wait_freed(client, "resumed", first["generation"])
+    again = dataset()
+    with pytest.raises(icefloe.InvalidArgument,
+                       match=f"generation {first['generation']} .*replaced by generation "
+                             f"{second['generation']}"):
+        again.load_state_dict(state)

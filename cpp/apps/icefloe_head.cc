@@ -1,4 +1,5 @@
 // icefloe-head: the head. Knows the datasets and where their slices live.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -31,6 +32,7 @@ struct Flags {
   int64_t evict_timeout_ms = 30000;
   int64_t startup_timeout_s = 600;
   int64_t recover_ms = 3000;
+  int64_t retain_s = 600;
 };
 
 // A positive flag value, or an error naming the flag.
@@ -63,6 +65,11 @@ arrow::Status Run(const Flags& flags) {
   options.loads.max_queued_loads = static_cast<int32_t>(flags.max_queued_loads);
   options.loads.load_timeout_s = static_cast<double>(flags.load_timeout_s);
   options.loads.evict_timeout_s = static_cast<double>(flags.evict_timeout_ms) / 1000.0;
+  if (flags.retain_s < 0 || flags.retain_s > 7 * 24 * 3600) {
+    return arrow::Status::Invalid("--retain-s must be in 0..604800, got ", flags.retain_s);
+  }
+  options.loads.retain_s = static_cast<double>(flags.retain_s);
+  options.loads.retain_idle_s = std::min(30.0, options.loads.retain_s / 4);
   options.default_dataset = flags.default_dataset;
   options.startup_timeout_s = static_cast<double>(flags.startup_timeout_s);
   if (flags.kubeflow) {
@@ -247,6 +254,11 @@ int main(int argc, char** argv) {
              "A load whose nodes have not all finished reading by then fails (and is cleaned up).");
   parser.Int("evict-timeout-ms", &flags.evict_timeout_ms,
              "How long an evict waits for all its nodes (asked in parallel).");
+  parser.Int("retain-s", &flags.retain_s,
+             "A copy that a reload (a refresh) replaced is kept for the consumers still "
+             "reading it, so that an epoch finishes on the generation it started on: at most "
+             "this many seconds, and freed once it has had no reader for min(30 s, a quarter of "
+             "this); 0: freed at once.");
   parser.Int("startup-timeout-s", &flags.startup_timeout_s,
              "Kubeflow mode: give up (exit non-zero) when the start-up load has not succeeded "
              "within this many seconds.",

@@ -399,6 +399,7 @@ class Client:
                    as_numpy: bool = False,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
                    job: str | None = None,
+                   on_shape: Callable[[dict[str, Any]], None] | None = None,
                    **plan: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
@@ -420,6 +421,13 @@ class Client:
         (``icefloe.torch.batch_to_tensors`` has one); it must return what the
         transform would of each batch.
 
+        Every consumer of one epoch of a job (same dataset, seed, epoch and
+        world size) reads one generation of the dataset: the one current when
+        the first of them asked. A refresh that lands mid-epoch takes effect
+        at the next epoch; ``generation`` (in ``plan``) names the copy to
+        read, as a resume does. ``on_shape`` is called once with the epoch's
+        shape (its ``generation`` included).
+
         When a node dies mid-epoch the epoch continues from its first batch
         not yet complete, on another replica or once the head has repaired
         the rows (bounded: ``failover_timeout_s``, ``failover_attempts``):
@@ -437,6 +445,11 @@ class Client:
             transform = _to_numpy
         info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
         plan.pop("first_batch", None)
+        # A failover reads on the copy the epoch started on, even after a
+        # refresh replaced it (the head keeps it while it is read).
+        plan["generation"] = shape.get("generation")
+        if on_shape is not None:
+            on_shape(shape)
         infos = {int(shape.get("first_batch", 0)): info}
 
         def open_streams(first: int) -> list[Callable[[], Any]]:
@@ -632,7 +645,8 @@ def _is_stale(err: Error) -> bool:
 
 
 def _check_same_epoch(name: str, shape: dict[str, Any], again: dict[str, Any]) -> None:
-    """Refuses to resume an epoch whose plan changed (the dataset was reloaded)."""
+    """Refuses to resume an epoch whose plan changed (the dataset was evicted
+    and loaded again: a new copy of the same generation cannot be)."""
     keys = ("num_rows", "worker_batches", "start", "generation")
     if any(shape.get(k) != again.get(k) for k in keys):
         raise InvalidArgument(

@@ -268,7 +268,7 @@ class _SharedProgress:
     shared with DataLoader workers that outlive an epoch
     (``persistent_workers=True``): they keep their own copy of the dataset,
     which set_epoch and load_state_dict in the main process never touch. A
-    generation number says when it changed. Crosses into workers only while
+    version number says when it changed. Crosses into workers only while
     they are being started (shared memory can only be passed then)."""
 
     SIZE = 1024
@@ -296,7 +296,8 @@ class _SharedProgress:
 
 
 _SHARED_KEYS = ("epoch", "seed", "shuffle", "block_rows", "window_blocks",
-                "shuffle_within_block")
+                "shuffle_within_block", "generation")
+FOLLOWS = ("latest", "pinned")
 
 
 class CacheDataset(_ClusterClient, IterableDataset):
@@ -337,6 +338,15 @@ class CacheDataset(_ClusterClient, IterableDataset):
     loop's thread too: each batch is a slice of mapped memory, cheaper to
     make than to hand between threads.
 
+    Tables change: with ``follow="latest"`` (the default) each epoch reads
+    the newest generation of the dataset (a refresh, ``Client.refresh``,
+    lands at the next epoch: every rank and worker finishes the epoch on the
+    generation it started, which the head keeps while it is read). With
+    ``follow="pinned"`` every epoch reads the generation the first one read
+    (an error names both once the head has freed it; to keep a snapshot for
+    good, load it under a name of its own). :meth:`state_dict` records the
+    generation; resuming an epoch reads that one.
+
     When a data node dies mid-epoch the epoch goes on, exactly, from another
     replica or once the head has repaired the rows (:meth:`Client.iter_epoch`);
     ``client_options`` (e.g. ``{"failover_timeout_s": 300}``) are passed to
@@ -361,12 +371,20 @@ class CacheDataset(_ClusterClient, IterableDataset):
         window_blocks: int | None = None,
         client_options: dict[str, Any] | None = None,
         job: str | None = None,
+        follow: str = "latest",
     ) -> None:
         super().__init__()
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
         if shuffle not in SHUFFLES:
             raise ValueError(f"shuffle must be one of {', '.join(SHUFFLES)}, not {shuffle!r}")
+        if follow not in FOLLOWS:
+            raise ValueError(f"follow must be one of {', '.join(FOLLOWS)}, not {follow!r}")
+        self.follow = follow
+        # The dataset generation the next epochs read (resumed or pinned);
+        # None: the one the head binds to each epoch.
+        self.generation: int | None = None
+        self._read_generation: int | None = None  # what this process's epoch read
         self.head_uri = head_uri
         self.dataset = dataset
         self.batch_size = batch_size
@@ -392,7 +410,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
         # where it is known (here, and in set_epoch, both in the main process).
         self._dist = _live_coordinates()
         self._shared = _SharedProgress()
-        self._generation = 0  # of the progress this copy last published or applied
+        self._version = 0  # of the progress this copy last published or applied
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -406,16 +424,16 @@ class CacheDataset(_ClusterClient, IterableDataset):
         """Tells persistent DataLoader workers what to read next."""
         if self._shared is None:
             return
-        self._generation += 1
-        self._shared.write({"generation": self._generation, "start": self._start,
+        self._version += 1
+        self._shared.write({"version": self._version, "start": self._start,
                             **{k: getattr(self, k) for k in _SHARED_KEYS}})
 
     def _follow(self) -> None:
         """In a worker that outlived an epoch: adopt what the main process chose."""
         shared = self._shared.read() if self._shared is not None else None
-        if shared is None or shared["generation"] == self._generation:
+        if shared is None or shared["version"] == self._version:
             return
-        self._generation = shared["generation"]
+        self._version = shared["version"]
         for k in _SHARED_KEYS:
             setattr(self, k, shared[k])
         self._start = int(shared["start"])
@@ -431,6 +449,11 @@ class CacheDataset(_ClusterClient, IterableDataset):
             self._first_batch = 0
             self._worker_state = None
             self.epoch = epoch
+            self._read_generation = None
+            if self.follow == "latest":
+                self.generation = None  # a resumed epoch's copy, not the next one's
+            elif self.generation is None:
+                self.generation = self._epoch_generation()
             self._publish()
         self._yielded = 0
         self._dist = _live_coordinates() or self._dist
@@ -455,9 +478,18 @@ class CacheDataset(_ClusterClient, IterableDataset):
                 "window_blocks": self.window_blocks,
                 "shuffle_within_block": self.shuffle_within_block, **self._coordinates(),
                 # Projected by the nodes: other columns never cross the wire.
-                "columns": list(self.columns) if self.columns is not None else None}
+                "columns": list(self.columns) if self.columns is not None else None,
+                "generation": self.generation}
         plan.update(overrides)
         return plan
+
+    def _epoch_generation(self) -> int:
+        """The generation the current epoch reads (the head's binding of it,
+        or the pinned one)."""
+        plan = self._plan(num_workers=0, worker=0)
+        plan.pop("batch_size")
+        _, shape = self.client().epoch_info(self.dataset, batch_size=self.batch_size, **plan)
+        return int(shape["generation"])
 
     def __len__(self) -> int:
         """Batches this rank reads in the current epoch (from the resume point)."""
@@ -492,11 +524,17 @@ class CacheDataset(_ClusterClient, IterableDataset):
         prefetch = self.prefetch
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
+        if self.follow == "pinned" and self.generation is None:
+            self.generation = plan["generation"] = self._epoch_generation()
+
+        def read(shape: dict[str, Any]) -> None:
+            self._read_generation = int(shape["generation"])
+
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
                                               prefetch=prefetch,
                                               transform=ChunkTransform(prepare, prepare_many,
                                                                        prepare_many_at),
-                                              job=self.job,
+                                              job=self.job, on_shape=read,
                                               **plan):
             self._yielded += 1
             yield item if default else self.to_tensors(item)
@@ -520,8 +558,14 @@ class CacheDataset(_ClusterClient, IterableDataset):
         """
         coords = self._coordinates()
         info = get_worker_info()
+        # The copy this epoch reads (asked once per epoch where this process
+        # does not read it itself): resuming reads it too.
+        if self.generation is None and self._read_generation is None:
+            self._read_generation = self._epoch_generation()
+        generation = self.generation or self._read_generation
         state: dict[str, Any] = {
-            "dataset": self.dataset, "order_version": ORDER_VERSION, "seed": self.seed,
+            "dataset": self.dataset, "generation": generation,
+            "order_version": ORDER_VERSION, "seed": self.seed,
             "epoch": self.epoch, "shuffle": self.shuffle, "block_rows": self.block_rows,
             "window_blocks": self.window_blocks,
             "shuffle_within_block": self.shuffle_within_block, "drop_last": self.drop_last,
@@ -556,6 +600,10 @@ class CacheDataset(_ClusterClient, IterableDataset):
         self._yielded = 0
         self._first_batch = 0
         self._worker_state = None
+        # The resumed epoch reads the copy it started on (an error names both
+        # generations when the head has freed it); later epochs follow.
+        self.generation = int(state["generation"]) if state.get("generation") else None
+        self._read_generation = None
         if "steps" in state:
             self._start = 0
             plan = self._plan(num_workers=0, worker=0, start=int(state["start"]),

@@ -155,14 +155,18 @@ AdoptionPlan PlanAdoption(const AdoptionInput& input) {
   // Each name goes to the highest generation claiming it.
   std::map<std::string, CopyId> winner;
   for (const auto& [id, copy] : copies) {
-    if (copy.record == nullptr || known.count(id) || input.gone.count(id)) continue;
+    if (copy.record == nullptr || known.count(id) || input.gone.count(id) ||
+        input.retained.count(id)) {
+      continue;
+    }
     for (const auto& r : copy.record->requests) {
       auto [it, fresh] = winner.emplace(r.name, id);
       if (!fresh && it->second.second < id.second) it->second = id;
     }
   }
   for (const auto& [id, copy] : copies) {
-    if (known.count(id)) continue;  // the catalog's: its holders are the heal path's business
+    // The catalog's (its holders are the heal path's business), or kept.
+    if (known.count(id) || input.retained.count(id)) continue;
     std::vector<const LoadRequest*> adopted;
     std::string reason;
     if (input.gone.count(id)) {

@@ -49,6 +49,7 @@ struct AdoptionInput {
   std::vector<NodeReport> reports;  ///< live nodes only
   std::vector<std::shared_ptr<const DatasetEntry>> catalog;
   std::set<CopyId> gone;          ///< copies this head released
+  std::set<CopyId> retained;      ///< replaced copies this head keeps for their readers
   std::set<std::string> loading;  ///< names this head is loading
   uint64_t first_generation = 0;  ///< this head's first generation
 };

@@ -99,6 +99,9 @@ void CatalogAdopter::RunOnce() {
     if (n.state == NodeState::kAlive) input.reports.push_back({n.location, n.status.datasets});
   }
   input.catalog = catalog_->All();
+  for (const auto& r : catalog_->Retired()) {
+    input.retained.insert({r.entry->storage_name, r.entry->generation});
+  }
   input.first_generation = first_generation_;
   Adopt(input);
   PushRecords(input.reports);
@@ -111,7 +114,7 @@ void CatalogAdopter::Adopt(const AdoptionInput& base) {
     MutexLock lock(&mu_);
     // Copies that left the catalog since the last round were released by
     // this head (evicted, replaced): a late report of one is stale.
-    std::set<CopyId> now;
+    std::set<CopyId> now = input.retained;
     for (const auto& e : input.catalog) now.insert({e->storage_name, e->generation});
     for (const auto& id : seen_) {
       if (!now.count(id)) gone_.insert(id);

@@ -1,5 +1,7 @@
 #include "icefloe/head/catalog.h"
 
+#include <algorithm>
+
 #include <arrow/buffer.h>
 #include <arrow/ipc/writer.h>
 #include <arrow/type.h>
@@ -144,7 +146,57 @@ bool Catalog::StorageShared(const std::string& name, const std::string& storage_
       return true;
     }
   }
+  for (const auto& r : retired_) {
+    if (r.entry->storage_name == storage_name &&
+        (generation == 0 || r.entry->generation == generation)) {
+      return true;
+    }
+  }
   return false;
+}
+
+void Catalog::Retire(std::shared_ptr<const DatasetEntry> entry, uint64_t replaced_by,
+                     std::chrono::steady_clock::time_point now) {
+  MutexLock lock(&mu_);
+  retired_.push_back({std::move(entry), replaced_by, now, now});
+}
+
+std::shared_ptr<const DatasetEntry> Catalog::FindGeneration(
+    const std::string& name, uint64_t generation, std::chrono::steady_clock::time_point now) const {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(name);
+  if (it != entries_.end() && it->second->generation == generation) return it->second;
+  for (auto& r : retired_) {
+    if (r.entry->name == name && r.entry->generation == generation) {
+      r.last_used = now;
+      return r.entry;
+    }
+  }
+  return nullptr;
+}
+
+void Catalog::TouchRetired(const std::string& storage, uint64_t generation,
+                           std::chrono::steady_clock::time_point now) {
+  MutexLock lock(&mu_);
+  for (auto& r : retired_) {
+    if (r.entry->storage_name == storage && r.entry->generation == generation) r.last_used = now;
+  }
+}
+
+std::vector<RetiredCopy> Catalog::Retired() const {
+  MutexLock lock(&mu_);
+  return retired_;
+}
+
+std::vector<RetiredCopy> Catalog::TakeRetired(const std::string& name, uint64_t generation) {
+  MutexLock lock(&mu_);
+  std::vector<RetiredCopy> out;
+  auto keep = std::partition(retired_.begin(), retired_.end(), [&](const RetiredCopy& r) {
+    return r.entry->name != name || (generation != 0 && r.entry->generation != generation);
+  });
+  out.assign(std::make_move_iterator(keep), std::make_move_iterator(retired_.end()));
+  retired_.erase(keep, retired_.end());
+  return out;
 }
 
 }  // namespace icefloe

@@ -82,6 +82,17 @@ struct DatasetEntry {
   nlohmann::json ToJson(bool with_slices) const;
 };
 
+/// A copy a refresh replaced, kept while consumers may still read it: an
+/// epoch started on it finishes on it (docs/protocol.md, "Refresh").
+struct RetiredCopy {
+  std::shared_ptr<const DatasetEntry> entry;
+  uint64_t replaced_by = 0;  ///< the generation that replaced it
+  std::chrono::steady_clock::time_point retired_at{};
+  /// When a node last reported a reader of it, or the head last handed out
+  /// endpoints for it.
+  std::chrono::steady_clock::time_point last_used{};
+};
+
 class Catalog {
  public:
   std::shared_ptr<const DatasetEntry> Find(const std::string& name) const EXCLUDES(mu_);
@@ -96,14 +107,31 @@ class Catalog {
   std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name)
       EXCLUDES(mu_);
   std::vector<std::shared_ptr<const DatasetEntry>> All() const EXCLUDES(mu_);
-  /// Whether another entry than `name` uses `storage_name` at `generation`
-  /// (0: at any generation).
+  /// Whether another entry than `name`, or a retired copy, uses
+  /// `storage_name` at `generation` (0: at any generation).
   bool StorageShared(const std::string& name, const std::string& storage_name,
                      uint64_t generation) const EXCLUDES(mu_);
+
+  /// Keeps `entry`, replaced by generation `replaced_by`, for its readers.
+  void Retire(std::shared_ptr<const DatasetEntry> entry, uint64_t replaced_by,
+              std::chrono::steady_clock::time_point now) EXCLUDES(mu_);
+  /// The copy of `name` at `generation`: the current entry or a retired copy
+  /// (which counts as used `now`); null when neither.
+  std::shared_ptr<const DatasetEntry> FindGeneration(
+      const std::string& name, uint64_t generation, std::chrono::steady_clock::time_point now) const
+      EXCLUDES(mu_);
+  /// Marks the retired copy (storage, generation) as used `now`.
+  void TouchRetired(const std::string& storage, uint64_t generation,
+                    std::chrono::steady_clock::time_point now) EXCLUDES(mu_);
+  std::vector<RetiredCopy> Retired() const EXCLUDES(mu_);
+  /// Removes and returns the retired copies of `name` at `generation` (0: all).
+  std::vector<RetiredCopy> TakeRetired(const std::string& name, uint64_t generation) EXCLUDES(mu_);
 
  private:
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const DatasetEntry>> entries_ GUARDED_BY(mu_);
+  // Few: one per replaced copy still read. Mutable: a lookup marks one used.
+  mutable std::vector<RetiredCopy> retired_ GUARDED_BY(mu_);
 };
 
 /// Base64 of the Arrow IPC serialization of a schema (for JSON bodies).

@@ -41,7 +41,20 @@ arrow::Result<flight::FlightEndpoint> Endpoint(const std::vector<std::string>& n
 
 arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
     const EpochDescriptor& d, const flight::FlightDescriptor& request) const {
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset));
+  // Every consumer of one epoch of a job reads one generation, whenever it
+  // asks; a consumer failing over or resuming names it.
+  std::optional<uint64_t> generation = d.generation;
+  if (!generation) {
+    if (auto current = catalog_.Find(d.dataset)) {
+      generation =
+          epochs_.Bind(EpochBindings::Key(d.dataset, d.seed, d.epoch, d.world_size),
+                       current->generation, [this, &d](uint64_t g) {
+                         return catalog_.FindGeneration(
+                                    d.dataset, g, std::chrono::steady_clock::now()) != nullptr;
+                       });
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset, generation));
   ARROW_ASSIGN_OR_RAISE(Projection projection,
                         Project(entry->schema, d.columns, "epoch descriptor"));
   // Field types and ranges were checked when the descriptor was parsed

@@ -210,9 +210,21 @@ json HeadServer::ClusterStatus() const {
   for (const auto& j : jobs_.Summaries(std::chrono::steady_clock::now())) {
     jobs.push_back(j.ToJson());
   }
+  // Copies a reload replaced, kept for the epochs still reading them.
+  json retired = json::array();
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& r : catalog_.Retired()) {
+    retired.push_back({{"name", r.entry->name},
+                       {"generation", r.entry->generation},
+                       {"replaced_by", r.replaced_by},
+                       {"bytes", r.entry->nbytes},
+                       {"age_s", std::chrono::duration<double>(now - r.retired_at).count()},
+                       {"idle_s", std::chrono::duration<double>(now - r.last_used).count()}});
+  }
   auto [ready, reason] = Ready();
   return {{"nodes", registry_.ToJson()},
           {"datasets", datasets},
+          {"retired", retired},
           {"loads", coordinator_.Loads()},
           {"recent_loads", metrics_.RecentLoads()},
           {"jobs", jobs},
@@ -233,13 +245,25 @@ void HeadServer::RefreshMetrics() const {
 std::string HeadServer::Metrics() const { return metrics_.registry().Scrape(); }
 
 arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::Lookup(
-    const std::string& name) const {
+    const std::string& name, std::optional<uint64_t> generation) const {
   auto entry = catalog_.Find(name);
   if (!entry) {
     if (coordinator_.Loading(name)) {
       return arrow::Status::Invalid("dataset '", name, "' is still loading");
     }
     return arrow::Status::KeyError("unknown dataset '", name, "'");
+  }
+  if (generation && *generation != entry->generation) {
+    auto kept = catalog_.FindGeneration(name, *generation, std::chrono::steady_clock::now());
+    if (!kept) {
+      return arrow::Status::Invalid(
+          "dataset '", name, "' generation ", *generation,
+          " is no longer cached: it was replaced by generation ", entry->generation,
+          " and freed (a replaced copy is kept while it has readers, up to --retain-s); "
+          "start the epoch again on generation ",
+          entry->generation);
+    }
+    entry = std::move(kept);
   }
   // A degraded or healing copy stays readable where its rows are present.
   if (entry->state != "ready" && entry->state != "degraded" && entry->state != "healing") {

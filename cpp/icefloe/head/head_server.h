@@ -32,6 +32,7 @@
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/adopter.h"
 #include "icefloe/head/catalog.h"
+#include "icefloe/head/epoch_bindings.h"
 #include "icefloe/head/head_metrics.h"
 #include "icefloe/head/jobs.h"
 #include "icefloe/head/load_coordinator.h"
@@ -119,7 +120,10 @@ class HeadServer : public arrow::flight::FlightServerBase {
 
  private:
   // head_server.cc
-  arrow::Result<std::shared_ptr<const DatasetEntry>> Lookup(const std::string& name) const;
+  /// The ready copy of `name` (a replaced one when `generation` names it),
+  /// its live replicas first.
+  arrow::Result<std::shared_ptr<const DatasetEntry>> Lookup(
+      const std::string& name, std::optional<uint64_t> generation = std::nullopt) const;
   /// `kind` names the descriptor for metrics.
   arrow::Result<arrow::flight::FlightInfo> Info(const arrow::flight::FlightDescriptor& request,
                                                 const char** kind) const;
@@ -156,6 +160,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
   // Metrics and job reports change on const paths (a scrape, a status).
   mutable HeadMetrics metrics_;
   mutable JobTable jobs_;
+  mutable EpochBindings epochs_;  // which generation each job's epoch reads
   // Declaration order is destruction order in reverse: the coordinator and
   // the registry use the pool and the rpc, so they go first.
   std::shared_ptr<NodeRpc> rpc_;

@@ -147,6 +147,37 @@ void LoadCoordinator::CheckHealth() {
       }
     }
   }
+  ReleaseRetired(nodes);
+}
+
+void LoadCoordinator::ReleaseRetired(const std::vector<NodeInfo>& nodes) {
+  const auto now = Clock::now();
+  for (const auto& r : catalog_->Retired()) {
+    const DatasetEntry& e = *r.entry;
+    int64_t readers = 0;
+    for (const auto& n : nodes) {
+      if (n.state != NodeState::kAlive) continue;
+      for (const auto& d : n.status.datasets) {
+        if (d.name == e.storage_name && d.generation == e.generation) readers += d.readers;
+      }
+    }
+    auto last_used = r.last_used;
+    if (readers > 0) {
+      catalog_->TouchRetired(e.storage_name, e.generation, now);
+      last_used = now;
+    }
+    const bool expired = now - r.retired_at >= Seconds(options_.retain_s);
+    const bool idle = readers == 0 && now - last_used >= Seconds(options_.retain_idle_s);
+    if (!expired && !idle) continue;
+    for (const auto& gone : catalog_->TakeRetired(e.name, e.generation)) {
+      LogInfo("freed a replaced copy",
+              {{"dataset", e.name},
+               {"generation", std::to_string(e.generation)},
+               {"replaced_by", std::to_string(gone.replaced_by)},
+               {"reason", expired ? "kept for --retain-s" : "no reader left"}});
+      EvictOnNodes(e.storage_name, e.generation, e.nodes);
+    }
+  }
 }
 
 arrow::Result<std::shared_ptr<LoadJob>> LoadCoordinator::Heal(

@@ -463,6 +463,11 @@ arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
       unreached.push_back(std::move(n));
     }
   }
+  for (const auto& r : catalog_->TakeRetired(name, 0)) {  // replaced copies still kept
+    for (auto& n : EvictOnNodes(r.entry->storage_name, r.entry->generation, r.entry->nodes)) {
+      unreached.push_back(std::move(n));
+    }
+  }
   registry_->PollAll();         // so status shows the freed memory at once
   if (!unused) AfterPublish();  // the shared copy's record loses this name
   LogInfo("evicted", {{"dataset", name}, {"bytes", FormatBytes(entry->nbytes)}});

@@ -61,6 +61,13 @@ struct LoadOptions {
   int32_t heal_attempts = 5;
   double heal_backoff_s = 1.0;
   double heal_backoff_max_s = 30.0;
+  /// A copy a reload replaced is kept this long at most for the consumers
+  /// still reading it (an epoch finishes on the generation it started), and
+  /// freed sooner once no node has reported a reader of it and the head has
+  /// handed out no endpoints for it for retain_idle_s (the head flag sets
+  /// min(30 s, retain_s / 4)). 0: freed at once.
+  double retain_s = 600;
+  double retain_idle_s = 30;
 };
 
 /// Plans a load's scan (iceberg::PlanScan in the head; anything in tests).
@@ -99,6 +106,9 @@ class LoadCoordinator {
   /// marks it degraded (or ready again) and starts a heal where replicas are
   /// lost and one is due. Cheap (no node calls); run after each poll.
   void CheckHealth() EXCLUDES(mu_);
+  /// Frees retired copies (Catalog::Retire) whose time is up or whose
+  /// readers are gone (CheckHealth runs it).
+  void ReleaseRetired(const std::vector<NodeInfo>& nodes) EXCLUDES(mu_);
   /// Starts the heal of `entry`'s copy, or returns the one running; Status
   /// when none can start (the load queue is full, the head is stopping).
   arrow::Result<std::shared_ptr<LoadJob>> Heal(const std::shared_ptr<const DatasetEntry>& entry)

@@ -498,7 +498,9 @@ TEST_F(LoadCoordinatorTest, ANewerSnapshotReusesUnchangedTasksOnTheirHolders) {
   planner_ = [snapshot](const LoadRequest& r) {
     return snapshot->load() == 1 ? FourTaskPlan(r) : SecondSnapshot(r);
   };
-  Start(LoadOptions{});
+  LoadOptions options;
+  options.retain_idle_s = 0;  // the fake nodes report no readers: freed at the next check
+  Start(options);
   ASSERT_TRUE(LoadAndWait(Request("d")).ok());
   auto old = catalog_.Find("d");
   ASSERT_TRUE(old);
@@ -549,7 +551,60 @@ TEST_F(LoadCoordinatorTest, ANewerSnapshotReusesUnchangedTasksOnTheirHolders) {
     }
   }
   EXPECT_EQ(reused, 3);
-  // The old copy goes once the new one is published.
+  // The old copy is kept for its readers, then freed.
+  auto retired = catalog_.Retired();
+  ASSERT_EQ(retired.size(), 1u);
+  EXPECT_EQ(retired[0].entry->generation, old->generation);
+  EXPECT_EQ(retired[0].replaced_by, entry->generation);
+  EXPECT_EQ(catalog_.FindGeneration("d", old->generation, std::chrono::steady_clock::now()),
+            retired[0].entry);
+  EXPECT_TRUE(nodes_.EvictedNodes(old->generation).empty());
+  coordinator_->CheckHealth();
+  EXPECT_TRUE(catalog_.Retired().empty());
+  EXPECT_EQ(nodes_.EvictedNodes(old->generation).size(), 2u);
+  EXPECT_FALSE(catalog_.FindGeneration("d", old->generation, std::chrono::steady_clock::now()));
+}
+
+TEST_F(LoadCoordinatorTest, AReplacedCopyIsKeptWhileNodesReportReaders) {
+  Stop();
+  LoadOptions options;
+  options.retain_idle_s = 0;
+  Start(options);
+  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
+  auto old = catalog_.Find("d");
+  LoadRequest other = Request("d");
+  other.filter = "id > 3";  // another copy under the same name
+  ASSERT_TRUE(LoadAndWait(other).ok());
+  ASSERT_EQ(catalog_.Retired().size(), 1u);
+  // A node reporting a stream on the old copy keeps it.
+  NodeStatus reading;
+  reading.memory_limit_bytes = 1 << 30;
+  NodeDatasetInfo d;
+  d.name = old->storage_name;
+  d.generation = old->generation;
+  d.readers = 1;
+  reading.datasets.push_back(d);
+  registry_->Heartbeat("grpc://a:1", reading);
+  coordinator_->CheckHealth();
+  EXPECT_EQ(catalog_.Retired().size(), 1u);
+  EXPECT_TRUE(nodes_.EvictedNodes(old->generation).empty());
+  // Evicting the name drops the kept copy too.
+  ASSERT_TRUE(coordinator_->Evict("d").ok());
+  EXPECT_TRUE(catalog_.Retired().empty());
+  EXPECT_EQ(nodes_.EvictedNodes(old->generation).size(), 2u);
+}
+
+TEST_F(LoadCoordinatorTest, RetainZeroFreesAReplacedCopyAtOnce) {
+  Stop();
+  LoadOptions options;
+  options.retain_s = 0;
+  Start(options);
+  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
+  auto old = catalog_.Find("d");
+  LoadRequest other = Request("d");
+  other.filter = "id > 3";
+  ASSERT_TRUE(LoadAndWait(other).ok());
+  EXPECT_TRUE(catalog_.Retired().empty());
   EXPECT_EQ(nodes_.EvictedNodes(old->generation).size(), 2u);
 }
 

@@ -267,7 +267,12 @@ void LoadCoordinator::Publish(Run* run) {
   const auto& previous = run->previous;
   if (previous && previous->generation != entry.generation &&
       !catalog_->StorageShared(entry.name, previous->storage_name, previous->generation)) {
-    EvictOnNodes(previous->storage_name, previous->generation, previous->nodes);
+    if (options_.retain_s > 0 && previous->state != "failed" && previous->num_rows > 0) {
+      // Consumers mid-epoch on it finish there (ReleaseRetired frees it).
+      catalog_->Retire(previous, entry.generation, Clock::now());
+    } else {
+      EvictOnNodes(previous->storage_name, previous->generation, previous->nodes);
+    }
   }
   registry_->PollAll();  // memory figures reflect the load at once
   AfterPublish();

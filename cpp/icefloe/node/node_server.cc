@@ -151,7 +151,9 @@ NodeStatus NodeServer::Status() const {
   MutexLock lock(&mu_);
   status.location = advertised_location_;
   for (const auto& [name, ds] : datasets_) {
-    NodeDatasetInfo info{name, ds->generation(), ds->num_rows(), ds->nbytes(), {}, nullptr};
+    // Every stream serving the copy holds it; so does this map.
+    NodeDatasetInfo info{name, ds->generation(), ds->num_rows(), ds->nbytes(), {}, 0, nullptr};
+    info.readers = std::max<int64_t>(0, static_cast<int64_t>(ds.use_count()) - 1);
     if (auto r = records_.find(name); r != records_.end()) info.record = r->second;
     for (const auto& b : ds->batches()) {
       if (!info.ranges.empty() && info.ranges.back().stop == b.global_start) {

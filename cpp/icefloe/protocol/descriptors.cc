@@ -51,6 +51,7 @@ const Field<EpochDescriptor> kEpochFields[] = {
     {Uint("resume_batch_size", kOptional, Values(1, uint64_t{1} << 24)),
      &EpochDescriptor::resume_batch_size},
     {kColumns, &EpochDescriptor::columns},
+    {Uint("generation", kOptional, Values(1, kU64Max)), &EpochDescriptor::generation},
 };
 
 const Field<RowsDescriptor> kRowsFields[] = {

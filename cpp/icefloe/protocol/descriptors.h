@@ -58,6 +58,10 @@ struct EpochDescriptor {
   std::optional<uint64_t> resume_world_size;  ///< 1..2^32-1
   std::optional<uint64_t> resume_batch_size;
   std::vector<std::string> columns = {};  ///< as RangeDescriptor::columns
+  /// The copy to read: a consumer failing over or resuming mid-epoch names
+  /// the generation its epoch started on. Empty: the generation the epoch is
+  /// bound to (head/epoch_bindings.h), the newest for an epoch not yet bound.
+  std::optional<uint64_t> generation;
 
   nlohmann::json ToJson() const;
   static arrow::Result<EpochDescriptor> FromJson(const nlohmann::json& j);

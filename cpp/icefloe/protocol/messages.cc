@@ -33,6 +33,7 @@ const Field<NodeDatasetInfo> kDatasetInfoFields[] = {
     {Uint("generation", kOptional, Values(0, kU64Max)), &NodeDatasetInfo::generation},
     {Count("rows"), &NodeDatasetInfo::rows},
     {Count("bytes"), &NodeDatasetInfo::bytes},
+    {Count("readers"), &NodeDatasetInfo::readers},
 };
 const FieldSpec kDatasetRecord = ObjectField("record", kOptional);
 const FieldSpec kRanges = ObjectList("ranges", kOptional, Values(0, kMaxTasks));

@@ -37,6 +37,9 @@ struct NodeDatasetInfo {
   int64_t rows = 0;
   int64_t bytes = 0;
   std::vector<RowRange> ranges;  ///< global rows held, sorted
+  /// Streams and loads holding the copy now (a replaced copy is freed once
+  /// none read it).
+  int64_t readers = 0;
   /// The head's catalog record of this copy (head/catalog_record.h), kept by
   /// the node for a restarted head; null when the head has sent none. Opaque
   /// to the node; only checked to be an object here.

@@ -79,8 +79,8 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   NodeStatus s;
   s.location = "grpc://h:1";
   s.memory_limit_bytes = 100;
-  s.datasets.push_back({"d", 3, 10, 80, {{0, 5}, {7, 12}}, json{{"storage_name", "d"}}});
-  s.datasets.push_back({"e", 4, 0, 0, {}, nullptr});
+  s.datasets.push_back({"d", 3, 10, 80, {{0, 5}, {7, 12}}, 2, json{{"storage_name", "d"}}});
+  s.datasets.push_back({"e", 4, 0, 0, {}, 0, nullptr});
   NodeLoadState loading;
   loading.dataset = "e";
   loading.generation = 4;
@@ -91,6 +91,7 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   auto back = RegisterRequest::Parse(Dump(reg.ToJson()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->status.datasets[0].ranges[1], (RowRange{7, 12}));
+  EXPECT_EQ(back->status.datasets[0].readers, 2);
   EXPECT_EQ(back->status.datasets[0].record, (json{{"storage_name", "d"}}));
   EXPECT_TRUE(back->status.datasets[1].record.is_null());  // none kept: none sent
   EXPECT_EQ(back->status.loads[0].state, "loading");
