@@ -493,10 +493,16 @@ arrow::Result<const Snapshot*> SelectSnapshot(const TableMetadata& m,
   return arrow::Status::KeyError("table ", m.location, " has no snapshot ", selector.ToString());
 }
 
+bool IsMetadataFileLocation(const std::string& location) {
+  std::string loc = location;
+  while (loc.size() > 1 && loc.back() == '/') loc.pop_back();
+  return EndsWith(loc, ".json") || EndsWith(loc, ".json.gz");
+}
+
 arrow::Result<std::string> ResolveMetadataLocation(FileIO& io, const std::string& location) {
   std::string loc = location;
   while (loc.size() > 1 && loc.back() == '/') loc.pop_back();
-  if (EndsWith(loc, ".json") || EndsWith(loc, ".json.gz")) return loc;
+  if (IsMetadataFileLocation(loc)) return loc;
   const std::string metadata_dir = loc + "/metadata";
   const std::string hint = metadata_dir + "/version-hint.text";
   ARROW_ASSIGN_OR_RAISE(bool has_hint, io.Exists(hint));

@@ -149,6 +149,11 @@ struct SnapshotSelector {
 arrow::Result<const Snapshot*> SelectSnapshot(const TableMetadata& metadata,
                                               const SnapshotSelector& selector);
 
+/// Whether `location` names a metadata file itself (it ends in ".json" or
+/// ".json.gz", trailing slashes aside) rather than a table directory: such a
+/// location always reads the same table state.
+bool IsMetadataFileLocation(const std::string& location);
+
 /// Finds the current metadata file of a table. A location ending in ".json"
 /// (or ".json.gz") is taken as the metadata file itself. Otherwise it is a table directory:
 /// `<dir>/metadata/version-hint.text` names the version (a number N for
