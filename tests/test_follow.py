@@ -1,0 +1,183 @@
+"""Following a table (issue 30): a head started with ``--follow 1`` reloads a
+dataset loaded from a table directory when pyiceberg commits a new snapshot,
+leaves pinned loads and fixed metadata files alone, and keeps serving the
+cached copy (with the error in status and metrics) when the table's metadata
+is gone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from iceberg_util import Warehouse, assert_same_rows
+from test_metrics import scrape, total
+
+import icefloe
+
+PERIOD_S = 1
+WAIT_S = 60  # every wait below is bounded by this
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table({"id": ids, "x": ids.astype(np.float64) * 0.5,
+                     "s": pa.array([f"s{i}" for i in ids])})
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    return Warehouse(tmp_path_factory.mktemp("wh"))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with icefloe.LocalCluster(num_nodes=2, head_args=["--follow", str(PERIOD_S)],
+                              log_dir=tmp_path_factory.mktemp("logs")) as c:
+        yield c
+
+
+def followed(client: icefloe.Client, name: str) -> dict:
+    for record in client.status()["follow"]["datasets"]:
+        if record["name"] == name:
+            return record
+    return {}
+
+
+def wait_for(what: str, check) -> None:
+    """Polls `check` until it returns true, at most WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def wait_checks(client: icefloe.Client, name: str, more: int) -> None:
+    """Waits until the follower has read `name`'s table `more` more times."""
+    start = followed(client, name).get("checks", 0)
+    wait_for(f"{more} more checks of {name}",
+             lambda: followed(client, name).get("checks", 0) >= start + more)
+
+
+def test_follows_appends_to_the_newest_snapshot(cluster, warehouse):
+    table = warehouse.create("grow", rows(1000))
+    first = table.current_snapshot().snapshot_id
+    with cluster.client() as c:
+        loaded = c.load("grow", table.location())  # the table directory: it can move
+        assert loaded["snapshot_id"] == first
+        wait_checks(c, "grow", 1)
+        assert followed(c, "grow")["refreshes"] == 0  # nothing new: nothing reloaded
+
+        committed_ms = int(time.time() * 1000)
+        table.append(rows(500, start=1000))
+        table = warehouse.table("grow")
+        new = table.current_snapshot().snapshot_id
+        assert new != first
+        assert table.current_snapshot().timestamp_ms >= committed_ms - 1000
+        wait_for("the new snapshot in describe",
+                 lambda: c.describe("grow")["snapshot_id"] == new)
+        desc = c.describe("grow")
+        assert desc["rows"] == 1500
+        assert desc["generation"] != loaded["generation"]
+        assert_same_rows(c.read("grow"), table.scan(snapshot_id=new).to_arrow())
+
+        wait_for("the refresh in status", lambda: followed(c, "grow").get("refreshes") == 1)
+        record = followed(c, "grow")
+        assert record["followed"] and record["state"] == "following"
+        assert record["snapshot_id"] == new and record["refreshed_to"] == new
+        assert record["lag_s"] >= 0
+        assert record["last_refresh_s_ago"] >= 0 and record["last_error"] == ""
+        metrics = scrape(cluster.head.health)
+        assert total(metrics, "icefloe_head_follow_refreshes_total", dataset="grow") == 1
+        assert total(metrics, "icefloe_head_follow_errors_total", dataset="grow") == 0
+        lag = total(metrics, "icefloe_head_follow_lag_seconds", dataset="grow")
+        assert lag == pytest.approx(record["lag_s"])
+        assert lag >= 0
+        assert total(metrics, "icefloe_head_follow_last_refresh_timestamp_seconds",
+                     dataset="grow") >= committed_ms / 1000 - 1
+        assert total(metrics, "icefloe_head_follow_last_check_timestamp_seconds",
+                     dataset="grow") > 0
+
+        # Later checks find the cached snapshot current: no second reload.
+        wait_checks(c, "grow", 2)
+        assert followed(c, "grow")["refreshes"] == 1
+        assert c.describe("grow")["generation"] == desc["generation"]
+        assert total(scrape(cluster.head.health), "icefloe_head_follow_refreshes_total",
+                     dataset="grow") == 1
+
+
+def test_pinned_loads_and_metadata_files_are_not_followed(cluster, warehouse):
+    table = warehouse.create("pinned", rows(300))
+    first = table.current_snapshot().snapshot_id
+    with cluster.client() as c:
+        c.load("by_id", table.location(), snapshot_id=first)
+        c.load("by_file", table.metadata_location)
+        c.load("marker", table.location())  # followed: its checks show time passing
+        wait_for("the metadata file judged",
+                 lambda: followed(c, "by_file").get("followed") is False)
+        table.append(rows(100, start=300))
+        new = warehouse.table("pinned").current_snapshot().snapshot_id
+        wait_for("the followed copy refreshed",
+                 lambda: c.describe("marker")["snapshot_id"] == new)
+        wait_checks(c, "marker", 2)
+        for name in ("by_id", "by_file"):
+            assert c.describe(name)["snapshot_id"] == first, name
+            record = followed(c, name)
+            assert record["followed"] is False and record["state"] == "not followed"
+            assert record["refreshes"] == 0
+        assert "pins snapshot" in followed(c, "by_id")["why_not"]
+        assert followed(c, "by_id")["checks"] == 0  # never read
+        assert "metadata.json file" in followed(c, "by_file")["why_not"]
+        assert followed(c, "by_file")["checks"] == 1  # read once, then left alone
+        assert c.read("by_id").num_rows == 300
+        metrics = scrape(cluster.head.health)
+        names = {dict(labels).get("dataset") for (n, labels) in metrics
+                 if n == "icefloe_head_follow_refreshes_total"}
+        assert "marker" in names and "by_id" not in names and "by_file" not in names
+
+
+def test_deleted_metadata_is_an_error_in_status_and_the_copy_keeps_serving(cluster, warehouse):
+    table = warehouse.create("gone", rows(400))
+    expected = table.scan().to_arrow()
+    directory = Path(urllib.parse.urlparse(table.location()).path)
+    with cluster.client() as c:
+        c.load("gone", table.location())
+        wait_checks(c, "gone", 1)
+        shutil.rmtree(directory / "metadata")
+        wait_for("the error in status", lambda: followed(c, "gone").get("errors", 0) >= 2)
+        record = followed(c, "gone")
+        assert "metadata" in record["last_error"], record
+        assert record["state"] == "following" and record["refreshes"] == 0
+        assert total(scrape(cluster.head.health), "icefloe_head_follow_errors_total",
+                     dataset="gone") >= 2
+        # One check per period, not a retry loop: errors grow with time, slowly.
+        errors, started = record["errors"], time.monotonic()
+        wait_for("one more check", lambda: followed(c, "gone")["errors"] > errors)
+        assert followed(c, "gone")["errors"] <= errors + 1 + (time.monotonic() - started) / \
+            PERIOD_S
+        assert c.describe("gone")["state"] == "ready"
+        assert_same_rows(c.read("gone"), expected)
+        text = icefloe_status_text(c)
+        assert "FOLLOWING" in text and "gone" in text and "errors, last" in text
+
+
+def icefloe_status_text(client: icefloe.Client) -> str:
+    from icefloe._status_text import render
+
+    return render(client.status())
+
+
+def test_follow_period_from_the_environment(tmp_path):
+    # Kubeflow mode sets ICEFLOE_FOLLOW_S on the head; any head reads it.
+    with icefloe.LocalCluster(num_nodes=1, env={"ICEFLOE_FOLLOW_S": "7"},
+                              log_dir=tmp_path) as cluster, cluster.client() as c:
+        assert c.status()["follow"]["period_s"] == 7
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "off") as cluster, \
+            cluster.client() as c:
+        assert c.status()["follow"] == {"period_s": 0, "datasets": []}
