@@ -167,6 +167,31 @@ def test_deleted_metadata_is_an_error_in_status_and_the_copy_keeps_serving(clust
         assert "FOLLOWING" in text and "gone" in text and "errors, last" in text
 
 
+def test_a_branch_is_followed_and_a_tag_is_not(cluster, warehouse):
+    table = warehouse.create("branched", rows(200))
+    first = table.current_snapshot().snapshot_id
+    table.manage_snapshots().create_branch(snapshot_id=first, branch_name="dev") \
+        .create_tag(snapshot_id=first, tag_name="v1").commit()
+    with cluster.client() as c:
+        c.load("dev", table.location(), ref="dev")
+        c.load("v1", table.location(), ref="v1")
+        c.load("main", table.location())
+        wait_for("the tag judged", lambda: followed(c, "v1").get("followed") is False)
+        assert "tag 'v1'" in followed(c, "v1")["why_not"]
+        warehouse.table("branched").append(rows(50, start=200), branch="dev")
+        table = warehouse.table("branched")
+        dev = table.metadata.refs["dev"].snapshot_id
+        assert table.current_snapshot().snapshot_id == first  # main did not move
+        wait_for("the branch's snapshot in describe",
+                 lambda: c.describe("dev")["snapshot_id"] == dev)
+        assert_same_rows(c.read("dev"), table.scan(snapshot_id=dev).to_arrow())
+        wait_checks(c, "main", 2)
+        assert c.describe("main")["snapshot_id"] == first
+        assert c.describe("v1")["snapshot_id"] == first
+        assert followed(c, "main")["refreshes"] == 0 and followed(c, "v1")["refreshes"] == 0
+        wait_for("the refresh in status", lambda: followed(c, "dev").get("refreshes") == 1)
+
+
 def icefloe_status_text(client: icefloe.Client) -> str:
     from icefloe._status_text import render
 

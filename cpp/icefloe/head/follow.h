@@ -64,7 +64,8 @@ using TableProbe = std::function<arrow::Result<TableHead>(const LoadRequest& req
 /// Starts (or joins) a load (HeadServer::Load).
 using FollowLoadFn =
     std::function<arrow::Result<std::shared_ptr<LoadJob>>(const LoadRequest& request)>;
-/// Whether a load of the name is queued or running (LoadCoordinator::Loading).
+/// Whether a load of the name is queued or running (LoadCoordinator::Loading),
+/// or the head cannot reload it now (recovering its catalog): checked next period.
 using FollowLoadingFn = std::function<bool(const std::string& name)>;
 
 /// Why a request is not followed ("" when it is): a pinned snapshot_id or

@@ -138,7 +138,11 @@ HeadServer::HeadServer(HeadOptions options)
       follower_(
           options_.follow, &catalog_, ProbeOf(options_, &io_),
           [this](const LoadRequest& request) { return Load(request); },
-          [this](const std::string& name) { return coordinator_.Loading(name); }) {
+          // While the catalog is being recovered nothing is reloaded: the
+          // adopter may still be replacing entries from the nodes' records.
+          [this](const std::string& name) {
+            return adopter_.recovering() || coordinator_.Loading(name);
+          }) {
   coordinator_.SetTransformBinder(BinderOf(&io_));
   metrics_.registry().OnScrape([this] { RefreshMetrics(); });
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
