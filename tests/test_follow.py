@@ -85,6 +85,9 @@ def test_follows_appends_to_the_newest_snapshot(cluster, warehouse):
         desc = c.describe("grow")
         assert desc["rows"] == 1500
         assert desc["generation"] != loaded["generation"]
+        # A refresh: the first file's rows are reused, only the appended one is read.
+        assert desc["refresh"]["from_snapshot_id"] == first
+        assert (desc["refresh"]["rows_reused"], desc["refresh"]["rows_read"]) == (1000, 500)
         assert_same_rows(c.read("grow"), table.scan(snapshot_id=new).to_arrow())
 
         wait_for("the refresh in status", lambda: followed(c, "grow").get("refreshes") == 1)
