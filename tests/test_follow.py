@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import types
 import urllib.parse
 from pathlib import Path
 
@@ -199,6 +200,29 @@ def icefloe_status_text(client: icefloe.Client) -> str:
     from icefloe._status_text import render
 
     return render(client.status())
+
+
+def test_a_kubeflow_head_follows_with_icefloe_follow_s(tmp_path, monkeypatch):
+    # As the cache image runs it: `head` with METADATA_LOC the table directory.
+    from test_kubeflow import KubeflowStyleDataset, kubeflow_cluster
+
+    wh = Warehouse(tmp_path / "wh")
+    table = wh.create("t", rows(600))
+    monkeypatch.setenv("ICEFLOE_FOLLOW_S", "1")
+    source = types.SimpleNamespace(metadata_location=table.location())
+    with kubeflow_cluster(tmp_path, source) as (head, _), icefloe.Client(head.location) as c:
+        name = c.status()["default_dataset"]
+        assert c.status()["follow"]["period_s"] == 1
+        table.append(rows(300, start=600))
+        new = wh.table("t").current_snapshot().snapshot_id
+        wait_for("the new snapshot in describe", lambda: c.describe(name)["snapshot_id"] == new)
+        # Kubeflow's shards read the followed copy.
+        for world_size in (1, 2):
+            seen: list[int] = []
+            for rank in range(world_size):
+                ds = KubeflowStyleDataset(head.location, world_size, rank, 1, 0)
+                seen += np.concatenate([chunk["id"] for chunk in ds]).tolist()
+            assert sorted(seen) == list(range(900)), world_size
 
 
 def test_follow_period_from_the_environment(tmp_path):
