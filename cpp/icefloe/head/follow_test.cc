@@ -1,6 +1,7 @@
 #include "icefloe/head/follow.h"
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -322,6 +323,28 @@ TEST_F(FollowThreadTest, TheThreadChecksEveryPeriodAndStops) {
   EXPECT_EQ(status["period_s"], 0.01);
   ASSERT_EQ(status["datasets"].size(), 1u);
   EXPECT_EQ(status["datasets"][0]["snapshot_id"], 1);
+}
+
+TEST_F(FollowThreadTest, TheThreadRefreshesAndSeesTheRefreshEnd) {
+  catalog_.Put(Entry(Request("t"), 1));
+  Commit(2, NowMs() - 1000);
+  follower().Start();
+  auto wait = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  };
+  ASSERT_TRUE(wait([this] { return loads() == 1; }));
+  FinishLoad();  // publishes snapshot 2 while the thread runs
+  ASSERT_TRUE(wait([this] { return Record("t").refreshes == 1; }));
+  const int probes_then = probes();
+  ASSERT_TRUE(wait([&] { return probes() >= probes_then + 2; }));
+  follower().Stop();
+  EXPECT_EQ(loads(), 1u);  // the checks after it found the table's snapshot cached
+  EXPECT_EQ(Record("t").cached_snapshot_id, 2);
+  EXPECT_GE(*Record("t").lag_s, 1.0);
 }
 
 }  // namespace
