@@ -7,7 +7,11 @@ is gone.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import signal
+import subprocess
 import time
 import types
 import urllib.parse
@@ -17,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from iceberg_util import Warehouse, assert_same_rows
+from test_cli import CLI, run
 from test_metrics import scrape, total
 
 import icefloe
@@ -223,6 +228,31 @@ def test_a_kubeflow_head_follows_with_icefloe_follow_s(tmp_path, monkeypatch):
                 ds = KubeflowStyleDataset(head.location, world_size, rank, 1, 0)
                 seen += np.concatenate([chunk["id"] for chunk in ds]).tolist()
             assert sorted(seen) == list(range(900)), world_size
+
+
+def test_icefloe_up_follow_and_status(tmp_path):
+    # `icefloe up --follow 1` reaches the head; `icefloe status` shows the table.
+    table = Warehouse(tmp_path / "wh").create("t", rows(100))
+    up = subprocess.Popen([*CLI, "up", "--nodes", "1", "--follow", "1"],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        head = None
+        for line in up.stdout:
+            m = re.match(r"icefloe cluster up: head (\S+)", line)
+            if m:
+                head = m.group(1)
+                break
+        assert head, "icefloe up did not report its head"
+        env = {**os.environ, "ICEFLOE_HEAD": head}
+        assert run("load", "t", table.location(), env=env).returncode == 0
+        with icefloe.Client(head) as c:
+            wait_checks(c, "t", 1)
+        text = run("status", env=env).stdout
+        assert "FOLLOWING (every 1s)" in text, text
+        assert re.search(r"^  t\s+following\s+\d+\s+\d+\s+\d", text, re.M), text
+    finally:
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=30) == 0
 
 
 def test_follow_period_from_the_environment(tmp_path):
