@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,10 +20,12 @@ def run(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
-def test_up_load_status_evict(tmp_path):
-    table = Warehouse(tmp_path / "wh").create("t", pa.table({"id": list(range(1000))}))
-    up = subprocess.Popen([*CLI, "up", "--nodes", "2", "--memory-limit", "256MiB"],
-                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+@contextlib.contextmanager
+def icefloe_up(*args: str):
+    """`icefloe up ARGS` in the foreground; yields the environment that points
+    the CLI at its head, and stops it (SIGTERM, exit status 0) afterwards."""
+    up = subprocess.Popen([*CLI, "up", *args], stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)
     try:
         head = None
         for line in up.stdout:
@@ -31,7 +34,15 @@ def test_up_load_status_evict(tmp_path):
                 head = m.group(1)
                 break
         assert head, "icefloe up did not report its head"
-        env = {**os.environ, "ICEFLOE_HEAD": head}
+        yield {**os.environ, "ICEFLOE_HEAD": head}
+    finally:
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=30) == 0
+
+
+def test_up_load_status_evict(tmp_path):
+    table = Warehouse(tmp_path / "wh").create("t", pa.table({"id": list(range(1000))}))
+    with icefloe_up("--nodes", "2", "--memory-limit", "256MiB") as env:
         out = run("load", "t", table.metadata_location, "--filter", "id < 100", env=env)
         assert out.returncode == 0, out.stderr
         assert "loaded t: 100 rows" in out.stdout
@@ -48,9 +59,6 @@ def test_up_load_status_evict(tmp_path):
         missing = run("describe", "t", env=env)
         assert missing.returncode == 1
         assert "NotFound" in missing.stderr and "'t'" in missing.stderr
-    finally:
-        up.send_signal(signal.SIGTERM)
-        assert up.wait(timeout=30) == 0
 
 
 def test_load_with_transform_file(tmp_path):

@@ -33,6 +33,7 @@ struct Flags {
   int64_t startup_timeout_s = 600;
   int64_t recover_ms = 3000;
   int64_t retain_s = 600;
+  int64_t follow_s = 0;  // 0: datasets stay on the snapshot they were loaded at
 };
 
 // A positive flag value, or an error naming the flag.
@@ -72,6 +73,10 @@ arrow::Status Run(const Flags& flags) {
   options.loads.retain_idle_s = std::min(30.0, options.loads.retain_s / 4);
   options.default_dataset = flags.default_dataset;
   options.startup_timeout_s = static_cast<double>(flags.startup_timeout_s);
+  if (flags.follow_s < 0 || flags.follow_s > 7 * 24 * 3600) {
+    return arrow::Status::Invalid("--follow must be in 0..604800 seconds, got ", flags.follow_s);
+  }
+  options.follow.period_s = static_cast<double>(flags.follow_s);
   if (flags.kubeflow) {
     // Kubeflow mode: the table named by the environment, loaded at start-up.
     ARROW_ASSIGN_OR_RAISE(KubeflowEnv env, KubeflowEnv::FromEnvironment(/*for_head=*/true));
@@ -263,6 +268,10 @@ int main(int argc, char** argv) {
              "Kubeflow mode: give up (exit non-zero) when the start-up load has not succeeded "
              "within this many seconds.",
              "ICEFLOE_STARTUP_TIMEOUT");
+  parser.Int("follow", &flags.follow_s,
+             "Every this many seconds, check each dataset loaded from a table directory (no "
+             "snapshot pinned) for a new snapshot and reload it when there is one; 0: off.",
+             "ICEFLOE_FOLLOW_S");
   parser.String("default-dataset", &flags.default_dataset,
                 "Dataset that Kubeflow-style PATH [index, total] descriptors shard.");
   return icefloe::ServerMain("icefloe-head", &parser, argc, argv,

@@ -1,7 +1,8 @@
 """``icefloe status`` in a terminal: the status page's tables as text.
 
 Rendered from the head's ``status`` action (the same JSON the page on the
-head's HTTP port is drawn from): datasets, nodes, jobs reading now, loads.
+head's HTTP port is drawn from): datasets, nodes, jobs reading now, loads and,
+with ``--follow``, the datasets the head keeps on their table's newest snapshot.
 """
 
 from __future__ import annotations
@@ -29,6 +30,37 @@ def _table(title: str, header: list[str], rows: list[list[str]], empty: str) -> 
     lines = [title, "  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _ago(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds:.1f}s ago"
+
+
+def _following(follow: dict[str, Any]) -> str:
+    """The FOLLOWING table: per dataset the last check and refresh, the lag and
+    the snapshot followed, or why it is not followed."""
+    period = follow.get("period_s") or 0
+    title = f"FOLLOWING (every {period:g}s)"
+    rows = []
+    for f in follow.get("datasets", []):
+        if not f.get("followed", True):
+            rows.append([f.get("name", ""), "not followed", "", "", "", "",
+                         f.get("why_not", "")])
+            continue
+        lag = f.get("lag_s")
+        snapshot = f.get("snapshot_id")
+        table = f.get("table_snapshot_id")
+        error = f.get("last_error", "")
+        if error:
+            error = f"{f.get('errors', 0)} errors, last {_ago(f.get('last_error_s_ago'))}: {error}"
+        rows.append([f.get("name", ""), f.get("state", ""),
+                     "none" if snapshot is None else str(snapshot),
+                     "" if table is None else str(table), _ago(f.get("last_check_s_ago")),
+                     (f"{_ago(f.get('last_refresh_s_ago'))}, lag {lag:.1f}s"
+                      if lag is not None else _ago(f.get("last_refresh_s_ago"))),
+                     error])
+    return _table(title, ["dataset", "state", "snapshot", "table's", "last check",
+                          "last refresh", "errors"], rows, "no dataset loaded")
 
 
 def render(status: dict[str, Any]) -> str:
@@ -68,4 +100,7 @@ def render(status: dict[str, Any]) -> str:
                                     f"{_bytes(load.get('bytes', 0))}",
                f"{load.get('load_seconds', 0):.2f}s"] for load in status.get("recent_loads", [])]
     out.append(_table("LOADS", ["dataset", "state", "progress", "time"], loads, "none"))
+    follow = status.get("follow") or {}
+    if follow.get("period_s"):
+        out.append(_following(follow))
     return "\n".join(out)

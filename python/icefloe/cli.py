@@ -72,8 +72,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             secret = f.read().strip()
     # Without one, LocalCluster makes a random cluster secret: nodes take node
     # actions only from this cluster's head.
+    head_args = ["--follow", str(args.follow)] if args.follow else []
     with LocalCluster(num_nodes=args.nodes, memory_limit=args.memory_limit,
-                      cluster_secret=secret, keep_logs=True) as cluster:
+                      cluster_secret=secret, keep_logs=True, head_args=head_args) as cluster:
         print(f"icefloe cluster up: head {cluster.head_uri}")
         print(f"  nodes: {', '.join(cluster.node_uris)}")
         print(f"  logs:  {cluster.log_dir}")
@@ -188,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory-limit", default="4GiB")
     up.add_argument("--cluster-secret-file",
                     help="secret that signs tickets and node actions (default: a fresh one)")
+    up.add_argument("--follow", type=int, default=0, metavar="SECONDS",
+                    help="every SECONDS, reload datasets whose table has a new snapshot "
+                         "(the head's --follow; default 0: off)")
     load = sub.add_parser("load", help="load an Iceberg table into the cache")
     load.add_argument("name")
     load.add_argument("source", nargs="?",

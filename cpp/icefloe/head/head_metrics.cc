@@ -105,6 +105,19 @@ HeadMetrics::HeadMetrics() {
       &r.Gauge("icefloe_job_rows_per_second", "Rows per second the job reads, last 30 s.");
   job_consumers_ =
       &r.Gauge("icefloe_job_consumers", "Consumers (rank, worker) that reported, last 30 s.");
+  follow_refreshes_ =
+      &r.Counter("icefloe_head_follow_refreshes_total",
+                 "Reloads of a followed dataset to its table's new snapshot (--follow).");
+  follow_errors_ = &r.Counter("icefloe_head_follow_errors_total",
+                              "Failed checks or refreshes of a followed dataset.");
+  follow_lag_ = &r.Gauge("icefloe_head_follow_lag_seconds",
+                         "Last refresh of a followed dataset: its publish time minus the new "
+                         "snapshot's commit time.");
+  follow_last_check_ = &r.Gauge("icefloe_head_follow_last_check_timestamp_seconds",
+                                "When the follower last read a followed dataset's table (Unix).");
+  follow_last_refresh_ =
+      &r.Gauge("icefloe_head_follow_last_refresh_timestamp_seconds",
+               "When the follower last published a refresh of a followed dataset (Unix).");
 }
 
 void HeadMetrics::FlightInfo(const char* descriptor, std::chrono::steady_clock::duration elapsed,
@@ -279,6 +292,48 @@ void HeadMetrics::SetJobs(const std::vector<JobSummary>& jobs) {
     c.rows_per_s->Set(s->rows_per_s);
     c.consumers->Set(static_cast<double>(s->consumers));
   }
+}
+
+void HeadMetrics::SetFollow(const std::vector<FollowRecord>& records) {
+  MutexLock lock(&mu_);
+  std::map<std::string, const FollowRecord*> current;
+  for (const auto& r : records) {
+    if (r.followed) current[r.name] = &r;
+  }
+  for (auto it = follow_.begin(); it != follow_.end();) {  // evicted or no longer followed
+    if (current.count(it->first)) {
+      ++it;
+      continue;
+    }
+    follow_refreshes_->Remove(it->second.refreshes);
+    follow_errors_->Remove(it->second.errors);
+    it = follow_.erase(it);
+  }
+  std::vector<std::pair<std::string, double>> lag, checked, refreshed;
+  for (const auto& [name, r] : current) {
+    auto it = follow_.find(name);
+    if (it == follow_.end()) {
+      const prometheus::Labels labels = {{"dataset", name}};
+      it = follow_
+               .emplace(name, FollowChildren{&follow_refreshes_->Add(labels),
+                                             &follow_errors_->Add(labels)})
+               .first;
+    }
+    FollowChildren& c = it->second;
+    if (r->refreshes < c.seen_refreshes || r->errors < c.seen_errors) {
+      c.seen_refreshes = c.seen_errors = 0;  // followed afresh (reloaded with other arguments)
+    }
+    c.refreshes->Increment(static_cast<double>(r->refreshes - c.seen_refreshes));
+    c.errors->Increment(static_cast<double>(r->errors - c.seen_errors));
+    c.seen_refreshes = r->refreshes;
+    c.seen_errors = r->errors;
+    if (r->lag_s) lag.emplace_back(name, *r->lag_s);
+    if (r->last_check_unix_s > 0) checked.emplace_back(name, r->last_check_unix_s);
+    if (r->last_refresh_unix_s > 0) refreshed.emplace_back(name, r->last_refresh_unix_s);
+  }
+  SetGaugesByLabel(follow_lag_, "dataset", lag, &children_["follow_lag"]);
+  SetGaugesByLabel(follow_last_check_, "dataset", checked, &children_["follow_check"]);
+  SetGaugesByLabel(follow_last_refresh_, "dataset", refreshed, &children_["follow_refresh"]);
 }
 
 }  // namespace icefloe

@@ -1,7 +1,8 @@
 // The head's Prometheus metrics: GetFlightInfo rate and latency, loads
 // (running, done, failed, duration, planning time, pruning), datasets by
 // state, node liveness and heartbeats, and the per-job stall and rows/s of
-// JobTable. Names and meaning: docs/kubernetes.md.
+// JobTable, and what the follower did per followed dataset (refreshes,
+// errors, lag, last check and refresh). Names and meaning: docs/kubernetes.md.
 //
 // Loads are followed without hooks in the coordinator: every load the head
 // starts or joins is Track()ed, and PollLoads() (each scrape and status)
@@ -24,6 +25,7 @@
 #include "icefloe/common/metrics.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/head/catalog.h"
+#include "icefloe/head/follow.h"
 #include "icefloe/head/jobs.h"
 #include "icefloe/head/load_job.h"
 #include "icefloe/head/registry.h"
@@ -63,6 +65,10 @@ class HeadMetrics {
                 size_t loads_running, bool ready, const std::vector<JobSummary>& jobs)
       EXCLUDES(mu_);
 
+  /// Sets the follower's series from its records (followed datasets only;
+  /// those gone leave the scrape). Call from a scrape hook.
+  void SetFollow(const std::vector<FollowRecord>& records) EXCLUDES(mu_);
+
   MetricsRegistry& registry() { return registry_; }
 
  private:
@@ -79,6 +85,13 @@ class HeadMetrics {
     JobSummary seen;  // totals already added to the counters
   };
   void SetJobs(const std::vector<JobSummary>& jobs) REQUIRES(mu_);
+
+  struct FollowChildren {
+    prometheus::Counter* refreshes;
+    prometheus::Counter* errors;
+    int64_t seen_refreshes = 0;  // totals already added to the counters
+    int64_t seen_errors = 0;
+  };
 
   MetricsRegistry registry_;
   prometheus::Family<prometheus::Counter>* flight_info_;
@@ -117,6 +130,11 @@ class HeadMetrics {
   prometheus::Family<prometheus::Gauge>* job_stall_;
   prometheus::Family<prometheus::Gauge>* job_rows_per_s_;
   prometheus::Family<prometheus::Gauge>* job_consumers_;
+  prometheus::Family<prometheus::Counter>* follow_refreshes_;
+  prometheus::Family<prometheus::Counter>* follow_errors_;
+  prometheus::Family<prometheus::Gauge>* follow_lag_;
+  prometheus::Family<prometheus::Gauge>* follow_last_check_;
+  prometheus::Family<prometheus::Gauge>* follow_last_refresh_;
 
   mutable Mutex mu_;
   std::vector<std::shared_ptr<LoadJob>> tracked_ GUARDED_BY(mu_);
@@ -128,6 +146,7 @@ class HeadMetrics {
   using Children = std::vector<std::pair<std::string, prometheus::Gauge*>>;
   std::map<std::string, Children> children_ GUARDED_BY(mu_);
   std::map<std::string, JobChildren> jobs_ GUARDED_BY(mu_);
+  std::map<std::string, FollowChildren> follow_ GUARDED_BY(mu_);  // by dataset
 };
 
 }  // namespace icefloe

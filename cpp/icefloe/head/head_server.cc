@@ -80,6 +80,49 @@ TransformBinder BinderOf(iceberg::FileIO* io) {
   };
 }
 
+// What the follower reads of a table: its current metadata.json (found as
+// a scan finds it) and the snapshot the request reads; never the manifests.
+TableProbe ProbeOf(const HeadOptions& options, iceberg::FileIO* io) {
+  if (options.table_probe) return options.table_probe;
+  return [io](const LoadRequest& r) -> arrow::Result<TableHead> {
+    TableHead head;
+    // A metadata file in its table's metadata/ directory follows the table
+    // (Kubeflow's METADATA_LOC); one anywhere else never moves.
+    std::string table = r.source;
+    if (iceberg::IsMetadataFileLocation(r.source)) {
+      auto dir = iceberg::TableOfMetadataFile(r.source);
+      if (!dir) {
+        head.fixed = true;
+        head.why_fixed =
+            "the source is a metadata.json file outside a table's metadata/ directory, "
+            "which never moves (load the table directory to follow it)";
+        head.metadata_location = r.source;
+        return head;
+      }
+      table = *dir;
+    }
+    ARROW_ASSIGN_OR_RAISE(iceberg::TableMetadata metadata, iceberg::LoadTableMetadata(*io, table));
+    head.metadata_location = metadata.metadata_location;
+    auto selector = iceberg::SnapshotSelector::Current();
+    if (r.ref) {
+      auto ref = metadata.refs.find(*r.ref);
+      if (ref != metadata.refs.end() && ref->second.kind == iceberg::SnapshotRef::Kind::kTag) {
+        head.fixed = true;
+        head.why_fixed = "the load reads tag '" + *r.ref + "'";
+        return head;
+      }
+      selector = iceberg::SnapshotSelector::Ref(*r.ref);
+    }
+    ARROW_ASSIGN_OR_RAISE(const iceberg::Snapshot* snapshot,
+                          iceberg::SelectSnapshot(metadata, selector));
+    if (snapshot) {
+      head.snapshot_id = snapshot->snapshot_id;
+      head.timestamp_ms = snapshot->timestamp_ms;
+    }
+    return head;
+  };
+}
+
 }  // namespace
 
 HeadServer::HeadServer(HeadOptions options)
@@ -97,7 +140,16 @@ HeadServer::HeadServer(HeadOptions options)
       adopter_(
           options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
           [this](const std::string& name) { return coordinator_.Loading(name); },
-          first_generation_) {
+          first_generation_),
+      follower_(
+          options_.follow, &catalog_, ProbeOf(options_, &io_),
+          // A refresh: a metadata-file source moves to the table's newest.
+          [this](const LoadRequest& request) { return Refresh(request.name); },
+          // While the catalog is being recovered nothing is reloaded: the
+          // adopter may still be replacing entries from the nodes' records.
+          [this](const std::string& name) {
+            return adopter_.recovering() || coordinator_.Loading(name);
+          }) {
   coordinator_.SetTransformBinder(BinderOf(&io_));
   metrics_.registry().OnScrape([this] { RefreshMetrics(); });
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
@@ -119,6 +171,7 @@ void HeadServer::StartBackground() {
   coordinator_.SetAfterPublish([this] { adopter_.RunOnce(); });
   registry_.Start();
   adopter_.Start();
+  follower_.Start();
 }
 
 void HeadServer::StopBackground() {
@@ -127,6 +180,7 @@ void HeadServer::StopBackground() {
     stopping_ = true;
     startup_cv_.NotifyAll();
   }
+  follower_.Stop();
   adopter_.Stop();
   registry_.Stop();
   coordinator_.Shutdown();
@@ -149,12 +203,16 @@ arrow::Result<std::shared_ptr<LoadJob>> HeadServer::Refresh(const std::string& n
   LoadRequest request = entry->request;
   request.snapshot_id.reset();
   request.as_of_ms.reset();
-  auto newest = iceberg::NewestMetadataLocation(io_, request.source);
-  if (!newest.ok()) {
-    metrics_.LoadRefused(newest.status());
-    return newest.status().WithMessage("refresh of '", name, "': ", newest.status().message());
+  // A table directory plans its newest snapshot by itself; a metadata file
+  // moves to its table's newest one (it stays a file: Kubeflow's METADATA_LOC).
+  if (iceberg::IsMetadataFileLocation(request.source)) {
+    auto newest = iceberg::NewestMetadataLocation(io_, request.source);
+    if (!newest.ok()) {
+      metrics_.LoadRefused(newest.status());
+      return newest.status().WithMessage("refresh of '", name, "': ", newest.status().message());
+    }
+    request.source = std::move(*newest);
   }
-  request.source = std::move(*newest);
   return Load(request);
 }
 
@@ -231,6 +289,7 @@ json HeadServer::ClusterStatus() const {
           {"ready", ready},
           {"reason", reason},
           {"recovering", adopter_.recovering()},
+          {"follow", follower_.Status()},
           {"default_dataset", options_.default_dataset}};
 }
 
@@ -240,6 +299,7 @@ void HeadServer::RefreshMetrics() const {
   metrics_.PollLoads();
   metrics_.SetState(registry_.Snapshot(), catalog_.All(), coordinator_.Loads().size(),
                     Ready().first, jobs_.Summaries(std::chrono::steady_clock::now()));
+  metrics_.SetFollow(follower_.Records());
 }
 
 std::string HeadServer::Metrics() const { return metrics_.registry().Scrape(); }

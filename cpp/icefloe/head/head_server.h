@@ -12,10 +12,13 @@
 // adopts what its nodes hold, and answers catalog reads and loads with
 // Unavailable while it is still recovering (at most adopter.recover_s).
 //
+// With follow.period_s (--follow), a Follower (head/follow.h) reloads datasets
+// whose table has a new snapshot.
+//
 // Threads it owns (ARCHITECTURE.md): the node-call pool, the registry's
-// poller, the adopter's thread, the coordinator's load pool.
-// StartBackground() starts the poller and the adopter; StopBackground()
-// (also the destructor) cancels loads and joins them all.
+// poller, the adopter's thread, the follower's thread, the coordinator's load
+// pool. StartBackground() starts the poller, the adopter and the follower;
+// StopBackground() (also the destructor) cancels loads and joins them all.
 #pragma once
 
 #include <memory>
@@ -33,6 +36,7 @@
 #include "icefloe/head/adopter.h"
 #include "icefloe/head/catalog.h"
 #include "icefloe/head/epoch_bindings.h"
+#include "icefloe/head/follow.h"
 #include "icefloe/head/head_metrics.h"
 #include "icefloe/head/jobs.h"
 #include "icefloe/head/load_coordinator.h"
@@ -63,6 +67,10 @@ struct HeadOptions {
   /// until `startup_timeout_s`; /ready waits for it.
   std::optional<LoadRequest> startup_load;
   double startup_timeout_s = 600;
+  /// Following tables (--follow): period_s 0 is off.
+  FollowOptions follow;
+  /// Reads a table's followed snapshot; empty: its metadata.json over `io`.
+  TableProbe table_probe;
   /// Plans scans; empty: iceberg::PlanScan over `io` (tests substitute one).
   ScanPlanner planner;
   /// Calls nodes; empty: FlightNodeRpc with `security` (tests substitute one).
@@ -168,6 +176,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
   NodeRegistry registry_;
   LoadCoordinator coordinator_;
   CatalogAdopter adopter_;
+  Follower follower_;  // after the coordinator: it stops first
   mutable Mutex startup_mu_;
   std::string startup_state_ GUARDED_BY(startup_mu_) = "not started";
   bool stopping_ GUARDED_BY(startup_mu_) = false;

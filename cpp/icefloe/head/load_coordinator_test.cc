@@ -230,6 +230,16 @@ class LoadCoordinatorTest : public ::testing::Test {
     EXPECT_TRUE(job->Wait(30s));
     return job->Outcome();
   }
+  // Loads "d", then another copy under the same name (another filter);
+  // returns the replaced entry.
+  std::shared_ptr<const DatasetEntry> LoadAndReplace() {
+    EXPECT_TRUE(LoadAndWait(Request("d")).ok());
+    auto old = catalog_.Find("d");
+    LoadRequest other = Request("d");
+    other.filter = "id > 3";
+    EXPECT_TRUE(LoadAndWait(other).ok());
+    return old;
+  }
   void ExpectNameFree(const std::string& name) {
     nodes_.SetHook(nullptr);
     nodes_.set_stage_state("staged");
@@ -570,11 +580,7 @@ TEST_F(LoadCoordinatorTest, AReplacedCopyIsKeptWhileNodesReportReaders) {
   LoadOptions options;
   options.retain_idle_s = 0;
   Start(options);
-  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
-  auto old = catalog_.Find("d");
-  LoadRequest other = Request("d");
-  other.filter = "id > 3";  // another copy under the same name
-  ASSERT_TRUE(LoadAndWait(other).ok());
+  auto old = LoadAndReplace();
   ASSERT_EQ(catalog_.Retired().size(), 1u);
   // A node reporting a stream on the old copy keeps it.
   NodeStatus reading;
@@ -599,11 +605,7 @@ TEST_F(LoadCoordinatorTest, RetainZeroFreesAReplacedCopyAtOnce) {
   LoadOptions options;
   options.retain_s = 0;
   Start(options);
-  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
-  auto old = catalog_.Find("d");
-  LoadRequest other = Request("d");
-  other.filter = "id > 3";
-  ASSERT_TRUE(LoadAndWait(other).ok());
+  auto old = LoadAndReplace();
   EXPECT_TRUE(catalog_.Retired().empty());
   EXPECT_EQ(nodes_.EvictedNodes(old->generation).size(), 2u);
 }

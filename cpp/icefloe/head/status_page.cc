@@ -87,10 +87,12 @@ std::string Bar(double share, double warn_at, double bad_at) {
 }
 
 std::string StateCell(const std::string& state) {
-  const char* cls = state == "ready" || state == "alive"                              ? "ok"
-                    : state == "failed" || state == "dead"                            ? "bad"
-                    : state == "degraded" || state == "healing" || state == "loading" ? "warn"
-                                                                                      : "muted";
+  const char* cls =
+      state == "ready" || state == "alive" || state == "following" ? "ok"
+      : state == "failed" || state == "dead"                       ? "bad"
+      : state == "degraded" || state == "healing" || state == "loading" || state == "refreshing"
+          ? "warn"
+          : "muted";
   return std::string("<td class=\"") + cls + "\">" + HtmlEscape(state) + "</td>";
 }
 
@@ -207,6 +209,51 @@ void Loads(const json& status, std::string* out) {
   *out += "</table>\n";
 }
 
+// "12.3 s ago" for a number of seconds, "never" for null.
+std::string Ago(const json& f, const char* key) {
+  auto it = f.find(key);
+  if (it == f.end() || !it->is_number()) return "never";
+  return Fixed(it->get<double>(), 1) + " s ago";
+}
+
+// The follower (--follow): shown only when it is on.
+void Following(const json& status, std::string* out) {
+  const json& follow = Member(status, "follow");
+  const double period_s = Num(follow, "period_s");
+  if (period_s <= 0) return;
+  *out += "<h2>Following tables <span class=\"muted\">(every " + Fixed(period_s, 0) +
+          " s)</span></h2>\n";
+  const json datasets = Member(follow, "datasets");
+  if (datasets.empty()) {
+    *out += "<p class=\"muted\">No datasets.</p>\n";
+    return;
+  }
+  *out +=
+      "<table><tr><th>dataset</th><th>state</th><th>snapshot</th><th>table's snapshot</th>"
+      "<th>last check</th><th>last refresh</th><th>lag</th><th>errors</th></tr>\n";
+  for (const auto& f : datasets) {
+    const json& followed = Member(f, "followed");
+    if (followed.is_boolean() && !followed.get<bool>()) {
+      *out += "<tr><td>" + HtmlEscape(Str(f, "name")) + "</td>" + StateCell("not followed") +
+              "<td colspan=\"6\" class=\"muted\">" + HtmlEscape(Str(f, "why_not")) + "</td></tr>\n";
+      continue;
+    }
+    const std::string error = Str(f, "last_error");
+    const json& lag = Member(f, "lag_s");
+    *out += "<tr><td>" + HtmlEscape(Str(f, "name")) + "</td>" + StateCell(Str(f, "state")) +
+            "<td class=\"n\">" + HtmlEscape(Str(f, "snapshot_id")) + "</td><td class=\"n\">" +
+            HtmlEscape(Str(f, "table_snapshot_id")) + "</td><td class=\"n\">" +
+            Ago(f, "last_check_s_ago") + "</td><td class=\"n\">" + Ago(f, "last_refresh_s_ago") +
+            "</td><td class=\"n\">" +
+            (lag.is_number() ? Fixed(lag.get<double>(), 1) + " s" : std::string()) + "</td>" +
+            (error.empty() ? std::string("<td class=\"n\">") + Count(Num(f, "errors")) + "</td>"
+                           : "<td class=\"bad\">" + Count(Num(f, "errors")) + ", last " +
+                                 Ago(f, "last_error_s_ago") + ": " + HtmlEscape(error) + "</td>") +
+            "</tr>\n";
+  }
+  *out += "</table>\n";
+}
+
 }  // namespace
 
 std::string HtmlEscape(const std::string& text) {
@@ -252,6 +299,7 @@ std::string RenderStatusPage(const json& status, int refresh_s) {
   Nodes(status, &out);
   Jobs(status, &out);
   Loads(status, &out);
+  Following(status, &out);
   out += "</body></html>\n";
   return out;
 }

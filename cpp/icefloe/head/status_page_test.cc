@@ -60,6 +60,37 @@ TEST(StatusPageTest, EmptyClusterSaysSo) {
   EXPECT_NE(page.find("No datasets."), std::string::npos);
   EXPECT_NE(page.find("No data nodes."), std::string::npos);
   EXPECT_NE(page.find("No job has reported"), std::string::npos);
+  EXPECT_EQ(page.find("Following tables"), std::string::npos);  // the follower is off
+}
+
+TEST(StatusPageTest, ShowsFollowedDatasets) {
+  json status = {{"follow",
+                  {{"period_s", 30},
+                   {"datasets",
+                    {{{"name", "clicks"},
+                      {"followed", true},
+                      {"state", "following"},
+                      {"snapshot_id", 42},
+                      {"table_snapshot_id", 42},
+                      {"last_check_s_ago", 3.3},
+                      {"last_refresh_s_ago", 61.0},
+                      {"lag_s", 2.5},
+                      {"errors", 1},
+                      {"last_error", "reading the table's metadata: IOError: <gone>"},
+                      {"last_error_s_ago", 90.0}},
+                     {{"name", "pinned"},
+                      {"followed", false},
+                      {"state", "not followed"},
+                      {"why_not", "the load pins snapshot 7"}}}}}}};
+  const std::string page = RenderStatusPage(status, 5);
+  EXPECT_NE(page.find("Following tables"), std::string::npos);
+  EXPECT_NE(page.find("every 30 s"), std::string::npos);
+  EXPECT_NE(page.find(">42<"), std::string::npos);
+  EXPECT_NE(page.find("3.3 s ago"), std::string::npos);
+  EXPECT_NE(page.find("61.0 s ago"), std::string::npos);
+  EXPECT_NE(page.find("2.5 s"), std::string::npos);
+  EXPECT_NE(page.find("IOError: &lt;gone&gt;"), std::string::npos);
+  EXPECT_NE(page.find("the load pins snapshot 7"), std::string::npos);
 }
 
 }  // namespace

@@ -493,10 +493,16 @@ arrow::Result<const Snapshot*> SelectSnapshot(const TableMetadata& m,
   return arrow::Status::KeyError("table ", m.location, " has no snapshot ", selector.ToString());
 }
 
+bool IsMetadataFileLocation(const std::string& location) {
+  std::string loc = location;
+  while (loc.size() > 1 && loc.back() == '/') loc.pop_back();
+  return EndsWith(loc, ".json") || EndsWith(loc, ".json.gz");
+}
+
 arrow::Result<std::string> ResolveMetadataLocation(FileIO& io, const std::string& location) {
   std::string loc = location;
   while (loc.size() > 1 && loc.back() == '/') loc.pop_back();
-  if (EndsWith(loc, ".json") || EndsWith(loc, ".json.gz")) return loc;
+  if (IsMetadataFileLocation(loc)) return loc;
   const std::string metadata_dir = loc + "/metadata";
   const std::string hint = metadata_dir + "/version-hint.text";
   ARROW_ASSIGN_OR_RAISE(bool has_hint, io.Exists(hint));
@@ -534,17 +540,22 @@ arrow::Result<std::string> ResolveMetadataLocation(FileIO& io, const std::string
   return metadata_dir + "/" + best[0];
 }
 
-arrow::Result<std::string> NewestMetadataLocation(FileIO& io, const std::string& source) {
-  if (!EndsWith(source, ".json") && !EndsWith(source, ".json.gz")) {
-    return ResolveMetadataLocation(io, source);
-  }
-  const size_t slash = source.rfind('/');
+std::optional<std::string> TableOfMetadataFile(const std::string& location) {
+  if (!IsMetadataFileLocation(location)) return std::nullopt;
+  const size_t slash = location.rfind('/');
   constexpr std::string_view kDir = "/metadata";
   if (slash == std::string::npos || slash < kDir.size() ||
-      source.compare(slash - kDir.size(), kDir.size(), kDir) != 0) {
-    return source;
+      location.compare(slash - kDir.size(), kDir.size(), kDir) != 0) {
+    return std::nullopt;
   }
-  return ResolveMetadataLocation(io, source.substr(0, slash - kDir.size()));
+  return location.substr(0, slash - kDir.size());
+}
+
+arrow::Result<std::string> NewestMetadataLocation(FileIO& io, const std::string& source) {
+  if (!IsMetadataFileLocation(source)) return ResolveMetadataLocation(io, source);
+  auto table = TableOfMetadataFile(source);
+  if (!table) return source;
+  return ResolveMetadataLocation(io, *table);
 }
 
 arrow::Result<TableMetadata> LoadTableMetadata(FileIO& io, const std::string& location) {

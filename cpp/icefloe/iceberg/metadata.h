@@ -149,6 +149,11 @@ struct SnapshotSelector {
 arrow::Result<const Snapshot*> SelectSnapshot(const TableMetadata& metadata,
                                               const SnapshotSelector& selector);
 
+/// Whether `location` names a metadata file itself (it ends in ".json" or
+/// ".json.gz", trailing slashes aside) rather than a table directory: such a
+/// location always reads the same table state.
+bool IsMetadataFileLocation(const std::string& location);
+
 /// Finds the current metadata file of a table. A location ending in ".json"
 /// (or ".json.gz") is taken as the metadata file itself. Otherwise it is a table directory:
 /// `<dir>/metadata/version-hint.text` names the version (a number N for
@@ -158,6 +163,11 @@ arrow::Result<const Snapshot*> SelectSnapshot(const TableMetadata& metadata,
 /// the location when nothing is found; Invalid when two files share the
 /// highest sequence number.
 arrow::Result<std::string> ResolveMetadataLocation(FileIO& io, const std::string& location);
+
+/// The table directory of a metadata file in its table's `metadata/`
+/// directory (`<table>/metadata/<file>`); nullopt for a table directory or a
+/// metadata file anywhere else.
+std::optional<std::string> TableOfMetadataFile(const std::string& location);
 
 /// The current metadata file of the table `source` names: a table
 /// directory, or one of its metadata files (`<table>/metadata/<file>`), whose

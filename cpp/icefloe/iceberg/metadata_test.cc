@@ -450,10 +450,13 @@ TEST_F(LoadTest, TheNewestMetadataOfATableItsOldMetadataFileNames) {
   EXPECT_EQ(*NewestMetadataLocation(io_, first), second);
   EXPECT_EQ(*NewestMetadataLocation(io_, "file://" + first), "file://" + second);
   EXPECT_EQ(*NewestMetadataLocation(io_, table.string()), second);
+  EXPECT_EQ(TableOfMetadataFile(first), table.string());
+  EXPECT_FALSE(TableOfMetadataFile(table.string()));
   // A metadata file outside a table's metadata directory stays as it is.
   Write(dir_ / "loose" / "00001-c.metadata.json", kV1);
   const std::string loose = (dir_ / "loose" / "00001-c.metadata.json").string();
   EXPECT_EQ(*NewestMetadataLocation(io_, loose), loose);
+  EXPECT_FALSE(TableOfMetadataFile(loose));
 }
 
 TEST_F(LoadTest, ScansTheMetadataDirectory) {

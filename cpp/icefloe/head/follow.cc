@@ -1,0 +1,267 @@
+#include "icefloe/head/follow.h"
+
+#include <algorithm>
+#include <set>
+
+#include "icefloe/common/log.h"
+
+namespace icefloe {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+json Optional(const std::optional<int64_t>& v) { return v ? json(*v) : json(); }
+
+std::string SnapshotText(const std::optional<int64_t>& v) {
+  return v ? std::to_string(*v) : std::string("none");
+}
+
+}  // namespace
+
+std::string PinnedReason(const LoadRequest& request) {
+  if (request.snapshot_id) {
+    return "the load pins snapshot " + std::to_string(*request.snapshot_id);
+  }
+  if (request.as_of_ms) {
+    return "the load pins the snapshot as of " + std::to_string(*request.as_of_ms) + " ms";
+  }
+  return "";
+}
+
+json FollowRecord::ToJson(double now_unix_s) const {
+  auto ago = [now_unix_s](double t) { return t > 0 ? json(now_unix_s - t) : json(); };
+  return {{"name", name},
+          {"source", request.source},
+          {"ref", request.ref ? json(*request.ref) : json()},
+          {"followed", followed},
+          {"why_not", why_not},
+          {"state", state},
+          {"snapshot_id", Optional(cached_snapshot_id)},
+          {"table_snapshot_id", Optional(table_snapshot_id)},
+          {"metadata_location", metadata_location},
+          {"last_check_unix_s", last_check_unix_s > 0 ? json(last_check_unix_s) : json()},
+          {"last_check_s_ago", ago(last_check_unix_s)},
+          {"last_refresh_unix_s", last_refresh_unix_s > 0 ? json(last_refresh_unix_s) : json()},
+          {"last_refresh_s_ago", ago(last_refresh_unix_s)},
+          {"lag_s", lag_s ? json(*lag_s) : json()},
+          {"refreshed_to", Optional(refreshed_to)},
+          {"checks", checks},
+          {"refreshes", refreshes},
+          {"errors", errors},
+          {"last_error", last_error},
+          {"last_error_s_ago", ago(last_error_unix_s)}};
+}
+
+Follower::Follower(FollowOptions options, Catalog* catalog, TableProbe probe, FollowLoadFn load,
+                   FollowLoadingFn loading)
+    : options_(options),
+      catalog_(catalog),
+      probe_(std::move(probe)),
+      load_(std::move(load)),
+      loading_(std::move(loading)) {}
+
+Follower::~Follower() { Stop(); }
+
+void Follower::Start() {
+  if (!enabled()) return;
+  MutexLock lock(&mu_);
+  if (stopping_ || thread_.joinable()) return;
+  LogInfo("following tables", {{"period_s", std::to_string(options_.period_s)}});
+  thread_ = std::thread([this] {
+    MutexLock lock(&mu_);
+    while (!stopping_) {
+      mu_.Unlock();
+      RunOnce();
+      const bool refreshing = AnyRefreshing();
+      mu_.Lock();
+      if (stopping_) break;
+      // A running refresh is looked at often: its end is the lag's.
+      const double wait_s =
+          refreshing ? std::min(options_.poll_s, options_.period_s) : options_.period_s;
+      cv_.WaitFor(&mu_, std::chrono::duration<double>(wait_s));
+    }
+  });
+}
+
+void Follower::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cv_.NotifyAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Follower::AnyRefreshing() const {
+  MutexLock lock(&mu_);
+  return std::any_of(states_.begin(), states_.end(),
+                     [](const auto& kv) { return kv.second.job != nullptr; });
+}
+
+void Follower::RunOnce() {
+  MutexLock round(&round_mu_);
+  const auto entries = catalog_->All();
+  std::vector<std::shared_ptr<const DatasetEntry>> due;
+  {
+    MutexLock lock(&mu_);
+    std::set<std::string> names;
+    for (const auto& e : entries) names.insert(e->name);
+    // Evicted names leave (bounded by the catalog) once no refresh of theirs runs.
+    for (auto it = states_.begin(); it != states_.end();) {
+      if (names.count(it->first) || (it->second.job && FollowJob(&it->second))) {
+        ++it;
+        continue;
+      }
+      log_once_.Forget(it->first);
+      it = states_.erase(it);
+    }
+    const auto now = Clock::now();
+    for (const auto& e : entries) {
+      auto [it, added] = states_.try_emplace(e->name);
+      State& s = it->second;
+      if (!added && !s.job && !(s.record.request == e->request)) {
+        // Loaded again with other arguments: a new dataset to follow.
+        s = State{};
+        log_once_.Forget(e->name);
+        added = true;
+      }
+      if (added) {
+        s.record.name = e->name;
+        s.record.request = e->request;
+        s.record.why_not = PinnedReason(e->request);
+        s.record.followed = s.record.why_not.empty();
+        s.record.state = s.record.followed ? "following" : "not followed";
+        if (!s.record.followed) {
+          LogInfo("not following dataset", {{"dataset", e->name}, {"why", s.record.why_not}});
+        }
+      }
+      // A refresh that ended this round is judged from the next round's
+      // catalog (this one may predate its publish).
+      if (s.job) {
+        FollowJob(&s);
+        continue;
+      }
+      if (e->state == "ready") s.record.cached_snapshot_id = e->snapshot_id;
+      if (!s.record.followed || e->state != "ready" || now < s.next_check) continue;
+      s.next_check = now + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(options_.period_s));
+      due.push_back(e);
+    }
+  }
+  for (const auto& e : due) {
+    if (loading_(e->name)) continue;  // a load of it runs: checked next period
+    Check(e);
+  }
+}
+
+bool Follower::FollowJob(State* s) {
+  if (!s->job->Wait(std::chrono::milliseconds(0))) return true;
+  auto outcome = s->job->Outcome();
+  s->job.reset();
+  s->record.state = "following";
+  if (!outcome.ok()) {
+    Failed(s, "refreshing to snapshot " + SnapshotText(s->target.snapshot_id), outcome.status());
+    return false;
+  }
+  const double now = UnixNow();
+  auto& r = s->record;
+  r.refreshes += 1;
+  r.last_refresh_unix_s = now;
+  // The load plans the newest snapshot when it runs: usually the target, at
+  // worst a newer one (then this lag, from the target's commit, is an upper bound).
+  auto loaded = outcome->find("snapshot_id");
+  r.refreshed_to = loaded != outcome->end() && loaded->is_number_integer()
+                       ? std::optional<int64_t>(loaded->get<int64_t>())
+                       : s->target.snapshot_id;
+  r.cached_snapshot_id = r.refreshed_to;
+  r.lag_s = s->target.snapshot_id
+                ? std::optional<double>(now - static_cast<double>(s->target.timestamp_ms) / 1000.0)
+                : std::nullopt;
+  LogInfo("dataset refreshed to the table's new snapshot",
+          {{"dataset", r.name},
+           {"snapshot", SnapshotText(r.refreshed_to)},
+           {"lag_s", r.lag_s ? std::to_string(*r.lag_s) : "n/a"}});
+  log_once_.Forget(r.name);  // healthy again: a later error is news
+  return false;
+}
+
+void Follower::Failed(State* s, const std::string& what, const arrow::Status& status) {
+  auto& r = s->record;
+  r.errors += 1;
+  r.last_error = what + ": " + status.ToString();
+  r.last_error_unix_s = UnixNow();
+  if (log_once_.First(r.name, r.last_error)) {
+    LogWarn("following dataset failed (the cached copy keeps serving; retried each period)",
+            {{"dataset", r.name}, {"error", r.last_error}});
+  }
+}
+
+void Follower::Check(const std::shared_ptr<const DatasetEntry>& e) {
+  auto head = probe_(e->request);  // storage I/O, outside the lock
+  const double now = UnixNow();
+  {
+    MutexLock lock(&mu_);
+    auto it = states_.find(e->name);
+    if (it == states_.end()) return;  // cannot happen: only rounds erase, one at a time
+    State& s = it->second;
+    if (!head.ok()) {
+      Failed(&s, "reading the table's metadata", head.status());
+      return;
+    }
+    auto& r = s.record;
+    r.checks += 1;
+    r.last_check_unix_s = now;
+    r.metadata_location = head->metadata_location;
+    if (head->fixed) {
+      r.followed = false;
+      r.why_not = head->why_fixed;
+      r.state = "not followed";
+      LogInfo("not following dataset", {{"dataset", r.name}, {"why", r.why_not}});
+      return;
+    }
+    r.table_snapshot_id = head->snapshot_id;
+    if (head->snapshot_id == e->snapshot_id) {
+      log_once_.Forget(r.name);
+      return;
+    }
+    s.target = *head;
+  }
+  LogInfo("table has a new snapshot: refreshing dataset",
+          {{"dataset", e->name},
+           {"from", SnapshotText(e->snapshot_id)},
+           {"to", SnapshotText(head->snapshot_id)}});
+  auto job = load_(e->request);
+  MutexLock lock(&mu_);
+  auto it = states_.find(e->name);
+  if (it == states_.end()) return;
+  if (!job.ok()) {
+    Failed(&it->second, "refreshing to snapshot " + SnapshotText(head->snapshot_id), job.status());
+    return;
+  }
+  it->second.job = std::move(*job);
+  it->second.record.state = "refreshing";
+}
+
+json Follower::Status() const {
+  MutexLock lock(&mu_);
+  const double now = UnixNow();
+  json datasets = json::array();
+  for (const auto& [name, s] : states_) datasets.push_back(s.record.ToJson(now));
+  return {{"period_s", options_.period_s}, {"datasets", std::move(datasets)}};
+}
+
+std::vector<FollowRecord> Follower::Records() const {
+  MutexLock lock(&mu_);
+  std::vector<FollowRecord> out;
+  out.reserve(states_.size());
+  for (const auto& [name, s] : states_) out.push_back(s.record);
+  return out;
+}
+
+}  // namespace icefloe
