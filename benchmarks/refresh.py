@@ -127,7 +127,8 @@ def _measure(env: Env, s3: Any, share_memory: bool, rows_total: int, out_rows: l
                              shape["peak_less_added_over_old"]])
 
 
-SOAK_EPOCHS = 8
+SOAK_EPOCHS = 8       # at least; more while the refreshes are still landing
+SOAK_MAX_EPOCHS = 60
 SOAK_REFRESHES = 4
 
 
@@ -162,7 +163,9 @@ def _epochs_while_refreshing(env: Env, s3: Any) -> dict[str, Any]:
 
         thread = threading.Thread(target=refresh_loop, daemon=True)
         thread.start()
-        for epoch in range(SOAK_EPOCHS):
+        epochs = 0
+        while epochs < SOAK_EPOCHS or (thread.is_alive() and epochs < SOAK_MAX_EPOCHS):
+            epoch, epochs = epochs, epochs + 1
             try:
                 seen, shapes = [], []
                 for rank in range(2):
@@ -183,9 +186,9 @@ def _epochs_while_refreshing(env: Env, s3: Any) -> dict[str, Any]:
                 failed += 1
         done.set()
         thread.join(timeout=60)
-    log(f"refresh soak: {SOAK_EPOCHS} epochs, {len(refreshed)} refreshes, generations read "
+    log(f"refresh soak: {epochs} epochs, {len(refreshed)} refreshes, generations read "
         f"{len(generations)}, failed {failed}, inexact {inexact}")
-    return {"epochs": SOAK_EPOCHS, "refreshes": len(refreshed), "generations_read":
+    return {"epochs": epochs, "refreshes": len(refreshed), "generations_read":
             len(generations), "failed": failed, "inexact": inexact}
 
 

@@ -114,6 +114,11 @@ def test_an_append_reads_only_the_new_file(warehouse, client, tmp_path):
     assert (r["rows_reused"], r["rows_read"], r["rows_dropped"]) == (40_000, 3000, 0), r
     assert (r["files_added"], r["files_removed"]) == (1, 0), r
     assert desc["scan"]["row_groups_total"] == 1  # the new file's only
+    # Planning read only the new snapshot's manifest: the others were parsed
+    # by the first load's plan.
+    scan = desc["scan"]
+    assert scan["manifests_total"] - scan["manifests_pruned"] - scan["manifests_cached"] == 1
+    assert scan["manifests_cached"] >= 1, scan
     check_exact(client, "appends", table)
     # The new rows come after the old ones: old row ids are unchanged.
     ids = client.read("appends")["id"].to_numpy()
@@ -193,6 +198,22 @@ def test_a_rewrite_drops_removed_files_and_reads_their_replacements(warehouse, c
     assert (r["tasks_reused"], r["tasks_read"], r["tasks_dropped"]) == (2, 1, 1), r
     assert (r["files_added"], r["files_removed"], r["rows_read"]) == (1, 1, 1900), r
     check_exact(client, "rewrite", table)
+
+
+def test_a_compaction_reads_the_new_file_and_drops_the_old(warehouse, client):
+    table = warehouse.create("compacted", rows(1000))
+    for i in range(1, 4):
+        table.append(rows(1000, start=i * 1000))
+    client.load("compacted", table.metadata_location)
+    # The same rows rewritten into one file (what a compaction commits).
+    table.overwrite(table.scan().to_arrow())
+    table.refresh()
+    assert len(data_files(table)) == 1
+    desc = client.load("compacted", table.metadata_location)
+    r = desc["refresh"]
+    assert (r["tasks_reused"], r["tasks_read"], r["tasks_dropped"]) == (0, 1, 4), r
+    assert (r["files_added"], r["files_removed"], r["rows_read"]) == (1, 4, 4000), r
+    check_exact(client, "compacted", table)
 
 
 def test_an_adopted_copy_refreshes_after_a_head_restart(warehouse, cluster, client, tmp_path):

@@ -38,6 +38,7 @@ json DatasetEntry::ToJson(bool with_slices) const {
             {"scan",
              {{"manifests_total", scan.manifests_total},
               {"manifests_pruned", scan.manifests_pruned},
+              {"manifests_cached", scan.manifests_cached},
               {"data_files_total", scan.data_files_total},
               {"data_files_pruned_by_partition", scan.data_files_pruned_by_partition},
               {"data_files_pruned_by_bounds", scan.data_files_pruned_by_bounds},

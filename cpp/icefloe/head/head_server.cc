@@ -37,10 +37,16 @@ std::shared_ptr<NodeRpc> RpcOf(const HeadOptions& options) {
   return std::make_shared<FlightNodeRpc>(options.security);
 }
 
+// Parsed manifests kept for later plans (a refresh reads only the new ones):
+// at most this many manifest entries, about 1-2 KB each.
+constexpr size_t kManifestCacheEntries = 100'000;
+
 ScanPlanner PlannerOf(const HeadOptions& options, iceberg::FileIO* io) {
   if (options.planner) return options.planner;
-  return [io](const LoadRequest& r) -> arrow::Result<iceberg::ScanPlan> {
+  auto manifests = std::make_shared<iceberg::ManifestCache>(kManifestCacheEntries);
+  return [io, manifests](const LoadRequest& r) -> arrow::Result<iceberg::ScanPlan> {
     iceberg::ScanOptions scan;
+    scan.manifests = manifests.get();
     scan.snapshot_id = r.snapshot_id;
     scan.ref = r.ref;
     scan.as_of_ms = r.as_of_ms;

@@ -232,4 +232,31 @@ arrow::Result<std::vector<ManifestEntry>> ReadManifest(FileIO& io, ManifestFile 
   return out;
 }
 
+ManifestCache::Entries ManifestCache::Find(const std::string& location) {
+  MutexLock lock(&mu_);
+  auto it = index_.find(location);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void ManifestCache::Put(const std::string& location, Entries entries) {
+  if (!entries || entries->size() > max_entries_) return;
+  MutexLock lock(&mu_);
+  if (index_.count(location)) return;
+  held_ += entries->size();
+  lru_.emplace_front(location, std::move(entries));
+  index_[location] = lru_.begin();
+  while (held_ > max_entries_ && !lru_.empty()) {
+    held_ -= lru_.back().second->size();
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+size_t ManifestCache::held_entries() const {
+  MutexLock lock(&mu_);
+  return held_;
+}
+
 }  // namespace icefloe::iceberg

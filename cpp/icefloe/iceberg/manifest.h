@@ -8,12 +8,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <arrow/result.h>
 
+#include "icefloe/common/mutex.h"
 #include "icefloe/iceberg/data_file.h"
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/iceberg/partition.h"
@@ -58,5 +62,29 @@ using PartitionTypeFn = std::function<arrow::Result<std::vector<NestedField>>(in
 /// `partition-spec-id` metadata.
 arrow::Result<std::vector<ManifestEntry>> ReadManifest(FileIO& io, ManifestFile manifest,
                                                        const PartitionTypeFn& partition_type);
+
+/// Parsed manifests by location, shared by the scan plans of one process.
+/// A manifest file never changes once a snapshot lists it, so a refresh of a
+/// table re-plans reading only the manifests its new snapshots added.
+/// Thread-safe; bounded by the entries it holds (the least recently used
+/// manifests go first; one larger than the bound is not kept).
+class ManifestCache {
+ public:
+  explicit ManifestCache(size_t max_entries) : max_entries_(max_entries) {}
+
+  using Entries = std::shared_ptr<const std::vector<ManifestEntry>>;
+  /// The entries of the manifest at `location`, or null when not cached.
+  Entries Find(const std::string& location) EXCLUDES(mu_);
+  void Put(const std::string& location, Entries entries) EXCLUDES(mu_);
+  size_t held_entries() const EXCLUDES(mu_);
+
+ private:
+  const size_t max_entries_;
+  mutable Mutex mu_;
+  std::list<std::pair<std::string, Entries>> lru_ GUARDED_BY(mu_);  // most recent first
+  std::map<std::string, std::list<std::pair<std::string, Entries>>::iterator> index_
+      GUARDED_BY(mu_);
+  size_t held_ GUARDED_BY(mu_) = 0;
+};
 
 }  // namespace icefloe::iceberg

@@ -438,17 +438,34 @@ arrow::Result<ScanPlan> PlanScan(FileIO& io, const std::string& location,
     kept.push_back(std::move(m));
   }
 
-  // Read the remaining manifests, a few at a time, keeping their order.
+  // Read the remaining manifests (those an earlier plan parsed come from the
+  // cache), a few at a time, keeping their order.
   std::vector<std::vector<ManifestEntry>> entries(kept.size());
-  for (size_t begin = 0; begin < kept.size(); begin += kManifestReadParallelism) {
-    size_t end = std::min(kept.size(), begin + kManifestReadParallelism);
-    std::vector<std::future<arrow::Result<std::vector<ManifestEntry>>>> reads;
-    for (size_t i = begin; i < end; ++i) {
-      reads.push_back(std::async(
-          std::launch::async, [&, i] { return ReadManifest(io, kept[i], cached_partition_type); }));
+  std::vector<size_t> to_read;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    auto cached = options.manifests ? options.manifests->Find(kept[i].manifest_path) : nullptr;
+    if (cached) {
+      entries[i] = *cached;
+      plan.metrics.manifests_cached++;
+    } else {
+      to_read.push_back(i);
     }
-    for (size_t i = begin; i < end; ++i) {
-      ARROW_ASSIGN_OR_RAISE(entries[i], reads[i - begin].get());
+  }
+  for (size_t begin = 0; begin < to_read.size(); begin += kManifestReadParallelism) {
+    size_t end = std::min(to_read.size(), begin + kManifestReadParallelism);
+    std::vector<std::future<arrow::Result<std::vector<ManifestEntry>>>> reads;
+    for (size_t k = begin; k < end; ++k) {
+      reads.push_back(std::async(std::launch::async, [&, i = to_read[k]] {
+        return ReadManifest(io, kept[i], cached_partition_type);
+      }));
+    }
+    for (size_t k = begin; k < end; ++k) {
+      const size_t i = to_read[k];
+      ARROW_ASSIGN_OR_RAISE(entries[i], reads[k - begin].get());
+      if (options.manifests) {
+        options.manifests->Put(kept[i].manifest_path,
+                               std::make_shared<const std::vector<ManifestEntry>>(entries[i]));
+      }
     }
   }
 

@@ -21,6 +21,7 @@
 
 #include "icefloe/iceberg/data_file.h"
 #include "icefloe/iceberg/file_io.h"
+#include "icefloe/iceberg/manifest.h"
 #include "icefloe/iceberg/types.h"
 
 namespace icefloe::iceberg {
@@ -31,11 +32,14 @@ struct ScanOptions {
   std::optional<int64_t> as_of_ms;   ///< latest snapshot at or before this time
   std::vector<std::string> columns;  ///< projection by name; empty = all columns
   std::string filter;                ///< SQL-style predicate; empty = all rows
+  /// Manifests parsed by earlier plans (null: every manifest is read).
+  ManifestCache* manifests = nullptr;
 };
 
 struct ScanMetrics {
   int64_t manifests_total = 0;
   int64_t manifests_pruned = 0;  ///< skipped by partition summaries
+  int64_t manifests_cached = 0;  ///< of the others, parsed by an earlier plan (not read)
   int64_t data_files_total = 0;  ///< live data files in the snapshot
   int64_t data_files_pruned_by_partition = 0;
   int64_t data_files_pruned_by_bounds = 0;
