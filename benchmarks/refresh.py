@@ -16,6 +16,7 @@ for LocalCluster's default nodes.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from typing import Any
 
@@ -197,6 +198,7 @@ def run(env: Env) -> dict[str, Any]:
     # The table in S3 (moto holds it in memory): large enough that the first
     # load takes many seconds in a full run.
     rows_total = cfg.rows // (4 if cfg.quick else 2)
+    shutil.rmtree(cfg.work / "refresh", ignore_errors=True)  # catalogs of a past run's S3
     s3 = common.start_moto()
     out_rows, shapes = [], {}
     try:
