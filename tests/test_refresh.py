@@ -8,6 +8,7 @@ scan, or the delete oracle of `iceberg_deletes_util`)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from iceberg_deletes_util import (
 from iceberg_util import Warehouse, assert_same_rows
 
 import icefloe
+from icefloe._status_text import render
 
 ROW_KEY = [("id", "ascending"), ("value", "ascending")]
 
@@ -301,8 +303,12 @@ def test_an_epoch_finishes_on_the_generation_it_started(warehouse, retaining):
     table.append(rows(5000, start=500_000))
     refreshed = client.refresh("moving")
     assert refreshed["generation"] > first["generation"] and refreshed["rows"] == 85_000
-    retired = [(r["name"], r["generation"], r["replaced_by"]) for r in client.status()["retired"]]
+    status = client.status()
+    retired = [(r["name"], r["generation"], r["replaced_by"]) for r in status["retired"]]
     assert retired == [("moving", first["generation"], refreshed["generation"])]
+    text = render(status)  # icefloe status
+    assert re.search(rf"^  moving\s+{first['generation']}\s+{refreshed['generation']}\s", text,
+                     re.M), text
 
     # Rank 1 asks for epoch 0 after the refresh: the same copy as rank 0.
     rank1 = epoch_ids(client, "moving", 0)[1]

@@ -1,8 +1,9 @@
 """``icefloe status`` in a terminal: the status page's tables as text.
 
 Rendered from the head's ``status`` action (the same JSON the page on the
-head's HTTP port is drawn from): datasets, nodes, jobs reading now, loads and,
-with ``--follow``, the datasets the head keeps on their table's newest snapshot.
+head's HTTP port is drawn from): datasets, nodes, jobs reading now, loads,
+replaced copies kept for their readers and, with ``--follow``, the datasets
+the head keeps on their table's newest snapshot.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def render(status: dict[str, Any]) -> str:
                                     f"{_bytes(load.get('bytes', 0))}",
                f"{load.get('load_seconds', 0):.2f}s"] for load in status.get("recent_loads", [])]
     out.append(_table("LOADS", ["dataset", "state", "progress", "time"], loads, "none"))
+    retired = [[r.get("name", ""), str(r.get("generation", "")), str(r.get("replaced_by", "")),
+                _bytes(r.get("bytes", 0)), f"{r.get('age_s', 0):.1f}s",
+                f"{r.get('idle_s', 0):.1f}s"] for r in status.get("retired", [])]
+    if retired:  # replaced copies kept while epochs still read them
+        out.append(_table("RETIRED (kept for the epochs reading them)",
+                          ["dataset", "generation", "replaced by", "bytes", "age", "unread for"],
+                          retired, "none"))
     follow = status.get("follow") or {}
     if follow.get("period_s"):
         out.append(_following(follow))
