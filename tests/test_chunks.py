@@ -1,14 +1,14 @@
-"""Whole consecutive batches travel as one message (IFP3 chunks) and are split
+"""Whole consecutive batches travel as one message (chunks) and are split
 exactly: the same batches as when every batch is its own message (batch size
 65536, one batch per cached batch), at any batch size, from any first batch,
 for every rank, as record batches and as tensors."""
 
 from __future__ import annotations
 
-import struct
 from types import SimpleNamespace
 
 import numpy as np
+import piece_util
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -17,6 +17,7 @@ from iceberg_util import Warehouse
 from torch.utils.data import DataLoader
 
 import icefloe
+from icefloe import _pieces
 from icefloe.torch import CacheDataset, batch_to_tensors
 
 N = 200_000
@@ -46,8 +47,8 @@ def _flat(batches: list[list[int]]) -> list[int]:
     return [i for b in batches for i in b]
 
 
-def _tags(cluster, name: str = "t", **plan) -> list[bytes]:
-    """The piece tag of every message the plan's endpoints send."""
+def _tags(cluster, name: str = "t", **plan) -> list[str]:
+    """What every message the plan's endpoints send is (piece_util.kind)."""
     tags = []
     with cluster.client() as client:
         info, _ = client.epoch_info(name, **plan)
@@ -55,7 +56,7 @@ def _tags(cluster, name: str = "t", **plan) -> list[bytes]:
             node = flight.connect(endpoint.locations[0].uri.decode())
             try:
                 for chunk in node.do_get(endpoint.ticket):
-                    tags.append(chunk.app_metadata.to_pybytes()[:4])
+                    tags.append(piece_util.kind(chunk.app_metadata.to_pybytes()))
             finally:
                 node.close()
     return tags
@@ -63,11 +64,11 @@ def _tags(cluster, name: str = "t", **plan) -> list[bytes]:
 
 def test_consecutive_batches_travel_as_chunks(cluster):
     tags = _tags(cluster, batch_size=1024, shuffle="none", drop_last=False)
-    assert tags.count(b"IFP3") >= 2
+    assert tags.count("chunk") >= 2
     assert len(tags) < N // 1024 // 8  # dozens of batches a message
     # A rank's batches are every other step apart: never one run, so pieces.
     assert set(_tags(cluster, batch_size=1024, shuffle="none", world_size=2, rank=1)) == \
-        {b"IFP1"}
+        {"piece"}
 
 
 @pytest.mark.parametrize("shuffle", ["none", "block"])
@@ -181,12 +182,12 @@ def test_window_epochs_are_the_same_chunked_or_split(cluster, one_node, nodes):
     plan = {"shuffle": "window", "seed": 3, "epoch": 1, "drop_last": False}
     tags = _tags(c, "s", batch_size=1024, **plan)
     if nodes == 1:
-        assert tags.count(b"IFP3") >= 2 and len(tags) < N // 1024 // 4
+        assert tags.count("chunk") >= 2 and len(tags) < N // 1024 // 4
     else:  # every window has rows on both nodes: a span piece per span and node
         batches = -(-N // 1024)
         spans = -(-batches // (SPAN_ROWS // 1024))
-        assert b"IFP3" not in tags and len(tags) == 2 * spans
-        assert sum(t in (b"IFP4", b"IFP5") for t in tags) >= 2 * (spans - 1)
+        assert "chunk" not in tags and len(tags) == 2 * spans
+        assert tags.count("span") >= 2 * (spans - 1)
     with c.client() as client:
         # One batch of the whole epoch: one piece per node, no chunk.
         whole = _flat(_ids(client.iter_epoch("s", batch_size=N, **plan)))
@@ -227,18 +228,17 @@ class _Messages:
 
 def _span(first: int, batch_rows: int, count: int, last_rows: int, ids: list[int],
           positions: list[int]) -> tuple[pa.RecordBatch, bytes]:
-    """An IFP5 span piece: ``ids`` go to ``positions`` of the span."""
-    header = struct.pack("<4sQIIII", b"IFP5", first, batch_rows, count, last_rows, len(ids))
+    """A span piece: ``ids`` go to ``positions`` of the span."""
     return (pa.record_batch({"id": pa.array(ids, pa.int64())}),
-            header + np.array(positions, "<u4").tobytes())
+            piece_util.encode(first, batch_rows, positions=positions, count=count,
+                              last_rows=last_rows))
 
 
 def _one(batch: int, batch_rows: int, ids: list[int],
          positions: list[int]) -> tuple[pa.RecordBatch, bytes]:
-    """An IFP2 piece of one batch."""
-    header = struct.pack("<4sQII", b"IFP2", batch, batch_rows, len(ids))
+    """A piece of one batch, one position per row."""
     return (pa.record_batch({"id": pa.array(ids, pa.int64())}),
-            header + np.array(positions, "<u4").tobytes())
+            piece_util.encode(batch, batch_rows, positions=positions))
 
 
 def _merge(*nodes: list[tuple[pa.RecordBatch, bytes]], num_batches: int = 3) -> list[list[int]]:
@@ -269,16 +269,17 @@ def test_span_pieces_of_several_nodes_merge_into_their_batches():
         _merge([evens], [_span(0, 4, 4, 2, [101], [1])], num_batches=4)
     with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
         _merge([evens], [_span(0, 4, 3, 2, [101, 103, 105, 107, 109], [1, 3, 5, 7, 8])])
-    with pytest.raises(icefloe.InvalidArgument, match="span of 1 batches"):
-        _merge([_span(0, 4, 1, 4, [100], [0])])
+    data, _ = _span(0, 4, 2, 4, [100], [0])
+    with pytest.raises(icefloe.InvalidArgument, match="batch count and span flag disagree"):
+        _merge([(data, piece_util.encode(0, 4, positions=[0], flags=_pieces.SPAN |
+                                         _pieces.POSITIONS))])
 
 
 def test_a_chunk_by_reference_whose_batch_crosses_two_runs_is_refused():
-    from icefloe._pieces import parse_piece
-
     data = pa.record_batch({"id": pa.array(np.arange(20, dtype=np.int64))})
-    meta = pa.py_buffer(struct.pack("<4sQIII", b"IFP3", 0, 4, 2, 4))  # 2 batches of 4
-    chunk = parse_piece(data, meta, ([0, 10], [4, 4]))
+    header = _pieces.read_header(piece_util.encode(0, 4, count=2, last_rows=4, whole=True,
+                                                   source=[(0, 4), (10, 4)]))  # 2 batches of 4
+    chunk = _pieces.parse_piece(data, header, ([0, 10], [4, 4]))
     assert chunk.offsets == [0, 10]
     with pytest.raises(icefloe.InvalidArgument, match="across two runs"):
-        parse_piece(data, meta, ([0, 10, 16], [2, 4, 2]))
+        _pieces.parse_piece(data, header, ([0, 10, 16], [2, 4, 2]))

@@ -424,10 +424,10 @@ def test_malformed_pieces_are_rejected():
 
     data = pa.record_batch({"id": pa.array([1, 2], pa.int64())})
 
-    def runs(positions):  # IFP1/IFP4: one-row runs
+    def runs(positions):  # runs of one row each
         return Piece(0, 4, np.array([[p, 1] for p in positions], dtype=np.uint32), data)
 
-    def scattered(positions):  # IFP2/IFP5, as window and sample pieces come
+    def scattered(positions):  # one position per row, as window and sample pieces come
         return Piece(0, 4, None, data, np.array(positions, np.uint32))
 
     for piece in (runs, scattered):

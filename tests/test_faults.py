@@ -139,7 +139,7 @@ def test_the_stall_meter_counts_each_batch_once_across_a_failover(rep2, caplog, 
 
 def test_chunked_epoch_survives_a_node_kill_exactly(rep2, caplog):
     # Shuffle none at 1024 rows: nodes send dozens of whole batches a message
-    # (IFP3 chunks); the kill lands after 4 batches of the first one.
+    # (chunks); the kill lands after 4 batches of the first one.
     plan = {"shuffle": "none", "drop_last": False}
     # Over the wire: by reference, the whole epoch's (small) messages may
     # have arrived before the kill, and nothing breaks.

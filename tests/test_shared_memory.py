@@ -7,10 +7,10 @@ from __future__ import annotations
 import mmap
 import os
 import signal
-import struct
 import threading
 
 import numpy as np
+import piece_util
 import pyarrow as pa
 import pytest
 import torch
@@ -245,27 +245,27 @@ class _Reader:
         pass
 
 
-def _runs(*runs: tuple[int, int]) -> bytes:
-    return b"IFS1" + struct.pack("<I", len(runs)) + b"".join(
-        struct.pack("<QI", start, length) for start, length in runs)
+def _piece(*runs: tuple[int, int]) -> bytes:
+    """A piece of batch 0 (5 rows, in order) by reference: ``runs`` of the file."""
+    return piece_util.encode(0, 5, runs=[(0, 5)], source=runs)
 
 
 def test_pieces_by_reference_are_checked():
-    piece = struct.pack("<4sQII", b"IFP1", 0, 5, 1) + struct.pack("<II", 0, 5)
     fd, export = _own_export(100)
     try:
         def read(rows: int, metadata: bytes) -> _shared._Chunk:
             return _shared.SharedReader(_Reader(_Sent(rows, metadata)), export, ()).read_chunk()
 
-        got = read(5, _runs((90, 3), (7, 2)) + piece)
+        got = read(5, _piece((90, 3), (7, 2)))
         assert got.data.column("id").to_pylist() == [90, 91, 92, 7, 8]
-        assert got.app_metadata.to_pybytes() == piece
-        assert read(4, _runs((10, 4)) + piece).data.column("id").to_pylist() == [10, 11, 12, 13]
+        assert (got.header.batch, got.header.runs.tolist()) == (0, [[0, 5]])
+        assert read(4, _piece((10, 4))).data.column("id").to_pylist() == [10, 11, 12, 13]
         for rows, metadata, error in [
-                (5, _runs((98, 5)) + piece, "outside its shared file of 100 rows"),
-                (5, _runs((1, 4)) + piece, "named 4 shared rows for a piece of 5"),
-                (5, _runs((1, 5))[:12] + piece[:0], "truncated runs"),
-                (5, b"IFP1" + piece, "without its rows' runs")]:
+                (5, _piece((98, 5)), "outside its shared file of 100 rows"),
+                (5, _piece((1, 4)), "named 4 shared rows for a piece of 5"),
+                (5, _piece((1, 5))[:-1], "its length is not its header's"),
+                (5, piece_util.encode(0, 5, runs=[(0, 5)]), "carries its rows on a stream by "
+                 "reference")]:
             with pytest.raises(icefloe.InvalidArgument, match=error):
                 read(rows, metadata)
     finally:

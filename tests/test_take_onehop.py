@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import piece_util
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -243,7 +244,7 @@ def _schema_b64() -> str:
 
 class _RendezvousNode(flight.FlightServerBase):
     """A stand-in node for the client's side of a take (no cluster): it
-    answers a ticket with the rows it names as one IFP2 piece, but only once
+    answers a ticket with the rows it names as one piece (a position per row), but only once
     every other stand-in has been asked too (bounded wait, then an error)."""
 
     def __init__(self, table: pa.Table, asked: list, everyone: int) -> None:
@@ -262,7 +263,7 @@ class _RendezvousNode(flight.FlightServerBase):
         total, n = struct.unpack_from("<II", ticket.ticket)
         entries = np.frombuffer(ticket.ticket, dtype=[("p", "<u4"), ("r", "<u8")], offset=8)
         rows = self._table.take(pa.array(entries["r"].astype(np.int64))).combine_chunks()
-        meta = struct.pack("<4sQII", b"IFP2", 0, total, n) + entries["p"].astype("<u4").tobytes()
+        meta = piece_util.encode(0, total, positions=entries["p"].tolist())
         batch = rows.to_batches()[0] if n else pa.RecordBatch.from_pylist([], self._table.schema)
         return flight.GeneratorStream(self._table.schema, iter([(batch, pa.py_buffer(meta))]))
 

@@ -1,25 +1,20 @@
 """Assembling consumer batches from the pieces nodes stream (docs/protocol.md).
 
-For plan and row tickets a node sends record batches tagged with app_metadata
-``"IFP1" | u64 batch | u32 batch_rows | u32 n | n x (u32 offset, u32 length)``
-(runs) or ``"IFP2" | u64 batch | u32 batch_rows | u32 n | n x u32 position``
-(scattered rows): the piece's rows fill those positions of consumer batch
-``batch``. Every endpoint streams pieces in increasing batch order, so a batch
-is complete when ``batch_rows`` rows have arrived, and it is yielded as soon
-as it is.
-
-Consecutive batches an endpoint holds whole and contiguous come as one
-*chunk*, ``"IFP3" | u64 first_batch | u32 batch_rows | u32 count | u32
-last_rows``: ``count`` whole batches, all of ``batch_rows`` rows but the last
-(``last_rows``), split here zero-copy, or turned into tensors at once and
-split (:class:`ChunkTransform`). Every batch of a chunk is complete when it
-arrives, so a failover resumes after the chunk exactly as after a batch.
+Every record batch a node sends for a plan or row ticket is tagged with one
+piece header (cpp/icefloe/protocol/piece.h; its constants come from
+``_fields.json``): the batch, or span of consecutive batches, its rows go to,
+and where. A piece's rows fill the positions its runs or positions name
+(``Piece``); *whole* batches travel as one *chunk* (``Chunk``), split here
+zero-copy, or turned into tensors at once and split (:class:`ChunkTransform`).
+Every endpoint streams pieces in increasing batch order, so a batch is
+complete when its rows have arrived, and it is yielded as soon as it is.
+Every batch of a chunk is complete when it arrives, so a failover resumes
+after the chunk exactly as after a batch.
 
 An endpoint's rows of a window-mode *span* of batches (cut by the plan, the
-same for every endpoint) come as one piece, ``"IFP4"``/``"IFP5"``: the IFP1 or
-IFP2 body after a chunk's header, its positions running over the span's
-batches laid end to end. The pieces of every endpoint for a span are put in
-place with one take and handed on as a chunk.
+same for every endpoint) come as one piece whose positions run over the
+span's batches laid end to end. The pieces of every endpoint for a span are
+put in place together and handed on as a chunk.
 """
 
 from __future__ import annotations
@@ -37,17 +32,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _native
+from . import _protocol as protocol
 from ._failover import is_break, named
 from .errors import Error, InvalidArgument, StreamBroken, map_error
 
-_HEADER = struct.Struct("<4sQII")
-_RUNS = b"IFP1"
-_POSITIONS = b"IFP2"
-_CHUNK = struct.Struct("<4sQIII")
-_CHUNK_MAGIC = b"IFP3"
-_SPAN = struct.Struct("<4sQIIII")
-_SPAN_RUNS = b"IFP4"
-_SPAN_POSITIONS = b"IFP5"
+_PIECE = protocol.constants()["piece"]
+_HEADER = struct.Struct("<4sBBHQIIIII")  # protocol/piece.h
+assert _HEADER.size == _PIECE["header_bytes"]
+_MAGIC = _PIECE["magic"].encode()
+POSITIONS, WHOLE, SPAN, BY_REFERENCE = (_PIECE["flags"][k] for k in (
+    "positions", "whole", "span", "by_reference"))
+_KNOWN = POSITIONS | WHOLE | SPAN | BY_REFERENCE
+SOURCE_RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
 _DONE = object()
 _JOIN_TIMEOUT_S = 10.0
 
@@ -79,10 +75,10 @@ class SourceRows:
 class Piece:
     batch: int  # a span's first
     batch_rows: int  # in a span, every batch's but the last
-    runs: np.ndarray | None  # (n, 2) uint32: offset, length (IFP1, IFP4)
+    runs: np.ndarray | None  # (n, 2) uint32: offset, length
     data: pa.RecordBatch | SourceRows  # SourceRows: by reference, not yet taken
-    scattered: np.ndarray | None = None  # uint32 position of each row (IFP2, IFP5)
-    count: int = 1  # batches spanned (IFP4, IFP5 when above 1)
+    scattered: np.ndarray | None = None  # uint32 position of each row (instead of runs)
+    count: int = 1  # batches spanned (a span when above 1)
     last_rows: int = 0  # a span's last batch's rows
 
     def span_rows(self) -> int:
@@ -93,7 +89,7 @@ class Piece:
 
     def positions(self) -> np.ndarray:
         """The batch position of each of the piece's rows: the u32 positions
-        as sent (IFP2/IFP5, no widening copy), or its runs expanded (int64)."""
+        as sent (no widening copy), or its runs expanded (int64)."""
         if self.scattered is not None:
             return self.scattered
         assert self.runs is not None
@@ -114,7 +110,7 @@ class Piece:
 
 @dataclass
 class Chunk:
-    """Whole batches batch, ..., batch + count - 1 (IFP3), in ``data``'s rows."""
+    """Whole batches batch, ..., batch + count - 1, in ``data``'s rows."""
 
     batch: int
     batch_rows: int
@@ -192,60 +188,111 @@ def apply_at(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordB
     return batches if transform is None else [transform(b) for b in batches]
 
 
-def parse_piece(data: pa.RecordBatch, metadata: pa.Buffer | None,
-                runs: tuple[list[int], list[int]] | None = None) -> Piece | Chunk:
-    """The piece or chunk a message holds. ``runs`` (starts, lengths in
-    ``data``): a chunk by reference whose rows are those runs of ``data``
-    (a span of the node's file), not all of it."""
-    if metadata is None or metadata.size < _HEADER.size:
+class Header:
+    """A piece's header, and its runs ((n, 2) u32 offset, length), positions
+    (u32) and source runs (:data:`SOURCE_RUN` records), as views of the
+    metadata it was read from (None where it has none)."""
+
+    __slots__ = ("flags", "batch", "batch_rows", "count", "last_rows", "runs", "positions",
+                 "source")
+
+    def __init__(self, flags: int, batch: int, batch_rows: int, count: int, last_rows: int,
+                 runs: np.ndarray | None, positions: np.ndarray | None,
+                 source: np.ndarray | None) -> None:
+        self.flags = flags
+        self.batch = batch
+        self.batch_rows = batch_rows
+        self.count = count
+        self.last_rows = last_rows
+        self.runs = runs
+        self.positions = positions
+        self.source = source
+
+
+def _malformed(error: str) -> InvalidArgument:
+    return InvalidArgument(f"a node sent malformed piece metadata: {_PIECE['errors'][error]}")
+
+
+def read_header(metadata: Any) -> Header:
+    """The piece header of a message's metadata (bytes or a pyarrow Buffer),
+    checked as protocol/piece.cc's ParsePiece checks it, in the same order and
+    words (both are tested against cpp/icefloe/protocol/testdata/pieces.json)."""
+    if metadata is None:
         raise InvalidArgument("a node sent a batch without piece metadata")
-    raw = metadata.to_pybytes()
-    magic = raw[:4]
-    if magic == _CHUNK_MAGIC:
-        return _parse_chunk(data, raw, runs)
+    raw = memoryview(metadata)
+    size = len(raw)
+    if size >= 4 and raw[:4] != _MAGIC:
+        raise _malformed("bad_magic")
+    if size < _HEADER.size:
+        raise _malformed("truncated")
+    (_, version, flags, reserved, batch, batch_rows, count, last_rows, entries,
+     sources) = _HEADER.unpack_from(raw)
+    if version != _PIECE["version"]:
+        raise _malformed("bad_version")
+    if flags & ~_KNOWN:
+        raise _malformed("unknown_flags")
+    if reserved:
+        raise _malformed("reserved")
+    if count == 0 or bool(flags & SPAN) != (count > 1):
+        raise _malformed("bad_count")
+    if not 1 <= last_rows <= batch_rows or (count == 1 and last_rows != batch_rows):
+        raise _malformed("bad_last_rows")
+    if batch_rows * (count - 1) + last_rows > 2**32 - 1:
+        raise _malformed("too_many_rows")
+    if flags & WHOLE and (entries or flags & POSITIONS):
+        raise _malformed("whole_entries")
+    if not flags & BY_REFERENCE and sources:
+        raise _malformed("stray_sources")
+    width = 4 if flags & POSITIONS else 8
+    if size - _HEADER.size != entries * width + sources * SOURCE_RUN.itemsize:
+        raise _malformed("length")
+    at = _HEADER.size
+    runs = positions = source = None
+    if flags & POSITIONS:
+        positions = np.frombuffer(raw, dtype="<u4", count=entries, offset=at)
+    elif not flags & WHOLE:
+        runs = np.frombuffer(raw, dtype="<u4", count=2 * entries, offset=at).reshape(entries, 2)
+    if flags & BY_REFERENCE:
+        source = np.frombuffer(raw, dtype=SOURCE_RUN, count=sources, offset=at + entries * width)
+    return Header(flags, batch, batch_rows, count, last_rows, runs, positions, source)
+
+
+def message_piece(message: Any) -> Piece | Chunk:
+    """The piece or chunk a stream's message holds: a FlightStreamChunk
+    (rows carried, header in its app_metadata), or what a
+    :class:`icefloe._shared.SharedReader` makes of one (``header`` read,
+    rows taken from the node's file, ``runs`` for a chunk in a span of it)."""
+    header = getattr(message, "header", None)
+    if header is None:
+        header = read_header(message.app_metadata)
+        if header.flags & BY_REFERENCE:
+            raise InvalidArgument("a node sent a piece by reference on a stream that "
+                                  "carries its rows")
+    return parse_piece(message.data, header, getattr(message, "runs", None))
+
+
+def parse_piece(data: pa.RecordBatch | SourceRows, header: Header,
+                runs: tuple[list[int], list[int]] | None = None) -> Piece | Chunk:
+    """The piece or chunk of ``data`` that ``header`` describes. ``runs``
+    (starts, lengths in ``data``): a chunk by reference whose rows are those
+    runs of ``data`` (a span of the node's file), not all of it."""
+    if header.flags & WHOLE:
+        return _parse_chunk(data, header, runs)  # type: ignore[arg-type]
     if runs is not None:
         raise InvalidArgument("a node sent runs of shared rows for a piece that is not a chunk")
-    if magic in (_SPAN_RUNS, _SPAN_POSITIONS):
-        if len(raw) < _SPAN.size:
-            raise InvalidArgument("a node sent malformed span metadata")
-        _, batch, batch_rows, count, last_rows, n = _SPAN.unpack_from(raw)
-        if count < 2 or not 1 <= last_rows <= batch_rows:
-            raise InvalidArgument(
-                f"a node sent a span of {count} batches of {batch_rows} rows "
-                f"(the last {last_rows})")
-        return _body(data, raw, _SPAN.size, magic == _SPAN_POSITIONS, n,
-                     Piece(batch, batch_rows, None, data, None, count, last_rows))
-    magic, batch, batch_rows, n = _HEADER.unpack_from(raw)
-    if magic not in (_RUNS, _POSITIONS):
-        raise InvalidArgument("a node sent malformed piece metadata")
-    return _body(data, raw, _HEADER.size, magic == _POSITIONS, n,
-                 Piece(batch, batch_rows, None, data))
+    return Piece(header.batch, header.batch_rows, header.runs, data, header.positions,
+                 header.count, header.last_rows)
 
 
-def _body(data: pa.RecordBatch, raw: bytes, offset: int, positions: bool, n: int,
-          piece: Piece) -> Piece:
-    """``piece`` with the runs or positions that follow its header."""
-    if len(raw) != offset + (4 if positions else 8) * n:
-        raise InvalidArgument("a node sent malformed piece metadata")
-    if positions:
-        piece.scattered = np.frombuffer(raw, dtype="<u4", count=n, offset=offset)
-    else:
-        piece.runs = np.frombuffer(raw, dtype="<u4", count=2 * n, offset=offset).reshape(n, 2)
-    return piece
-
-
-def _parse_chunk(data: pa.RecordBatch, raw: bytes,
+def _parse_chunk(data: pa.RecordBatch, header: Header,
                  runs: tuple[list[int], list[int]] | None) -> Chunk:
-    if len(raw) != _CHUNK.size:
-        raise InvalidArgument("a node sent malformed chunk metadata")
-    _, batch, batch_rows, count, last_rows = _CHUNK.unpack(raw)
+    count, batch_rows, last_rows = header.count, header.batch_rows, header.last_rows
     rows = data.num_rows if runs is None else sum(runs[1])
-    if count < 2 or not 1 <= last_rows <= batch_rows or \
-            rows != (count - 1) * batch_rows + last_rows:
+    if rows != (count - 1) * batch_rows + last_rows:
         raise InvalidArgument(
             f"a node sent a chunk of {rows} rows for {count} batches of "
             f"{batch_rows} rows (the last {last_rows})")
-    chunk = Chunk(batch, batch_rows, count, last_rows, data)
+    chunk = Chunk(header.batch, batch_rows, count, last_rows, data)
     if runs is not None:
         chunk.offsets = _batch_offsets(runs, chunk.sizes())
     return chunk
@@ -317,7 +364,7 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
 
 
 def _runs_in_order(pieces: list[Piece], bases: list[int], n: int) -> bool:
-    """Whether pieces of position runs (IFP1, IFP4), each counted from its
+    """Whether pieces of position runs, each counted from its
     base, fill the batch's n positions in the pieces' order, so that laying
     them end to end is the batch; checked on the runs, never expanded."""
     runs = np.concatenate([p.runs.astype(np.int64) + (base, 0)  # type: ignore[union-attr]
@@ -528,8 +575,7 @@ class _Stream:
             except BaseException as exc:  # noqa: BLE001 - raised as icefloe errors
                 self.done = True
                 raise self._error(exc)  # noqa: B904 - the error chains the cause
-            self.head = parse_piece(chunk.data, chunk.app_metadata,
-                                    getattr(chunk, "runs", None))
+            self.head = message_piece(chunk)
         return self.head
 
     def _error(self, exc: BaseException) -> BaseException:

@@ -4,9 +4,9 @@ A node started with ``--share-memory`` holds each dataset copy in a sealed
 memory file (an Arrow IPC file in a memfd). A reader on the same host, as the
 same user, asks for a plan stream by reference (DoGet header
 ``icefloe-shared``); the stream's schema then names the file (the node's pid,
-the file's fd there, its inode and size) and every message names its rows in
-the file (``"IFS1" | u32 n | n x (u64 start, u32 length)``, then the piece's
-own metadata) instead of holding them. The reader opens the file as
+the file's fd there, its inode and size) and every message is a piece by
+reference: its header's source runs name its rows in the file (runs of
+u64 start, u32 length) instead of the message holding them. The reader opens the file as
 ``/proc/<pid>/fd/<fd>``, maps it, and slices the rows itself: a chunk of
 whole batches is a zero-copy slice (the file is one record batch, so a
 reader's batch is one wherever it falls).
@@ -24,7 +24,6 @@ import bisect
 import functools
 import mmap
 import os
-import struct
 from typing import Any
 
 import numpy as np
@@ -33,22 +32,18 @@ import pyarrow.compute as pc
 
 from . import _native
 from ._pieces import (
-    _CHUNK_MAGIC,
-    _POSITIONS,
-    _SPAN_POSITIONS,
-    _SPAN_RUNS,
+    BY_REFERENCE,
+    POSITIONS,
+    SPAN,
+    WHOLE,
+    Header,
     SourceRows,
     expand_runs,
+    read_header,
 )
 from .errors import InvalidArgument
 
 HEADER = (b"icefloe-shared", b"1")
-_PREFIX = struct.Struct("<4sI")
-_MAGIC = b"IFS1"
-_RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
-# Pieces whose rows the merge puts in place (scattered or span pieces), left in
-# the file for the native scatter.
-_PLACED = (_POSITIONS, _SPAN_RUNS, _SPAN_POSITIONS)
 _LONG_RUNS = 256  # rows a run averages from which a chunk is read as a span of the file
 _KEYS = (b"icefloe.shared.pid", b"icefloe.shared.fd", b"icefloe.shared.inode",
          b"icefloe.shared.size")
@@ -179,23 +174,23 @@ class Export:
 
 
 class _Chunk:
-    """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference;
-    ``runs``: the piece's rows are those (starts, lengths) of ``data``, not
-    all of it (parse_piece)."""
+    """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference:
+    the piece's rows, its header (read), and ``runs``: the piece's rows are
+    those (starts, lengths) of ``data``, not all of it (parse_piece)."""
 
-    __slots__ = ("data", "app_metadata", "runs")
+    __slots__ = ("data", "header", "runs")
 
-    def __init__(self, data: pa.RecordBatch, app_metadata: pa.Buffer,
+    def __init__(self, data: pa.RecordBatch | SourceRows, header: Header,
                  runs: tuple[list[int], list[int]] | None = None) -> None:
         self.data = data
-        self.app_metadata = app_metadata
+        self.header = header
         self.runs = runs
 
 
 class SharedReader:
     """A plan stream by reference, read like the stream it stands for:
     ``read_chunk`` returns the piece's rows (taken from the mapped file) and
-    its own metadata."""
+    its header."""
 
     by_reference = True  # what merged_batches asks a stream
 
@@ -207,25 +202,23 @@ class SharedReader:
 
     def read_chunk(self) -> _Chunk:
         chunk = self._reader.read_chunk()
-        metadata = chunk.app_metadata
-        raw = metadata.to_pybytes() if metadata is not None else b""
-        if len(raw) < _PREFIX.size or raw[:4] != _MAGIC:
-            raise InvalidArgument("a node sent a piece by reference without its rows' runs")
-        _, n = _PREFIX.unpack_from(raw)
-        end = _PREFIX.size + n * _RUN.itemsize
-        if len(raw) < end:
-            raise InvalidArgument("a node sent truncated runs of shared rows")
-        runs = np.frombuffer(raw, dtype=_RUN, count=n, offset=_PREFIX.size)
-        if not self.copy and n > 1 and raw[end:end + 4] == _CHUNK_MAGIC and \
-                int(runs["length"].sum()) >= _LONG_RUNS * n:
-            span = self._span(runs, chunk.data.num_rows, pa.py_buffer(raw[end:]))
+        header = read_header(chunk.app_metadata)
+        if not header.flags & BY_REFERENCE:
+            raise InvalidArgument("a node sent a piece that carries its rows on a stream by "
+                                  "reference")
+        runs = header.source
+        assert runs is not None
+        n = len(runs)
+        whole = header.flags & WHOLE
+        if not self.copy and n > 1 and whole and int(runs["length"].sum()) >= _LONG_RUNS * n:
+            span = self._span(runs, chunk.data.num_rows, header)
             if span is not None:
                 return span
-        tail = raw[end:]
-        if not self.copy and _native.scatter is not None and tail[:4] in _PLACED:
-            # Rows the merge puts in place anyway: the native scatter reads
-            # them in the file, one pass (SourceRows checks nothing here; the
-            # scatter checks every run against the file).
+        if not self.copy and _native.scatter is not None and not whole and \
+                header.flags & (POSITIONS | SPAN):
+            # Rows the merge puts in place anyway (scattered or span pieces):
+            # the native scatter reads them in the file, one pass (SourceRows
+            # checks nothing here; the scatter checks every run against the file).
             data: pa.RecordBatch | SourceRows = SourceRows(
                 self.export.view(self._columns), runs, int(runs["length"].sum()),
                 functools.partial(self.export.rows, runs, self._columns))
@@ -234,9 +227,9 @@ class SharedReader:
         if data.num_rows != chunk.data.num_rows:
             raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
                                   f"{chunk.data.num_rows}")
-        return _Chunk(data, pa.py_buffer(tail))
+        return _Chunk(data, header)
 
-    def _span(self, runs: np.ndarray, rows: int, metadata: pa.Buffer) -> _Chunk | None:
+    def _span(self, runs: np.ndarray, rows: int, header: Header) -> _Chunk | None:
         """Long runs, none overlapping another (a chunk of a rank's batches):
         one zero-copy slice of the file from the lowest run to the end of the
         highest, with the runs in it, for the chunk to cut its batches from;
@@ -255,7 +248,7 @@ class SharedReader:
         if bool(np.any(starts[order][1:] < stops[order][:-1])):
             return None
         data = self.export.slice(first, last - first, self._columns)
-        return _Chunk(data, metadata, ((starts - first).tolist(), lengths.tolist()))
+        return _Chunk(data, header, ((starts - first).tolist(), lengths.tolist()))
 
     def __iter__(self) -> Any:
         while True:

@@ -543,13 +543,13 @@ class Client:
         generation that a take by reference mapped) are taken from that file,
         without asking the node. ``key``: the copy's (storage name,
         generation); ``total``: the rows of the answer."""
-        from ._pieces import Piece, one_batch, parse_piece
+        from ._pieces import Piece, message_piece, one_batch
 
         def read(reader: Any, uri: str) -> list[Any]:
             if isinstance(reader, _shared.SharedReader):
                 reader.copy = True  # a take's rows are the caller's: never views of the file
                 self._keep_export(uri, key, reader.export)
-            return [parse_piece(c.data, c.app_metadata) for c in reader]
+            return [message_piece(c) for c in reader]
 
         pieces: list[Any] = []
         remote: list[Callable[[], list[Any]]] = []

@@ -1,6 +1,6 @@
 // Putting the pieces of a window span in place on the client, in one pass.
 //
-// A window epoch's span (docs/protocol.md, IFP4/IFP5) arrives as one piece
+// A window epoch's span (docs/protocol.md, "Pieces": a span piece) arrives as one piece
 // per node: that node's rows, in the order it holds them, and for each row its
 // position in the span (u32 positions, or u32 runs of positions). The span is
 // the pieces' rows with every row at its position. In Python that took a

@@ -1,17 +1,17 @@
-// Pieces a plan or row stream sends (protocol/plan_ticket.h's metadata), and
+// Pieces a plan or row stream sends (protocol/piece.h's metadata), and
 // the helpers the stream's producers share (piece_stream.cc, window_pieces.cc).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include <arrow/record_batch.h>
 #include <arrow/status.h>
 
 #include "icefloe/node/dataset.h"
+#include "icefloe/protocol/piece.h"
 #include "icefloe/protocol/plan_ticket.h"
 
 namespace icefloe {
@@ -19,15 +19,17 @@ namespace icefloe {
 /// One message of a stream: a record batch (or, for a reader of a shared
 /// export, where its rows lie) and where its rows go.
 struct Piece {
-  std::shared_ptr<arrow::RecordBatch> batch;  // null: by reference, `source`
+  std::shared_ptr<arrow::RecordBatch> batch;  // null: by reference, `info.source`
   PieceInfo info;
-  bool gathered = false;            // rows copied from scattered places (for metrics)
-  std::optional<ChunkInfo> chunk;   // set: whole batches (IFP3), `info` unused
-  uint64_t first_row = 0;           // a slice of cached rows (not gathered): its first row's id
-  std::vector<SourceRun> source{};  // by reference: the rows, as runs of the export's rows
+  bool gathered = false;   // rows copied from scattered places (for metrics)
+  uint64_t first_row = 0;  // a slice of cached rows (not gathered): its first row's id
 
   int64_t num_rows() const;
 };
+
+/// Whole batches first, ..., first + count - 1 (each batch_rows rows but the
+/// last, last_rows) in order: a chunk.
+PieceInfo WholeBatches(uint64_t first, uint32_t batch_rows, uint32_t count, uint32_t last_rows);
 
 /// How a stream's producers hand rows on: copied into messages from `pool`,
 /// or, for a same-host reader of the dataset's shared export, by reference

@@ -78,12 +78,12 @@ class PieceStream : public flight::FlightDataStream {
   const bool by_reference_;
 
   // A piece by reference as a message: no columns, its rows' runs in the
-  // export before its own metadata (EncodeSourcePrefix).
+  // export in its metadata (PieceInfo::source).
   arrow::Result<Piece> AsReference(Piece piece) const {
     if (piece.batch != nullptr) {  // a slice of cached rows: one run
       const int64_t local = dataset_->LocalRow(piece.first_row);
       if (local < 0) return arrow::Status::UnknownError("slice of rows this node does not hold");
-      piece.source = {{static_cast<uint64_t>(local), static_cast<uint32_t>(piece.num_rows())}};
+      piece.info.source = {{static_cast<uint64_t>(local), static_cast<uint32_t>(piece.num_rows())}};
     }
     piece.batch = arrow::RecordBatch::Make(schema_, piece.num_rows(),
                                            std::vector<std::shared_ptr<arrow::Array>>{});
@@ -116,10 +116,8 @@ class PieceStream : public flight::FlightDataStream {
     flight::FlightPayload payload;
     ARROW_RETURN_NOT_OK(
         arrow::ipc::GetRecordBatchPayload(*piece.batch, options_, &payload.ipc_message));
-    std::string metadata =
-        piece.chunk ? EncodeChunkMetadata(*piece.chunk) : EncodePieceMetadata(piece.info);
-    if (by_reference_) metadata = EncodeSourcePrefix(piece.source) + metadata;
-    payload.app_metadata = arrow::Buffer::FromString(std::move(metadata));
+    piece.info.by_reference = by_reference_;
+    payload.app_metadata = arrow::Buffer::FromString(EncodePiece(piece.info));
     if (meter_) {
       meter_->Batch(piece.num_rows(),
                     by_reference_ ? referenced_bytes : payload.ipc_message.body_length,
@@ -152,7 +150,7 @@ SourceRun ReferenceRun(const CachedDataset& dataset, RowRange rows) {
   return {static_cast<uint64_t>(dataset.LocalRow(rows.start)), static_cast<uint32_t>(rows.size())};
 }
 
-// By reference: batches batch, batch + 1, ... as one chunk piece (IFP3) of
+// By reference: batches batch, batch + 1, ... as one chunk (whole batches) of
 // runs of the export, while each is one run of rows that this node holds and
 // one owned range of the ticket holds whole, up to kMaxChunkRows rows. The
 // runs need not follow each other: a DDP rank's or a DataLoader worker's
@@ -161,8 +159,8 @@ SourceRun ReferenceRun(const CachedDataset& dataset, RowRange rows) {
 // copy). Returns the batches taken; 0 when fewer than two qualify.
 arrow::Result<uint64_t> ReferenceChunk(const CachedDataset& dataset, const PlanTicket& ticket,
                                        uint64_t batch, std::deque<Piece>* out) {
-  ChunkInfo chunk{batch, 0, 0, 0};
-  std::vector<SourceRun> source;
+  PieceInfo chunk = WholeBatches(batch, 0, 0, 0);
+  std::vector<SourceRun>& source = chunk.source;
   uint64_t rows = 0;
   const auto& owned = ticket.owned;
   while (batch + chunk.count < ticket.batch_end) {
@@ -189,13 +187,12 @@ arrow::Result<uint64_t> ReferenceChunk(const CachedDataset& dataset, const PlanT
     rows += r.size();
   }
   if (chunk.count < 2) return 0;
-  Piece piece{nullptr, {}, /*gathered=*/false, chunk};
-  piece.source = std::move(source);
-  out->push_back(std::move(piece));
-  return chunk.count;
+  const uint32_t count = chunk.count;
+  out->push_back({nullptr, std::move(chunk)});
+  return count;
 }
 
-// Batches batch, batch + 1, ... as one chunk piece (IFP3), when at least two
+// Batches batch, batch + 1, ... as one chunk (whole batches), when at least two
 // of them are each one run of rows, owned by this ticket, directly after
 // each other in one cached batch (mode none, or block mode within a block, for
 // a consumer whose consecutive batches are consecutive rows): one zero-copy
@@ -219,8 +216,8 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
   const uint64_t held_stop = holder->global_stop();
   const uint64_t limit = std::min({held_stop, range->stop, first.start + kMaxChunkRows});
   if (first.stop > limit) return 0;
-  ChunkInfo chunk{batch, static_cast<uint32_t>(first.size()), 1,
-                  static_cast<uint32_t>(first.size())};
+  PieceInfo chunk = WholeBatches(batch, static_cast<uint32_t>(first.size()), 1,
+                                 static_cast<uint32_t>(first.size()));
   uint64_t stop = first.stop;
   while (batch + chunk.count < ticket.batch_end && chunk.last_rows == chunk.batch_rows) {
     ARROW_ASSIGN_OR_RAISE(runs, BatchRuns(ticket.params, batch + chunk.count));
@@ -246,8 +243,9 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
     stop = first.start + uint64_t{chunk.count} * chunk.batch_rows;
   }
   if (chunk.count < 2) return 0;
-  out->push_back({std::move(slice), {}, /*gathered=*/false, chunk, first.start});
-  return chunk.count;
+  const uint32_t count = chunk.count;
+  out->push_back({std::move(slice), std::move(chunk), /*gathered=*/false, first.start});
+  return count;
 }
 
 // The pieces of one consumer batch that fall in the owned ranges.
@@ -288,10 +286,8 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       }
       if (target.by_reference) {  // one run of the export, whichever batches hold it
         Piece piece{nullptr,
-                    {batch, batch_rows, {{s.offset, static_cast<uint32_t>(s.rows.size())}}},
-                    false,
-                    std::nullopt};
-        piece.source = {ReferenceRun(dataset, s.rows)};
+                    {batch, batch_rows, {{s.offset, static_cast<uint32_t>(s.rows.size())}}}};
+        piece.info.source = {ReferenceRun(dataset, s.rows)};
         out->push_back(std::move(piece));
         continue;
       }
@@ -302,11 +298,8 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
         if (!columns.empty()) {
           ARROW_ASSIGN_OR_RAISE(slice, slice->SelectColumns(columns));
         }
-        out->push_back({std::move(slice),
-                        {batch, batch_rows, {{piece_offset, n}}},
-                        false,
-                        std::nullopt,
-                        first_row});
+        out->push_back(
+            {std::move(slice), {batch, batch_rows, {{piece_offset, n}}}, false, first_row});
         piece_offset += n;
         first_row += n;
       }
@@ -329,8 +322,14 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
 int64_t Piece::num_rows() const {
   if (batch != nullptr) return batch->num_rows();
   int64_t n = 0;
-  for (const auto& run : source) n += run.length;
+  for (const auto& run : info.source) n += run.length;
   return n;
+}
+
+PieceInfo WholeBatches(uint64_t first, uint32_t batch_rows, uint32_t count, uint32_t last_rows) {
+  PieceInfo info{first, batch_rows, {}, count, last_rows};
+  info.whole = true;
+  return info;
 }
 
 arrow::Result<std::vector<SourceRun>> SourceRuns(const CachedDataset& dataset,
@@ -384,11 +383,11 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
     // long as the rows allow (a window's blocks), each row with its position.
     if (rows.size() > UINT32_MAX) return arrow::Status::Invalid("too many rows in one piece");
     const std::vector<uint32_t> order = ReadOrder(rows);
-    Piece piece{nullptr, std::move(where), /*gathered=*/true, std::nullopt};
+    Piece piece{nullptr, std::move(where), /*gathered=*/true};
     if (order.empty()) {
-      ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, rows));
+      ARROW_ASSIGN_OR_RAISE(piece.info.source, SourceRuns(dataset, rows));
     } else {
-      ARROW_ASSIGN_OR_RAISE(piece.source, SourceRuns(dataset, InReadOrder(rows, order)));
+      ARROW_ASSIGN_OR_RAISE(piece.info.source, SourceRuns(dataset, InReadOrder(rows, order)));
     }
     piece.info.positions = InReadOrder(offsets, order);
     out->push_back(std::move(piece));
@@ -397,7 +396,7 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
   std::vector<uint32_t> order;
   ARROW_ASSIGN_OR_RAISE(auto gathered, dataset.GatherReadOrder(rows, target.pool, &order, columns));
   where.positions = InReadOrder(offsets, order);
-  out->push_back({std::move(gathered), std::move(where), /*gathered=*/true, std::nullopt});
+  out->push_back({std::move(gathered), std::move(where), /*gathered=*/true});
   return arrow::Status::OK();
 }
 

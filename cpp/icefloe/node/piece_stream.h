@@ -6,7 +6,7 @@
 // contiguously are sent as zero-copy slices of cached batches; scattered rows
 // (sample shuffle, random access) are gathered into one batch (one copy).
 // Consecutive whole batches back to back in one cached batch go as one chunk
-// (IFP3: one slice, one message, at most 64Ki rows and 8 MiB).
+// (a chunk: one slice, one message, at most 64Ki rows and 8 MiB).
 #pragma once
 
 #include <memory>
@@ -31,7 +31,7 @@ namespace icefloe {
 /// those columns, in that order; slices select them, gathers copy only them.
 /// `by_reference` (the dataset must have a shared export): the stream for a
 /// same-host reader that maps the export; its schema is SharedSchema's and
-/// its messages name their rows in the export (EncodeSourcePrefix) instead
+/// its messages name their rows in the export (PieceInfo::source) instead
 /// of holding them.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,

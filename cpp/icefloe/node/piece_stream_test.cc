@@ -137,6 +137,23 @@ PlanTicket Epoch(uint64_t rows, uint64_t batch_size, std::vector<RowRange> owned
 }
 
 // One message as the consumer sees it: its metadata and its ids.
+// The piece a message's metadata names (every form a node sends).
+PieceInfo Decoded(const std::string& metadata) {
+  PieceInfo piece;
+  const PieceError error = DecodePiece(metadata, &piece);
+  EXPECT_EQ(error, PieceError::kOk) << PieceErrorText(error);
+  return piece;
+}
+
+// The position of each of a piece's rows, from its runs or positions.
+std::vector<uint32_t> Positions(const PieceInfo& piece) {
+  std::vector<uint32_t> out = piece.positions;
+  for (const PieceRun& run : piece.runs) {
+    for (uint32_t k = 0; k < run.length; ++k) out.push_back(run.offset + k);
+  }
+  return out;
+}
+
 struct Message {
   std::string metadata;
   std::vector<int64_t> ids;
@@ -180,18 +197,15 @@ std::vector<Message> ReadAll(std::shared_ptr<const CachedDataset> dataset, PlanT
     Message m{payload->app_metadata->ToString(), {}};
     if (by_reference) {
       EXPECT_EQ(batch->num_columns(), 0);
-      std::string_view rest;
-      auto runs = DecodeSourcePrefix(m.metadata, &rest);
-      EXPECT_TRUE(runs.ok()) << runs.status().ToString();
-      if (!runs.ok()) break;
-      m.source_runs = runs->size();
-      for (const auto& run : *runs) {
+      const PieceInfo piece = Decoded(m.metadata);
+      EXPECT_TRUE(piece.by_reference);
+      m.source_runs = piece.source.size();
+      for (const auto& run : piece.source) {
         for (uint64_t k = run.start; k < run.start + run.length && k < local_ids.size(); ++k) {
           m.ids.push_back(local_ids[k]);
         }
       }
       EXPECT_EQ(static_cast<int64_t>(m.ids.size()), batch->num_rows());
-      m.metadata = std::string(rest);
     } else {
       const auto& ids = static_cast<const arrow::Int64Array&>(*batch->column(0));
       for (int64_t r = 0; r < ids.length(); ++r) m.ids.push_back(ids.Value(r));
@@ -209,24 +223,24 @@ std::vector<int64_t> Ids(int64_t start, int64_t stop) {
 
 void ExpectChunk(const Message& m, uint64_t first_batch, uint32_t batch_rows, uint32_t count,
                  uint32_t last_rows, int64_t first_id) {
-  auto chunk = DecodeChunkMetadata(m.metadata);
-  ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
-  EXPECT_EQ(chunk->first_batch, first_batch);
-  EXPECT_EQ(chunk->batch_rows, batch_rows);
-  EXPECT_EQ(chunk->count, count);
-  EXPECT_EQ(chunk->last_rows, last_rows);
+  const PieceInfo chunk = Decoded(m.metadata);
+  ASSERT_TRUE(chunk.whole);
+  EXPECT_EQ(chunk.batch, first_batch);
+  EXPECT_EQ(chunk.batch_rows, batch_rows);
+  EXPECT_EQ(chunk.count, count);
+  EXPECT_EQ(chunk.last_rows, last_rows);
   const int64_t rows = int64_t{batch_rows} * (count - 1) + last_rows;
   EXPECT_EQ(m.ids, Ids(first_id, first_id + rows));
 }
 
 void ExpectPiece(const Message& m, uint64_t batch, uint32_t offset, int64_t first_id,
                  int64_t rows) {
-  auto piece = DecodePieceMetadata(m.metadata);
-  ASSERT_TRUE(piece.ok()) << piece.status().ToString();
-  EXPECT_EQ(piece->batch, batch);
-  ASSERT_EQ(piece->runs.size(), 1u);
-  EXPECT_EQ(piece->runs[0].offset, offset);
-  EXPECT_EQ(piece->runs[0].length, rows);
+  const PieceInfo piece = Decoded(m.metadata);
+  ASSERT_FALSE(piece.whole);
+  EXPECT_EQ(piece.batch, batch);
+  ASSERT_EQ(piece.runs.size(), 1u);
+  EXPECT_EQ(piece.runs[0].offset, offset);
+  EXPECT_EQ(piece.runs[0].length, rows);
   EXPECT_EQ(m.ids, Ids(first_id, first_id + rows));
 }
 
@@ -274,13 +288,13 @@ TEST(PieceStream, ChunksStayWithinTheirByteBound) {
     auto payload = stream->Next();
     ASSERT_TRUE(payload.ok()) << payload.status().ToString();
     ASSERT_TRUE(payload->ipc_message.metadata);
-    auto chunk = DecodeChunkMetadata(payload->app_metadata->ToString());
-    ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
-    EXPECT_EQ(chunk->first_batch, next);
-    EXPECT_GE(chunk->count, 2u);
+    const PieceInfo chunk = Decoded(payload->app_metadata->ToString());
+    ASSERT_TRUE(chunk.whole);
+    EXPECT_EQ(chunk.batch, next);
+    EXPECT_GE(chunk.count, 2u);
     EXPECT_LE(payload->ipc_message.body_length, 8 << 20);
     EXPECT_GT(payload->ipc_message.body_length, 4 << 20);  // halved only as far as needed
-    next += chunk->count;
+    next += chunk.count;
   }
   EXPECT_EQ(next, 200u);
 }
@@ -332,12 +346,13 @@ int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const Plan
   };
   int chunks = 0;
   for (const Message& m : ReadAll(std::move(dataset), ticket)) {
-    if (auto chunk = DecodeChunkMetadata(m.metadata); chunk.ok()) {
+    const PieceInfo piece = Decoded(m.metadata);
+    if (piece.whole) {
       ++chunks;
       size_t next = 0;
-      for (uint32_t i = 0; i < chunk->count; ++i) {
-        auto& rows = batch(chunk->first_batch + i);
-        EXPECT_EQ(rows.size(), i + 1 < chunk->count ? chunk->batch_rows : chunk->last_rows);
+      for (uint32_t i = 0; i < piece.count; ++i) {
+        auto& rows = batch(piece.batch + i);
+        EXPECT_EQ(rows.size(), i + 1 < piece.count ? piece.batch_rows : piece.last_rows);
         for (auto& r : rows) {
           EXPECT_EQ(r, -1);
           r = next < m.ids.size() ? m.ids[next++] : -2;
@@ -346,29 +361,23 @@ int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const Plan
       EXPECT_EQ(next, m.ids.size());
       continue;
     }
-    auto piece = DecodePieceMetadata(m.metadata);
-    EXPECT_TRUE(piece.ok()) << piece.status().ToString();
-    if (!piece.ok()) return chunks;
-    if (piece->count > 1 && spans != nullptr) spans->emplace_back(piece->batch, piece->count);
-    for (uint32_t i = 0; i < piece->count; ++i) {
-      const uint32_t want = i + 1 < piece->count ? piece->batch_rows
-                            : piece->count > 1   ? piece->last_rows
-                                                 : piece->batch_rows;
-      EXPECT_EQ(BatchLength(ticket.params, shape, piece->batch + i), want);
+    if (piece.count > 1 && spans != nullptr) spans->emplace_back(piece.batch, piece.count);
+    for (uint32_t i = 0; i < piece.count; ++i) {
+      const uint32_t want = i + 1 < piece.count ? piece.batch_rows
+                            : piece.count > 1   ? piece.last_rows
+                                                : piece.batch_rows;
+      EXPECT_EQ(BatchLength(ticket.params, shape, piece.batch + i), want);
     }
     size_t next = 0;
-    for (const PieceRun& run : piece->runs) {
-      for (uint32_t k = 0; k < run.length; ++k) {
-        const uint64_t p = uint64_t{run.offset} + k;
-        EXPECT_LT(p, piece->span_rows());
-        if (p >= piece->span_rows()) return chunks;
-        auto& rows = batch(piece->batch + p / piece->batch_rows);
-        const uint64_t offset = p % piece->batch_rows;
-        EXPECT_LT(offset, rows.size());
-        if (offset >= rows.size()) return chunks;
-        EXPECT_EQ(rows[offset], -1);
-        rows[offset] = next < m.ids.size() ? m.ids[next++] : -2;
-      }
+    for (const uint64_t p : Positions(piece)) {
+      EXPECT_LT(p, piece.span_rows());
+      if (p >= piece.span_rows()) return chunks;
+      auto& rows = batch(piece.batch + p / piece.batch_rows);
+      const uint64_t offset = p % piece.batch_rows;
+      EXPECT_LT(offset, rows.size());
+      if (offset >= rows.size()) return chunks;
+      EXPECT_EQ(rows[offset], -1);
+      rows[offset] = next < m.ids.size() ? m.ids[next++] : -2;
     }
     EXPECT_EQ(next, m.ids.size());
   }
@@ -536,19 +545,14 @@ std::vector<std::tuple<uint64_t, uint64_t, int64_t>> Placed(const std::vector<Me
   for (const Message& m : stream) {
     uint64_t batch = 0, batch_rows = 0;  // positions run over batches of batch_rows
     std::vector<uint64_t> positions;
-    if (auto chunk = DecodeChunkMetadata(m.metadata); chunk.ok()) {
-      batch = chunk->first_batch;
-      batch_rows = chunk->batch_rows;
+    const PieceInfo piece = Decoded(m.metadata);
+    batch = piece.batch;
+    if (piece.whole) {
+      batch_rows = piece.batch_rows;
       for (uint64_t k = 0; k < m.ids.size(); ++k) positions.push_back(k);
     } else {
-      auto piece = DecodePieceMetadata(m.metadata);
-      EXPECT_TRUE(piece.ok()) << piece.status().ToString();
-      if (!piece.ok()) return out;
-      batch = piece->batch;
-      batch_rows = piece->count > 1 ? piece->batch_rows : UINT32_MAX;
-      for (const auto& run : piece->runs) {
-        for (uint32_t k = 0; k < run.length; ++k) positions.push_back(run.offset + k);
-      }
+      batch_rows = piece.count > 1 ? piece.batch_rows : UINT32_MAX;
+      for (const uint32_t p : Positions(piece)) positions.push_back(p);
     }
     EXPECT_EQ(positions.size(), m.ids.size());
     for (size_t k = 0; k < std::min(positions.size(), m.ids.size()); ++k) {
@@ -612,7 +616,7 @@ TEST(SharedExport, WindowSpansByReferenceNameTheirBlocksInStorageOrder) {
     EXPECT_EQ(Placed(by_value), Placed(by_reference));
     size_t rows = 0, runs = 0;
     for (const Message& m : by_reference) {
-      EXPECT_FALSE(DecodeChunkMetadata(m.metadata).ok()) << "a chunk by reference";
+      EXPECT_FALSE(Decoded(m.metadata).whole) << "a chunk by reference";
       size_t descents = 0;  // storage order: ascending, or in long ascending stretches
       for (size_t k = 1; k < m.ids.size(); ++k) descents += m.ids[k] < m.ids[k - 1] ? 1 : 0;
       EXPECT_LE(descents * 16, m.ids.size()) << "not in storage order";

@@ -45,7 +45,7 @@ arrow::Status GatherInPlace(const CachedDataset& dataset, const std::vector<uint
   if (target.by_reference) {
     std::vector<uint64_t> placed(rows.size());
     for (size_t k = 0; k < rows.size(); ++k) placed[positions[k]] = rows[k];
-    ARROW_ASSIGN_OR_RAISE(piece->source, SourceRuns(dataset, placed));
+    ARROW_ASSIGN_OR_RAISE(piece->info.source, SourceRuns(dataset, placed));
     return arrow::Status::OK();
   }
   arrow::MemoryPool* pool = target.pool;
@@ -76,7 +76,7 @@ struct SpanRows {
 
   bool whole() const { return rows.size() == total; }
   // All batches but the last of one length, the last no longer: the span's
-  // positions are batch i's at i * lengths[0], as IFP3/IFP4/IFP5 say.
+  // positions are batch i's at i * lengths[0], as a span piece says (protocol/piece.h).
   bool uniform() const {
     for (size_t i = 0; i + 1 < lengths.size(); ++i) {
       if (lengths[i] != lengths[0]) return false;
@@ -125,7 +125,7 @@ arrow::Status PerBatchPieces(const CachedDataset& dataset, uint64_t batch, const
     offsets.clear();
     for (size_t k = first; k < last; ++k) offsets.push_back(span.positions[k] - base);
     if (part.size() == length) {  // whole: in position order
-      Piece piece{nullptr, {batch + i, length, {{0, length}}}, true, std::nullopt};
+      Piece piece{nullptr, {batch + i, length, {{0, length}}}, true};
       ARROW_RETURN_NOT_OK(GatherInPlace(dataset, part, offsets, target, columns, &piece));
       out->push_back(std::move(piece));
     } else if (!part.empty()) {
@@ -156,7 +156,7 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
   // would name its rows one run per row, so it goes as any span piece (its
   // blocks' runs, each row's position), for the reader to scatter.
   if (span.whole() && !target.by_reference) {
-    Piece piece{nullptr, {}, true, ChunkInfo{batch, batch_rows, count, last_rows}};
+    Piece piece{nullptr, WholeBatches(batch, batch_rows, count, last_rows), true};
     ARROW_RETURN_NOT_OK(GatherInPlace(dataset, span.rows, span.positions, target, columns, &piece));
     int64_t bytes = 0;  // by reference: none
     if (piece.batch != nullptr) {

@@ -25,8 +25,8 @@ constexpr uint64_t kWindowSpanRows = 64 * 1024;
 
 /// Window mode: the stream's span from `batch` (the rest of the span holding
 /// it, see kWindowSpanRows), its owned rows gathered in one go. Held whole here, the span goes
-/// as one chunk (IFP3) in batch order; shared with other endpoints, as one
-/// span piece (IFP4/IFP5) of rows in storage order, which the consumer puts
+/// as one chunk (whole batches) in batch order; shared with other endpoints, as one
+/// span piece of rows in storage order, which the consumer puts
 /// in place together with the other endpoints' rows in one take. A span of
 /// one batch, or one whose gather would be too large, goes as one piece per
 /// batch. Returns the batches taken (at least 1).

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "icefloe/plan/plan.h"
 #include "icefloe/protocol/data_file_json.h"
+#include "icefloe/protocol/piece.h"
+#include "icefloe/protocol/plan_ticket.h"
 
 namespace icefloe {
 namespace {
@@ -210,6 +213,35 @@ TEST(MessagesTest, SharedVectors) {
   EXPECT_GT(checked, 150);
 }
 
+// The constants both languages need, from their C++ definitions.
+json SharedConstants() {
+  json errors = json::object();
+  const std::pair<const char*, PieceError> named[] = {{"truncated", PieceError::kTruncated},
+                                                      {"bad_magic", PieceError::kBadMagic},
+                                                      {"bad_version", PieceError::kBadVersion},
+                                                      {"unknown_flags", PieceError::kUnknownFlags},
+                                                      {"reserved", PieceError::kReserved},
+                                                      {"bad_count", PieceError::kBadCount},
+                                                      {"bad_last_rows", PieceError::kBadLastRows},
+                                                      {"too_many_rows", PieceError::kTooManyRows},
+                                                      {"whole_entries", PieceError::kWholeEntries},
+                                                      {"stray_sources", PieceError::kStraySources},
+                                                      {"length", PieceError::kLength}};
+  for (const auto& [name, error] : named) errors[name] = PieceErrorText(error);
+  json piece = {{"magic", std::string(kPieceMagic)},
+                {"version", kPieceVersion},
+                {"header_bytes", kPieceHeaderBytes},
+                {"flags",
+                 {{"positions", kPiecePositions},
+                  {"whole", kPieceWhole},
+                  {"span", kPieceSpan},
+                  {"by_reference", kPieceByReference}}},
+                {"errors", errors}};
+  return {{"epoch_order_version", kEpochOrderVersion},
+          {"max_take_rows", kMaxTicketRows},
+          {"piece", piece}};
+}
+
 // python/icefloe/_fields.json is what the Python client encodes from: the
 // same list as the C++ tables. Regenerate it with the file this test writes.
 TEST(MessagesTest, PythonFieldListMatches) {
@@ -219,10 +251,12 @@ TEST(MessagesTest, PythonFieldListMatches) {
                     "Generated from the C++ field tables (cpp/icefloe/protocol); "
                     "protocol_test checks it. Do not edit by hand."},
                    {"version", kProtocolVersion},
+                   {"constants", SharedConstants()},
                    {"messages", specs}};
   // One field per line, so reviews of the file read like the tables.
   std::string text = "{\"comment\": " + Dump(expected["comment"]) +
-                     ",\n \"version\": " + Dump(expected["version"]) + ",\n \"messages\": [";
+                     ",\n \"version\": " + Dump(expected["version"]) +
+                     ",\n \"constants\": " + Dump(expected["constants"]) + ",\n \"messages\": [";
   for (size_t m = 0; m < specs.size(); ++m) {
     text += std::string(m ? "," : "") + "\n  {\"message\": " + Dump(specs[m]["message"]) +
             ", \"fields\": [";
