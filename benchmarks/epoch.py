@@ -112,7 +112,7 @@ def run(env: Env) -> dict[str, Any]:
                               node_args=[["--default-dataset", "kf"]] * CACHE_NODES,
                               log_dir=env.log_dir("epoch")) as cluster, cluster.client() as client:
         desc = client.load("epoch", table.metadata_location)
-        client.load("kf", table.metadata_location, batch_size=1024)
+        client.load("kf", table.metadata_location, batch_rows=1024)
         head = cluster.head_uri
         pyflight = common.start_pyflight(table.files, B, env.log_dir("epoch") / "pyflight.log")
         try:

@@ -513,7 +513,7 @@ def load(head: str, name: str, source: str, filter: str | None = None,  # noqa: 
 
     with Client(head) as client:
         t0 = time.perf_counter()
-        desc = client.load(name, source, filter=filter, batch_size=batch_size)
+        desc = client.load(name, source, filter=filter, batch_rows=batch_size)
         dt = time.perf_counter() - t0
         desc.pop("schema", None)
         return {"seconds": dt, **json.loads(json.dumps(desc, default=str))}

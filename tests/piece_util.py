@@ -13,8 +13,8 @@ from icefloe import _pieces
 _HEADER = struct.Struct("<4sBBHQIIIII")
 
 
-def encode(batch: int, batch_rows: int, *, runs: Sequence[tuple[int, int]] = (),
-           positions: Sequence[int] | None = None, count: int = 1, last_rows: int | None = None,
+def encode(batch: int, batch_size: int, *, runs: Sequence[tuple[int, int]] = (),
+           positions: Sequence[int] | None = None, count: int = 1, last_size: int | None = None,
            whole: bool = False, source: Sequence[tuple[int, int]] | None = None,
            flags: int | None = None) -> bytes:
     """A piece's metadata: ``runs`` or ``positions`` of ``count`` batches
@@ -26,8 +26,8 @@ def encode(batch: int, batch_rows: int, *, runs: Sequence[tuple[int, int]] = (),
     entries = b"".join(struct.pack("<I", p) for p in positions) if positions is not None else \
         b"".join(struct.pack("<II", o, n) for o, n in runs)
     sources = b"".join(struct.pack("<QI", s, n) for s, n in source or ())
-    return _HEADER.pack(b"IFPC", 1, implied if flags is None else flags, 0, batch, batch_rows,
-                        count, batch_rows if last_rows is None else last_rows,
+    return _HEADER.pack(b"IFPC", 1, implied if flags is None else flags, 0, batch, batch_size,
+                        count, batch_size if last_size is None else last_size,
                         len(positions) if positions is not None else len(runs),
                         len(source or ())) + entries + sources
 

@@ -47,7 +47,7 @@ def cluster(tmp_path_factory):
     t.append(pa.table({"id": ids[1500:], "x": ids[1500:] * 0.5}))
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path_factory.mktemp("c")) as c:
         with c.client() as client:
-            client.load("good", t.metadata_location, batch_size=500)
+            client.load("good", t.metadata_location, batch_rows=500)
             expected = client.read("good")
         yield c, t.metadata_location, expected
         assert_intact(c, expected)

@@ -226,19 +226,19 @@ class _Messages:
         pass
 
 
-def _span(first: int, batch_rows: int, count: int, last_rows: int, ids: list[int],
+def _span(first: int, batch_size: int, count: int, last_size: int, ids: list[int],
           positions: list[int]) -> tuple[pa.RecordBatch, bytes]:
     """A span piece: ``ids`` go to ``positions`` of the span."""
     return (pa.record_batch({"id": pa.array(ids, pa.int64())}),
-            piece_util.encode(first, batch_rows, positions=positions, count=count,
-                              last_rows=last_rows))
+            piece_util.encode(first, batch_size, positions=positions, count=count,
+                              last_size=last_size))
 
 
-def _one(batch: int, batch_rows: int, ids: list[int],
+def _one(batch: int, batch_size: int, ids: list[int],
          positions: list[int]) -> tuple[pa.RecordBatch, bytes]:
     """A piece of one batch, one position per row."""
     return (pa.record_batch({"id": pa.array(ids, pa.int64())}),
-            piece_util.encode(batch, batch_rows, positions=positions))
+            piece_util.encode(batch, batch_size, positions=positions))
 
 
 def _merge(*nodes: list[tuple[pa.RecordBatch, bytes]], num_batches: int = 3) -> list[list[int]]:
@@ -277,7 +277,7 @@ def test_span_pieces_of_several_nodes_merge_into_their_batches():
 
 def test_a_chunk_by_reference_whose_batch_crosses_two_runs_is_refused():
     data = pa.record_batch({"id": pa.array(np.arange(20, dtype=np.int64))})
-    header = _pieces.read_header(piece_util.encode(0, 4, count=2, last_rows=4, whole=True,
+    header = _pieces.read_header(piece_util.encode(0, 4, count=2, last_size=4, whole=True,
                                                    source=[(0, 4), (10, 4)]))  # 2 batches of 4
     chunk = _pieces.parse_piece(data, header, ([0, 10], [4, 4]))
     assert chunk.offsets == [0, 10]

@@ -43,9 +43,15 @@ def icefloe_up(*args: str):
 def test_up_load_status_evict(tmp_path):
     table = Warehouse(tmp_path / "wh").create("t", pa.table({"id": list(range(1000))}))
     with icefloe_up("--nodes", "2", "--memory-limit", "256MiB") as env:
-        out = run("load", "t", table.metadata_location, "--filter", "id < 100", env=env)
+        out = run("load", "t", table.metadata_location, "--filter", "id < 100",
+                  "--batch-rows", "40", env=env)
         assert out.returncode == 0, out.stderr
         assert "loaded t: 100 rows" in out.stdout
+        # --batch-size, its former name, still works and says it is deprecated.
+        old = run("load", "t_old", table.metadata_location, "--batch-size", "40", env=env)
+        assert old.returncode == 0 and "--batch-size is deprecated" in old.stderr, old.stderr
+        assert json.loads(run("describe", "t_old", env=env).stdout)["batch_rows"] == 40
+        assert run("evict", "t_old", env=env).returncode == 0
         assert [d["name"] for d in json.loads(run("datasets", env=env).stdout)] == ["t"]
         status = json.loads(run("status", "--json", env=env).stdout)
         assert sum(n["state"] == "alive" for n in status["nodes"]) == 2
@@ -54,7 +60,8 @@ def test_up_load_status_evict(tmp_path):
         assert text.count("DATASETS") == 2 and text.count("NODES") == 2, text
         assert re.search(r"^  t\s+ready\s+100\s", text, re.M), text
         assert text.count(" alive ") == 4, text
-        assert json.loads(run("describe", "t", env=env).stdout)["rows"] == 100
+        described = json.loads(run("describe", "t", env=env).stdout)
+        assert (described["rows"], described["batch_rows"]) == (100, 40)
         assert run("evict", "t", env=env).returncode == 0
         missing = run("describe", "t", env=env)
         assert missing.returncode == 1

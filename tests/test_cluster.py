@@ -39,7 +39,7 @@ def test_load_and_read_matches_pyiceberg(warehouse, tmp_path, num_nodes):
     table = warehouse.table("multi")
     with icefloe.LocalCluster(num_nodes=num_nodes, log_dir=tmp_path) as cluster:
         with cluster.client() as client:
-            desc = client.load("multi", table.metadata_location, batch_size=700)
+            desc = client.load("multi", table.metadata_location, batch_rows=700)
             assert desc["rows"] == 12_000
             assert_same_rows(client.read("multi"), table.scan().to_arrow())
             # Dense, contiguous global row ids, in slices covering [0, N).

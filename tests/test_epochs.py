@@ -41,7 +41,7 @@ def cluster(tmp_path_factory):
                               head_args=["--default-dataset", "t"],
                               node_args=[["--default-dataset", "t"]] * 2) as c:
         with c.client() as client:
-            client.load("t", table.metadata_location, batch_size=50)
+            client.load("t", table.metadata_location, batch_rows=50)
         yield c
 
 

@@ -25,7 +25,7 @@ def cluster(tmp_path_factory):
                               head_args=["--default-dataset", "t"],
                               node_args=[["--default-dataset", "t"]] * 2) as c:
         with c.client() as client:
-            client.load("t", table.metadata_location, batch_size=500, replication=2)
+            client.load("t", table.metadata_location, batch_rows=500, replication=2)
             # Whichever node is listed first for some slice is killed below.
             first = client.describe("t")["slices"][0]["nodes"][0]
         c.victim = c.node_uris.index(first)
@@ -73,7 +73,7 @@ def test_kubeflow_shard_fails_over_mid_stream(tmp_path, caplog):
                               head_args=["--default-dataset", "t"],
                               node_args=[["--default-dataset", "t"]] * 2) as c:
         with c.client() as client:
-            client.load("t", table.metadata_location, batch_size=20_000, replication=2)
+            client.load("t", table.metadata_location, batch_rows=20_000, replication=2)
             endpoints = client.kubeflow_shard(0, 1).endpoints
         serving = endpoints[0].locations[0].uri.decode()
         assert len(endpoints[0].locations) == 2

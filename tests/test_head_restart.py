@@ -85,8 +85,8 @@ def cluster(tmp_path):
 
 def test_restarted_head_adopts_the_catalog_from_its_nodes(cluster, table):
     with cluster.client() as client:
-        client.load("t", table.metadata_location, batch_size=65536)
-        client.load("alias", table.metadata_location, batch_size=65536)  # shares t's copy
+        client.load("t", table.metadata_location, batch_rows=65536)
+        client.load("alias", table.metadata_location, batch_rows=65536)  # shares t's copy
         before = {name: client.describe(name) for name in ("t", "alias")}
         assert before["alias"]["generation"] == before["t"]["generation"]
         listed = sorted(d["name"] for d in client.datasets())
@@ -122,14 +122,14 @@ def test_restarted_head_adopts_the_catalog_from_its_nodes(cluster, table):
         assert client.evict("alias")["bytes"] == 0
         assert client.evict("t")["bytes"] > 0
         _until("memory freed", lambda: all(m < 1 << 20 for m in _memory(cluster)))
-        again = client.load("t", table.metadata_location, batch_size=65536)
+        again = client.load("t", table.metadata_location, batch_rows=65536)
         assert again["generation"] > before["t"]["generation"]
 
 
 def test_a_reader_mid_epoch_finishes_across_a_head_restart(cluster, big_table):
     plan = dict(batch_size=4096, shuffle="window", seed=11, epoch=0, drop_last=False)
     with cluster.client() as client:
-        client.load("big", big_table.metadata_location, batch_size=65536)
+        client.load("big", big_table.metadata_location, batch_rows=65536)
         expected = [b.column("id") for b in client.iter_epoch("big", **plan)]
         expected_ids = pa.chunked_array(expected).to_numpy()
         assert np.array_equal(np.sort(expected_ids), np.arange(N_BIG))
@@ -154,7 +154,7 @@ def test_a_load_the_dead_head_left_staged_is_dropped_within_the_lease(cluster, t
     def load():
         try:
             with cluster.client() as client:
-                client.load("t", table.metadata_location, batch_size=65536)
+                client.load("t", table.metadata_location, batch_rows=65536)
         except icefloe.Error as e:
             errors.append(e)
 
@@ -183,7 +183,7 @@ def test_a_load_the_dead_head_left_staged_is_dropped_within_the_lease(cluster, t
 
     cluster.restart_head()
     with cluster.client() as client:
-        client.load("t", table.metadata_location, batch_size=65536)
+        client.load("t", table.metadata_location, batch_rows=65536)
         assert_same_rows(client.read("t"), table.scan().to_arrow())
 
 

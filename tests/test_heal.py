@@ -78,7 +78,7 @@ def test_no_room_stays_degraded_then_a_node_back_empty_heals(tmp_path, table):
     # not, so with one node gone nothing has room.
     with icefloe.LocalCluster(num_nodes=2, memory_limit="12MiB", head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
-        loaded = client.load("t", t.metadata_location, batch_size=4096)
+        loaded = client.load("t", t.metadata_location, batch_rows=4096)
         assert {s["nodes"][0] for s in loaded["slices"]} == set(cluster.node_uris)
         victim = node_index(cluster, loaded["slices"][0]["nodes"][0])
         cluster.kill_node(victim)
@@ -89,7 +89,7 @@ def test_no_room_stays_degraded_then_a_node_back_empty_heals(tmp_path, table):
         assert desc["generation"] == loaded["generation"]
         # load() of the same arguments never returns the broken copy as ready.
         with pytest.raises(icefloe.OutOfMemory, match="no node has room"):
-            client.load("t", t.metadata_location, batch_size=4096)
+            client.load("t", t.metadata_location, batch_rows=4096)
         # Status and metrics tell the truth about the node and the dataset.
         dead = [n for n in client.status()["nodes"] if n["state"] == "dead"]
         assert len(dead) == 1 and dead[0]["last_heartbeat_s"] >= 1.0
@@ -113,13 +113,13 @@ def test_a_spare_node_takes_the_lost_slices_and_load_joins_the_heal(tmp_path, ta
     t, oracle = table
     with icefloe.LocalCluster(num_nodes=3, memory_limit="64MiB", head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
-        loaded = client.load("t", t.metadata_location, batch_size=4096)
+        loaded = client.load("t", t.metadata_location, batch_rows=4096)
         lost = loaded["slices"][0]["nodes"][0]
         cluster.kill_node(node_index(cluster, lost))
         wait_for(client, "t", lambda d: d["state"] != "ready" or d.get("heal_seconds"),
                  "the loss noticed")
         # Same arguments while degraded or healing: heals (or joins the heal).
-        again = client.load("t", t.metadata_location, batch_size=4096)
+        again = client.load("t", t.metadata_location, batch_rows=4096)
         assert again["state"] == "ready"
         assert again["generation"] == loaded["generation"]
         assert all(lost not in s["nodes"] for s in again["slices"])
@@ -131,7 +131,7 @@ def test_replication_two_stays_readable_and_re_replicates(tmp_path, table):
     t, oracle = table
     with icefloe.LocalCluster(num_nodes=3, memory_limit="64MiB", head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
-        loaded = client.load("t", t.metadata_location, batch_size=4096, replication=2)
+        loaded = client.load("t", t.metadata_location, batch_rows=4096, replication=2)
         lost = loaded["slices"][0]["nodes"][0]
         cluster.kill_node(node_index(cluster, lost))
         assert client.read("t").equals(oracle)  # the surviving replicas serve
@@ -154,7 +154,7 @@ def test_a_copy_adopted_after_a_head_restart_heals(tmp_path, table):
     with icefloe.LocalCluster(num_nodes=3, head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster:
         with cluster.client() as client:
-            client.load("t", t.metadata_location, batch_size=4096)
+            client.load("t", t.metadata_location, batch_rows=4096)
             before = client.describe("t")
         cluster.kill_head()
         cluster.restart_head()
@@ -180,7 +180,7 @@ def test_a_node_back_from_the_dead_drops_rows_healed_elsewhere(tmp_path, table):
     t, oracle = table
     with icefloe.LocalCluster(num_nodes=3, head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
-        loaded = client.load("t", t.metadata_location, batch_size=4096)
+        loaded = client.load("t", t.metadata_location, batch_rows=4096)
         lost = loaded["slices"][0]["nodes"][0]
         pid = cluster.nodes[node_index(cluster, lost)].popen.pid
         os.kill(pid, signal.SIGSTOP)

@@ -97,7 +97,7 @@ def test_counters_move_by_exactly_what_was_served_and_loaded(cluster, table):
     name = "exact"
     head0, nodes0 = scrape(cluster.head.health), scrape_nodes(cluster)
     with cluster.client() as c:
-        desc = c.load(name, table.metadata_location, batch_size=3000)
+        desc = c.load(name, table.metadata_location, batch_rows=3000)
         head1, nodes1 = scrape(cluster.head.health), scrape_nodes(cluster)
         # The load: one more done, its rows and bytes published on the nodes.
         assert total(head1, "icefloe_head_loads_done_total") == \

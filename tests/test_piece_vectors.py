@@ -30,8 +30,8 @@ def test_valid_pieces_decode_to_their_fields(case):
     want = case["piece"]
     header = _pieces.read_header(bytes.fromhex(case["hex"]))
     assert header.flags == sum(FLAGS[f] for f in want["flags"])
-    assert (header.batch, header.batch_rows, header.count, header.last_rows) == \
-        (want["batch"], want["batch_rows"], want["count"], want["last_rows"])
+    assert (header.batch, header.batch_size, header.count, header.last_size) == \
+        (want["batch"], want["batch_size"], want["count"], want["last_size"])
     if header.runs is not None:
         assert header.runs.tolist() == want["runs"]
     else:
@@ -42,9 +42,9 @@ def test_valid_pieces_decode_to_their_fields(case):
         np.stack([header.source["start"], header.source["length"]], axis=1).tolist()
     assert source == want["source"]
     written = piece_util.encode(
-        want["batch"], want["batch_rows"], runs=[tuple(r) for r in want["runs"]],
+        want["batch"], want["batch_size"], runs=[tuple(r) for r in want["runs"]],
         positions=want["positions"] if "positions" in want["flags"] else None,
-        count=want["count"], last_rows=want["last_rows"], whole="whole" in want["flags"],
+        count=want["count"], last_size=want["last_size"], whole="whole" in want["flags"],
         source=[tuple(s) for s in want["source"]] if "by_reference" in want["flags"] else None)
     assert written.hex() == case["hex"]
 

@@ -52,7 +52,7 @@ def test_a_one_file_table_spreads_over_every_node_and_stays_exact(tmp_path):
     # 4.8 MB of Arrow: no node's 4 MiB holds the file, the four together do.
     with icefloe.LocalCluster(num_nodes=4, memory_limit="4MiB", head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
-        desc = client.load("one", table.metadata_location, batch_size=4096)
+        desc = client.load("one", table.metadata_location, batch_rows=4096)
         assert desc["rows"] == ROWS
         assert desc["tasks"] >= 4 and desc["scan"]["row_groups_total"] == 30
         held = rows_per_node(desc)

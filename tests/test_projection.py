@@ -50,7 +50,7 @@ def table(tmp_path_factory):
 def cluster(tmp_path_factory, table):
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path_factory.mktemp("logs")) as c:
         with c.client() as client:
-            client.load("t", table.metadata_location, batch_size=4000)
+            client.load("t", table.metadata_location, batch_rows=4000)
         yield c
 
 

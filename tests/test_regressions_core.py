@@ -159,7 +159,22 @@ def test_load_batch_rows_must_be_an_integer_in_range(cluster, warehouse, value):
         head_action(cluster, "load", body)
     # The Python client refuses to round it too.
     with cluster.client() as c, pytest.raises(icefloe.InvalidArgument, match="batch_rows"):
-        c.load("b", source, batch_size=value)
+        c.load("b", source, batch_rows=value)
+    assert_still_serving(cluster)
+
+
+def test_load_batch_size_is_the_deprecated_name_of_batch_rows(cluster, warehouse):
+    # batch_size names a consumer's rows per batch everywhere else; at load it
+    # meant rows per cached record batch, and still does, with a warning.
+    source = warehouse.table("t").metadata_location
+    with cluster.client() as c:
+        with pytest.warns(DeprecationWarning, match="pass batch_rows="):
+            old = c.load("renamed", source, batch_size=250)
+        assert old["batch_rows"] == 250
+        assert c.load("renamed", source, batch_rows=250)["generation"] == old["generation"]
+        with pytest.raises(icefloe.InvalidArgument, match="give batch_rows= only"):
+            c.load("renamed", source, batch_rows=250, batch_size=250)
+        c.evict("renamed")
     assert_still_serving(cluster)
 
 

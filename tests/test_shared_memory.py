@@ -40,7 +40,7 @@ def table(tmp_path_factory):
 def _epochs(cluster: icefloe.LocalCluster, table, **client) -> dict[str, pa.Table]:
     """Every mode's epoch (rank 1 of 3, batch 500; and a projection)."""
     with cluster.client(**client) as c:
-        c.load("t", table.metadata_location, batch_size=2000)
+        c.load("t", table.metadata_location, batch_rows=2000)
         out = {}
         for mode in MODES:
             batches = c.iter_epoch("t", batch_size=500, shuffle=mode, seed=4, epoch=1,
@@ -98,7 +98,7 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
 
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
-            c.load("t", table.metadata_location, batch_size=2000)
+            c.load("t", table.metadata_location, batch_rows=2000)
 
             def epoch():
                 return pa.Table.from_batches(list(c.iter_epoch(
@@ -123,7 +123,7 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
 def test_tensors_written_by_the_trainer_leave_the_cache_alone(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
-            c.load("t", table.metadata_location, batch_size=2000)
+            c.load("t", table.metadata_location, batch_rows=2000)
         ds = CacheDataset(cluster.head_uri, "t", batch_size=1000, shuffle="none")
         first = next(iter(ds))
         assert torch.equal(first["id"], torch.arange(1000))
@@ -152,7 +152,7 @@ def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monke
     monkeypatch.setattr(_pieces.threading, "Thread", Counted)
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c, cluster.client(share_memory=False) as wire:
-            c.load("t", table.metadata_location, batch_size=2000)
+            c.load("t", table.metadata_location, batch_rows=2000)
             for client, mode, threads in [(c, "none", 0), (c, "block", 0), (c, "window", 0),
                                           (c, "sample", 1), (wire, "none", 1)]:
                 started.clear()
@@ -165,7 +165,7 @@ def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monke
 def test_mapped_rows_outlive_a_killed_node(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
-            c.load("t", table.metadata_location, batch_size=2000)
+            c.load("t", table.metadata_location, batch_rows=2000)
             batches = list(c.iter_epoch("t", batch_size=1000, shuffle="none"))
             for node in cluster.nodes:
                 os.kill(node.popen.pid, signal.SIGKILL)
@@ -275,7 +275,7 @@ def test_pieces_by_reference_are_checked():
 def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client(failover_timeout_s=30.0) as c:
-            c.load("t", table.metadata_location, batch_size=2000, replication=2)
+            c.load("t", table.metadata_location, batch_rows=2000, replication=2)
             want = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000,
                                                            shuffle="block", seed=2)))
             os.kill(cluster.nodes[0].popen.pid, signal.SIGKILL)
@@ -300,7 +300,7 @@ def test_takes_read_a_mapped_file_without_asking_the_node(table, tmp_path):
     asks = [rng.integers(0, N, 300).tolist(), [0], [N - 1, 3, 3, 29_999], [17]]
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c, cluster.client(share_memory=False) as wire:
-            c.load("t", table.metadata_location, batch_size=2000)
+            c.load("t", table.metadata_location, batch_rows=2000)
             want = [wire.take("t", rows) for rows in asks]
             first = c.take("t", asks[0])  # by reference: both nodes' files mapped
             served = _served_rows(cluster, "rows")
@@ -320,7 +320,7 @@ def test_takes_read_a_mapped_file_without_asking_the_node(table, tmp_path):
             # more, and the take asks the nodes (which name the new copy).
             with cluster.client() as c2:
                 c2.evict("t")
-                c2.load("t", table.metadata_location, batch_size=1000)
+                c2.load("t", table.metadata_location, batch_rows=1000)
             assert c.take("t", [5]).column("id").to_pylist() == [5]
             assert _served_rows(cluster, "rows") > served
 
@@ -342,7 +342,7 @@ def test_a_ranks_batches_come_as_chunks_of_views(table, tmp_path, monkeypatch, w
     monkeypatch.setenv("WORLD_SIZE", str(world))
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
-            c.load("t", table.metadata_location, batch_size=2000)
+            c.load("t", table.metadata_location, batch_rows=2000)
         for rank in range(world):
             monkeypatch.setenv("RANK", str(rank))
             got = {}

@@ -34,7 +34,7 @@ def cluster(tmp_path_factory):
         with c.client() as client:
             # Cached batches of 700 rows: slices on both nodes, blocks that
             # straddle cached batches.
-            client.load("sorted", table.metadata_location, batch_size=700)
+            client.load("sorted", table.metadata_location, batch_rows=700)
         yield c
 
 

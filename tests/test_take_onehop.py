@@ -51,7 +51,7 @@ def cluster(tmp_path_factory, tables):
     with icefloe.LocalCluster(num_nodes=2, log_dir=root / "logs") as c:
         with c.client() as client:
             # Small batches: many slices, placed on both nodes.
-            client.load("t", tables[0].metadata_location, batch_size=1000)
+            client.load("t", tables[0].metadata_location, batch_rows=1000)
         yield c
 
 
@@ -175,7 +175,7 @@ def test_reload_by_another_client_is_noticed(cluster, tables):
         assert reader.take("t", [5, 1])["id"].to_pylist() == [5, 1]
         generation = reader._slice_maps.get("t").generation
         other.evict("t")
-        other.load("t", tables[1].metadata_location, batch_size=1000)
+        other.load("t", tables[1].metadata_location, batch_rows=1000)
         try:
             # The reader's map names the old generation: the nodes say so, and
             # it fetches the map again (one head call) and reads the new data.
@@ -183,20 +183,20 @@ def test_reload_by_another_client_is_noticed(cluster, tables):
             assert reader._slice_maps.get("t").generation != generation
             # A copy grown by another client's reload: a row past the old end
             # is asked of the head again, not refused on the old map's word.
-            other.load("t", tables[2].metadata_location, batch_size=1000)
+            other.load("t", tables[2].metadata_location, batch_rows=1000)
             assert reader.take("t", [N + 3])["id"].to_pylist() == [3]
             # Its own reload it knows at once.
             reader.evict("t")
-            reader.load("t", tables[0].metadata_location, batch_size=1000)
+            reader.load("t", tables[0].metadata_location, batch_rows=1000)
             assert reader.take("t", [5, 1])["id"].to_pylist() == [5, 1]
         finally:
-            other.load("t", tables[0].metadata_location, batch_size=1000)
+            other.load("t", tables[0].metadata_location, batch_rows=1000)
 
 
 def test_a_killed_node_with_replication_two(tmp_path, tables):
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as c:
         with c.client() as client:
-            client.load("t", tables[0].metadata_location, batch_size=1000, replication=2)
+            client.load("t", tables[0].metadata_location, batch_rows=1000, replication=2)
             whole = client.read("t")
             ids = _ids(np.random.default_rng(5), 4096)
             assert client.take("t", ids).equals(whole.take(ids))  # the map is cached now

@@ -113,7 +113,7 @@ def test_token_ids_equal_the_sentencepiece_package(tmp_path, corpus, kind):
     ]}
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
-        desc = client.load("tok", t.metadata_location, transform=spec, batch_size=1000)
+        desc = client.load("tok", t.metadata_location, transform=spec, batch_rows=1000)
         assert desc["transform"] == spec  # as given
         assert desc["rows"] == oracle.num_rows
         got = client.read("tok")
@@ -164,7 +164,7 @@ def test_packed_sequences_shard_and_shuffle_exactly(tmp_path, corpus, monkeypatc
                      "pad": 0}}
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
-        desc = client.load("packed", t.metadata_location, transform=spec, batch_size=128)
+        desc = client.load("packed", t.metadata_location, transform=spec, batch_rows=128)
         got = client.read("packed")
         assert got.schema.field("input_ids").type == pa.list_(pa.int32(), seq_len)
         assert got.schema.names == ["input_ids", "attention_mask"]
@@ -287,7 +287,7 @@ def test_a_healed_slice_is_transformed_identically(tmp_path, corpus):
                                            "eos": True}}]}
     with icefloe.LocalCluster(num_nodes=3, memory_limit="256MiB", head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
-        loaded = client.load("h", t.metadata_location, transform=spec, batch_size=500)
+        loaded = client.load("h", t.metadata_location, transform=spec, batch_rows=500)
         before = client.read("h")
         desc = kill_a_holder_and_wait_for_the_heal(cluster, client, "h")
         assert desc["generation"] == loaded["generation"]
@@ -307,7 +307,7 @@ def test_window_epoch_and_random_access_over_token_lists(tmp_path, corpus):
                     strict=True))
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
-        client.load("w", t.metadata_location, transform=spec, batch_size=700)
+        client.load("w", t.metadata_location, transform=spec, batch_rows=700)
         seen = {}
         ds = CacheDataset(cluster.head_uri, "w", batch_size=64, seed=5, drop_last=False)
         for batch in ds:
@@ -333,7 +333,7 @@ def test_a_transformed_copy_is_adopted_after_a_head_restart_and_heals_after(tmp_
     with icefloe.LocalCluster(num_nodes=3, head_args=HEAD_ARGS,
                               log_dir=tmp_path / "logs") as cluster:
         with cluster.client() as client:
-            loaded = client.load("r", t.metadata_location, transform=spec, batch_size=500)
+            loaded = client.load("r", t.metadata_location, transform=spec, batch_rows=500)
             before = client.read("r")
         cluster.kill_head()
         cluster.restart_head()

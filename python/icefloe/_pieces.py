@@ -74,18 +74,18 @@ class SourceRows:
 @dataclass
 class Piece:
     batch: int  # a span's first
-    batch_rows: int  # in a span, every batch's but the last
+    batch_size: int  # in a span, every batch's but the last
     runs: np.ndarray | None  # (n, 2) uint32: offset, length
     data: pa.RecordBatch | SourceRows  # SourceRows: by reference, not yet taken
     scattered: np.ndarray | None = None  # uint32 position of each row (instead of runs)
     count: int = 1  # batches spanned (a span when above 1)
-    last_rows: int = 0  # a span's last batch's rows
+    last_size: int = 0  # a span's last batch's rows
 
     def span_rows(self) -> int:
         """Positions of the piece's batch, or of its span."""
         if self.count == 1:
-            return self.batch_rows
-        return self.batch_rows * (self.count - 1) + self.last_rows
+            return self.batch_size
+        return self.batch_size * (self.count - 1) + self.last_size
 
     def positions(self) -> np.ndarray:
         """The batch position of each of the piece's rows: the u32 positions
@@ -113,9 +113,9 @@ class Chunk:
     """Whole batches batch, ..., batch + count - 1, in ``data``'s rows."""
 
     batch: int
-    batch_rows: int
+    batch_size: int
     count: int
-    last_rows: int
+    last_size: int
     data: pa.RecordBatch
     # The row of ``data`` where each batch starts; None: one after another.
     # A chunk by reference of a rank's batches is a slice of the node's file
@@ -124,7 +124,7 @@ class Chunk:
 
     def sizes(self) -> list[int]:
         """Rows of each of the chunk's batches."""
-        return [self.batch_rows] * (self.count - 1) + [self.last_rows]
+        return [self.batch_size] * (self.count - 1) + [self.last_size]
 
     def split(self, transform: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
         """One item per batch: the batch (a zero-copy slice), or what
@@ -193,17 +193,17 @@ class Header:
     (u32) and source runs (:data:`SOURCE_RUN` records), as views of the
     metadata it was read from (None where it has none)."""
 
-    __slots__ = ("flags", "batch", "batch_rows", "count", "last_rows", "runs", "positions",
+    __slots__ = ("flags", "batch", "batch_size", "count", "last_size", "runs", "positions",
                  "source")
 
-    def __init__(self, flags: int, batch: int, batch_rows: int, count: int, last_rows: int,
+    def __init__(self, flags: int, batch: int, batch_size: int, count: int, last_size: int,
                  runs: np.ndarray | None, positions: np.ndarray | None,
                  source: np.ndarray | None) -> None:
         self.flags = flags
         self.batch = batch
-        self.batch_rows = batch_rows
+        self.batch_size = batch_size
         self.count = count
-        self.last_rows = last_rows
+        self.last_size = last_size
         self.runs = runs
         self.positions = positions
         self.source = source
@@ -225,7 +225,7 @@ def read_header(metadata: Any) -> Header:
         raise _malformed("bad_magic")
     if size < _HEADER.size:
         raise _malformed("truncated")
-    (_, version, flags, reserved, batch, batch_rows, count, last_rows, entries,
+    (_, version, flags, reserved, batch, batch_size, count, last_size, entries,
      sources) = _HEADER.unpack_from(raw)
     if version != _PIECE["version"]:
         raise _malformed("bad_version")
@@ -235,9 +235,9 @@ def read_header(metadata: Any) -> Header:
         raise _malformed("reserved")
     if count == 0 or bool(flags & SPAN) != (count > 1):
         raise _malformed("bad_count")
-    if not 1 <= last_rows <= batch_rows or (count == 1 and last_rows != batch_rows):
-        raise _malformed("bad_last_rows")
-    if batch_rows * (count - 1) + last_rows > 2**32 - 1:
+    if not 1 <= last_size <= batch_size or (count == 1 and last_size != batch_size):
+        raise _malformed("bad_last_size")
+    if batch_size * (count - 1) + last_size > 2**32 - 1:
         raise _malformed("too_many_rows")
     if flags & WHOLE and (entries or flags & POSITIONS):
         raise _malformed("whole_entries")
@@ -254,7 +254,7 @@ def read_header(metadata: Any) -> Header:
         runs = np.frombuffer(raw, dtype="<u4", count=2 * entries, offset=at).reshape(entries, 2)
     if flags & BY_REFERENCE:
         source = np.frombuffer(raw, dtype=SOURCE_RUN, count=sources, offset=at + entries * width)
-    return Header(flags, batch, batch_rows, count, last_rows, runs, positions, source)
+    return Header(flags, batch, batch_size, count, last_size, runs, positions, source)
 
 
 def message_piece(message: Any) -> Piece | Chunk:
@@ -280,19 +280,19 @@ def parse_piece(data: pa.RecordBatch | SourceRows, header: Header,
         return _parse_chunk(data, header, runs)  # type: ignore[arg-type]
     if runs is not None:
         raise InvalidArgument("a node sent runs of shared rows for a piece that is not a chunk")
-    return Piece(header.batch, header.batch_rows, header.runs, data, header.positions,
-                 header.count, header.last_rows)
+    return Piece(header.batch, header.batch_size, header.runs, data, header.positions,
+                 header.count, header.last_size)
 
 
 def _parse_chunk(data: pa.RecordBatch, header: Header,
                  runs: tuple[list[int], list[int]] | None) -> Chunk:
-    count, batch_rows, last_rows = header.count, header.batch_rows, header.last_rows
+    count, batch_size, last_size = header.count, header.batch_size, header.last_size
     rows = data.num_rows if runs is None else sum(runs[1])
-    if rows != (count - 1) * batch_rows + last_rows:
+    if rows != (count - 1) * batch_size + last_size:
         raise InvalidArgument(
             f"a node sent a chunk of {rows} rows for {count} batches of "
-            f"{batch_rows} rows (the last {last_rows})")
-    chunk = Chunk(header.batch, batch_rows, count, last_rows, data)
+            f"{batch_size} rows (the last {last_size})")
+    chunk = Chunk(header.batch, batch_size, count, last_size, data)
     if runs is not None:
         chunk.offsets = _batch_offsets(runs, chunk.sizes())
     return chunk
@@ -749,7 +749,7 @@ def _collect(streams: list[_Stream], b: int, num_batches: int) -> pa.RecordBatch
             raise _changed(f"a node sent batches {piece.batch}.. whole inside batch {b}'s span")
     if span is None:
         return one_batch(pieces, b)
-    return Chunk(b, span.batch_rows, span.count, span.last_rows,
+    return Chunk(b, span.batch_size, span.count, span.last_size,
                  assemble(pieces, _span_bases(pieces, span)))
 
 
@@ -758,7 +758,7 @@ def one_batch(pieces: list[Piece | Chunk], b: int) -> pa.RecordBatch:
     if any(not isinstance(p, Piece) or p.batch != b or p.count != 1 for p in pieces):
         raise _changed(f"a node sent rows of other batches than batch {b}")
     rows = sum(p.data.num_rows for p in pieces)
-    need = pieces[0].batch_rows if pieces else None
+    need = pieces[0].batch_size if pieces else None
     if need is None or rows != need:
         raise _changed(f"batch {b} is incomplete: {rows} of {need} rows arrived")
     return assemble(pieces)  # type: ignore[arg-type]
@@ -766,20 +766,20 @@ def one_batch(pieces: list[Piece | Chunk], b: int) -> pa.RecordBatch:
 
 def _span_bases(pieces: list[Piece], span: Piece) -> list[int]:
     """Where each piece's positions start in ``span``'s (batch b + i's at
-    i * batch_rows), checking that every piece agrees with the span's shape
+    i * batch_size), checking that every piece agrees with the span's shape
     and that the span's rows all arrived."""
     bases = []
     for p in pieces:
         i = p.batch - span.batch
         if p.count > 1:
-            agrees = (p.count, p.batch_rows, p.last_rows) == \
-                (span.count, span.batch_rows, span.last_rows)
+            agrees = (p.count, p.batch_size, p.last_size) == \
+                (span.count, span.batch_size, span.last_size)
         else:
-            agrees = p.batch_rows == (span.last_rows if i == span.count - 1 else span.batch_rows)
+            agrees = p.batch_size == (span.last_size if i == span.count - 1 else span.batch_size)
         if not agrees:
             raise _changed(f"nodes disagree on the shape of batches {span.batch}.."
                            f"{span.batch + span.count - 1}")
-        bases.append(i * span.batch_rows)
+        bases.append(i * span.batch_size)
     rows = sum(p.data.num_rows for p in pieces)
     if rows != span.span_rows():
         raise _changed(f"batches {span.batch}..{span.batch + span.count - 1} are incomplete: "

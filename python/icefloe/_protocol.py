@@ -18,32 +18,25 @@ from typing import Any
 
 from .errors import InvalidArgument
 
-PROTOCOL_VERSION = 1
-_MESSAGES: dict[str, dict[str, dict[str, Any]]] = {}
-_CONSTANTS: dict[str, Any] = {}
+# The servers' field list and shared constants, generated from the C++.
+_DOC: dict[str, Any] = json.loads(
+    resources.files(__package__).joinpath("_fields.json").read_text())
+PROTOCOL_VERSION: int = _DOC["version"]
+_MESSAGES: dict[str, dict[str, dict[str, Any]]] = {
+    m["message"]: {f["name"]: f for f in m["fields"]} for m in _DOC["messages"]}
 _NAME = re.compile(r"^[A-Za-z0-9_./-]*$")
-
-
-def _load() -> dict[str, dict[str, dict[str, Any]]]:
-    if not _MESSAGES:
-        doc = json.loads(resources.files(__package__).joinpath("_fields.json").read_text())
-        _CONSTANTS.update(doc["constants"])
-        for message in doc["messages"]:
-            _MESSAGES[message["message"]] = {f["name"]: f for f in message["fields"]}
-    return _MESSAGES
 
 
 def constants() -> dict[str, Any]:
     """The constants the client shares with the servers, from their C++
     definitions: ``epoch_order_version``, ``max_take_rows``, and ``piece``
     (the piece header's magic, version, size, flags and error words)."""
-    _load()
-    return _CONSTANTS
+    return _DOC["constants"]
 
 
 def fields(message: str) -> dict[str, dict[str, Any]]:
     """The field specs of ``message`` ("load", "epoch descriptor", ...)."""
-    return _load()[message]
+    return _MESSAGES[message]
 
 
 def _excerpt(value: Any) -> str:

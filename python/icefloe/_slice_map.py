@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from . import _protocol
 from .errors import InvalidArgument, ServerError
 
-MAX_ROWS = 1 << 24  # rows per take: the ticket body's bound (protocol/plan_ticket.cc)
+# Rows per take: the ticket body's bound (plan_ticket.h's kMaxTicketRows).
+MAX_ROWS: int = _protocol.constants()["max_take_rows"]
 _BODY_HEAD = struct.Struct("<II")  # u32 total, u32 n
 _ENTRY = np.dtype([("position", "<u4"), ("row", "<u8")])  # packed: 12 bytes
 _ONE_ENTRY = struct.Struct("<IQ")

@@ -120,7 +120,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         columns = [c for c in args.columns.split(",") if c] if args.columns else None
         desc = client.load(args.name, args.source, columns=columns, filter=args.filter,
                            snapshot_id=args.snapshot_id, ref=args.ref,
-                           batch_size=args.batch_size, replication=args.replication,
+                           batch_rows=_batch_rows(args), replication=args.replication,
                            progress=update, **extra)
     if bar is not None:
         bar.close()
@@ -129,11 +129,23 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch_rows(args: argparse.Namespace) -> int | None:
+    """--batch-rows, or its deprecated former name --batch-size (with a warning)."""
+    if args.batch_size_deprecated is None:
+        return args.batch_rows
+    if args.batch_rows is not None:
+        raise SystemExit("icefloe load: give --batch-rows only (--batch-size is its deprecated "
+                         "name)")
+    print("icefloe load: --batch-size is deprecated, use --batch-rows (rows per cached record "
+          "batch)", file=sys.stderr)
+    return args.batch_size_deprecated
+
+
 def _cmd_refresh(args: argparse.Namespace) -> int:
     given = [flag for flag, value in (("SOURCE", args.source), ("--columns", args.columns),
                                       ("--filter", args.filter), ("--transform", args.transform),
                                       ("--snapshot-id", args.snapshot_id), ("--ref", args.ref),
-                                      ("--batch-size", args.batch_size)) if value is not None]
+                                      ("--batch-rows", _batch_rows(args))) if value is not None]
     if given:
         raise SystemExit(f"icefloe load --refresh: {', '.join(given)} cannot be given: a refresh "
                          "keeps the arguments the dataset was loaded with")
@@ -203,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--filter")
     load.add_argument("--snapshot-id", type=int)
     load.add_argument("--ref")
-    load.add_argument("--batch-size", type=int)
+    load.add_argument("--batch-rows", type=int,
+                      help="rows per cached record batch (default: the nodes'); not a "
+                           "reader's batch size, which each epoch picks")
+    load.add_argument("--batch-size", type=int, dest="batch_size_deprecated",
+                      help=argparse.SUPPRESS)
     load.add_argument("--replication", type=int, default=1)
     load.add_argument("--transform", metavar="SPEC.json",
                       help="a JSON file with the transform to run on the nodes as they load "

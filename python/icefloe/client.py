@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,18 @@ def _decode_schema(desc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(desc.get("schema"), str) and desc["schema"]:
         desc["schema"] = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(desc["schema"])))
     return desc
+
+
+def _renamed(where: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """``new_value``, or ``old_value`` given under a keyword's deprecated
+    name (with a DeprecationWarning); InvalidArgument when both are given."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise InvalidArgument(f"{where}: give {new}= only ({old}= is its deprecated name)")
+    warnings.warn(f"{where}({old}=...) is deprecated: pass {new}= ({old} names a consumer's "
+                  "rows per batch everywhere else)", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def _as_of_ms(as_of: datetime | int | str | None) -> Any:
@@ -209,11 +222,12 @@ class Client:
         as_of: datetime | int | str | None = None,
         columns: list[str] | None = None,
         filter: str | None = None,  # noqa: A002 - the documented name
-        batch_size: int | None = None,
+        batch_rows: int | None = None,
         replication: int = 1,
         transform: dict[str, Any] | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None,
         timeout_s: float = 24 * 3600,
+        batch_size: int | None = None,
     ) -> dict[str, Any]:
         """Loads an Iceberg table into the cache as dataset ``name``.
 
@@ -228,11 +242,17 @@ class Client:
         "max_tokens"}}], "pack": {"column", "seq_len", ...}}``. The head checks
         it against the table (and reads every tokenizer model) before anything
         loads; a bad spec raises InvalidArgument naming the column.
+
+        ``batch_rows``: rows per cached record batch (the nodes' default when
+        None). It is not a consumer's batch size (``iter_epoch``'s and
+        ``CacheDataset``'s ``batch_size``), which any reader picks per epoch;
+        ``batch_size`` here is its deprecated former name.
         """
+        batch_rows = _renamed("Client.load", "batch_size", batch_size, "batch_rows", batch_rows)
         body = encode("load", name=name, source=str(source), snapshot_id=snapshot_id, ref=ref,
                       as_of_ms=_as_of_ms(as_of),
                       columns=list(columns) if columns is not None else None,
-                      filter=filter or None, batch_rows=batch_size, replication=replication,
+                      filter=filter or None, batch_rows=batch_rows, replication=replication,
                       transform=transform)
         last: dict[str, Any] = {}
         self._slice_maps.drop(name)

@@ -24,13 +24,15 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from . import _protocol
 from ._pieces import ChunkTransform, apply_at, slices
 from .client import Client
 
 # The epoch-order version this package's states are written for (plan.h's
-# kEpochOrderVersion); the head refuses to resume a state of another.
-ORDER_VERSION = 2
-SHUFFLES = ("window", "none", "block", "sample")
+# kEpochOrderVersion, through _fields.json); the head refuses to resume a
+# state of another.
+ORDER_VERSION: int = _protocol.constants()["epoch_order_version"]
+SHUFFLES: tuple[str, ...] = tuple(_protocol.fields("epoch descriptor")["shuffle"]["choices"])
 
 __all__ = ["CacheDataset", "CacheMapDataset", "DataCacheDataset", "batch_to_tensors",
            "distributed_coordinates"]

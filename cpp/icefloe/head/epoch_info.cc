@@ -129,7 +129,7 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
                {"worker_batches", shape.worker_batches},
                {"worker_rows", shape.worker_rows},
                {"batch_size", p.batch_size},
-               {"last_batch_rows", shape.last_batch_rows},
+               {"last_batch_size", shape.last_batch_size},
                {"dropped_rows", shape.dropped_rows},
                {"padded_rows", shape.padded_rows},
                {"start", p.start},

@@ -27,9 +27,9 @@ struct Piece {
   int64_t num_rows() const;
 };
 
-/// Whole batches first, ..., first + count - 1 (each batch_rows rows but the
-/// last, last_rows) in order: a chunk.
-PieceInfo WholeBatches(uint64_t first, uint32_t batch_rows, uint32_t count, uint32_t last_rows);
+/// Whole batches first, ..., first + count - 1 (each batch_size rows but the
+/// last, last_size) in order: a chunk.
+PieceInfo WholeBatches(uint64_t first, uint32_t batch_size, uint32_t count, uint32_t last_size);
 
 /// How a stream's producers hand rows on: copied into messages from `pool`,
 /// or, for a same-host reader of the dataset's shared export, by reference

@@ -139,8 +139,8 @@ arrow::Status ScatteredPieces(const CachedDataset& dataset, const PlanTicket& ti
   std::vector<uint32_t> offsets;  // mine[i] goes to offsets[i] of the batch
   ARROW_RETURN_NOT_OK(BatchOwnedRows(ticket.params, batch, ticket.owned, cache, &mine, &offsets));
   if (mine.empty()) return arrow::Status::OK();
-  const auto batch_rows = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
-  return GatheredPiece(dataset, {batch, batch_rows, {}}, mine, offsets, target, columns, out);
+  const auto batch_size = static_cast<uint32_t>(BatchLength(ticket.params, shape, batch));
+  return GatheredPiece(dataset, {batch, batch_size, {}}, mine, offsets, target, columns, out);
 }
 
 // Held rows `rows` (all held: checked by the caller) as one run of the
@@ -164,12 +164,12 @@ arrow::Result<uint64_t> ReferenceChunk(const CachedDataset& dataset, const PlanT
   uint64_t rows = 0;
   const auto& owned = ticket.owned;
   while (batch + chunk.count < ticket.batch_end) {
-    if (chunk.count > 0 && chunk.last_rows != chunk.batch_rows) break;  // only the last is short
+    if (chunk.count > 0 && chunk.last_size != chunk.batch_size) break;  // only the last is short
     ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs,
                           BatchRuns(ticket.params, batch + chunk.count));
     if (runs.size() != 1) break;
     const RowRange r = runs[0];
-    if ((chunk.count > 0 && r.size() > chunk.batch_rows) || rows + r.size() > kMaxChunkRows) break;
+    if ((chunk.count > 0 && r.size() > chunk.batch_size) || rows + r.size() > kMaxChunkRows) break;
     auto range = std::upper_bound(owned.begin(), owned.end(), r.start,
                                   [](uint64_t v, const RowRange& o) { return v < o.stop; });
     if (range == owned.end() || range->start > r.start || range->stop < r.stop) break;
@@ -181,8 +181,8 @@ arrow::Result<uint64_t> ReferenceChunk(const CachedDataset& dataset, const PlanT
     } else {
       source.push_back(run);
     }
-    if (chunk.count == 0) chunk.batch_rows = static_cast<uint32_t>(r.size());
-    chunk.last_rows = static_cast<uint32_t>(r.size());
+    if (chunk.count == 0) chunk.batch_size = static_cast<uint32_t>(r.size());
+    chunk.last_size = static_cast<uint32_t>(r.size());
     ++chunk.count;
     rows += r.size();
   }
@@ -219,14 +219,14 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
   PieceInfo chunk = WholeBatches(batch, static_cast<uint32_t>(first.size()), 1,
                                  static_cast<uint32_t>(first.size()));
   uint64_t stop = first.stop;
-  while (batch + chunk.count < ticket.batch_end && chunk.last_rows == chunk.batch_rows) {
+  while (batch + chunk.count < ticket.batch_end && chunk.last_size == chunk.batch_size) {
     ARROW_ASSIGN_OR_RAISE(runs, BatchRuns(ticket.params, batch + chunk.count));
     if (runs.size() != 1 || runs[0].start != stop || runs[0].stop > limit ||
-        runs[0].size() > chunk.batch_rows) {
+        runs[0].size() > chunk.batch_size) {
       break;
     }
     stop = runs[0].stop;
-    chunk.last_rows = static_cast<uint32_t>(runs[0].size());
+    chunk.last_size = static_cast<uint32_t>(runs[0].size());
     ++chunk.count;
   }
   std::shared_ptr<arrow::RecordBatch> slice;
@@ -238,9 +238,9 @@ arrow::Result<uint64_t> ChunkPiece(const CachedDataset& dataset, const PlanTicke
     }
     ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*slice));
     if (bytes <= kMaxChunkBytes) break;
-    chunk.count /= 2;  // whole batches of batch_rows, so last_rows becomes batch_rows
-    chunk.last_rows = chunk.batch_rows;
-    stop = first.start + uint64_t{chunk.count} * chunk.batch_rows;
+    chunk.count /= 2;  // whole batches of batch_size, so last_size becomes batch_size
+    chunk.last_size = chunk.batch_size;
+    stop = first.start + uint64_t{chunk.count} * chunk.batch_size;
   }
   if (chunk.count < 2) return 0;
   const uint32_t count = chunk.count;
@@ -259,7 +259,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
   ARROW_ASSIGN_OR_RAISE(std::vector<RowRange> runs, BatchRuns(ticket.params, batch));
   uint64_t rows_in_batch = 0;
   for (const auto& run : runs) rows_in_batch += run.size();
-  const uint32_t batch_rows = static_cast<uint32_t>(rows_in_batch);
+  const uint32_t batch_size = static_cast<uint32_t>(rows_in_batch);
   struct SubRun {
     uint32_t offset;
     RowRange rows;
@@ -286,7 +286,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       }
       if (target.by_reference) {  // one run of the export, whichever batches hold it
         Piece piece{nullptr,
-                    {batch, batch_rows, {{s.offset, static_cast<uint32_t>(s.rows.size())}}}};
+                    {batch, batch_size, {{s.offset, static_cast<uint32_t>(s.rows.size())}}}};
         piece.info.source = {ReferenceRun(dataset, s.rows)};
         out->push_back(std::move(piece));
         continue;
@@ -299,7 +299,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
           ARROW_ASSIGN_OR_RAISE(slice, slice->SelectColumns(columns));
         }
         out->push_back(
-            {std::move(slice), {batch, batch_rows, {{piece_offset, n}}}, false, first_row});
+            {std::move(slice), {batch, batch_size, {{piece_offset, n}}}, false, first_row});
         piece_offset += n;
         first_row += n;
       }
@@ -314,7 +314,7 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
       offsets.push_back(static_cast<uint32_t>(s.offset + (r - s.rows.start)));
     }
   }
-  return GatheredPiece(dataset, {batch, batch_rows, {}}, rows, offsets, target, columns, out);
+  return GatheredPiece(dataset, {batch, batch_size, {}}, rows, offsets, target, columns, out);
 }
 
 }  // namespace
@@ -326,8 +326,8 @@ int64_t Piece::num_rows() const {
   return n;
 }
 
-PieceInfo WholeBatches(uint64_t first, uint32_t batch_rows, uint32_t count, uint32_t last_rows) {
-  PieceInfo info{first, batch_rows, {}, count, last_rows};
+PieceInfo WholeBatches(uint64_t first, uint32_t batch_size, uint32_t count, uint32_t last_size) {
+  PieceInfo info{first, batch_size, {}, count, last_size};
   info.whole = true;
   return info;
 }

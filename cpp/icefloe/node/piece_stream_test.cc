@@ -221,15 +221,15 @@ std::vector<int64_t> Ids(int64_t start, int64_t stop) {
   return ids;
 }
 
-void ExpectChunk(const Message& m, uint64_t first_batch, uint32_t batch_rows, uint32_t count,
-                 uint32_t last_rows, int64_t first_id) {
+void ExpectChunk(const Message& m, uint64_t first_batch, uint32_t batch_size, uint32_t count,
+                 uint32_t last_size, int64_t first_id) {
   const PieceInfo chunk = Decoded(m.metadata);
   ASSERT_TRUE(chunk.whole);
   EXPECT_EQ(chunk.batch, first_batch);
-  EXPECT_EQ(chunk.batch_rows, batch_rows);
+  EXPECT_EQ(chunk.batch_size, batch_size);
   EXPECT_EQ(chunk.count, count);
-  EXPECT_EQ(chunk.last_rows, last_rows);
-  const int64_t rows = int64_t{batch_rows} * (count - 1) + last_rows;
+  EXPECT_EQ(chunk.last_size, last_size);
+  const int64_t rows = int64_t{batch_size} * (count - 1) + last_size;
   EXPECT_EQ(m.ids, Ids(first_id, first_id + rows));
 }
 
@@ -352,7 +352,7 @@ int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const Plan
       size_t next = 0;
       for (uint32_t i = 0; i < piece.count; ++i) {
         auto& rows = batch(piece.batch + i);
-        EXPECT_EQ(rows.size(), i + 1 < piece.count ? piece.batch_rows : piece.last_rows);
+        EXPECT_EQ(rows.size(), i + 1 < piece.count ? piece.batch_size : piece.last_size);
         for (auto& r : rows) {
           EXPECT_EQ(r, -1);
           r = next < m.ids.size() ? m.ids[next++] : -2;
@@ -363,17 +363,17 @@ int ExpectWindowBatches(std::shared_ptr<const CachedDataset> dataset, const Plan
     }
     if (piece.count > 1 && spans != nullptr) spans->emplace_back(piece.batch, piece.count);
     for (uint32_t i = 0; i < piece.count; ++i) {
-      const uint32_t want = i + 1 < piece.count ? piece.batch_rows
-                            : piece.count > 1   ? piece.last_rows
-                                                : piece.batch_rows;
+      const uint32_t want = i + 1 < piece.count ? piece.batch_size
+                            : piece.count > 1   ? piece.last_size
+                                                : piece.batch_size;
       EXPECT_EQ(BatchLength(ticket.params, shape, piece.batch + i), want);
     }
     size_t next = 0;
     for (const uint64_t p : Positions(piece)) {
       EXPECT_LT(p, piece.span_rows());
       if (p >= piece.span_rows()) return chunks;
-      auto& rows = batch(piece.batch + p / piece.batch_rows);
-      const uint64_t offset = p % piece.batch_rows;
+      auto& rows = batch(piece.batch + p / piece.batch_size);
+      const uint64_t offset = p % piece.batch_size;
       EXPECT_LT(offset, rows.size());
       if (offset >= rows.size()) return chunks;
       EXPECT_EQ(rows[offset], -1);
@@ -543,20 +543,20 @@ TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
 std::vector<std::tuple<uint64_t, uint64_t, int64_t>> Placed(const std::vector<Message>& stream) {
   std::vector<std::tuple<uint64_t, uint64_t, int64_t>> out;
   for (const Message& m : stream) {
-    uint64_t batch = 0, batch_rows = 0;  // positions run over batches of batch_rows
+    uint64_t batch = 0, batch_size = 0;  // positions run over batches of batch_size
     std::vector<uint64_t> positions;
     const PieceInfo piece = Decoded(m.metadata);
     batch = piece.batch;
     if (piece.whole) {
-      batch_rows = piece.batch_rows;
+      batch_size = piece.batch_size;
       for (uint64_t k = 0; k < m.ids.size(); ++k) positions.push_back(k);
     } else {
-      batch_rows = piece.count > 1 ? piece.batch_rows : UINT32_MAX;
+      batch_size = piece.count > 1 ? piece.batch_size : UINT32_MAX;
       for (const uint32_t p : Positions(piece)) positions.push_back(p);
     }
     EXPECT_EQ(positions.size(), m.ids.size());
     for (size_t k = 0; k < std::min(positions.size(), m.ids.size()); ++k) {
-      out.emplace_back(batch + positions[k] / batch_rows, positions[k] % batch_rows, m.ids[k]);
+      out.emplace_back(batch + positions[k] / batch_size, positions[k] % batch_size, m.ids[k]);
     }
   }
   std::sort(out.begin(), out.end());

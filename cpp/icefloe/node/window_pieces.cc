@@ -150,13 +150,13 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
     ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, target, columns, out));
     return count;
   }
-  const uint32_t batch_rows = span.lengths.front();
-  const uint32_t last_rows = span.lengths.back();
+  const uint32_t batch_size = span.lengths.front();
+  const uint32_t last_size = span.lengths.back();
   // A span held whole goes as a chunk in batch order; by reference a chunk
   // would name its rows one run per row, so it goes as any span piece (its
   // blocks' runs, each row's position), for the reader to scatter.
   if (span.whole() && !target.by_reference) {
-    Piece piece{nullptr, WholeBatches(batch, batch_rows, count, last_rows), true};
+    Piece piece{nullptr, WholeBatches(batch, batch_size, count, last_size), true};
     ARROW_RETURN_NOT_OK(GatherInPlace(dataset, span.rows, span.positions, target, columns, &piece));
     int64_t bytes = 0;  // by reference: none
     if (piece.batch != nullptr) {
@@ -169,7 +169,7 @@ arrow::Result<uint64_t> WindowSpanPieces(const CachedDataset& dataset, const Pla
     ARROW_RETURN_NOT_OK(PerBatchPieces(dataset, batch, span, target, columns, out));
     return count;
   }
-  ARROW_RETURN_NOT_OK(GatheredPiece(dataset, {batch, batch_rows, {}, count, last_rows}, span.rows,
+  ARROW_RETURN_NOT_OK(GatheredPiece(dataset, {batch, batch_size, {}, count, last_size}, span.rows,
                                     span.positions, target, columns, out));
   return count;
 }

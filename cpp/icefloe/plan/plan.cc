@@ -281,21 +281,21 @@ arrow::Result<EpochShape> Shape(const PlanParams& params) {
   s.step_rows = w * b;
   if (params.drop_last) {
     s.steps = s.remaining_rows / s.step_rows;
-    s.last_batch_rows = s.steps > 0 ? b : 0;
+    s.last_batch_size = s.steps > 0 ? b : 0;
     s.dropped_rows = s.remaining_rows - s.steps * s.step_rows;
   } else if (s.remaining_rows > 0) {
     // DistributedSampler's rule: every rank reads ceil(R / W) positions, the
     // last step's batches as long as what is left of them.
     const uint64_t per_rank = s.remaining_rows / w + (s.remaining_rows % w != 0);
     s.steps = per_rank / b + (per_rank % b != 0);
-    s.last_batch_rows = per_rank - (s.steps - 1) * b;
+    s.last_batch_size = per_rank - (s.steps - 1) * b;
     s.padded_rows = per_rank * w - s.remaining_rows;
   }
   const uint64_t k = Workers(params);
   s.worker_batches = s.steps > params.worker ? (s.steps - params.worker + k - 1) / k : 0;
   s.worker_rows = s.worker_batches * b;
   if (s.worker_batches > 0 && StepOfBatch(params, s.worker_batches - 1) == s.steps - 1) {
-    s.worker_rows -= b - s.last_batch_rows;
+    s.worker_rows -= b - s.last_batch_size;
   }
   return s;
 }
@@ -334,7 +334,7 @@ uint64_t StepOfBatch(const PlanParams& params, uint64_t batch) {
 
 uint64_t BatchLength(const PlanParams& params, const EpochShape& shape, uint64_t batch) {
   if (batch >= shape.worker_batches) return 0;
-  return StepOfBatch(params, batch) + 1 == shape.steps ? shape.last_batch_rows : params.batch_size;
+  return StepOfBatch(params, batch) + 1 == shape.steps ? shape.last_batch_size : params.batch_size;
 }
 
 arrow::Result<std::vector<PositionRange>> BatchPositions(const PlanParams& params, uint64_t batch) {

@@ -137,7 +137,7 @@ struct EpochShape {
   uint64_t steps = 0;           ///< Batches every rank reads (the same for all ranks).
   /// Rows of every rank's batch in the last step: batch_size, or fewer
   /// without drop_last; 0 when there are no steps.
-  uint64_t last_batch_rows = 0;
+  uint64_t last_batch_size = 0;
   uint64_t worker_batches = 0;  ///< Batches this worker reads: steps w, w+K, ... < steps.
   uint64_t worker_rows = 0;     ///< Rows in this worker's batches.
   uint64_t dropped_rows = 0;    ///< drop_last: the last positions of G, never read.
@@ -170,7 +170,7 @@ using PositionRange = RowRange;
 /// is: worker + batch * max(num_workers, 1).
 uint64_t StepOfBatch(const PlanParams& params, uint64_t batch);
 
-/// Rows in this worker's batch `batch` (batch_size, or last_batch_rows in the
+/// Rows in this worker's batch `batch` (batch_size, or last_batch_size in the
 /// last step); 0 when batch >= worker_batches.
 uint64_t BatchLength(const PlanParams& params, const EpochShape& shape, uint64_t batch);
 

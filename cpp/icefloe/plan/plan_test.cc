@@ -116,7 +116,7 @@ std::vector<uint64_t> Stream(const JobRead& read) {
 // Positions a job reads from its start: its full steps and the last one.
 uint64_t ReadPositions(const PlanParams& job, const EpochShape& shape) {
   if (shape.steps == 0) return 0;
-  return (shape.steps - 1) * shape.step_rows + job.world_size * shape.last_batch_rows;
+  return (shape.steps - 1) * shape.step_rows + job.world_size * shape.last_batch_size;
 }
 
 // What a job from `start` must read: G[start, N) cut short by drop_last or
@@ -206,7 +206,7 @@ TEST(Plan, WorkedExampleSequential) {
   p.drop_last = false;
   auto pad = *Shape(p);
   EXPECT_EQ(pad.steps, 2u);
-  EXPECT_EQ(pad.last_batch_rows, 2u);
+  EXPECT_EQ(pad.last_batch_size, 2u);
   EXPECT_EQ(pad.padded_rows, 0u);
   EXPECT_EQ(pad.worker_rows, 5u);
   EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{8, 9}));
@@ -217,7 +217,7 @@ TEST(Plan, WorkedExampleSequential) {
   p.world_size = 3;
   pad = *Shape(p);
   EXPECT_EQ(pad.steps, 2u);
-  EXPECT_EQ(pad.last_batch_rows, 1u);
+  EXPECT_EQ(pad.last_batch_size, 1u);
   EXPECT_EQ(pad.padded_rows, 2u);
   EXPECT_EQ(*BatchRows(p, 1), (std::vector<uint64_t>{9}));
   p.rank = 1;
@@ -256,7 +256,7 @@ TEST(Plan, OneRankReadsEveryRowExactlyOnceWithAShortLastBatch) {
   p.drop_last = false;
   const auto shape = *Shape(p);
   EXPECT_EQ(shape.steps, 16u);
-  EXPECT_EQ(shape.last_batch_rows, 1000u - 15 * 64);
+  EXPECT_EQ(shape.last_batch_size, 1000u - 15 * 64);
   EXPECT_EQ(shape.padded_rows, 0u);
   std::vector<uint64_t> rows;
   for (uint64_t j = 0; j < shape.steps; ++j) {
@@ -299,7 +299,7 @@ TEST(Plan, PaddingCyclesWhenRanksOutnumberTheRows) {
   p.batch_size = 2;
   p.drop_last = false;
   EXPECT_EQ(Shape(p)->padded_rows, 1u);
-  EXPECT_EQ(Shape(p)->last_batch_rows, 1u);
+  EXPECT_EQ(Shape(p)->last_batch_size, 1u);
   const uint64_t want[] = {0, 1, 0};
   for (uint32_t r = 0; r < 3; ++r) {
     p.rank = r;
@@ -395,7 +395,7 @@ TEST(Plan, EpochReadsEveryRowOnceWithEqualBatchesPerRank) {
       ASSERT_EQ(batches.size(), shape.steps);  // Equal batch counts: DDP never hangs.
       for (uint64_t s = 0; s < batches.size(); ++s) {
         // Full batches, and a last one of the same length on every rank.
-        ASSERT_EQ(batches[s].size(), s + 1 < shape.steps ? job.batch_size : shape.last_batch_rows);
+        ASSERT_EQ(batches[s].size(), s + 1 < shape.steps ? job.batch_size : shape.last_batch_size);
       }
     }
     const auto rows = Stream(read);
@@ -415,9 +415,9 @@ TEST(Plan, EpochReadsEveryRowOnceWithEqualBatchesPerRank) {
       EXPECT_EQ(rows.size(), n + shape.padded_rows);
       EXPECT_EQ(rows.size(), job.world_size * ((n + job.world_size - 1) / job.world_size));
       EXPECT_LT(shape.padded_rows, job.world_size);
-      EXPECT_LE(shape.last_batch_rows, job.batch_size);
+      EXPECT_LE(shape.last_batch_size, job.batch_size);
       if (n > 0) {
-        EXPECT_GE(shape.last_batch_rows, 1u);
+        EXPECT_GE(shape.last_batch_size, 1u);
       }
       uint64_t repeats = 0;
       for (uint64_t c : counts) {

@@ -222,7 +222,7 @@ json SharedConstants() {
                                                       {"unknown_flags", PieceError::kUnknownFlags},
                                                       {"reserved", PieceError::kReserved},
                                                       {"bad_count", PieceError::kBadCount},
-                                                      {"bad_last_rows", PieceError::kBadLastRows},
+                                                      {"bad_last_size", PieceError::kBadLastSize},
                                                       {"too_many_rows", PieceError::kTooManyRows},
                                                       {"whole_entries", PieceError::kWholeEntries},
                                                       {"stray_sources", PieceError::kStraySources},

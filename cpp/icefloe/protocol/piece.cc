@@ -68,9 +68,9 @@ std::string EncodePiece(const PieceInfo& piece) {
   Put<uint8_t>(&out, flags);
   Put<uint16_t>(&out, 0);
   Put<uint64_t>(&out, piece.batch);
-  Put<uint32_t>(&out, piece.batch_rows);
+  Put<uint32_t>(&out, piece.batch_size);
   Put<uint32_t>(&out, piece.count);
-  Put<uint32_t>(&out, piece.count > 1 ? piece.last_rows : piece.batch_rows);
+  Put<uint32_t>(&out, piece.count > 1 ? piece.last_size : piece.batch_size);
   Put<uint32_t>(&out, static_cast<uint32_t>(entries));
   Put<uint32_t>(&out, piece.by_reference ? static_cast<uint32_t>(piece.source.size()) : 0);
   if (positions && !piece.positions.empty() && std::endian::native == std::endian::little) {
@@ -111,8 +111,8 @@ const char* PieceErrorText(PieceError error) {
       return "reserved bytes are not zero";
     case PieceError::kBadCount:
       return "its batch count and span flag disagree";
-    case PieceError::kBadLastRows:
-      return "its last batch's rows are not in 1..batch_rows";
+    case PieceError::kBadLastSize:
+      return "its last batch's rows are not in 1..batch_size";
     case PieceError::kTooManyRows:
       return "a span of more than 2^32 - 1 positions";
     case PieceError::kWholeEntries:
@@ -136,15 +136,15 @@ PieceError ParsePiece(const uint8_t* data, size_t size, PieceView* out) noexcept
   if ((v.flags & ~kPieceKnownFlags) != 0) return PieceError::kUnknownFlags;
   if (Get<uint16_t>(data + 6) != 0) return PieceError::kReserved;
   v.batch = Get<uint64_t>(data + 8);
-  v.batch_rows = Get<uint32_t>(data + 16);
+  v.batch_size = Get<uint32_t>(data + 16);
   v.count = Get<uint32_t>(data + 20);
-  v.last_rows = Get<uint32_t>(data + 24);
+  v.last_size = Get<uint32_t>(data + 24);
   v.entries = Get<uint32_t>(data + 28);
   v.sources = Get<uint32_t>(data + 32);
   if (v.count == 0 || v.has(kPieceSpan) != (v.count > 1)) return PieceError::kBadCount;
-  if (v.last_rows == 0 || v.last_rows > v.batch_rows ||
-      (v.count == 1 && v.last_rows != v.batch_rows)) {
-    return PieceError::kBadLastRows;
+  if (v.last_size == 0 || v.last_size > v.batch_size ||
+      (v.count == 1 && v.last_size != v.batch_size)) {
+    return PieceError::kBadLastSize;
   }
   if (v.span_rows() > UINT32_MAX) return PieceError::kTooManyRows;
   if (v.has(kPieceWhole) && (v.entries != 0 || v.has(kPiecePositions))) {
@@ -169,9 +169,9 @@ PieceError DecodePiece(std::string_view bytes, PieceInfo* out) {
   if (error != PieceError::kOk) return error;
   PieceInfo p;
   p.batch = v.batch;
-  p.batch_rows = v.batch_rows;
+  p.batch_size = v.batch_size;
   p.count = v.count;
-  p.last_rows = v.count > 1 ? v.last_rows : 0;
+  p.last_size = v.count > 1 ? v.last_size : 0;
   p.whole = v.has(kPieceWhole);
   p.by_reference = v.has(kPieceByReference);
   for (uint32_t i = 0; i < v.entries; ++i) {

@@ -4,15 +4,15 @@
 // A piece is some rows of one consumer batch, or of a span of consecutive
 // batches, and says where they go. One header, little-endian, 36 bytes:
 //
-//   "IFPC" | u8 version | u8 flags | u16 0 | u64 first_batch | u32 batch_rows
-//   | u32 count | u32 last_rows | u32 entries | u32 sources
+//   "IFPC" | u8 version | u8 flags | u16 0 | u64 first_batch | u32 batch_size
+//   | u32 count | u32 last_size | u32 entries | u32 sources
 //
 // then `entries` runs (u32 offset, u32 length) or, with kPiecePositions,
 // `entries` u32 positions, then `sources` source runs (u64 start, u32
 // length, packed 12-byte records). The piece covers batches first_batch ..
-// first_batch + count - 1, each batch_rows rows but the last (last_rows; a
-// single batch's last_rows is its batch_rows), laid end to end: batch
-// first_batch + i's positions start at i * batch_rows. Its rows, in order,
+// first_batch + count - 1, each batch_size rows but the last (last_size; a
+// single batch's last_size is its batch_size), laid end to end: batch
+// first_batch + i's positions start at i * batch_size. Its rows, in order,
 // fill the positions its runs or positions name.
 //
 // Flags:
@@ -64,10 +64,10 @@ struct SourceRun {
 /// What a node encodes (and tests decode into).
 struct PieceInfo {
   uint64_t batch = 0;       ///< The first batch.
-  uint32_t batch_rows = 0;  ///< Its rows; in a span, every batch's but the last.
+  uint32_t batch_size = 0;  ///< Its rows; in a span, every batch's but the last.
   std::vector<PieceRun> runs{};
   uint32_t count = 1;      ///< Batches covered.
-  uint32_t last_rows = 0;  ///< The last batch's rows; 0 for a single batch: batch_rows.
+  uint32_t last_size = 0;  ///< The last batch's rows; 0 for a single batch: batch_size.
   /// One position per row, instead of runs, when not empty (what a gather of
   /// scattered positions has at hand; the encoder picks the smaller form).
   std::vector<uint32_t> positions{};
@@ -77,7 +77,7 @@ struct PieceInfo {
 
   /// Positions the piece's batch or span has.
   uint64_t span_rows() const {
-    return count <= 1 ? batch_rows : uint64_t{batch_rows} * (count - 1) + last_rows;
+    return count <= 1 ? batch_size : uint64_t{batch_size} * (count - 1) + last_size;
   }
 };
 
@@ -94,7 +94,7 @@ enum class PieceError : uint8_t {
   kUnknownFlags,  // a flag bit this version does not define
   kReserved,      // the u16 after the flags is not 0
   kBadCount,      // count 0, or the span flag disagrees with count > 1
-  kBadLastRows,   // last_rows not in 1..batch_rows, or not batch_rows for one batch
+  kBadLastSize,   // last_size not in 1..batch_size, or not batch_size for one batch
   kTooManyRows,   // a span of more than 2^32 - 1 positions
   kWholeEntries,  // whole batches with runs or positions
   kStraySources,  // source runs without the by-reference flag
@@ -108,16 +108,16 @@ const char* PieceErrorText(PieceError error);
 struct PieceView {
   uint8_t flags = 0;
   uint64_t batch = 0;
-  uint32_t batch_rows = 0;
+  uint32_t batch_size = 0;
   uint32_t count = 0;
-  uint32_t last_rows = 0;
+  uint32_t last_size = 0;
   uint32_t entries = 0;
   uint32_t sources = 0;
   const uint8_t* entry_bytes = nullptr;   ///< entries x 8 (runs) or x 4 (positions) bytes
   const uint8_t* source_bytes = nullptr;  ///< sources x 12 bytes
 
   bool has(PieceFlag flag) const { return (flags & flag) != 0; }
-  uint64_t span_rows() const { return uint64_t{batch_rows} * (count - 1) + last_rows; }
+  uint64_t span_rows() const { return uint64_t{batch_size} * (count - 1) + last_size; }
 };
 
 /// Checks and parses `size` bytes; allocates nothing.

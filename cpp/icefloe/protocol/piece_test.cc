@@ -33,9 +33,9 @@ std::string Hex(std::string_view bytes) {
 PieceInfo FromJson(const json& j) {
   PieceInfo p;
   p.batch = j["batch"].get<uint64_t>();
-  p.batch_rows = j["batch_rows"].get<uint32_t>();
+  p.batch_size = j["batch_size"].get<uint32_t>();
   p.count = j["count"].get<uint32_t>();
-  p.last_rows = p.count > 1 ? j["last_rows"].get<uint32_t>() : 0;
+  p.last_size = p.count > 1 ? j["last_size"].get<uint32_t>() : 0;
   for (const auto& f : j["flags"]) {
     p.whole |= f == "whole";
     p.by_reference |= f == "by_reference";
@@ -71,7 +71,7 @@ TEST(Piece, SharedVectors) {
     ASSERT_EQ(error, PieceError::kOk) << PieceErrorText(error);
     const PieceInfo want = FromJson(v["piece"]);
     EXPECT_EQ(got.batch, want.batch);
-    EXPECT_EQ(got.batch_rows, want.batch_rows);
+    EXPECT_EQ(got.batch_size, want.batch_size);
     EXPECT_EQ(got.count, want.count);
     EXPECT_EQ(got.span_rows(), want.span_rows());
     EXPECT_EQ(got.whole, want.whole);
