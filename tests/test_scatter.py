@@ -1,7 +1,9 @@
 """The merge puts a batch's pieces in place with the native scatter
-(cpp/icefloe/client): exactly the batch the pure Python path makes, for every
-column type, from pieces that carry their rows and from pieces by reference
-to a node's shared file; malformed pieces are refused either way."""
+(cpp/icefloe/client): exactly the batch the pieces' rows make at their
+positions, for every column type (fixed-width ones moved by the scatter, the
+others taken through the inverse it scatters), from pieces that carry their
+rows and from pieces by reference to a node's shared file; malformed pieces
+are refused."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # a node's source runs
 
 def _table(n: int) -> pa.RecordBatch:
     """Every kind of column: fixed-width ones the scatter moves, and ones it
-    leaves to the Python path (bit-packed, variable-width, with nulls)."""
+    leaves to a take (bit-packed, variable-width, with nulls)."""
     rng = np.random.default_rng(5)
     ids = np.arange(n, dtype=np.int64)
     tensor_type = pa.fixed_shape_tensor(pa.float32(), [2, 2])
@@ -55,22 +57,12 @@ def _split(n: int, parts: int, seed: int) -> list[np.ndarray]:
     return [rng.permutation(np.flatnonzero(owner == k)).astype(np.uint32) for k in range(parts)]
 
 
-def _both(pieces_of, monkeypatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-    """assemble() of fresh (pieces, bases) with the native scatter, then without it."""
-    assert _native.scatter is not None
-    native = assemble(*pieces_of())
-    monkeypatch.setattr(_native, "scatter", None)
-    python = assemble(*pieces_of())
-    monkeypatch.undo()
-    return native, python
-
-
 def test_the_native_library_ships_with_the_package():
-    assert _native.scatter is not None, f"{_native._LIB} did not load"
+    assert _native._LIB.is_file() and _native.scatter is not None
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3])
-def test_pieces_with_positions_are_put_in_place(parts, monkeypatch):
+def test_pieces_with_positions_are_put_in_place(parts):
     n = 1000
     table = _table(n)
 
@@ -79,12 +71,10 @@ def test_pieces_with_positions_are_put_in_place(parts, monkeypatch):
         return [Piece(0, n, None, table.take(pa.array(pos)), scattered=pos)
                 for pos in _split(n, parts, seed=parts)] + [empty], None
 
-    native, python = _both(pieces, monkeypatch)
-    assert native.equals(table)
-    assert python.equals(table)
+    assert assemble(*pieces()).equals(table)
 
 
-def test_pieces_of_runs_and_a_span_of_batches_are_put_in_place(monkeypatch):
+def test_pieces_of_runs_and_a_span_of_batches_are_put_in_place():
     # Batch 0 (positions 0..49) as runs from two pieces, batch 1 (50..99) by positions.
     table = _table(100)
     evens = np.array([[0, 10], [20, 10], [40, 10]], dtype="<u4")
@@ -99,9 +89,7 @@ def test_pieces_of_runs_and_a_span_of_batches_are_put_in_place(monkeypatch):
                  Piece(1, 50, None, table.take(pa.array(second + 50)), scattered=second)],
                 [0, 0, 50])
 
-    native, python = _both(pieces, monkeypatch)
-    assert native.equals(table)
-    assert python.equals(table)
+    assert assemble(*pieces()).equals(table)
 
 
 def _runs(rows: np.ndarray) -> np.ndarray:
@@ -111,7 +99,7 @@ def _runs(rows: np.ndarray) -> np.ndarray:
     return np.array([(int(s[0]), len(s)) for s in starts], dtype=RUN)
 
 
-def test_pieces_by_reference_are_put_in_place_from_the_file(monkeypatch):
+def test_pieces_by_reference_are_put_in_place_from_the_file():
     # The "file" holds the table's rows shuffled; each piece names blocks of
     # 8 of its rows (as a window's blocks come) and where each row goes.
     n = 1024
@@ -131,33 +119,36 @@ def test_pieces_by_reference_are_put_in_place_from_the_file(monkeypatch):
                              scattered=order[rows].astype(np.uint32)))
         return out, [0, 0]
 
-    native, python = _both(pieces, monkeypatch)
-    assert native.equals(table)
-    assert python.equals(table)
+    assert assemble(*pieces()).equals(table)
 
 
-def test_malformed_pieces_are_refused_with_or_without_the_native_scatter(monkeypatch):
+def test_malformed_pieces_are_refused():
     table = _table(10)
     twice = [Piece(0, 10, None, table.slice(0, 5), scattered=np.array([0, 2, 4, 6, 8], "<u4")),
              Piece(0, 10, None, table.slice(5, 5), scattered=np.array([1, 3, 5, 7, 8], "<u4"))]
     outside = np.array([(8, 4)], dtype=RUN)  # rows 8..11 of a file of 10
     by_reference = [Piece(0, 4, None, SourceRows(table, outside, 4, lambda: table.slice(0, 4)),
                           scattered=np.array([3, 2, 1, 0], "<u4"))]
-    for native in (True, False):
-        if not native:
-            monkeypatch.setattr(_native, "scatter", None)
-        with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
-            assemble(list(twice))
-        mixed = [twice[0], Piece(0, 10, None, table.slice(5, 5).select([0, 1]),
-                                 scattered=np.array([1, 3, 5, 7, 9], "<u4"))]
-        with pytest.raises(icefloe.InvalidArgument, match="different schemas"):
-            assemble(mixed)
-    monkeypatch.undo()
+    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
+        assemble(list(twice))
+    # Only columns a take puts in place: the scatter of the inverse checks them.
+    strings = [Piece(p.batch, p.batch_size, None, p.data.select(["name", "flag"]),
+                     scattered=p.scattered) for p in twice]
+    with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
+        assemble(list(strings))
+    outside_batch = [strings[0], Piece(0, 10, None, strings[1].data,
+                                       scattered=np.array([1, 3, 5, 7, 10], "<u4"))]
+    with pytest.raises(icefloe.InvalidArgument, match="outside their batch"):
+        assemble(outside_batch)
+    mixed = [twice[0], Piece(0, 10, None, table.slice(5, 5).select([0, 1]),
+                             scattered=np.array([1, 3, 5, 7, 9], "<u4"))]
+    with pytest.raises(icefloe.InvalidArgument, match="different schemas"):
+        assemble(mixed)
     with pytest.raises(icefloe.InvalidArgument, match="outside its shared file"):
         assemble(list(by_reference), [0])
 
 
-def test_a_piece_with_fewer_positions_than_rows_is_refused_though_the_counts_add_up(monkeypatch):
+def test_a_piece_with_fewer_positions_than_rows_is_refused_though_the_counts_add_up():
     # Three positions for two rows, and one for two: four of each in all. The
     # second piece's positions are the first of a longer array, so reading
     # past them finds a plausible position (2), and nothing else says it is
@@ -166,11 +157,8 @@ def test_a_piece_with_fewer_positions_than_rows_is_refused_though_the_counts_add
     backing = np.array([3, 2], "<u4")
     pieces = [Piece(0, 4, None, table.slice(0, 2), scattered=np.array([0, 1, 2], "<u4")),
               Piece(0, 4, None, table.slice(2, 2), scattered=backing[:1])]
-    for native in (True, False):
-        if not native:
-            monkeypatch.setattr(_native, "scatter", None)
-        with pytest.raises(icefloe.InvalidArgument, match="do not match its rows"):
-            assemble(list(pieces))
+    with pytest.raises(icefloe.InvalidArgument, match="do not match its rows"):
+        assemble(list(pieces))
 
 
 def test_the_scatter_helper_thread_works_in_a_forked_child():

@@ -1,10 +1,11 @@
 """The package's native helpers (cpp/icefloe/client), loaded with ctypes.
 
-A C ABI library with no dependencies: ``icefloe_scatter`` puts the pieces of
-a window span in place in one pass (cpp/icefloe/client/scatter.h). When the
-library is absent (a source tree without a build) or ``ICEFLOE_NATIVE=0``,
-``scatter`` is None and callers take their pure Python path, which gives the
-same result.
+A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
+works beside any pyarrow): ``parse_piece`` reads a piece header with the
+nodes' own parser (protocol/piece.h), and ``scatter`` puts the pieces of a
+batch or window span in place in one pass (cpp/icefloe/client/scatter.h).
+The library ships in the package; importing icefloe without it is an error
+(ImportError naming the file), never a slower path.
 
 A span of 1 MiB or more is scattered by two threads, half the columns each
 (the caller's and one helper thread per process): reading rows from random
@@ -59,14 +60,44 @@ class ScatterPiece:
         self.source_rows = source_rows
 
 
-def _load() -> Callable[[int, Sequence[int], Sequence[int], Sequence[ScatterPiece]], int] | None:
-    if os.environ.get("ICEFLOE_NATIVE", "1") == "0":
-        return None
+class PieceHeader(ctypes.Structure):
+    """A parsed piece header (piece_abi.h): its runs or positions start at
+    byte ``entry_offset`` of the bytes parsed, its source runs at
+    ``source_offset``."""
+
+    _fields_ = [("flags", ctypes.c_uint8), ("batch", ctypes.c_uint64),
+                ("batch_size", ctypes.c_uint32), ("count", ctypes.c_uint32),
+                ("last_size", ctypes.c_uint32), ("entries", ctypes.c_uint32),
+                ("sources", ctypes.c_uint32), ("entry_offset", ctypes.c_int64),
+                ("source_offset", ctypes.c_int64)]
+
+
+def _open() -> ctypes.CDLL:
     try:
-        lib = ctypes.CDLL(str(_LIB))
-    except OSError:
-        return None
-    fn = lib.icefloe_scatter
+        return ctypes.CDLL(str(_LIB))
+    except OSError as exc:
+        raise ImportError(f"icefloe's native client library {_LIB} cannot be loaded ({exc}); "
+                          "reinstall the package") from exc
+
+
+_lib = _open()
+_lib.icefloe_parse_piece.restype = ctypes.c_int32
+_lib.icefloe_parse_piece.argtypes = [ctypes.c_void_p, ctypes.c_int64,
+                                     ctypes.POINTER(PieceHeader)]
+_lib.icefloe_piece_error.restype = ctypes.c_char_p
+_lib.icefloe_piece_error.argtypes = [ctypes.c_int32]
+
+
+def parse_piece(address: int, size: int) -> PieceHeader | str:
+    """The piece header in ``size`` bytes at ``address`` (kept alive by the
+    caller), or the words that refuse them (protocol/piece.h's PieceErrorText)."""
+    header = PieceHeader()
+    code = _lib.icefloe_parse_piece(address, size, ctypes.byref(header))
+    return header if code == 0 else _lib.icefloe_piece_error(code).decode()
+
+
+def _load() -> Callable[[int, Sequence[int], Sequence[int], Sequence[ScatterPiece]], int]:
+    fn = _lib.icefloe_scatter
     fn.restype = ctypes.c_int32
     fn.argtypes = [ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                    ctypes.c_int32, ctypes.c_void_p]

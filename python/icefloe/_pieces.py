@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import queue
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,12 +36,8 @@ from ._failover import is_break, named
 from .errors import Error, InvalidArgument, StreamBroken, map_error
 
 _PIECE = protocol.constants()["piece"]
-_HEADER = struct.Struct("<4sBBHQIIIII")  # protocol/piece.h
-assert _HEADER.size == _PIECE["header_bytes"]
-_MAGIC = _PIECE["magic"].encode()
 POSITIONS, WHOLE, SPAN, BY_REFERENCE = (_PIECE["flags"][k] for k in (
     "positions", "whole", "span", "by_reference"))
-_KNOWN = POSITIONS | WHOLE | SPAN | BY_REFERENCE
 SOURCE_RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
 _DONE = object()
 _JOIN_TIMEOUT_S = 10.0
@@ -209,52 +204,26 @@ class Header:
         self.source = source
 
 
-def _malformed(error: str) -> InvalidArgument:
-    return InvalidArgument(f"a node sent malformed piece metadata: {_PIECE['errors'][error]}")
-
-
 def read_header(metadata: Any) -> Header:
-    """The piece header of a message's metadata (bytes or a pyarrow Buffer),
-    checked as protocol/piece.cc's ParsePiece checks it, in the same order and
-    words (both are tested against cpp/icefloe/protocol/testdata/pieces.json)."""
+    """The piece header of a message's metadata (a pyarrow Buffer, or bytes),
+    parsed and checked by the nodes' own parser (protocol/piece.cc, through
+    the native library); the arrays are views of the metadata."""
     if metadata is None:
         raise InvalidArgument("a node sent a batch without piece metadata")
-    raw = memoryview(metadata)
-    size = len(raw)
-    if size >= 4 and raw[:4] != _MAGIC:
-        raise _malformed("bad_magic")
-    if size < _HEADER.size:
-        raise _malformed("truncated")
-    (_, version, flags, reserved, batch, batch_size, count, last_size, entries,
-     sources) = _HEADER.unpack_from(raw)
-    if version != _PIECE["version"]:
-        raise _malformed("bad_version")
-    if flags & ~_KNOWN:
-        raise _malformed("unknown_flags")
-    if reserved:
-        raise _malformed("reserved")
-    if count == 0 or bool(flags & SPAN) != (count > 1):
-        raise _malformed("bad_count")
-    if not 1 <= last_size <= batch_size or (count == 1 and last_size != batch_size):
-        raise _malformed("bad_last_size")
-    if batch_size * (count - 1) + last_size > 2**32 - 1:
-        raise _malformed("too_many_rows")
-    if flags & WHOLE and (entries or flags & POSITIONS):
-        raise _malformed("whole_entries")
-    if not flags & BY_REFERENCE and sources:
-        raise _malformed("stray_sources")
-    width = 4 if flags & POSITIONS else 8
-    if size - _HEADER.size != entries * width + sources * SOURCE_RUN.itemsize:
-        raise _malformed("length")
-    at = _HEADER.size
+    buffer = metadata if isinstance(metadata, pa.Buffer) else pa.py_buffer(metadata)
+    h = _native.parse_piece(buffer.address, buffer.size)
+    if isinstance(h, str):
+        raise InvalidArgument(f"a node sent malformed piece metadata: {h}")
     runs = positions = source = None
-    if flags & POSITIONS:
-        positions = np.frombuffer(raw, dtype="<u4", count=entries, offset=at)
-    elif not flags & WHOLE:
-        runs = np.frombuffer(raw, dtype="<u4", count=2 * entries, offset=at).reshape(entries, 2)
-    if flags & BY_REFERENCE:
-        source = np.frombuffer(raw, dtype=SOURCE_RUN, count=sources, offset=at + entries * width)
-    return Header(flags, batch, batch_size, count, last_size, runs, positions, source)
+    if h.flags & POSITIONS:
+        positions = np.frombuffer(buffer, dtype="<u4", count=h.entries, offset=h.entry_offset)
+    elif not h.flags & WHOLE:
+        runs = np.frombuffer(buffer, dtype="<u4", count=2 * h.entries,
+                             offset=h.entry_offset).reshape(h.entries, 2)
+    if h.flags & BY_REFERENCE:
+        source = np.frombuffer(buffer, dtype=SOURCE_RUN, count=h.sources,
+                               offset=h.source_offset)
+    return Header(h.flags, h.batch, h.batch_size, h.count, h.last_size, runs, positions, source)
 
 
 def message_piece(message: Any) -> Piece | Chunk:
@@ -350,12 +319,11 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     if all(p.scattered is None for p in pieces) and _runs_in_order(pieces, bases, n):
         return pa.concat_batches([_taken(p) for p in pieces])
     # The native scatter checks every position before it writes; the columns
-    # it cannot place (or all, without it) go by an inverse, checked here.
+    # it cannot place go by a take of the inverse, which it scatters too.
     arrays = _scatter_columns(pieces, bases, n)
     rest = [i for i, array in enumerate(arrays) if array is None]
     if rest:
-        inverse = _inverse([(p.positions(), base) for p, base in zip(pieces, bases, strict=True)],
-                           n)
+        inverse = _inverse(pieces, bases, n)
         taken = [_taken(p) for p in pieces]
         for i in rest:
             column = pa.concat_arrays([t.column(i) for t in taken])
@@ -383,22 +351,41 @@ def _taken(piece: Piece) -> pa.RecordBatch:
     return piece.data
 
 
-def _inverse(parts: list[tuple[np.ndarray, int]], n: int) -> pa.Array:
-    """The row (of the pieces laid end to end) at each position: the inverse
-    of the positions (n in all), by a scatter (O(n), no sort), after checking
-    that they are in the batch; a position never written means another was
-    written twice."""
-    if any(len(pos) and int(pos.max()) + base >= n for pos, base in parts):
-        raise InvalidArgument("a node sent piece positions outside their batch")
+def _inverse(pieces: list[Piece], bases: list[int], n: int) -> pa.Array:
+    """The row (of the pieces' n rows laid end to end) at each position: the
+    row numbers 0..n-1 scattered to their positions, one native pass that
+    checks every position first."""
     index = np.int32 if n < 2**31 else np.int64
-    inverse = np.full(n, -1, dtype=index)
-    start = 0
-    for pos, base in parts:
-        inverse[pos + base if base else pos] = np.arange(start, start + len(pos), dtype=index)
-        start += len(pos)
-    if n and inverse.min() < 0:
-        raise InvalidArgument("a node sent two pieces for one position")
-    return pa.array(inverse)
+    rows = np.arange(n, dtype=index)
+    width = rows.itemsize
+    out = pa.allocate_buffer(n * width)
+    sides, start = [], 0
+    for p, base in zip(pieces, bases, strict=True):
+        sides.append(_side(p, base, [rows.ctypes.data + start * width]))
+        start += p.data.num_rows
+    _check(_native.scatter(n, [width], [out.address], sides), n)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(index), n, [None, out])
+
+
+def _side(piece: Piece, base: int, columns: list[int],
+          source: SourceRows | None = None) -> _native.ScatterPiece:
+    """A piece's side of a native scatter: its positions counted from
+    ``base``, its values at ``columns`` (addresses), read at ``source``'s runs
+    of them when it names rows of a node's file."""
+    return _native.ScatterPiece(
+        None if piece.scattered is None else np.ascontiguousarray(piece.scattered, dtype="<u4"),
+        None if piece.runs is None else np.ascontiguousarray(piece.runs, dtype="<u4"),
+        piece.data.num_rows, base, columns,
+        *(() if source is None else (source.source, source.file.num_rows)))
+
+
+def _check(result: int, n: int) -> None:
+    """Raises what a native scatter's result says, unless OK."""
+    if result == _native.NO_MEMORY:
+        raise MemoryError(f"no memory to check the positions of a batch of {n} rows")
+    if result != _native.OK:
+        raise InvalidArgument(_SCATTER_ERRORS.get(
+            result, "a node sent a piece whose positions do not match its rows"))
 
 
 _SCATTER_ERRORS = {
@@ -412,11 +399,9 @@ def _scatter_columns(pieces: list[Piece], bases: list[int], n: int) -> list[pa.A
     """Each column of the pieces' batch that the native scatter puts in place
     (fixed-width values without nulls: numbers, temporal, decimals,
     fixed-size binary and lists of those), in one pass from every piece;
-    None for the others, and for all of them without the native library."""
+    None for the others (put in place by a take of the inverse)."""
     schema = pieces[0].data.schema
     arrays: list[pa.Array | None] = [None] * len(schema)
-    if _native.scatter is None:
-        return arrays
     # By reference, a piece's values are its file's columns, read at its runs.
     shared = [p.data if isinstance(p.data, SourceRows) else None for p in pieces]
     values = [p.data if s is None else s.file for p, s in zip(pieces, shared, strict=True)]
@@ -434,18 +419,9 @@ def _scatter_columns(pieces: list[Piece], bases: list[int], n: int) -> list[pa.A
     if not types:
         return arrays
     out = [pa.allocate_buffer(n * w) for w in widths]
-    sides = [_native.ScatterPiece(
-        None if p.scattered is None else np.ascontiguousarray(p.scattered, dtype="<u4"),
-        None if p.runs is None else np.ascontiguousarray(p.runs, dtype="<u4"),
-        p.data.num_rows, base, [column[k] for column in columns],
-        *(() if s is None else (s.source, s.file.num_rows)))
-        for k, (p, base, s) in enumerate(zip(pieces, bases, shared, strict=True))]
-    result = _native.scatter(n, widths, [b.address for b in out], sides)
-    if result == _native.NO_MEMORY:
-        raise MemoryError(f"no memory to check the positions of a batch of {n} rows")
-    if result != _native.OK:
-        raise InvalidArgument(_SCATTER_ERRORS.get(
-            result, "a node sent a piece whose positions do not match its rows"))
+    sides = [_side(p, base, [column[k] for column in columns], s)
+             for k, (p, base, s) in enumerate(zip(pieces, bases, shared, strict=True))]
+    _check(_native.scatter(n, widths, [b.address for b in out], sides), n)
     for (i, t), buffer in zip(types, out, strict=True):
         arrays[i] = _from_values(t, n, buffer)
     return arrays

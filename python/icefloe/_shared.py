@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _native
 from ._pieces import (
     BY_REFERENCE,
     POSITIONS,
@@ -214,7 +213,7 @@ class SharedReader:
             span = self._span(runs, chunk.data.num_rows, header)
             if span is not None:
                 return span
-        if not self.copy and _native.scatter is not None and not whole and \
+        if not self.copy and not whole and \
                 header.flags & (POSITIONS | SPAN):
             # Rows the merge puts in place anyway (scattered or span pieces):
             # the native scatter reads them in the file, one pass (SourceRows

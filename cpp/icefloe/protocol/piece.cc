@@ -95,7 +95,7 @@ std::string EncodePiece(const PieceInfo& piece) {
   return out;
 }
 
-const char* PieceErrorText(PieceError error) {
+const char* PieceErrorText(PieceError error) noexcept {
   switch (error) {
     case PieceError::kOk:
       return "ok";

@@ -102,7 +102,7 @@ enum class PieceError : uint8_t {
 };
 /// A fixed description of `error`, the same words the Python client uses
 /// (tests/test_piece_vectors.py checks both against the shared vectors).
-const char* PieceErrorText(PieceError error);
+const char* PieceErrorText(PieceError error) noexcept;
 
 /// A parsed piece, pointing into the bytes it was parsed from.
 struct PieceView {
