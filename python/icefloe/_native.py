@@ -3,7 +3,9 @@
 A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
 works beside any pyarrow): ``parse_piece`` reads a piece header with the
 nodes' own parser (protocol/piece.h), and ``scatter`` puts the pieces of a
-batch or window span in place in one pass (cpp/icefloe/client/scatter.h).
+batch or window span in place in one pass (cpp/icefloe/client/scatter.h), and
+``group_rows`` groups a take's rows by the replica set holding them and writes
+their rows-ticket bodies with the head's own code (protocol/row_groups.h).
 The library ships in the package; importing icefloe without it is an error
 (ImportError naming the file), never a slower path.
 
@@ -94,6 +96,46 @@ def parse_piece(address: int, size: int) -> PieceHeader | str:
     header = PieceHeader()
     code = _lib.icefloe_parse_piece(address, size, ctypes.byref(header))
     return header if code == 0 else _lib.icefloe_piece_error(code).decode()
+
+
+_lib.icefloe_group_rows.restype = ctypes.c_int32
+_lib.icefloe_group_rows.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_uint32, ctypes.c_uint32] + [ctypes.c_void_p] * 5
+
+
+class SliceTable:
+    """A slice map's slices as the library reads them (row_groups.h): the
+    arrays kept alive, their addresses looked up once."""
+
+    __slots__ = ("stops", "groups", "num_groups", "_args")
+
+    def __init__(self, stops: np.ndarray, group_of_slice: np.ndarray, num_groups: int) -> None:
+        self.stops = np.ascontiguousarray(stops, dtype=np.uint64)
+        self.groups = np.ascontiguousarray(group_of_slice, dtype=np.uint32)
+        self.num_groups = num_groups
+        self._args = (len(self.stops), self.stops.ctypes.data, self.groups.ctypes.data,
+                      num_groups)
+
+    def group_rows(self, ids: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows-ticket body of each replica set holding any of ``ids``
+        (C-contiguous uint64, each below the last stop): the bytes, each set's
+        offset and length in them (0: none), and each row's set. Raises ValueError on a row
+        the library refuses (callers check rows first). One allocation and
+        two address lookups: a one-row take calls this too."""
+        n, g = len(ids), self.num_groups
+        # offsets and lengths (u64 per set), the scratch (u32 per row), the bodies.
+        table, scratch = 16 * g, 4 * n
+        work = np.empty(table + scratch + 8 * g + 12 * n, dtype=np.uint8)
+        base = work.ctypes.data
+        code = _lib.icefloe_group_rows(*self._args, n, ids.ctypes.data, base + table,
+                                       base + table + scratch, base, base + 8 * g)
+        if code != 0:
+            raise ValueError("a row outside the slice map" if code == 1 else
+                             "a malformed slice map")
+        counts = work[:table].view(np.uint64)
+        return (work[table + scratch:], counts[:g], counts[g:],
+                work[table:table + scratch].view(np.uint32))
 
 
 def _load() -> Callable[[int, Sequence[int], Sequence[int], Sequence[ScatterPiece]], int]:

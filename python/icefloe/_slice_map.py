@@ -13,9 +13,7 @@ the dataset) or has aged past its time to live.
 from __future__ import annotations
 
 import base64
-import bisect
 import numbers
-import struct
 import threading
 import time
 from collections import OrderedDict
@@ -26,14 +24,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import _protocol
+from . import _native, _protocol
 from .errors import InvalidArgument, ServerError
 
 # Rows per take: the ticket body's bound (plan_ticket.h's kMaxTicketRows).
 MAX_ROWS: int = _protocol.constants()["max_take_rows"]
-_BODY_HEAD = struct.Struct("<II")  # u32 total, u32 n
-_ENTRY = np.dtype([("position", "<u4"), ("row", "<u8")])  # packed: 12 bytes
-_ONE_ENTRY = struct.Struct("<IQ")
+_ENTRY = np.dtype([("position", "<u4"), ("row", "<u8")])  # a rows body's entry: 12 bytes
 
 
 @dataclass(frozen=True)
@@ -56,8 +52,9 @@ class SliceMap:
     generation: int
     num_rows: int
     schema: pa.Schema
-    stops: np.ndarray  # int64, ascending: slice i holds [stops[i-1] (0 for i = 0), stops[i])
-    group_of_slice: np.ndarray  # int64: index into replica_sets
+    # Slice i holds [stops[i-1] (0 for i = 0), stops[i]) on replica set
+    # group_of_slice[i] (an index into replica_sets).
+    slices: _native.SliceTable
     replica_sets: tuple[tuple[str, ...], ...]
     grant: bytes
     fetched_s: float
@@ -77,49 +74,30 @@ class SliceMap:
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(desc["schema"])))
         return cls(name=str(desc["name"]), storage=str(desc["storage"]),
                    generation=int(desc["generation"]), num_rows=num_rows, schema=schema,
-                   stops=np.array(edges[1:], dtype=np.int64),
-                   group_of_slice=np.array(groups, dtype=np.int64),
+                   slices=_native.SliceTable(np.array(edges[1:], dtype=np.uint64),
+                                             np.array(groups, dtype=np.uint32), len(sets)),
                    replica_sets=tuple(sets), grant=base64.b64decode(desc["grant"]),
                    fetched_s=now_s)
 
     def groups(self, ids: np.ndarray) -> list[Group]:
         """One kind-04 ticket per replica set holding any of ``ids`` (already
-        checked to lie in [0, num_rows)); position i of the answer is ids[i]."""
-        total = len(ids)
-        if len(self.replica_sets) == 1:  # one replica set holds every row: no search
-            return [self._group(total, np.arange(total), ids, 0)]
-        if total == 1:  # the common single-row read: no array work
-            where = bisect.bisect_right(self.stops, int(ids[0]))
-            return [self._group(1, np.zeros(1, dtype=np.int64), ids,
-                                int(self.group_of_slice[where]))]
-        group = self.group_of_slice[np.searchsorted(self.stops, ids, side="right")]
-        counts = np.bincount(group, minlength=len(self.replica_sets)).tolist()
-        # A pass per replica set present where they are few, else one sort.
-        order = np.argsort(group, kind="stable") if len(counts) > 8 else None
-        out = []
-        at = 0
-        for g, n in enumerate(counts):
-            if n == total:
-                return [self._group(total, np.arange(total), ids, g)]
-            if n:
-                positions = np.flatnonzero(group == g) if order is None else order[at:at + n]
-                out.append(self._group(total, positions, ids[positions], g))
-                at += n
-        return out
-
-    def _group(self, total: int, positions: np.ndarray, rows: np.ndarray, g: int) -> Group:
-        body = _BODY_HEAD.pack(total, len(rows)) + _entries(positions, rows)
-        return Group(self.grant + body, self.replica_sets[g], positions, rows)
-
-
-def _entries(positions: np.ndarray, rows: np.ndarray) -> bytes:
-    """n x (u32 position, u64 row), little-endian, packed."""
-    if len(rows) == 1:  # the one-row take: no array
-        return _ONE_ENTRY.pack(int(positions[0]), int(rows[0]))
-    out = np.empty(len(rows), dtype=_ENTRY)
-    out["position"] = positions
-    out["row"] = rows
-    return out.tobytes()
+        checked to lie in [0, num_rows)); position i of the answer is ids[i].
+        The grouping and the rows bodies are the head's own (protocol/
+        row_groups.h, through the native library)."""
+        out, offsets, lengths, set_of_row = self.slices.group_rows(
+            np.ascontiguousarray(ids, dtype=np.uint64))
+        if len(ids) == 1:  # the common one-row read: its set, its body, no array work
+            g = int(set_of_row[0])
+            return [Group(self.grant + out[:int(lengths[g])].tobytes(), self.replica_sets[g],
+                          np.zeros(1, dtype=np.int64), np.asarray(ids, dtype=np.int64))]
+        groups = []
+        for g in np.flatnonzero(lengths).tolist():
+            body = out[int(offsets[g]):int(offsets[g] + lengths[g])]
+            entries = np.frombuffer(body, dtype=_ENTRY, offset=8)
+            groups.append(Group(self.grant + body.tobytes(), self.replica_sets[g],
+                                entries["position"].astype(np.int64),
+                                entries["row"].astype(np.int64)))
+        return groups
 
 
 def row_ids(rows: Any, name: str) -> np.ndarray:

@@ -9,6 +9,7 @@
 #include "icefloe/plan/plan.h"
 #include "icefloe/protocol/messages.h"
 #include "icefloe/protocol/plan_ticket.h"
+#include "icefloe/protocol/row_groups.h"
 #include "icefloe/protocol/ticket.h"
 
 namespace icefloe {
@@ -150,34 +151,54 @@ arrow::Result<flight::FlightInfo> HeadServer::RowsInfo(
                         Project(entry->schema, d.columns, "rows descriptor"));
   const auto& ids = d.rows;  // at most 2^24, each an integer in range (protocol/descriptors.cc)
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);
-  auto groups = ByReplicaSet(*entry);
-  // Which group holds a row: slices are sorted, so search them.
-  std::vector<std::pair<RowRange, const std::vector<std::string>*>> slices;
-  for (const auto& [nodes, owned] : groups) {
-    for (const auto& r : owned) slices.push_back({r, &nodes});
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= n) {
+      return arrow::Status::Invalid("rows descriptor: 'rows'[", i, "] = ", ids[i],
+                                    " is outside dataset '", entry->name, "' of ", n, " rows");
+    }
+  }
+  // The slice table the client's one-hop take groups by too (row_groups.h).
+  std::vector<std::vector<std::string>> sets;
+  std::vector<std::pair<RowRange, uint32_t>> slices;
+  for (const auto& [nodes, owned] : ByReplicaSet(*entry)) {
+    for (const auto& r : owned) slices.push_back({r, static_cast<uint32_t>(sets.size())});
+    sets.push_back(nodes);
   }
   std::sort(slices.begin(), slices.end(),
             [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
-  std::map<const std::vector<std::string>*, RowsTicket> tickets;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const uint64_t row = ids[i];
-    if (row >= n) {
-      return arrow::Status::Invalid("rows descriptor: 'rows'[", i, "] = ", row,
-                                    " is outside dataset '", entry->name, "' of ", n, " rows");
+  std::vector<uint64_t> stops;
+  std::vector<uint32_t> group_of_slice;
+  uint64_t covered = 0;
+  for (const auto& [range, set] : slices) {
+    if (range.start != covered) {
+      return arrow::Status::UnknownError("dataset '", entry->name, "': its slices do not tile [0, ",
+                                         n, ") (a gap at row ", covered, ")");
     }
-    auto it = std::upper_bound(slices.begin(), slices.end(), row,
-                               [](uint64_t v, const auto& s) { return v < s.first.stop; });
-    auto& t = tickets[it->second];
-    t.total = static_cast<uint32_t>(ids.size());
-    t.positions.push_back(static_cast<uint32_t>(i));
-    t.rows.push_back(row);
+    stops.push_back(range.stop);
+    group_of_slice.push_back(set);
+    covered = range.stop;
+  }
+  const auto count = static_cast<uint32_t>(ids.size());
+  std::vector<uint8_t> bodies(RowGroupsBytes(static_cast<uint32_t>(sets.size()), count));
+  std::vector<uint32_t> scratch(count);
+  std::vector<uint64_t> offsets(sets.size()), lengths(sets.size());
+  const RowGroupsError grouped = GroupRows(
+      {stops.data(), group_of_slice.data(), stops.size(), static_cast<uint32_t>(sets.size())},
+      ids.data(), count, scratch.data(), bodies.data(), offsets.data(), lengths.data());
+  if (grouped != RowGroupsError::kOk) {
+    return arrow::Status::UnknownError("dataset '", entry->name,
+                                       "': its slices do not hold every "
+                                       "row asked for (",
+                                       static_cast<int32_t>(grouped), ")");
   }
   std::vector<flight::FlightEndpoint> endpoints;
-  for (auto& [nodes, t] : tickets) {
+  for (size_t g = 0; g < sets.size(); ++g) {
+    if (lengths[g] == 0) continue;
+    const std::string body(reinterpret_cast<const char*>(bodies.data() + offsets[g]), lengths[g]);
     ARROW_ASSIGN_OR_RAISE(
-        auto e, Endpoint(*nodes, EncodeNativeTicket({TicketKind::kRows, entry->storage_name,
-                                                     entry->generation, projection.columns},
-                                                    EncodeRowsBody(t), ticket_key_)));
+        auto e, Endpoint(sets[g], EncodeNativeTicket({TicketKind::kRows, entry->storage_name,
+                                                      entry->generation, projection.columns},
+                                                     body, ticket_key_)));
     endpoints.push_back(std::move(e));
   }
   return flight::FlightInfo::Make(*projection.schema, request, endpoints,

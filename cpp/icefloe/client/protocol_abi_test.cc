@@ -1,4 +1,4 @@
-#include "icefloe/client/piece_abi.h"
+#include "icefloe/client/protocol_abi.h"
 
 #include <string>
 
