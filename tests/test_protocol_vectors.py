@@ -48,6 +48,21 @@ def test_python_encoder_agrees_with_the_servers(case):
     assert _needle(case) in str(err.value)
 
 
+# The head's replies, which the client checks as the head's tables write them.
+REPLY_MESSAGES = {"dataset description", "load progress", "evict reply", "slice_map reply",
+                  "ok reply", "status reply", "slice"}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["message"] in REPLY_MESSAGES], ids=_id)
+def test_python_reply_checks_agree_with_the_servers(case):
+    if case.get("error") is None:
+        _protocol.validate_reply(case["message"], case["body"])
+        return
+    with pytest.raises(icefloe.ProtocolError) as err:
+        _protocol.validate_reply(case["message"], case["body"])
+    assert _needle(case) in str(err.value)
+
+
 def test_the_field_list_is_the_servers():
     # _fields.json is generated from the C++ tables (checked by protocol_test);
     # the client reads its rules from there, e.g. batch_rows' range.

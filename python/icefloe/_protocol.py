@@ -1,11 +1,14 @@
-"""Encoding the messages a client sends, from the servers' own field list.
+"""Encoding the messages a client sends, and checking the replies it gets,
+from the servers' own field list.
 
 ``_fields.json`` is generated from the C++ field tables (cpp/icefloe/protocol)
 and checked against them by the C++ tests; the shared test vectors
 (cpp/icefloe/protocol/testdata/vectors.json) are checked by both sides. So a
 value the server would refuse is refused here first, with the same message,
 and nothing is converted on the way: 2.5 is not an integer, -1 is not a
-count, ``True`` is not a number.
+count, ``True`` is not a number. Replies are checked against the same list
+(:func:`decode_reply`): a malformed one is a :class:`ProtocolError` naming the
+reply and the field, never a KeyError somewhere later.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, ProtocolError
 
 # The servers' field list and shared constants, generated from the C++.
 _DOC: dict[str, Any] = json.loads(
@@ -79,6 +82,12 @@ def _check_str(what: str, spec: dict[str, Any], value: Any, index: int | None = 
     return value
 
 
+def _check_count(what: str, spec: dict[str, Any], value: list[Any] | tuple[Any, ...]) -> None:
+    if not spec["min_items"] <= len(value) <= spec["max_items"]:
+        raise InvalidArgument(f"{what}: '{spec['name']}' must have "
+                              f"{_range(spec, 'min_items', 'max_items')} items; got {len(value)}")
+
+
 def _check_list(what: str, spec: dict[str, Any], value: Any) -> list[Any]:
     try:
         import numpy as np
@@ -94,9 +103,7 @@ def _check_list(what: str, spec: dict[str, Any], value: Any) -> list[Any]:
         pass
     if not isinstance(value, (list, tuple)):
         raise _bad(what, spec, "a list", value)
-    if not spec["min_items"] <= len(value) <= spec["max_items"]:
-        raise InvalidArgument(f"{what}: '{spec['name']}' must have "
-                              f"{_range(spec, 'min_items', 'max_items')} items; got {len(value)}")
+    _check_count(what, spec, value)
     check = _check_str if spec["type"] == "string_list" else _check_int
     return [check(what, spec, item, i) for i, item in enumerate(value)]
 
@@ -114,9 +121,22 @@ def check_field(what: str, spec: dict[str, Any], value: Any) -> Any:
         return value
     if kind in ("string_list", "int_list", "uint_list"):
         return _check_list(what, spec, value)
+    if kind == "number":
+        if not isinstance(value, numbers.Real) or isinstance(value, bool) or \
+                not spec["min"] <= value <= spec["max"]:
+            raise _bad(what, spec, f"a number in {_range(spec)}", value)
+        return value
     if kind == "object":
         if not isinstance(value, dict):
             raise _bad(what, spec, "an object", value)
+        return value
+    if kind == "object_list":
+        if not isinstance(value, list):
+            raise _bad(what, spec, "a list", value)
+        _check_count(what, spec, value)
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise _bad(what, spec, "a list of objects", item, i)
         return value
     raise TypeError(f"field type {kind!r} is not encoded by the client")
 
@@ -177,3 +197,68 @@ def validate(message: str, body: dict[str, Any]) -> None:
         if name in values and values[name] is None:
             check_field(what, spec, None)  # null is no value of any field
     encode(message, **values)
+
+
+# The reply each action answers with ("load" and "refresh" stream progress,
+# then the description; "list" is a list of descriptions).
+_REPLIES = {"describe": "dataset description", "list": "dataset description",
+            "load": "dataset description", "refresh": "dataset description",
+            "slice_map": "slice_map reply", "evict": "evict reply", "status": "status reply",
+            "job.report": "ok reply"}
+
+
+def _check_reply(message: str, what: str, body: Any) -> None:
+    if not isinstance(body, dict):
+        raise ProtocolError(f"{what}: not a JSON object; got {_excerpt(body)}")
+    for name, spec in fields(message).items():
+        if name not in body:
+            if spec["required"]:
+                raise ProtocolError(f"{what}: missing '{name}'")
+            continue
+        value = body[name]
+        try:
+            check_field(what, spec, value)
+        except InvalidArgument as exc:
+            raise ProtocolError(str(exc)) from None
+        nested = spec.get("message")
+        if nested is not None:
+            items = value if spec["type"] == "object_list" else [value]
+            for i, item in enumerate(items):
+                _check_reply(nested, f"{what} '{name}'[{i}]", item)
+    if message == "slice" and body["stop"] < body["start"]:
+        raise ProtocolError(f"{what}: 'stop' {body['stop']} is before 'start' {body['start']}")
+
+
+def check_reply(action: str, reply: Any) -> Any:
+    """``reply``, a decoded result of ``action``, checked as the head's field
+    tables write it (returned as it is); ProtocolError naming the reply and
+    the field when it is malformed. Actions without a typed reply pass."""
+    message = _REPLIES.get(action)
+    if message is None:
+        return reply
+    if action == "list":
+        if not isinstance(reply, list):
+            raise ProtocolError(f"list reply: not a JSON list; got {_excerpt(reply)}")
+        for i, item in enumerate(reply):
+            _check_reply(message, f"list reply [{i}]", item)
+        return reply
+    if action in ("load", "refresh") and isinstance(reply, dict) and \
+            reply.get("state") == "loading":
+        message = "load progress"
+    _check_reply(message, message, reply)
+    return reply
+
+
+def validate_reply(message: str, body: Any) -> None:
+    """Checks ``body`` as the reply ``message`` ("dataset description",
+    "evict reply", ...; for the shared test vectors)."""
+    _check_reply(message, message, body)
+
+
+def decode_reply(action: str, data: bytes) -> Any:
+    """One result body of ``action``, parsed and checked (:func:`check_reply`)."""
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        raise ProtocolError(f"{action}: the reply is not JSON: {data[:64]!r}") from None
+    return check_reply(action, reply)

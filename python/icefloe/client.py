@@ -25,7 +25,7 @@ import pyarrow.flight as flight
 from . import _kubeflow, _malloc, _shared, _stall
 from ._failover import Recovery, ReplicaAttempts, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
-from ._protocol import PROTOCOL_VERSION, encode
+from ._protocol import PROTOCOL_VERSION, decode_reply, encode
 from ._shared import is_local
 from ._slice_map import SliceMaps, check_range, row_ids
 from .errors import (
@@ -54,6 +54,9 @@ def _pem(value: str | bytes | Path | None) -> bytes | None:
 
 
 def _decode_schema(desc: dict[str, Any]) -> dict[str, Any]:
+    # The head leaves out an absent snapshot (null is no value on the wire);
+    # the description keeps its key.
+    desc.setdefault("snapshot_id", None)
     if isinstance(desc.get("schema"), str) and desc["schema"]:
         desc["schema"] = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(desc["schema"])))
     return desc
@@ -181,7 +184,7 @@ class Client:
             for result in self._head.do_action(
                 flight.Action(kind, payload), options=self.call_options(timeout_s)
             ):
-                yield json.loads(result.body.to_pybytes())
+                yield decode_reply(kind, result.body.to_pybytes())
 
     def _action(self, kind: str, body: dict[str, Any] | None = None) -> Any:
         """An action that reads (list, describe, status): retried while the

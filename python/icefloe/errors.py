@@ -96,6 +96,11 @@ class ServerError(Error):
     """Any other server-side failure (storage errors included)."""
 
 
+class ProtocolError(ServerError):
+    """A server's reply broke the protocol: a field missing, of the wrong type
+    or out of its range (the message names the reply and the field)."""
+
+
 # Kinds the servers name in a Flight error's extra_info (see common/wire_status.h).
 _EXTRA_INFO: dict[bytes, type[Error]] = {
     b"icefloe:OutOfMemory": OutOfMemory,

@@ -19,56 +19,53 @@ std::string SchemaToBase64(const arrow::Schema& schema) {
   return arrow::util::base64_encode((*buffer)->ToString());
 }
 
-json DatasetEntry::ToJson(bool with_slices) const {
-  json j = {{"name", name},
-            {"state", state},
-            {"source", request.source},
-            {"metadata_location", metadata_location},
-            {"snapshot_id", snapshot_id ? json(*snapshot_id) : json(nullptr)},
-            {"columns", request.columns},
-            {"filter", request.filter},
-            {"batch_rows", request.batch_rows},
-            {"replication", request.replication},
-            {"generation", generation},
-            {"rows", num_rows},
-            {"bytes", nbytes},
-            {"estimated_bytes", estimated_bytes},
-            {"tasks", tasks_total},
-            {"load_seconds", load_seconds},
-            {"scan",
-             {{"manifests_total", scan.manifests_total},
-              {"manifests_pruned", scan.manifests_pruned},
-              {"manifests_cached", scan.manifests_cached},
-              {"data_files_total", scan.data_files_total},
-              {"data_files_pruned_by_partition", scan.data_files_pruned_by_partition},
-              {"data_files_pruned_by_bounds", scan.data_files_pruned_by_bounds},
-              {"delete_files", scan.delete_files},
-              {"row_groups_total", scan.row_groups_total},
-              {"row_groups_read", scan.row_groups_read},
-              {"planning_ms", scan.planning_ms}}}};
+DatasetDescription DatasetEntry::Description(bool with_slices) const {
+  DatasetDescription d;
+  d.name = name;
+  d.state = state;
+  d.source = request.source;
+  d.metadata_location = metadata_location;
+  d.snapshot_id = snapshot_id;
+  d.columns = request.columns;
+  d.filter = request.filter;
+  d.batch_rows = request.batch_rows;
+  d.replication = request.replication;
+  d.generation = generation;
+  d.rows = num_rows;
+  d.bytes = nbytes;
+  d.estimated_bytes = estimated_bytes;
+  d.tasks = tasks_total;
+  d.load_seconds = load_seconds;
+  d.scan = {{"manifests_total", scan.manifests_total},
+            {"manifests_pruned", scan.manifests_pruned},
+            {"manifests_cached", scan.manifests_cached},
+            {"data_files_total", scan.data_files_total},
+            {"data_files_pruned_by_partition", scan.data_files_pruned_by_partition},
+            {"data_files_pruned_by_bounds", scan.data_files_pruned_by_bounds},
+            {"delete_files", scan.delete_files},
+            {"row_groups_total", scan.row_groups_total},
+            {"row_groups_read", scan.row_groups_read},
+            {"planning_ms", scan.planning_ms}};
   if (!request.transform.is_null()) {
-    j["transform"] = request.transform;
-    j["model_sha256"] = model_sha256;
+    d.transform = request.transform;
+    d.model_sha256 = model_sha256;
   }
   if (schema) {
-    j["schema"] = SchemaToBase64(*schema);
-    j["schema_text"] = schema->ToString();
+    d.schema = SchemaToBase64(*schema);
+    d.schema_text = schema->ToString();
   }
-  if (!error.empty()) j["error"] = error;
-  if (!refresh.is_null()) j["refresh"] = refresh;
-  j["slices_missing"] = slices_missing;
-  j["replicas_missing"] = replicas_missing;
-  if (heal_seconds) j["heal_seconds"] = *heal_seconds;
-  if (!heal_error.empty()) j["heal_error"] = heal_error;
-  if (with_slices) j["files"] = FilesJson();
+  if (!error.empty()) d.error = error;
+  d.refresh = refresh;
+  d.slices_missing = slices_missing;
+  d.replicas_missing = replicas_missing;
+  d.heal_seconds = heal_seconds;
+  if (!heal_error.empty()) d.heal_error = heal_error;
   if (with_slices) {
-    json slices = json::array();
-    for (const auto& s : this->slices) {
-      slices.push_back({{"start", s.start}, {"stop", s.stop}, {"nodes", s.nodes}});
-    }
-    j["slices"] = slices;
+    d.files = FilesJson();
+    d.slices.emplace();
+    for (const auto& s : this->slices) d.slices->push_back({s.start, s.stop, s.nodes});
   }
-  return j;
+  return d;
 }
 
 json DatasetEntry::FilesJson() const {

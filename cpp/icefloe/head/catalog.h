@@ -22,6 +22,7 @@
 #include "icefloe/common/mutex.h"
 #include "icefloe/iceberg/scan.h"
 #include "icefloe/protocol/actions.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -78,8 +79,10 @@ struct DatasetEntry {
   /// Each data file's rows: {path, start, rows} in plan (row id) order.
   nlohmann::json FilesJson() const;
 
-  /// Description for clients; `with_slices` adds the slice map.
-  nlohmann::json ToJson(bool with_slices) const;
+  /// Description for clients; `with_slices` adds the file and slice maps.
+  DatasetDescription Description(bool with_slices) const;
+  /// Description(with_slices) as JSON.
+  nlohmann::json ToJson(bool with_slices) const { return Description(with_slices).ToJson(); }
 };
 
 /// A copy a refresh replaced, kept while consumers may still read it: an

@@ -38,7 +38,7 @@ class LoadProgressStream : public flight::ResultStream {
       if (!outcome.ok()) return ToWireStatus(outcome.status());
       body = std::move(*outcome);
     } else {
-      body = job_->Progress();
+      body = job_->Progress().ToJson();
     }
     auto r = std::make_unique<flight::Result>();
     r->body = arrow::Buffer::FromString(Dump(body));
@@ -128,14 +128,14 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
   if (type == "slice_map") {
     ARROW_ASSIGN_OR_RAISE(SliceMapRequest request, SliceMapRequest::Parse(body));
     metrics_.SliceMapServed();
-    ARROW_ASSIGN_OR_RAISE(json out, SliceMap(request.name, request.columns));
-    *result = JsonResult(out);
+    ARROW_ASSIGN_OR_RAISE(SliceMapReply reply, SliceMap(request.name, request.columns));
+    *result = JsonResult(reply.ToJson());
     return arrow::Status::OK();
   }
   if (type == "evict") {
     ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
-    ARROW_ASSIGN_OR_RAISE(json out, coordinator_.Evict(request.name));
-    *result = JsonResult(out);
+    ARROW_ASSIGN_OR_RAISE(EvictReply reply, coordinator_.Evict(request.name));
+    *result = JsonResult(reply.ToJson());
     return arrow::Status::OK();
   }
   if (type == "status") {
@@ -144,12 +144,12 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
   }
   if (type == "job.report") {
     ARROW_RETURN_NOT_OK(ReportJob(body));
-    *result = JsonResult({{"ok", true}});
+    *result = JsonResult(OkReply{}.ToJson());
     return arrow::Status::OK();
   }
   if (type == "node.register") {
     ARROW_RETURN_NOT_OK(Register(context, body));
-    *result = JsonResult({{"ok", true}});
+    *result = JsonResult(OkReply{}.ToJson());
     return arrow::Status::OK();
   }
   return arrow::Status::NotImplemented("unknown action '", type, "'");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include <arrow/flight/types.h>
 #include <arrow/type.h>
@@ -258,45 +259,40 @@ std::pair<bool, std::string> HeadServer::Ready() const {
 
 json HeadServer::ClusterStatus() const {
   metrics_.PollLoads();
-  json datasets = json::array();
+  StatusReply status;
   for (const auto& e : catalog_.All()) {
-    json d = e->ToJson(false);
+    DatasetDescription d = e->Description(false);
     json per_node = json::object();
     for (const auto& slice : e->slices) {
       for (const auto& node : slice.nodes) {
         per_node[node] = per_node.value(node, 0) + 1;
       }
     }
-    d["slices_per_node"] = std::move(per_node);
-    datasets.push_back(std::move(d));
+    d.slices_per_node = std::move(per_node);
+    status.datasets.push_back(std::move(d));
   }
-  json jobs = json::array();
   for (const auto& j : jobs_.Summaries(std::chrono::steady_clock::now())) {
-    jobs.push_back(j.ToJson());
+    status.jobs.push_back(j.ToJson());
   }
   // Copies a reload replaced, kept for the epochs still reading them.
-  json retired = json::array();
   const auto now = std::chrono::steady_clock::now();
   for (const auto& r : catalog_.Retired()) {
-    retired.push_back({{"name", r.entry->name},
-                       {"generation", r.entry->generation},
-                       {"replaced_by", r.replaced_by},
-                       {"bytes", r.entry->nbytes},
-                       {"age_s", std::chrono::duration<double>(now - r.retired_at).count()},
-                       {"idle_s", std::chrono::duration<double>(now - r.last_used).count()}});
+    status.retired.push_back(
+        {{"name", r.entry->name},
+         {"generation", r.entry->generation},
+         {"replaced_by", r.replaced_by},
+         {"bytes", r.entry->nbytes},
+         {"age_s", std::chrono::duration<double>(now - r.retired_at).count()},
+         {"idle_s", std::chrono::duration<double>(now - r.last_used).count()}});
   }
-  auto [ready, reason] = Ready();
-  return {{"nodes", registry_.ToJson()},
-          {"datasets", datasets},
-          {"retired", retired},
-          {"loads", coordinator_.Loads()},
-          {"recent_loads", metrics_.RecentLoads()},
-          {"jobs", jobs},
-          {"ready", ready},
-          {"reason", reason},
-          {"recovering", adopter_.recovering()},
-          {"follow", follower_.Status()},
-          {"default_dataset", options_.default_dataset}};
+  std::tie(status.ready, status.reason) = Ready();
+  status.nodes = registry_.ToJson();
+  status.loads = coordinator_.Loads();
+  status.recent_loads = metrics_.RecentLoads();
+  status.recovering = adopter_.recovering();
+  status.follow = follower_.Status();
+  status.default_dataset = options_.default_dataset;
+  return status.ToJson();
 }
 
 std::string HeadServer::StatusPage() const { return RenderStatusPage(ClusterStatus()); }

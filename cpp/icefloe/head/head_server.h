@@ -151,8 +151,8 @@ class HeadServer : public arrow::flight::FlightServerBase {
   arrow::Result<arrow::flight::FlightInfo> RowsInfo(
       const RowsDescriptor& command, const arrow::flight::FlightDescriptor& request) const;
   // slice_map_info.cc: the "slice_map" action's answer.
-  arrow::Result<nlohmann::json> SliceMap(const std::string& name,
-                                         const std::vector<std::string>& columns) const;
+  arrow::Result<SliceMapReply> SliceMap(const std::string& name,
+                                        const std::vector<std::string>& columns) const;
   // head_actions.cc
   arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
                           const arrow::flight::Action& action,

@@ -146,9 +146,9 @@ bool LoadCoordinator::Loading(const std::string& name) const {
   return jobs_.count(name) > 0;
 }
 
-json LoadCoordinator::Loads() const {
+std::vector<LoadProgressReply> LoadCoordinator::Loads() const {
   MutexLock lock(&mu_);
-  json out = json::array();
+  std::vector<LoadProgressReply> out;
   for (const auto& [name, job] : jobs_) out.push_back(job->Progress());
   return out;
 }
@@ -434,7 +434,7 @@ arrow::Status LoadCoordinator::PlaceRefresh(Run* run, RefreshDiff* diff,
   return arrow::Status::OK();
 }
 
-arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
+arrow::Result<EvictReply> LoadCoordinator::Evict(const std::string& name) {
   bool cancelled = false;
   {
     MutexLock lock(&mu_);
@@ -446,10 +446,10 @@ arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
   }
   auto [entry, unused] = catalog_->Remove(name);
   if (!entry) {
-    if (cancelled) return json{{"name", name}, {"bytes", 0}, {"cancelled", true}};
+    if (cancelled) return EvictReply{name, 0, true, {}};
     return arrow::Status::KeyError("unknown dataset '", name, "'");
   }
-  json unreached = json::array();
+  std::vector<std::string> unreached;
   if (unused) {
     MutexLock lock(&mu_);
     auto heal = heals_.find(entry->storage_name);
@@ -471,10 +471,7 @@ arrow::Result<json> LoadCoordinator::Evict(const std::string& name) {
   registry_->PollAll();         // so status shows the freed memory at once
   if (!unused) AfterPublish();  // the shared copy's record loses this name
   LogInfo("evicted", {{"dataset", name}, {"bytes", FormatBytes(entry->nbytes)}});
-  return json{{"name", name},
-              {"bytes", unused ? entry->nbytes : 0},
-              {"cancelled", cancelled},
-              {"unreached", unreached}};
+  return EvictReply{name, unused ? entry->nbytes : 0, cancelled, std::move(unreached)};
 }
 
 }  // namespace icefloe

@@ -98,8 +98,8 @@ class LoadCoordinator {
   /// Starts (or joins) a load; the job reports progress and the outcome.
   arrow::Result<std::shared_ptr<LoadJob>> Load(const LoadRequest& request) EXCLUDES(mu_);
   /// Drops a dataset from the catalog and its nodes (a running load of the
-  /// name is cancelled). {"name", "bytes", "unreached": [nodes]}.
-  arrow::Result<nlohmann::json> Evict(const std::string& name) EXCLUDES(mu_);
+  /// name is cancelled). KeyError when there is neither.
+  arrow::Result<EvictReply> Evict(const std::string& name) EXCLUDES(mu_);
   /// Whether a load of `name` is queued or running.
   bool Loading(const std::string& name) const EXCLUDES(mu_);
   /// Judges every ready, degraded or healing copy against the registry:
@@ -124,7 +124,7 @@ class LoadCoordinator {
   /// returned survives a head restart).
   void SetAfterPublish(std::function<void()> fn) EXCLUDES(mu_);
   /// Progress of every queued or running load.
-  nlohmann::json Loads() const EXCLUDES(mu_);
+  std::vector<LoadProgressReply> Loads() const EXCLUDES(mu_);
   /// Cancels every load and waits for the load threads (bounded by the
   /// cleanup's evict timeout). Idempotent.
   void Shutdown() EXCLUDES(mu_);

@@ -57,21 +57,19 @@ arrow::Result<json> LoadJob::Outcome() const {
   MutexLock lock(&mu_);
   if (phase_ != Phase::kFinished) return arrow::Status::Invalid("load still running");
   ARROW_RETURN_NOT_OK(status_);
-  json j = result_->ToJson(true);
-  j["state"] = result_->state;
-  return j;
+  return result_->ToJson(true);
 }
 
-json LoadJob::Progress() const {
+LoadProgressReply LoadJob::Progress() const {
   MutexLock lock(&mu_);
-  return {{"state", "loading"},
-          {"phase", PhaseName(phase_)},
-          {"name", request_.name},
-          {"tasks_done", tasks_done_},
-          {"tasks_total", tasks_total_},
-          {"estimated_bytes", estimated_bytes_},
-          {"seconds",
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()}};
+  LoadProgressReply p;
+  p.phase = PhaseName(phase_);
+  p.name = request_.name;
+  p.tasks_done = tasks_done_;
+  p.tasks_total = tasks_total_;
+  p.estimated_bytes = estimated_bytes_;
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return p;
 }
 
 void LoadJob::SetPhase(Phase phase) {

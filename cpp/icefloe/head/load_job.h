@@ -39,8 +39,8 @@ class LoadJob {
   bool Wait(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   /// The finished load's description (state "ready"), or its error.
   arrow::Result<nlohmann::json> Outcome() const EXCLUDES(mu_);
-  /// {"state": "loading", "phase", "name", "tasks_done", "tasks_total", "estimated_bytes"}.
-  nlohmann::json Progress() const EXCLUDES(mu_);
+  /// Where the load is now (state "loading").
+  LoadProgressReply Progress() const EXCLUDES(mu_);
 
   // The load thread's side.
   void SetPhase(Phase phase) EXCLUDES(mu_);

@@ -11,15 +11,13 @@ namespace icefloe {
 
 using json = nlohmann::json;
 
-arrow::Result<json> HeadServer::SliceMap(const std::string& name,
-                                         const std::vector<std::string>& columns) const {
+arrow::Result<SliceMapReply> HeadServer::SliceMap(const std::string& name,
+                                                  const std::vector<std::string>& columns) const {
   // Lookup refuses datasets that cannot be read and lists live replicas first.
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name));
   ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry->schema, columns, "slice_map"));
-  json slices = json::array();
-  for (const auto& s : entry->slices) {
-    slices.push_back({{"start", s.start}, {"stop", s.stop}, {"nodes", s.nodes}});
-  }
+  SliceMapReply reply;
+  for (const auto& s : entry->slices) reply.slices.push_back({s.start, s.stop, s.nodes});
   // The grant signs the storage name and generation, never rows: any rows of
   // this copy are as readable as with a range ticket the head signs for anyone
   // who asks. A reload makes a new generation, which the grant does not cover.
@@ -27,14 +25,14 @@ arrow::Result<json> HeadServer::SliceMap(const std::string& name,
   const std::string grant = EncodeReadGrant(
       {TicketKind::kGrantedRows, entry->storage_name, entry->generation, projection.columns},
       ticket_key_);
-  return json{{"name", entry->name},
-              {"storage", entry->storage_name},
-              {"generation", entry->generation},
-              {"state", entry->state},
-              {"rows", entry->num_rows},
-              {"schema", SchemaToBase64(*projection.schema)},
-              {"slices", std::move(slices)},
-              {"grant", arrow::util::base64_encode(grant)}};
+  reply.name = entry->name;
+  reply.storage = entry->storage_name;
+  reply.generation = entry->generation;
+  reply.state = entry->state;
+  reply.rows = entry->num_rows;
+  reply.schema = SchemaToBase64(*projection.schema);
+  reply.grant = arrow::util::base64_encode(grant);
+  return reply;
 }
 
 }  // namespace icefloe

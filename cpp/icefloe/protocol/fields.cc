@@ -93,6 +93,8 @@ std::string_view FieldTypeName(FieldType type) {
       return "uint";
     case FieldType::kBool:
       return "bool";
+    case FieldType::kNumber:
+      return "number";
     case FieldType::kStringList:
       return "string_list";
     case FieldType::kIntList:
@@ -125,6 +127,7 @@ json SpecToJson(const MessageSpec& spec) {
       for (auto c : f.choices) choices.push_back(c);
       j["choices"] = choices;
     }
+    if (!f.message.empty()) j["message"] = f.message;
     fields.push_back(std::move(j));
   }
   return {{"message", spec.name}, {"fields", fields}};
@@ -207,6 +210,15 @@ arrow::Result<bool> JsonFields::Bool(const json& v, const FieldSpec& spec) const
   const bool* b = v.get_ptr<const bool*>();
   if (b == nullptr) return Bad(spec, "true or false", v);
   return *b;
+}
+
+arrow::Result<double> JsonFields::Number(const json& v, const FieldSpec& spec) const {
+  if (!v.is_number()) return Bad(spec, "a number in " + Range(spec.value), v);
+  const double x = v.get<double>();
+  if (!(x >= static_cast<double>(spec.value.min) && x <= static_cast<double>(spec.value.max))) {
+    return Bad(spec, "a number in " + Range(spec.value), v);
+  }
+  return x;
 }
 
 arrow::Result<const json*> JsonFields::List(const json& v, const FieldSpec& spec) const {

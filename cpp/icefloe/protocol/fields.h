@@ -57,6 +57,7 @@ enum class FieldType : uint8_t {
   kInt,  ///< JSON integer, signed range
   kUint,
   kBool,
+  kNumber,  ///< any JSON number (replies' durations), range in whole units
   kStringList,
   kIntList,
   kUintList,
@@ -84,6 +85,9 @@ struct FieldSpec {
   Bounds count{0, 0};
   /// Strings (and string list items): the only accepted values, when not empty.
   std::span<const std::string_view> choices;
+  /// Objects and lists of objects: the message each object is, when it has
+  /// a spec of its own (empty: checked only to be an object).
+  std::string_view message;
 };
 
 /// A message's name and fields, for documentation and the Python client.
@@ -113,6 +117,7 @@ class JsonFields {
   arrow::Result<uint64_t> Uint(const nlohmann::json& v, const FieldSpec& spec,
                                std::optional<size_t> index = std::nullopt) const;
   arrow::Result<bool> Bool(const nlohmann::json& v, const FieldSpec& spec) const;
+  arrow::Result<double> Number(const nlohmann::json& v, const FieldSpec& spec) const;
   /// A list's JSON array, checked for its item count.
   arrow::Result<const nlohmann::json*> List(const nlohmann::json& v, const FieldSpec& spec) const;
   /// An object, checked for being one.
@@ -135,8 +140,9 @@ template <typename M>
 using Member =
     std::variant<std::string M::*, std::optional<std::string> M::*, int64_t M::*,
                  std::optional<int64_t> M::*, uint64_t M::*, std::optional<uint64_t> M::*,
-                 int32_t M::*, uint32_t M::*, bool M::*, std::vector<std::string> M::*,
-                 std::vector<int64_t> M::*, std::vector<uint64_t> M::*, std::vector<int32_t> M::*>;
+                 int32_t M::*, uint32_t M::*, bool M::*, double M::*, std::optional<double> M::*,
+                 std::vector<std::string> M::*, std::vector<int64_t> M::*,
+                 std::vector<uint64_t> M::*, std::vector<int32_t> M::*>;
 
 template <typename M>
 struct Field {
@@ -153,6 +159,8 @@ arrow::Result<T> Narrow(const JsonFields& in, const nlohmann::json& v, const Fie
     return in.String(v, spec, index);
   } else if constexpr (std::is_same_v<T, bool>) {
     return in.Bool(v, spec);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return in.Number(v, spec);
   } else if constexpr (std::is_signed_v<T>) {
     ARROW_ASSIGN_OR_RAISE(int64_t x, in.Int(v, spec, index));
     return static_cast<T>(x);  // the spec's range fits T (checked by protocol_test)
@@ -237,26 +245,32 @@ MessageSpec SpecOf(std::string_view name, std::span<const Field<M>> table,
 constexpr Bounds Values(int64_t min, uint64_t max) { return {min, max}; }
 constexpr FieldSpec Str(std::string_view name, bool required, Bounds length,
                         std::span<const std::string_view> choices = {}) {
-  return {name, FieldType::kString, required, length, {0, 0}, choices};
+  return {name, FieldType::kString, required, length, {0, 0}, choices, {}};
 }
 constexpr FieldSpec Int(std::string_view name, bool required, Bounds values) {
-  return {name, FieldType::kInt, required, values, {0, 0}, {}};
+  return {name, FieldType::kInt, required, values, {0, 0}, {}, {}};
 }
 constexpr FieldSpec Uint(std::string_view name, bool required, Bounds values) {
-  return {name, FieldType::kUint, required, values, {0, 0}, {}};
+  return {name, FieldType::kUint, required, values, {0, 0}, {}, {}};
 }
-constexpr FieldSpec Flag(std::string_view name) {
-  return {name, FieldType::kBool, false, {0, 1}, {0, 0}, {}};
+constexpr FieldSpec Flag(std::string_view name, bool required = false) {
+  return {name, FieldType::kBool, required, {0, 1}, {0, 0}, {}, {}};
+}
+/// A number (integer or not) in `values`.
+constexpr FieldSpec Num(std::string_view name, bool required, Bounds values) {
+  return {name, FieldType::kNumber, required, values, {0, 0}, {}, {}};
 }
 constexpr FieldSpec ListOf(FieldType type, std::string_view name, bool required, Bounds items,
                            Bounds count) {
-  return {name, type, required, items, count, {}};
+  return {name, type, required, items, count, {}, {}};
 }
-constexpr FieldSpec ObjectField(std::string_view name, bool required) {
-  return {name, FieldType::kObject, required, {0, 0}, {0, 0}, {}};
+constexpr FieldSpec ObjectField(std::string_view name, bool required,
+                                std::string_view message = {}) {
+  return {name, FieldType::kObject, required, {0, 0}, {0, 0}, {}, message};
 }
-constexpr FieldSpec ObjectList(std::string_view name, bool required, Bounds count) {
-  return {name, FieldType::kList, required, {0, 0}, count, {}};
+constexpr FieldSpec ObjectList(std::string_view name, bool required, Bounds count,
+                               std::string_view message = {}) {
+  return {name, FieldType::kList, required, {0, 0}, count, {}, message};
 }
 inline constexpr bool kRequired = true;
 inline constexpr bool kOptional = false;

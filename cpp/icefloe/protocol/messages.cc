@@ -491,7 +491,14 @@ std::vector<MessageSpec> AllMessageSpecs() {
           NodeEvictResult::Spec(),
           NodeRecordRequest::Spec(),
           DataFileSpec(),
-          JobReport::Spec()};
+          JobReport::Spec(),
+          DatasetDescription::Spec(),
+          ReplySlice::Spec(),
+          LoadProgressReply::Spec(),
+          EvictReply::Spec(),
+          SliceMapReply::Spec(),
+          OkReply::Spec(),
+          StatusReply::Spec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
@@ -515,6 +522,16 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "node.evict reply") return NodeEvictResult::Parse(body).status();
   if (message == "node.record") return NodeRecordRequest::Parse(body).status();
   if (message == "job.report") return JobReport::Parse(body).status();
+  if (message == "dataset description") return DatasetDescription::Parse(body).status();
+  if (message == "slice") {
+    ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, message));
+    return ReplySlice::FromJson(j, std::string(message)).status();
+  }
+  if (message == "load progress") return LoadProgressReply::Parse(body).status();
+  if (message == "evict reply") return EvictReply::Parse(body).status();
+  if (message == "slice_map reply") return SliceMapReply::Parse(body).status();
+  if (message == "ok reply") return OkReply::Parse(body).status();
+  if (message == "status reply") return StatusReply::Parse(body).status();
   return arrow::Status::NotImplemented("no message '", message, "'");
 }
 

@@ -1,6 +1,6 @@
 // Messages between the head and the data nodes (node.* actions and their
 // replies, node.register), and the umbrella header for every JSON message
-// (actions.h, descriptors.h). docs/protocol.md describes each.
+// (actions.h, descriptors.h, replies.h). docs/protocol.md describes each.
 //
 // A node load runs in the background on the node: node.load starts it and
 // answers at once; node.load_status follows it (waiting a bounded time for a
@@ -22,6 +22,7 @@
 #include "icefloe/protocol/actions.h"
 #include "icefloe/protocol/descriptors.h"
 #include "icefloe/protocol/fields.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -222,7 +223,9 @@ std::vector<MessageSpec> AllMessageSpecs();
 /// Parses `body` as the message named `message` ("load", "describe", "evict", "refresh",
 /// "descriptor", "node.register", "node.status reply", "node.load",
 /// "node.load_status", "node.load_status reply", "node.commit", "node.commit
-/// reply", "node.evict", "node.evict reply"); for tests and the fuzzer.
+/// reply", "node.evict", "node.evict reply", and the head's replies: "dataset
+/// description", "load progress", "evict reply", "slice_map reply", "ok
+/// reply", "status reply", "slice"); for tests and the fuzzer.
 arrow::Status ParseMessage(std::string_view message, std::string_view body);
 
 }  // namespace icefloe

@@ -1,6 +1,7 @@
 #include "icefloe/protocol/messages.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -183,6 +184,141 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   ASSERT_TRUE(st_back.ok());
   EXPECT_EQ(st_back->task_rows, st.task_rows);
   EXPECT_TRUE(st_back->finished());
+}
+
+DatasetDescription SampleDescription() {
+  DatasetDescription d;
+  d.name = "d";
+  d.state = "ready";
+  d.source = "file:///t";
+  d.metadata_location = "file:///t/metadata/v1.metadata.json";
+  d.snapshot_id = -3;
+  d.columns = {"a"};
+  d.generation = 7;
+  d.rows = 10;
+  d.bytes = 800;
+  d.load_seconds = 0.25;
+  d.scan = {{"manifests_total", 1}};
+  d.transform = {{"keep", {"a"}}};
+  d.model_sha256 = {std::string(64, 'a')};
+  d.schema = "c2NoZW1h";
+  d.refresh = {{"reused_files", 1}};
+  d.heal_seconds = 1.5;
+  d.files = json::array({{{"path", "p"}, {"start", 0}, {"rows", 10}}});
+  d.slices = std::vector<ReplySlice>{{0, 10, {"grpc://a:1"}}, {10, 10, {}}};
+  return d;
+}
+
+// Every reply of the head's actions, as the head writes it.
+std::vector<std::pair<std::string, json>> SampleReplies() {
+  DatasetDescription loading;  // what the head sends while a load plans
+  loading.name = "e";
+  loading.state = "loading";
+  LoadProgressReply progress;
+  progress.name = "e";
+  progress.phase = "planning";
+  progress.seconds = 0.5;
+  SliceMapReply slice_map{"d", "d", 7, "ready", 10, "c2NoZW1h", {{0, 10, {"grpc://a:1"}}}, "Z3I="};
+  StatusReply status;
+  status.datasets = {SampleDescription(), loading};
+  status.datasets[0].slices_per_node = {{"grpc://a:1", 1}};
+  status.loads = {progress};
+  status.ready = true;
+  return {{"dataset description", SampleDescription().ToJson()},
+          {"dataset description", loading.ToJson()},
+          {"load progress", progress.ToJson()},
+          {"evict reply", EvictReply{"d", 800, false, {"grpc://b:1"}}.ToJson()},
+          {"evict reply", EvictReply{"d", 0, true, {}}.ToJson()},
+          {"slice_map reply", slice_map.ToJson()},
+          {"ok reply", OkReply{}.ToJson()},
+          {"status reply", status.ToJson()},
+          {"slice", ReplySlice{3, 5, {"grpc://a:1"}}.ToJson()}};
+}
+
+TEST(MessagesTest, RepliesRoundTrip) {
+  for (const auto& [message, j] : SampleReplies()) {
+    EXPECT_TRUE(ParseMessage(message, Dump(j)).ok())
+        << message << " " << Dump(j) << " -> " << ParseMessage(message, Dump(j));
+  }
+  DatasetDescription d = SampleDescription();
+  auto back = DatasetDescription::Parse(Dump(d.ToJson()));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Dump(back->ToJson()), Dump(d.ToJson()));
+  EXPECT_EQ(back->slices->at(0), (ReplySlice{0, 10, {"grpc://a:1"}}));
+  EXPECT_EQ(back->heal_seconds, 1.5);
+  // No snapshot, no transform, no slices: those fields are left out.
+  DatasetDescription bare;
+  bare.name = "b";
+  bare.state = "ready";
+  json j = bare.ToJson();
+  for (const char* absent : {"snapshot_id", "model_sha256", "transform", "slices", "files"}) {
+    EXPECT_FALSE(j.contains(absent)) << absent;
+  }
+  EvictReply evict{"d", 5, false, {"grpc://a:1"}};
+  auto evict_back = EvictReply::Parse(Dump(evict.ToJson()));
+  ASSERT_TRUE(evict_back.ok()) << evict_back.status();
+  EXPECT_EQ(*evict_back, evict);
+  LoadProgressReply progress;
+  progress.name = "p";
+  progress.seconds = 2.5;
+  auto progress_back = LoadProgressReply::Parse(Dump(progress.ToJson()));
+  ASSERT_TRUE(progress_back.ok()) << progress_back.status();
+  EXPECT_EQ(*progress_back, progress);
+  SliceMapReply slice_map{"d", "d@1", 1, "degraded", 4, "cw==", {{0, 4, {}}}, "Zw=="};
+  auto slice_map_back = SliceMapReply::Parse(Dump(slice_map.ToJson()));
+  ASSERT_TRUE(slice_map_back.ok()) << slice_map_back.status();
+  EXPECT_EQ(*slice_map_back, slice_map);
+  auto status_back = StatusReply::Parse(Dump(SampleReplies()[7].second));
+  ASSERT_TRUE(status_back.ok()) << status_back.status();
+  EXPECT_EQ(status_back->datasets[1].state, "loading");
+  EXPECT_EQ(status_back->loads[0].phase, "planning");
+}
+
+// A reply missing a required field, or with a field of the wrong type, is
+// refused naming the field: for every field of every reply.
+TEST(MessagesTest, RepliesRefuseMissingAndWrongTypedFields) {
+  std::map<std::string, MessageSpec> specs;
+  for (auto& spec : AllMessageSpecs()) specs[std::string(spec.name)] = spec;
+  int checked = 0;
+  for (const auto& [message, sample] : SampleReplies()) {
+    ASSERT_TRUE(specs.count(message)) << message;
+    for (const FieldSpec& f : specs[message].fields) {
+      const std::string name(f.name);
+      const std::string needle = "'" + name + "'";
+      if (f.required) {
+        json bad = sample;
+        bad.erase(name);
+        arrow::Status st = ParseMessage(message, Dump(bad));
+        ASSERT_FALSE(st.ok()) << message << " without " << name;
+        EXPECT_TRUE(st.IsInvalid()) << st;
+        EXPECT_NE(st.message().find(needle), std::string::npos) << st;
+      }
+      json bad = sample;
+      bad[name] = f.type == FieldType::kString ? json(5) : json("x");
+      arrow::Status st = ParseMessage(message, Dump(bad));
+      ASSERT_FALSE(st.ok()) << message << " with a string " << name;
+      EXPECT_TRUE(st.IsInvalid()) << st;
+      EXPECT_NE(st.message().find(needle), std::string::npos) << st;
+      bad[name] = nullptr;  // null is no value of any field
+      EXPECT_FALSE(ParseMessage(message, Dump(bad)).ok()) << message << " " << name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 80);
+  // Nested replies name their place; cross-field rules hold.
+  json status = SampleReplies()[7].second;
+  status["datasets"][1]["rows"] = -1;
+  arrow::Status st = ParseMessage("status reply", Dump(status));
+  EXPECT_NE(st.message().find("status reply 'datasets'[1]: 'rows'"), std::string::npos) << st;
+  json slice_map = SampleReplies()[5].second;
+  slice_map["slices"][0]["stop"] = 0;
+  slice_map["slices"][0]["start"] = 1;
+  st = ParseMessage("slice_map reply", Dump(slice_map));
+  EXPECT_NE(st.message().find("'stop' 0 is before 'start' 1"), std::string::npos) << st;
+  json progress = SampleReplies()[2].second;
+  progress["seconds"] = true;
+  st = ParseMessage("load progress", Dump(progress));
+  EXPECT_NE(st.message().find("'seconds' must be a number"), std::string::npos) << st;
 }
 
 // The shared vectors: every case here is also checked by the Python client's

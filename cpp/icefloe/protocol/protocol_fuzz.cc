@@ -33,7 +33,14 @@ constexpr std::string_view kMessages[] = {"load",
                                           "node.commit reply",
                                           "node.evict",
                                           "node.evict reply",
-                                          "job.report"};
+                                          "job.report",
+                                          "dataset description",
+                                          "slice",
+                                          "load progress",
+                                          "evict reply",
+                                          "slice_map reply",
+                                          "ok reply",
+                                          "status reply"};
 constexpr size_t kNumMessages = sizeof(kMessages) / sizeof(kMessages[0]);
 
 void Tickets(std::string_view bytes) {
