@@ -2,6 +2,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace icefloe {
 
@@ -11,10 +13,12 @@ RefreshDiff DiffTasks(const DatasetEntry& old, const std::vector<iceberg::ScanTa
   diff.reuse.assign(tasks.size(), -1);
   diff.holders.assign(tasks.size(), {});
   const auto& old_tasks = old.plan->tasks;
+  std::vector<std::string> old_identities(old_tasks.size());  // each computed once
   std::map<std::string, int64_t> by_identity;
   std::set<std::string> old_files, new_files;
   for (size_t t = 0; t < old_tasks.size(); ++t) {
-    by_identity.emplace(iceberg::TaskIdentity(old_tasks[t]), static_cast<int64_t>(t));
+    old_identities[t] = iceberg::TaskIdentity(old_tasks[t]);
+    by_identity.emplace(old_identities[t], static_cast<int64_t>(t));
     old_files.insert(old_tasks[t].data_file.file_path);
   }
   std::map<int64_t, const CopyHealth::Unit*> units;  // old task -> its holders
@@ -49,7 +53,7 @@ RefreshDiff DiffTasks(const DatasetEntry& old, const std::vector<iceberg::ScanTa
   diff.tasks_read = static_cast<int64_t>(tasks.size()) - diff.tasks_reused;
   for (size_t o = 0; o < old_tasks.size(); ++o) {
     // (A match not reused, for a lost replica, is still in the new plan.)
-    if (new_identities.count(iceberg::TaskIdentity(old_tasks[o]))) continue;
+    if (new_identities.count(old_identities[o])) continue;
     ++diff.tasks_dropped;
     if (o < old.task_rows.size() && old.task_rows[o] > 0) diff.rows_dropped += old.task_rows[o];
   }
