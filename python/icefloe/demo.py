@@ -451,7 +451,7 @@ def main_numeric(argv: list[str] | None = None) -> int:
                         bar.refresh()
 
                     desc = client.load("demo", table.metadata_location, columns=COLUMNS,
-                                       filter=FILTER, batch_size=args.batch_size,
+                                       filter=FILTER, batch_rows=args.batch_size,
                                        progress=progress)
                 print(f"loaded 'demo' ({len(COLUMNS)} of 19 columns where {FILTER}): "
                       f"{desc['rows']:,} rows, {desc['bytes'] / 1e6:,.0f} MB in RAM, "
