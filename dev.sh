@@ -70,11 +70,18 @@ setup_venv() {
   fi
 }
 
+# The two wheels, built from one CMake tree (a persistent build dir, shared by
+# both pyproject files, makes rebuilds incremental): icefloe, the client (Python
+# and its Arrow-free native library), and icefloe-server, the executables with
+# the Arrow libraries they link. Kept in build/wheels for tests that install
+# them elsewhere (tests/test_client_venv.py), then installed into .venv.
 build() {
-  log "building icefloe (C++ and Python package)"
-  # A persistent build dir (pyproject: build-dir) makes rebuilds incremental.
+  log "building icefloe and icefloe-server (C++ and Python packages)"
   mkdir -p build
-  if ! "$PY" -m pip install --no-build-isolation --no-deps . >build/pip-install.log 2>&1; then
+  rm -rf build/wheels
+  if ! { "$PY" -m pip wheel --no-build-isolation --no-deps -w build/wheels . ./server &&
+         "$PY" -m pip install --no-deps --force-reinstall build/wheels/*.whl; } \
+       >build/pip-install.log 2>&1; then
     tail -n 60 build/pip-install.log >&2
     echo "build failed; full log: build/pip-install.log" >&2
     exit 1
@@ -113,7 +120,7 @@ setup() {
 run_tests() {
   log "lint: clang-format, ruff"
   find cpp -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run -Werror
-  "$VENV/bin/ruff" check python tests benchmarks
+  "$VENV/bin/ruff" check python server tests benchmarks
   log "C++ unit tests (ctest)"
   "$VENV/bin/ctest" --test-dir "$(build_dir)" --output-on-failure -j2
   tsan_tests
@@ -148,7 +155,7 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   setup) setup ;;
-  fmt) find cpp -name '*.h' -o -name '*.cc' | xargs clang-format -i; "$VENV/bin/ruff" format python tests benchmarks ;;
+  fmt) find cpp -name '*.h' -o -name '*.cc' | xargs clang-format -i; "$VENV/bin/ruff" format python server tests benchmarks ;;
   demo) setup; log "demo"; "$PY" -m icefloe.demo "$@" ;;
   test) setup; run_tests "$@" ;;
   fuzz) setup; fuzz "$@" ;;

@@ -15,13 +15,16 @@
 #
 # Usage: deploy/image/build.sh [--bin-dir DIR] [--out DIR] [--tag TAG]
 #   --bin-dir DIR  take icefloe-head and icefloe-node from DIR, e.g. an installed
-#                  package's site-packages/icefloe/bin (default: build them with
-#                  CMake in <out>/cmake, -j${ICEFLOE_JOBS:-2})
+#                  icefloe-server wheel's site-packages/icefloe_server/bin, whose
+#                  Arrow libraries (../lib) and their licenses (../licenses) go in
+#                  too (default: build them with CMake in <out>/cmake,
+#                  -j${ICEFLOE_JOBS:-2}, and take Arrow from $PYTHON's pyarrow)
 #   --out DIR      output directory (default: build/image)
 #   --tag TAG      image tag (default: the version in pyproject.toml)
 #   --no-cache     rebuild the Debian base (e.g. for new security updates) and the image
 # Environment:
-#   PYTHON                  interpreter with pyarrow==26.0.1 (default .venv/bin/python)
+#   PYTHON                  interpreter with pyarrow==26.0.1 (default .venv/bin/python),
+#                           for a CMake build or binaries without Arrow beside them
 #   DEBIAN_MIRROR           Debian mirror (default: the one this machine's apt uses)
 #   DEBIAN_SECURITY_MIRROR  security mirror (default: likewise; "none" to skip)
 #
@@ -96,9 +99,18 @@ for b in icefloe-head icefloe-node; do
   grep -q 'PATH.*\$ORIGIN/\.\./lib/icefloe' <<<"$dynamic" ||
     die "$BIN_DIR/$b has no RUNPATH \$ORIGIN/../lib/icefloe (a build-tree binary? cmake --install it)"
 done
-ARROW_DIR=$("$PYTHON" -c 'import pyarrow; print(pyarrow.get_library_dirs()[0])') ||
-  die "$PYTHON cannot import pyarrow"
-ARROW_DIR=$(realpath "$ARROW_DIR")
+# The Arrow the binaries were built with: bundled beside them (the icefloe-server
+# wheel) or the build's pyarrow.
+if compgen -G "$BIN_DIR/../lib/libarrow.so.*" >/dev/null; then
+  ARROW_DIR=$(realpath "$BIN_DIR/../lib")
+  ARROW_LICENSES=("$BIN_DIR"/../licenses/arrow-*)
+else
+  ARROW_DIR=$("$PYTHON" -c 'import pyarrow; print(pyarrow.get_library_dirs()[0])') ||
+    die "$PYTHON cannot import pyarrow"
+  ARROW_DIR=$(realpath "$ARROW_DIR")
+  ARROW_LICENSES=()
+  for f in "$ARROW_DIR"/../pyarrow-*.dist-info/licenses/*; do ARROW_LICENSES+=("$f"); done
+fi
 
 # Shared libraries: Arrow's from the wheel go into the image as files, every
 # other one is satisfied by the Debian package that owns it on this machine.
@@ -219,8 +231,9 @@ for lib in "${ARROW_LIBS[@]}"; do
   install -m 644 "$ARROW_DIR/$lib" "$app/usr/local/lib/icefloe/$lib"
   strip --strip-unneeded "$app/usr/local/lib/icefloe/$lib"
 done
-for f in "$ARROW_DIR"/../pyarrow-*.dist-info/licenses/*; do
-  [ -f "$f" ] && install -m 644 "$f" "$app/usr/local/share/doc/icefloe/arrow-$(basename "$f")"
+for f in "${ARROW_LICENSES[@]}"; do
+  name=$(basename "$f")
+  [ -f "$f" ] && install -m 644 "$f" "$app/usr/local/share/doc/icefloe/arrow-${name#arrow-}"
 done
 
 image_inputs() {

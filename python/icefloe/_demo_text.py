@@ -9,7 +9,8 @@ transformer classifier on a review table in S3, fed two ways side by side.
 2. Starts a local cluster and loads the table once with a transform: the
    nodes compute ``label = stars - 1`` and tokenize ``text`` into
    ``input_ids`` (list<int32>, BOS/EOS, at most ``--max-tokens``).
-3. Runs one training loop (``--ranks`` DDP ranks, gloo on CPU) for
+3. Runs one training loop (``--ranks`` DDP ranks; CUDA where there is a GPU,
+   else gloo on CPU) for
    ``--epochs`` epochs over each source:
    a. the baseline, as users do today: Parquet from S3 with pyarrow, the
       text tokenized with Python ``sentencepiece`` (the same model, BOS/EOS,
@@ -41,9 +42,13 @@ from .demo import (
     _leave_rank,
     _loader,
     _parquet_files,
+    add_device_argument,
     demo_catalog,
     demo_head,
     demo_s3,
+    device_text,
+    init_rank,
+    on_device,
     run_ranks,
 )
 
@@ -262,7 +267,7 @@ class ReviewClassifier(torch.nn.Module):
         self.head = torch.nn.Linear(dim, classes)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        pad = torch.arange(ids.shape[1]) >= lengths[:, None]  # True where padding
+        pad = torch.arange(ids.shape[1], device=ids.device) >= lengths[:, None]  # padding
         x = self.embed(ids) + self.position.weight[: ids.shape[1]]
         x = self.encoder(x, src_key_padding_mask=pad)
         keep = (~pad).unsqueeze(-1).to(x.dtype)
@@ -284,14 +289,13 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
     import torch.distributed as dist
     from torch.distributed.algorithms.join import Join
 
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
+    device = init_rank(rank, world, init, args["device"])
     model = torch.nn.parallel.DistributedDataParallel(
-        ReviewClassifier(args["vocab"], args["max_tokens"], **MODEL))
+        ReviewClassifier(args["vocab"], args["max_tokens"], **MODEL).to(device))
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
 
     def step(batch: dict[str, Any]) -> float:
+        batch = on_device(batch, device)
         logits = model(batch["input_ids"].long(), batch["input_ids_lengths"])
         loss = torch.nn.functional.cross_entropy(logits, batch["label"].long())
         opt.zero_grad()
@@ -404,6 +408,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "local Parquet)")
     parser.add_argument("--head", help="use a running cluster at this location (implies --local)")
     parser.add_argument("--skip-parquet", action="store_true", help="skip the Parquet baseline")
+    add_device_argument(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -440,7 +445,7 @@ def main(args: argparse.Namespace) -> int:
             for kind, source in sources.items():
                 per_rank = run_ranks(_train_rank, kind, source, args.ranks, root, {
                     "epochs": args.epochs, "batch_size": args.batch_size, "model": model,
-                    "max_tokens": args.max_tokens, "vocab": vocab})
+                    "max_tokens": args.max_tokens, "vocab": vocab, "device": args.device})
                 results[kind] = _combine([r["epochs"] for r in per_rank])
                 alone[kind] = _combine([[r["alone"]] for r in per_rank])[0]
             print()
@@ -455,7 +460,7 @@ def _vocab_size(model: str, s3: dict | None) -> int:
 
 
 def _setup(sources: dict[str, dict], args: argparse.Namespace) -> str:
-    lines = [f"training: {args.ranks} DDP rank(s) (gloo, CPU, 1 thread each), transformer "
+    lines = [f"training: {args.ranks} DDP rank(s) ({device_text(args)}), transformer "
              f"classifier ({MODEL['layers']} layers, d={MODEL['dim']}, {MODEL['heads']} "
              f"heads), batch {args.batch_size}, "
              f"{args.epochs} epochs (the first a warm-up)"]

@@ -13,7 +13,8 @@ numeric table, described here:
 2. Starts a local cluster (a head and ``--nodes`` data nodes) and loads the
    table with a projection and a filter (or uses a running cluster: ``--head``,
    which implies ``--local`` so that the cluster can read the table).
-3. Runs one training loop (``--ranks`` DDP ranks, gloo on CPU, a small MLP)
+3. Runs one training loop (``--ranks`` DDP ranks, a small MLP; on a GPU with
+   ``--device cuda``, the default where there is one, else gloo on CPU)
    for ``--epochs`` epochs over each source:
    a. Parquet from S3: pyarrow.dataset over the table's files in S3;
    b. Parquet from local disk: the same files downloaded to a local directory;
@@ -105,18 +106,67 @@ def write_table(root: Path, size_mb: int, files: int, s3: dict | None, seed: int
 # -- training (one process per DDP rank) ---------------------------------------
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the model steps: cuda when a GPU is there (auto), else cpu")
+
+
+def resolve_device(parser: argparse.ArgumentParser, name: str) -> str:
+    """``auto`` becomes cuda where torch sees a GPU, else cpu; cuda without one is an error."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    return name
+
+
+def init_rank(rank: int, world: int, init: str, device: str) -> torch.device:
+    """Joins the DDP group and returns this rank's device: on cuda, GPU
+    ``rank % count`` and NCCL (gloo when ranks share a GPU, which NCCL refuses);
+    on cpu, gloo and one intra-op thread per rank (the ranks share the cores)."""
+    import torch.distributed as dist
+
+    group = {"init_method": f"file://{init}", "rank": rank, "world_size": world}
+    if device == "cuda":
+        count = torch.cuda.device_count()
+        where = torch.device("cuda", rank % count)
+        torch.cuda.set_device(where)
+        if world <= count:
+            dist.init_process_group("nccl", device_id=where, **group)
+        else:
+            dist.init_process_group("gloo", **group)
+    else:
+        torch.set_num_threads(1)
+        where = torch.device("cpu")
+        dist.init_process_group("gloo", **group)
+    torch.manual_seed(0)
+    return where
+
+
+def on_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """The batch's tensors on ``device`` (part of the step's time, as in a real loop)."""
+    if device.type == "cpu":
+        return batch
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def device_text(args: argparse.Namespace) -> str:
+    if args.device == "cuda":
+        return f"CUDA ({torch.cuda.get_device_name(0)})"
+    return "CPU, 1 thread each"
+
+
 def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: str) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.join import Join
 
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
+    device = init_rank(rank, world, init, args["device"])
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
-        torch.nn.Linear(len(FEATURES), 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)))
+        torch.nn.Linear(len(FEATURES), 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
 
     def step(batch: dict[str, Any]) -> float:
+        batch = on_device(batch, device)
         x = torch.stack([batch[f] for f in FEATURES], dim=1)
         loss = torch.nn.functional.cross_entropy(model(x), batch["label"].long())
         opt.zero_grad()
@@ -287,7 +337,8 @@ def run_ranks(target: Any, kind: str, source: dict, ranks: int, out: Path,
 def train(kind: str, source: dict, args: argparse.Namespace, out: Path) -> list[dict]:
     """Runs the training loop over one source; per epoch, all ranks together."""
     per_rank = run_ranks(_train_rank, kind, source, args.ranks, out,
-                         {"epochs": args.epochs, "batch_size": args.batch_size})
+                         {"epochs": args.epochs, "batch_size": args.batch_size,
+                          "device": args.device})
     return [{"rows": sum(r[e]["rows"] for r in per_rank),
              "bytes": sum(r[e]["bytes"] for r in per_rank),
              "seconds": max(r[e]["seconds"] for r in per_rank),
@@ -361,7 +412,7 @@ def _summary(results: dict[str, list[dict]]) -> str:
 
 
 def _setup(sources: dict[str, dict], args: argparse.Namespace) -> str:
-    lines = [f"training: {args.ranks} DDP rank(s) (gloo, CPU, 1 thread each), MLP 16-64-10, "
+    lines = [f"training: {args.ranks} DDP rank(s) ({device_text(args)}), MLP 16-64-10, "
              f"batch {args.batch_size}, {args.epochs} epochs (the first a warm-up)"]
     for kind, s in sources.items():
         if kind == "icefloe":
@@ -396,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs and --ranks must be at least 1, --rows at least --files")
     if args.max_tokens < 3:
         parser.error("--max-tokens must leave room for BOS, EOS and a token")
+    args.device = resolve_device(parser, args.device)
     try:
         return _demo_text.main(args)
     except KeyboardInterrupt:
@@ -421,9 +473,11 @@ def main_numeric(argv: list[str] | None = None) -> int:
     parser.add_argument("--s3", action="store_true", help=argparse.SUPPRESS)  # the default now
     parser.add_argument("--head", help="use a running cluster at this location (implies --local)")
     parser.add_argument("--skip-parquet", action="store_true", help="skip the Parquet baselines")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.ranks < 1:
         parser.error("--epochs and --ranks must be at least 1")
+    args.device = resolve_device(parser, args.device)
     local = args.local or bool(args.head)
 
 
