@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 from iceberg_util import Warehouse
 
-import icefloe
+from icefloe._bin import bin_path
 
 pytestmark = pytest.mark.slow
 
@@ -116,7 +116,7 @@ def test_wheels_keep_the_servers_arrow_out_of_the_client():
     for name in ("icefloe-head", "icefloe-node"):
         assert f"icefloe_server/bin/{name}" in server_files
         # The installed executables (this venv's server wheel) load only the bundled Arrow.
-        exe = Path(icefloe._bin.bin_path(name))
+        exe = Path(bin_path(name))
         ldd = subprocess.run(["ldd", str(exe)], capture_output=True, text=True, check=True).stdout
         arrow = [line.split() for line in ldd.splitlines() if "arrow" in line or "parquet" in line]
         assert any(fields[0].startswith("libarrow.so.") for fields in arrow), ldd
@@ -156,3 +156,19 @@ def test_client_in_its_own_venv_reads_exactly(version, table, reference, tmp_pat
         np.testing.assert_array_equal(resumed, epoch[skip:])
         taken = _read_all(out, f"{path}-take").column("id").to_numpy()
         assert taken.tolist() == reader.TAKE
+
+
+def test_without_the_server_wheel_the_error_says_how_to_get_it(monkeypatch, tmp_path):
+    """A client-only install (no icefloe-server) asked for a server names the
+    wheel to install; ICEFLOE_BIN_DIR still wins when it holds the executable."""
+    monkeypatch.delenv("ICEFLOE_BIN_DIR", raising=False)
+    monkeypatch.setitem(sys.modules, "icefloe_server", None)  # import fails
+    with pytest.raises(FileNotFoundError, match=r"icefloe-node not found: .*icefloe\[server\]"):
+        bin_path("icefloe-node")
+    with pytest.raises(FileNotFoundError, match="looked in"):
+        monkeypatch.setenv("ICEFLOE_BIN_DIR", str(tmp_path))
+        bin_path("icefloe-node")
+    exe = tmp_path / "icefloe-node"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert bin_path("icefloe-node") == str(exe)
