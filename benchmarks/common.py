@@ -537,18 +537,6 @@ def start_pyflight(files: list[str], batch_rows: int, log_path: Path,
                          env=child_env()).start(timeout_s=600)
 
 
-def range_ticket(template: bytes, start: int, stop: int) -> bytes:
-    """A native range ticket (docs/protocol.md) for rows [start, stop) of the
-    dataset an unsigned range ticket names."""
-    import struct
-
-    assert template[:3] == b"\xffIF" and template[4] == 1 and template[5] == 0, \
-        "need an unsigned native range ticket"
-    name_len = struct.unpack_from("<H", template, 6)[0]
-    header = template[:8 + name_len + 8]
-    return header + struct.pack("<QQ", start, stop)
-
-
 class Timer:
     """with Timer() as t: ...; t.seconds"""
 
