@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import client_venv_reader as reader
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -31,9 +32,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 WHEELS = ROOT / "build" / "wheels"
 VENVS = ROOT / "build" / "client-venvs"
-READER = Path(__file__).with_name("client_venv_reader.py")
-sys.path.insert(0, str(READER.parent))
-import client_venv_reader as reader  # noqa: E402
+READER = Path(reader.__file__)
 
 N = 2000
 

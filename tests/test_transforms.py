@@ -349,4 +349,4 @@ def test_a_transformed_copy_is_adopted_after_a_head_restart_and_heals_after(tmp_
             assert client.read("r").equals(before)
             # Another client's second job with the same spec joins the copy at once.
             assert client.load("r2", t.metadata_location, transform=spec,
-                               batch_size=500)["generation"] == loaded["generation"]
+                               batch_rows=500)["generation"] == loaded["generation"]
