@@ -127,6 +127,8 @@ def run(env: Env) -> dict[str, Any]:
             assert len(out) == k, f"{k} ranges of one node's rows gave {len(out)} endpoints"
             return out
 
+        split = {k: tickets(k) for k in (1, 2, 4)}  # asked once; every round reads them
+
         tcp = common.start_pyflight(table.files, cfg.cache_batch_rows,
                                     env.log_dir("wire") / "pyflight-tcp.log")
         unix = common.start_pyflight(table.files, cfg.cache_batch_rows,
@@ -141,12 +143,12 @@ def run(env: Env) -> dict[str, Any]:
                 plural = "s" * (k > 1)
                 if binary:
                     measures[f"C++ {k} stream{plural}"] = \
-                        lambda k=k: _cpp(binary, location, tickets(k), k, node)
+                        lambda k=k: _cpp(binary, location, split[k], k, node)
                 measures[f"Python {k} stream{plural}"] = \
-                    lambda k=k: _py(location, tickets(k), k, node)
+                    lambda k=k: _py(location, split[k], k, node)
             if binary:
                 measures["C++ 4 streams, 1 connection"] = \
-                    lambda: _cpp(binary, location, tickets(4), 4, node, shared=True)
+                    lambda: _cpp(binary, location, split[4], 4, node, shared=True)
                 measures["C++ 1 stream, pyarrow server tcp"] = \
                     lambda: _cpp(binary, tcp.location, [b"all"], 1, tcp.popen.pid)
                 measures["C++ 1 stream, pyarrow server unix"] = \
@@ -154,7 +156,7 @@ def run(env: Env) -> dict[str, Any]:
             log(f"wire: {rows:,} rows, {desc['bytes'] / 1e9:.2f} GB cached on one node")
             got = common.interleaved(list(measures), cfg.repeats, lambda v, r: measures[v](), log)
             repeat = max(3, int(6e9 / desc["bytes"]))  # ~5 s of reads
-            profile = _profile(binary, location, tickets(1)[0], node, repeat, env) \
+            profile = _profile(binary, location, split[1][0], node, repeat, env) \
                 if binary else None
         finally:
             tcp.stop()

@@ -108,8 +108,7 @@ else
   ARROW_DIR=$("$PYTHON" -c 'import pyarrow; print(pyarrow.get_library_dirs()[0])') ||
     die "$PYTHON cannot import pyarrow"
   ARROW_DIR=$(realpath "$ARROW_DIR")
-  ARROW_LICENSES=()
-  for f in "$ARROW_DIR"/../pyarrow-*.dist-info/licenses/*; do ARROW_LICENSES+=("$f"); done
+  ARROW_LICENSES=("$ARROW_DIR"/../pyarrow-*.dist-info/licenses/*)
 fi
 
 # Shared libraries: Arrow's from the wheel go into the image as files, every
