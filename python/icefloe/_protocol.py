@@ -124,7 +124,9 @@ def check_field(what: str, spec: dict[str, Any], value: Any) -> Any:
     if kind == "number":
         if not isinstance(value, numbers.Real) or isinstance(value, bool) or \
                 not spec["min"] <= value <= spec["max"]:
-            raise _bad(what, spec, f"a number in {_range(spec)}", value)
+            bounds = _range(spec)
+            raise _bad(what, spec, f"a number {'' if bounds.startswith('at') else 'in '}{bounds}",
+                       value)
         return value
     if kind == "object":
         if not isinstance(value, dict):
@@ -221,10 +223,11 @@ def _check_reply(message: str, what: str, body: Any) -> None:
         except InvalidArgument as exc:
             raise ProtocolError(str(exc)) from None
         nested = spec.get("message")
-        if nested is not None:
-            items = value if spec["type"] == "object_list" else [value]
-            for i, item in enumerate(items):
+        if nested is not None and spec["type"] == "object_list":
+            for i, item in enumerate(value):
                 _check_reply(nested, f"{what} '{name}'[{i}]", item)
+        elif nested is not None:
+            _check_reply(nested, f"{what} '{name}'", value)
     if message == "slice" and body["stop"] < body["start"]:
         raise ProtocolError(f"{what}: 'stop' {body['stop']} is before 'start' {body['start']}")
 
@@ -262,3 +265,13 @@ def decode_reply(action: str, data: bytes) -> Any:
     except ValueError:
         raise ProtocolError(f"{action}: the reply is not JSON: {data[:64]!r}") from None
     return check_reply(action, reply)
+
+
+def decode_shape(data: bytes | None) -> dict[str, Any]:
+    """An epoch FlightInfo's app_metadata ("epoch shape"), parsed and checked."""
+    try:
+        shape = json.loads(data or b"")
+    except ValueError:
+        raise ProtocolError(f"epoch shape: not JSON: {(data or b'')[:64]!r}") from None
+    _check_reply("epoch shape", "epoch shape", shape)
+    return shape

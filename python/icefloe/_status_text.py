@@ -70,7 +70,7 @@ def render(status: dict[str, Any]) -> str:
     out = [f"head: {ready}\n"]
     datasets = [[d.get("name", ""), d.get("state", ""), f"{d.get('rows', 0):,}",
                  _bytes(d.get("bytes", 0)),
-                 ", ".join(f"{n} x{c}" for n, c in d.get("slices_per_node", {}).items())]
+                 ", ".join(f"{n['node']} x{n['slices']}" for n in d.get("slices_per_node", []))]
                 for d in status.get("datasets", [])]
     out.append(_table("DATASETS", ["name", "state", "rows", "bytes", "slices per node"],
                       datasets, "none"))

@@ -25,7 +25,7 @@ import pyarrow.flight as flight
 from . import _kubeflow, _malloc, _shared, _stall
 from ._failover import Recovery, ReplicaAttempts, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
-from ._protocol import PROTOCOL_VERSION, decode_reply, encode
+from ._protocol import PROTOCOL_VERSION, decode_reply, decode_shape, encode
 from ._shared import is_local
 from ._slice_map import SliceMaps, check_range, row_ids
 from .errors import (
@@ -381,7 +381,7 @@ class Client:
         """
         cmd = encode("epoch descriptor", dataset=name, **plan)
         info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
-        return info, json.loads(info.app_metadata or b"{}")
+        return info, decode_shape(info.app_metadata)
 
     def _endpoint_reader(self, endpoint: flight.FlightEndpoint,
                          dataset: str) -> Callable[[], Any]:
@@ -470,10 +470,10 @@ class Client:
         plan.pop("first_batch", None)
         # A failover reads on the copy the epoch started on, even after a
         # refresh replaced it (the head keeps it while it is read).
-        plan["generation"] = shape.get("generation")
+        plan["generation"] = shape["generation"]
         if on_shape is not None:
             on_shape(shape)
-        infos = {int(shape.get("first_batch", 0)): info}
+        infos = {shape["first_batch"]: info}
 
         def open_streams(first: int) -> list[Callable[[], Any]]:
             """The epoch's endpoints from batch ``first`` on (a fresh FlightInfo
@@ -495,8 +495,8 @@ class Client:
         meter = self._stall_meter(name, job, plan, info)
         if meter is not None:
             transform = _counting(meter, transform)
-        batches = merged_batches(open_streams, int(shape["worker_batches"]),
-                                 first=int(shape.get("first_batch", 0)), transform=transform,
+        batches = merged_batches(open_streams, shape["worker_batches"],
+                                 first=shape["first_batch"], transform=transform,
                                  prefetch=max(0, prefetch), dataset=name,
                                  recover=recovery.broken)
         yield from (batches if meter is None else _stall.metered(batches, meter))
@@ -671,7 +671,7 @@ def _check_same_epoch(name: str, shape: dict[str, Any], again: dict[str, Any]) -
     """Refuses to resume an epoch whose plan changed (the dataset was evicted
     and loaded again: a new copy of the same generation cannot be)."""
     keys = ("num_rows", "worker_batches", "start", "generation")
-    if any(shape.get(k) != again.get(k) for k in keys):
+    if any(shape[k] != again[k] for k in keys):
         raise InvalidArgument(
             f"dataset {name!r} changed under this epoch (was {_pick(shape, keys)}, now "
             f"{_pick(again, keys)}): it was evicted and loaded again; restart the epoch")

@@ -36,16 +36,7 @@ DatasetDescription DatasetEntry::Description(bool with_slices) const {
   d.estimated_bytes = estimated_bytes;
   d.tasks = tasks_total;
   d.load_seconds = load_seconds;
-  d.scan = {{"manifests_total", scan.manifests_total},
-            {"manifests_pruned", scan.manifests_pruned},
-            {"manifests_cached", scan.manifests_cached},
-            {"data_files_total", scan.data_files_total},
-            {"data_files_pruned_by_partition", scan.data_files_pruned_by_partition},
-            {"data_files_pruned_by_bounds", scan.data_files_pruned_by_bounds},
-            {"delete_files", scan.delete_files},
-            {"row_groups_total", scan.row_groups_total},
-            {"row_groups_read", scan.row_groups_read},
-            {"planning_ms", scan.planning_ms}};
+  d.scan = scan;
   if (!request.transform.is_null()) {
     d.transform = request.transform;
     d.model_sha256 = model_sha256;
@@ -61,27 +52,26 @@ DatasetDescription DatasetEntry::Description(bool with_slices) const {
   d.heal_seconds = heal_seconds;
   if (!heal_error.empty()) d.heal_error = heal_error;
   if (with_slices) {
-    d.files = FilesJson();
+    d.files = Files();
     d.slices.emplace();
     for (const auto& s : this->slices) d.slices->push_back({s.start, s.stop, s.nodes});
   }
   return d;
 }
 
-json DatasetEntry::FilesJson() const {
-  json files = json::array();
+std::vector<FileRun> DatasetEntry::Files() const {
+  std::vector<FileRun> files;
   if (!plan || plan->tasks.size() != task_starts.size()) return files;
   for (size_t t = 0; t < plan->tasks.size(); ++t) {
     const std::string& path = plan->tasks[t].data_file.file_path;
+    const auto start = static_cast<int64_t>(task_starts[t]);  // < 2^62 (plan.h)
     // A file split into several tasks is one run of row ids.
-    if (!files.empty() && files.back()["path"] == path &&
-        files.back()["start"].get<uint64_t>() + files.back()["rows"].get<uint64_t>() ==
-            task_starts[t]) {
-      files.back()["rows"] =
-          files.back()["rows"].get<uint64_t>() + static_cast<uint64_t>(task_rows[t]);
+    if (!files.empty() && files.back().path == path &&
+        files.back().start + files.back().rows == start) {
+      files.back().rows += task_rows[t];
       continue;
     }
-    files.push_back({{"path", path}, {"start", task_starts[t]}, {"rows", task_rows[t]}});
+    files.push_back({path, start, task_rows[t]});
   }
   return files;
 }

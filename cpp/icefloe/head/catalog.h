@@ -61,7 +61,7 @@ struct DatasetEntry {
   std::string error;
   /// A refresh's diff against the copy it replaced (RefreshJson); null after
   /// a full load.
-  nlohmann::json refresh;
+  std::optional<RefreshSummary> refresh;
 
   // Heal (head/heal.cc): what a repair needs to reload exactly the lost rows.
   /// The scan plan the copy was loaded from (same tasks, same order).
@@ -77,7 +77,7 @@ struct DatasetEntry {
   std::string heal_error;              ///< why the copy cannot be healed now
 
   /// Each data file's rows: {path, start, rows} in plan (row id) order.
-  nlohmann::json FilesJson() const;
+  std::vector<FileRun> Files() const;
 
   /// Description for clients; `with_slices` adds the file and slice maps.
   DatasetDescription Description(bool with_slices) const;

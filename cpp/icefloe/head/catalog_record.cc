@@ -53,18 +53,6 @@ const FieldSpec kSliceBound = Uint("start/stop", kRequired, Values(0, kMaxRows))
 const FieldSpec kSliceNodes =
     ListOf(FieldType::kStringList, "nodes", kOptional, Values(1, 1024), Values(0, 64));
 
-const Field<iceberg::ScanMetrics> kScanFields[] = {
-    {Count("manifests_total"), &iceberg::ScanMetrics::manifests_total},
-    {Count("manifests_pruned"), &iceberg::ScanMetrics::manifests_pruned},
-    {Count("data_files_total"), &iceberg::ScanMetrics::data_files_total},
-    {Count("data_files_pruned_by_partition"),
-     &iceberg::ScanMetrics::data_files_pruned_by_partition},
-    {Count("data_files_pruned_by_bounds"), &iceberg::ScanMetrics::data_files_pruned_by_bounds},
-    {Count("delete_files"), &iceberg::ScanMetrics::delete_files},
-    {Count("row_groups_total"), &iceberg::ScanMetrics::row_groups_total},
-    {Count("row_groups_read"), &iceberg::ScanMetrics::row_groups_read},
-};
-
 arrow::Result<std::shared_ptr<arrow::Schema>> SchemaFromBase64(const std::string& text,
                                                                const std::string& what) {
   auto bytes = arrow::util::base64_decode(text);
@@ -126,13 +114,6 @@ arrow::Status ReadSlices(const JsonFields& in, CatalogRecord* r) {
   return arrow::Status::OK();
 }
 
-json ScanToJson(const iceberg::ScanMetrics& scan) {
-  json j = json::object();
-  WriteFields<iceberg::ScanMetrics>(kScanFields, scan, &j);
-  j["planning_ms"] = scan.planning_ms;
-  return j;
-}
-
 }  // namespace
 
 int64_t NowMicros() {
@@ -149,7 +130,7 @@ json CatalogRecord::ToJson() const {
   j["requests"] = std::move(reqs);
   j["schema"] = schema ? SchemaToBase64(*schema) : std::string();
   j["load_seconds"] = load_seconds;
-  j["scan"] = ScanToJson(scan);
+  j["scan"] = ScanMetricsToJson(scan);
   json list = json::array();
   for (const auto& s : slices) {
     list.push_back({{"start", s.start}, {"stop", s.stop}, {"nodes", s.nodes}});
@@ -185,9 +166,7 @@ arrow::Result<CatalogRecord> CatalogRecord::FromJson(const json& j, const std::s
   ARROW_ASSIGN_OR_RAISE(const json* scan, in.Find(kScan));
   if (scan != nullptr) {
     ARROW_ASSIGN_OR_RAISE(scan, in.Object(*scan, kScan));
-    JsonFields sin(*scan, what + " 'scan'");
-    ARROW_RETURN_NOT_OK(ReadFields<iceberg::ScanMetrics>(sin, kScanFields, &r.scan));
-    ARROW_ASSIGN_OR_RAISE(r.scan.planning_ms, Number(sin, *scan, "planning_ms"));
+    ARROW_ASSIGN_OR_RAISE(r.scan, ScanMetricsFromJson(*scan, what + " 'scan'"));
   }
   ARROW_RETURN_NOT_OK(ReadSlices(in, &r));
   if (!r.task_rows.empty()) {

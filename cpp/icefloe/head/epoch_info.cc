@@ -9,6 +9,7 @@
 #include "icefloe/plan/plan.h"
 #include "icefloe/protocol/messages.h"
 #include "icefloe/protocol/plan_ticket.h"
+#include "icefloe/protocol/replies.h"
 #include "icefloe/protocol/row_groups.h"
 #include "icefloe/protocol/ticket.h"
 
@@ -123,25 +124,25 @@ arrow::Result<flight::FlightInfo> HeadServer::EpochInfo(
     endpoints.push_back(std::move(e));
   }
   // app_metadata tells the consumer how many batches to expect.
-  json meta = {{"num_rows", entry->num_rows},
-               {"order_version", kEpochOrderVersion},
-               {"shuffle", ShuffleModeName(p.order.mode)},
-               {"steps", shape.steps},
-               {"worker_batches", shape.worker_batches},
-               {"worker_rows", shape.worker_rows},
-               {"batch_size", p.batch_size},
-               {"last_batch_size", shape.last_batch_size},
-               {"dropped_rows", shape.dropped_rows},
-               {"padded_rows", shape.padded_rows},
-               {"start", p.start},
-               {"first_batch", first_batch},
-               // A reader that fails over checks that it resumes the same copy.
-               {"generation", entry->generation},
-               {"block_rows", p.order.block_rows},
-               {"window_blocks", p.order.window_blocks}};
+  // A reader that fails over checks that it resumes the same generation.
+  const EpochShapeReply meta{entry->num_rows,
+                             kEpochOrderVersion,
+                             std::string(ShuffleModeName(p.order.mode)),
+                             shape.steps,
+                             shape.worker_batches,
+                             shape.worker_rows,
+                             p.batch_size,
+                             shape.last_batch_size,
+                             shape.dropped_rows,
+                             shape.padded_rows,
+                             p.start,
+                             first_batch,
+                             entry->generation,
+                             p.order.block_rows,
+                             p.order.window_blocks};
   return flight::FlightInfo::Make(*projection.schema, request, endpoints,
                                   static_cast<int64_t>(shape.worker_rows), -1,
-                                  /*ordered=*/false, Dump(meta));
+                                  /*ordered=*/false, Dump(meta.ToJson()));
 }
 
 arrow::Result<flight::FlightInfo> HeadServer::RowsInfo(

@@ -16,8 +16,6 @@ double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-json Optional(const std::optional<int64_t>& v) { return v ? json(*v) : json(); }
-
 std::string SnapshotText(const std::optional<int64_t>& v) {
   return v ? std::to_string(*v) : std::string("none");
 }
@@ -34,28 +32,35 @@ std::string PinnedReason(const LoadRequest& request) {
   return "";
 }
 
-json FollowRecord::ToJson(double now_unix_s) const {
-  auto ago = [now_unix_s](double t) { return t > 0 ? json(now_unix_s - t) : json(); };
-  return {{"name", name},
-          {"source", request.source},
-          {"ref", request.ref ? json(*request.ref) : json()},
-          {"followed", followed},
-          {"why_not", why_not},
-          {"state", state},
-          {"snapshot_id", Optional(cached_snapshot_id)},
-          {"table_snapshot_id", Optional(table_snapshot_id)},
-          {"metadata_location", metadata_location},
-          {"last_check_unix_s", last_check_unix_s > 0 ? json(last_check_unix_s) : json()},
-          {"last_check_s_ago", ago(last_check_unix_s)},
-          {"last_refresh_unix_s", last_refresh_unix_s > 0 ? json(last_refresh_unix_s) : json()},
-          {"last_refresh_s_ago", ago(last_refresh_unix_s)},
-          {"lag_s", lag_s ? json(*lag_s) : json()},
-          {"refreshed_to", Optional(refreshed_to)},
-          {"checks", checks},
-          {"refreshes", refreshes},
-          {"errors", errors},
-          {"last_error", last_error},
-          {"last_error_s_ago", ago(last_error_unix_s)}};
+FollowedDataset FollowRecord::Status(double now_unix_s) const {
+  // Times are absent until the event happens; an age is never negative (the
+  // wall clock may step back between the event and now).
+  auto at = [](double t) { return t > 0 ? std::optional<double>(t) : std::nullopt; };
+  auto ago = [now_unix_s](double t) {
+    return t > 0 ? std::optional<double>(std::max(0.0, now_unix_s - t)) : std::nullopt;
+  };
+  FollowedDataset f;
+  f.name = name;
+  f.source = request.source;
+  f.ref = request.ref;
+  f.followed = followed;
+  f.why_not = why_not;
+  f.state = state;
+  f.snapshot_id = cached_snapshot_id;
+  f.table_snapshot_id = table_snapshot_id;
+  f.metadata_location = metadata_location;
+  f.last_check_unix_s = at(last_check_unix_s);
+  f.last_check_s_ago = ago(last_check_unix_s);
+  f.last_refresh_unix_s = at(last_refresh_unix_s);
+  f.last_refresh_s_ago = ago(last_refresh_unix_s);
+  f.lag_s = lag_s;
+  f.refreshed_to = refreshed_to;
+  f.checks = checks;
+  f.refreshes = refreshes;
+  f.errors = errors;
+  f.last_error = last_error;
+  f.last_error_s_ago = ago(last_error_unix_s);
+  return f;
 }
 
 Follower::Follower(FollowOptions options, Catalog* catalog, TableProbe probe, FollowLoadFn load,
@@ -248,12 +253,12 @@ void Follower::Check(const std::shared_ptr<const DatasetEntry>& e) {
   it->second.record.state = "refreshing";
 }
 
-json Follower::Status() const {
+FollowStatus Follower::Status() const {
   MutexLock lock(&mu_);
   const double now = UnixNow();
-  json datasets = json::array();
-  for (const auto& [name, s] : states_) datasets.push_back(s.record.ToJson(now));
-  return {{"period_s", options_.period_s}, {"datasets", std::move(datasets)}};
+  FollowStatus out{options_.period_s, {}};
+  for (const auto& [name, s] : states_) out.datasets.push_back(s.record.Status(now));
+  return out;
 }
 
 std::vector<FollowRecord> Follower::Records() const {

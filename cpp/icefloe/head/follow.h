@@ -41,6 +41,7 @@
 #include "icefloe/head/catalog.h"
 #include "icefloe/head/load_job.h"
 #include "icefloe/protocol/actions.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -93,7 +94,7 @@ struct FollowRecord {
   std::string last_error;
   double last_error_unix_s = 0;
 
-  nlohmann::json ToJson(double now_unix_s) const;
+  FollowedDataset Status(double now_unix_s) const;
 };
 
 class Follower {
@@ -114,7 +115,7 @@ class Follower {
   /// refreshes that ended, checks every dataset whose check is due.
   void RunOnce() EXCLUDES(mu_, round_mu_);
   /// {"period_s", "datasets": [record...]}.
-  nlohmann::json Status() const EXCLUDES(mu_);
+  FollowStatus Status() const EXCLUDES(mu_);
   std::vector<FollowRecord> Records() const EXCLUDES(mu_);
 
  private:

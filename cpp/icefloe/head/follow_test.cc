@@ -320,9 +320,9 @@ TEST_F(FollowThreadTest, TheThreadChecksEveryPeriodAndStops) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(probes(), seen);  // stopped
   auto status = follower().Status();
-  EXPECT_EQ(status["period_s"], 0.01);
-  ASSERT_EQ(status["datasets"].size(), 1u);
-  EXPECT_EQ(status["datasets"][0]["snapshot_id"], 1);
+  EXPECT_EQ(status.period_s, 0.01);
+  ASSERT_EQ(status.datasets.size(), 1u);
+  EXPECT_EQ(status.datasets[0].snapshot_id, 1);
 }
 
 TEST_F(FollowThreadTest, TheThreadRefreshesAndSeesTheRefreshEnd) {

@@ -159,41 +159,40 @@ void HeadMetrics::PollLoads() {
 }
 
 void HeadMetrics::Finished(const LoadJob& job) {
+  // The outcome is the head's own description (DatasetDescription::ToJson).
   auto outcome = job.Outcome();
-  json description;
-  if (outcome.ok()) {
-    description = *outcome;
+  arrow::Result<DatasetDescription> d = outcome.ok()
+                                            ? DatasetDescription::FromJson(*outcome, "load outcome")
+                                            : arrow::Result<DatasetDescription>(outcome.status());
+  RecentLoad recent;
+  recent.name = job.request().name;
+  recent.state = "failed";
+  if (d.ok()) {
     loads_done_->Increment();
-    load_seconds_->Observe(Number(description, "load_seconds"));
-    const json scan = description.value("scan", json::object());
-    planning_seconds_->Observe(Number(scan, "planning_ms") / 1000.0);
-    manifests_pruned_->Increment(Number(scan, "manifests_pruned"));
-    files_pruned_partition_->Increment(Number(scan, "data_files_pruned_by_partition"));
-    files_pruned_bounds_->Increment(Number(scan, "data_files_pruned_by_bounds"));
-    row_groups_total_->Increment(Number(scan, "row_groups_total"));
-    row_groups_read_->Increment(Number(scan, "row_groups_read"));
+    load_seconds_->Observe(d->load_seconds);
+    const iceberg::ScanMetrics& scan = d->scan;
+    planning_seconds_->Observe(scan.planning_ms / 1000.0);
+    manifests_pruned_->Increment(static_cast<double>(scan.manifests_pruned));
+    files_pruned_partition_->Increment(static_cast<double>(scan.data_files_pruned_by_partition));
+    files_pruned_bounds_->Increment(static_cast<double>(scan.data_files_pruned_by_bounds));
+    row_groups_total_->Increment(static_cast<double>(scan.row_groups_total));
+    row_groups_read_->Increment(static_cast<double>(scan.row_groups_read));
+    recent = {d->name, d->state, d->rows, d->bytes, d->load_seconds, d->error.value_or(""), 0};
   } else {
-    loads_failed_->Add({{"code", StatusCodeLabel(outcome.status().code())}}).Increment();
-    description = {
-        {"name", job.request().name}, {"state", "failed"}, {"error", outcome.status().ToString()}};
+    loads_failed_->Add({{"code", StatusCodeLabel(d.status().code())}}).Increment();
+    recent.error = d.status().ToString();
   }
-  recent_.push_front({std::move(description), std::chrono::steady_clock::now()});
+  recent_.push_front({std::move(recent), std::chrono::steady_clock::now()});
   if (recent_.size() > kRecentLoads) recent_.pop_back();
 }
 
-json HeadMetrics::RecentLoads() const {
+std::vector<RecentLoad> HeadMetrics::RecentLoads() const {
   MutexLock lock(&mu_);
   const auto now = std::chrono::steady_clock::now();
-  json out = json::array();
+  std::vector<RecentLoad> out;
   for (const auto& r : recent_) {
-    const json& d = r.description;
-    out.push_back({{"name", d.value("name", "")},
-                   {"state", d.value("state", "")},
-                   {"rows", Number(d, "rows")},
-                   {"bytes", Number(d, "bytes")},
-                   {"load_seconds", Number(d, "load_seconds")},
-                   {"error", d.value("error", "")},
-                   {"finished_s_ago", Seconds(now - r.finished)}});
+    out.push_back(r.load);
+    out.back().finished_s_ago = std::max(0.0, Seconds(now - r.finished));
   }
   return out;
 }

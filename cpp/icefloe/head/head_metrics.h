@@ -57,7 +57,7 @@ class HeadMetrics {
   void PollLoads() EXCLUDES(mu_);
   /// The last finished loads, newest first: {name, state, rows, bytes,
   /// load_seconds, error, finished_s_ago}.
-  nlohmann::json RecentLoads() const EXCLUDES(mu_);
+  std::vector<RecentLoad> RecentLoads() const EXCLUDES(mu_);
 
   /// Sets the gauges from the head's state. Call from a scrape hook.
   void SetState(const std::vector<NodeInfo>& nodes,
@@ -139,7 +139,7 @@ class HeadMetrics {
   mutable Mutex mu_;
   std::vector<std::shared_ptr<LoadJob>> tracked_ GUARDED_BY(mu_);
   struct Recent {
-    nlohmann::json description;
+    RecentLoad load;
     std::chrono::steady_clock::time_point finished;
   };
   std::deque<Recent> recent_ GUARDED_BY(mu_);

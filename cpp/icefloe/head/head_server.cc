@@ -262,31 +262,26 @@ json HeadServer::ClusterStatus() const {
   StatusReply status;
   for (const auto& e : catalog_.All()) {
     DatasetDescription d = e->Description(false);
-    json per_node = json::object();
+    std::map<std::string, int64_t> per_node;
     for (const auto& slice : e->slices) {
-      for (const auto& node : slice.nodes) {
-        per_node[node] = per_node.value(node, 0) + 1;
-      }
+      for (const auto& node : slice.nodes) ++per_node[node];
     }
-    d.slices_per_node = std::move(per_node);
+    d.slices_per_node.emplace();
+    for (const auto& [node, n] : per_node) d.slices_per_node->push_back({node, n});
     status.datasets.push_back(std::move(d));
   }
   for (const auto& j : jobs_.Summaries(std::chrono::steady_clock::now())) {
-    status.jobs.push_back(j.ToJson());
+    status.jobs.push_back(j.Status());
   }
   // Copies a reload replaced, kept for the epochs still reading them.
   const auto now = std::chrono::steady_clock::now();
   for (const auto& r : catalog_.Retired()) {
-    status.retired.push_back(
-        {{"name", r.entry->name},
-         {"generation", r.entry->generation},
-         {"replaced_by", r.replaced_by},
-         {"bytes", r.entry->nbytes},
-         {"age_s", std::chrono::duration<double>(now - r.retired_at).count()},
-         {"idle_s", std::chrono::duration<double>(now - r.last_used).count()}});
+    status.retired.push_back({r.entry->name, r.entry->generation, r.replaced_by, r.entry->nbytes,
+                              std::chrono::duration<double>(now - r.retired_at).count(),
+                              std::chrono::duration<double>(now - r.last_used).count()});
   }
   std::tie(status.ready, status.reason) = Ready();
-  status.nodes = registry_.ToJson();
+  status.nodes = registry_.Status();
   status.loads = coordinator_.Loads();
   status.recent_loads = metrics_.RecentLoads();
   status.recovering = adopter_.recovering();

@@ -21,21 +21,21 @@ void AddBounded(std::set<std::string>* names, const std::string& name) {
 
 }  // namespace
 
-json JobSummary::ToJson() const {
-  return {{"job", job},
-          {"datasets", datasets},
-          {"nodes", nodes},
-          {"consumers", consumers},
-          {"ranks", ranks},
-          {"stall_ratio", stall_ratio},
-          {"rows_per_s", rows_per_s},
-          {"worst_rank", worst_rank},
-          {"worst_rank_stall_ratio", worst_rank_stall_ratio},
-          {"last_report_age_s", last_report_age_s},
-          {"rows_total", rows_total},
-          {"batches_total", batches_total},
-          {"wait_s_total", wait_s_total},
-          {"elapsed_s_total", elapsed_s_total}};
+JobStatus JobSummary::Status() const {
+  return {job,
+          {datasets.begin(), datasets.end()},
+          {nodes.begin(), nodes.end()},
+          static_cast<int64_t>(consumers),
+          static_cast<int64_t>(ranks),
+          stall_ratio,
+          rows_per_s,
+          worst_rank,
+          worst_rank_stall_ratio,
+          last_report_age_s,
+          rows_total,
+          batches_total,
+          wait_s_total,
+          elapsed_s_total};
 }
 
 bool JobTable::Report(const JobReport& report, Clock::time_point now) {

@@ -28,6 +28,7 @@
 
 #include "icefloe/common/mutex.h"
 #include "icefloe/protocol/job_report.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -56,7 +57,7 @@ struct JobSummary {
   double wait_s_total = 0;
   double elapsed_s_total = 0;
 
-  nlohmann::json ToJson() const;
+  JobStatus Status() const;
 };
 
 class JobTable {

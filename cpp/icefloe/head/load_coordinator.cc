@@ -359,7 +359,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
     return st.WithMessage("load '", request.name, "': ", st.message());
   }
   if (run.base) {
-    entry->refresh = RefreshJson(*run.base, diff, entry->num_rows - diff.rows_reused);
+    entry->refresh = SummarizeRefresh(*run.base, diff, entry->num_rows - diff.rows_reused);
   }
   Publish(&run);
   return std::shared_ptr<const DatasetEntry>(entry);

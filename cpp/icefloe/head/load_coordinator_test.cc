@@ -528,16 +528,17 @@ TEST_F(LoadCoordinatorTest, ANewerSnapshotReusesUnchangedTasksOnTheirHolders) {
   EXPECT_GT(entry->generation, old->generation);
   // Stored beside the old copy until published.
   EXPECT_NE(entry->storage_name, old->storage_name);
-  const auto& r = entry->refresh;
-  EXPECT_EQ(r["from_generation"], old->generation);
-  EXPECT_EQ(r["tasks_reused"], 3);
-  EXPECT_EQ(r["tasks_read"], 1);
-  EXPECT_EQ(r["tasks_dropped"], 1);
-  EXPECT_EQ(r["rows_reused"], 305);
-  EXPECT_EQ(r["rows_read"], 50);
-  EXPECT_EQ(r["rows_dropped"], 101);
-  EXPECT_EQ(r["files_added"], 1);
-  EXPECT_EQ(r["files_removed"], 1);
+  ASSERT_TRUE(entry->refresh.has_value());
+  const RefreshSummary& r = *entry->refresh;
+  EXPECT_EQ(r.from_generation, old->generation);
+  EXPECT_EQ(r.tasks_reused, 3);
+  EXPECT_EQ(r.tasks_read, 1);
+  EXPECT_EQ(r.tasks_dropped, 1);
+  EXPECT_EQ(r.rows_reused, 305);
+  EXPECT_EQ(r.rows_read, 50);
+  EXPECT_EQ(r.rows_dropped, 101);
+  EXPECT_EQ(r.files_added, 1);
+  EXPECT_EQ(r.files_removed, 1);
   // Dense row ids in the new plan's order.
   EXPECT_EQ(entry->task_starts, (std::vector<uint64_t>{0, 100, 202, 305}));
   int reused = 0;

@@ -62,17 +62,11 @@ RefreshDiff DiffTasks(const DatasetEntry& old, const std::vector<iceberg::ScanTa
   return diff;
 }
 
-nlohmann::json RefreshJson(const DatasetEntry& old, const RefreshDiff& diff, int64_t rows_read) {
-  return {{"from_generation", old.generation},
-          {"from_snapshot_id", old.snapshot_id ? nlohmann::json(*old.snapshot_id) : nullptr},
-          {"tasks_reused", diff.tasks_reused},
-          {"tasks_read", diff.tasks_read},
-          {"tasks_dropped", diff.tasks_dropped},
-          {"rows_reused", diff.rows_reused},
-          {"rows_read", rows_read},
-          {"rows_dropped", diff.rows_dropped},
-          {"files_added", diff.files_added},
-          {"files_removed", diff.files_removed}};
+RefreshSummary SummarizeRefresh(const DatasetEntry& old, const RefreshDiff& diff,
+                                int64_t rows_read) {
+  return {old.generation,     old.snapshot_id,   diff.tasks_reused, diff.tasks_read,
+          diff.tasks_dropped, diff.rows_reused,  rows_read,         diff.rows_dropped,
+          diff.files_added,   diff.files_removed};
 }
 
 }  // namespace icefloe

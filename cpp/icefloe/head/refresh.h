@@ -19,6 +19,7 @@
 
 #include "icefloe/head/catalog.h"
 #include "icefloe/head/heal.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -46,6 +47,7 @@ RefreshDiff DiffTasks(const DatasetEntry& old, const std::vector<iceberg::ScanTa
 
 /// What `describe` shows of a refresh: the generation and snapshot it
 /// started from and what the diff kept, read and dropped.
-nlohmann::json RefreshJson(const DatasetEntry& old, const RefreshDiff& diff, int64_t rows_read);
+RefreshSummary SummarizeRefresh(const DatasetEntry& old, const RefreshDiff& diff,
+                                int64_t rows_read);
 
 }  // namespace icefloe

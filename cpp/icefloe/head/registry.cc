@@ -214,28 +214,23 @@ std::set<std::string> NodeRegistry::AliveLocations() const {
   return out;
 }
 
-json NodeRegistry::ToJson() const {
-  json nodes = json::array();
+std::vector<ClusterNode> NodeRegistry::Status() const {
+  std::vector<ClusterNode> nodes;
   auto now = Clock::now();
   for (const auto& n : Snapshot()) {
-    double ago = n.last_seen.time_since_epoch().count() == 0
-                     ? -1
-                     : std::chrono::duration<double>(now - n.last_seen).count();
+    std::optional<double> ago;
+    if (n.last_seen.time_since_epoch().count() != 0) {
+      ago = std::max(0.0, std::chrono::duration<double>(now - n.last_seen).count());
+    }
     json datasets = json::array();
     for (const auto& d : n.status.datasets) {
       json dj = d.ToJson();
       dj.erase("record");  // the head's own catalog record (head/adopter.h): noise here
       datasets.push_back(std::move(dj));
     }
-    nodes.push_back({{"location", n.location},
-                     {"state", NodeStateName(n.state)},
-                     {"memory_limit_bytes", n.status.memory_limit_bytes},
-                     {"memory_used_bytes", n.status.memory_used_bytes},
-                     {"last_seen_s", ago},
-                     {"last_heartbeat_s", ago},  // issue 14: seconds since last heard
-                     {"error", n.last_error},
-                     {"refused", n.refused},
-                     {"datasets", datasets}});
+    nodes.push_back({n.location, NodeStateName(n.state), n.status.memory_limit_bytes,
+                     n.status.memory_used_bytes, ago, n.last_error, n.refused,
+                     std::move(datasets)});
   }
   return nodes;
 }

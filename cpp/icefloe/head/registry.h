@@ -32,6 +32,7 @@
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/node_rpc.h"
 #include "icefloe/protocol/messages.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -101,7 +102,8 @@ class NodeRegistry {
   std::vector<NodeInfo> Alive() const EXCLUDES(mu_);
   /// Locations of the alive nodes (cheap: no statuses copied).
   std::set<std::string> AliveLocations() const EXCLUDES(mu_);
-  nlohmann::json ToJson() const EXCLUDES(mu_);
+  /// Every node, as status reports it.
+  std::vector<ClusterNode> Status() const EXCLUDES(mu_);
 
  private:
   void Update(const std::string& location, const NodeStatus& status,

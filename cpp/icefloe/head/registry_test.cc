@@ -85,7 +85,7 @@ TEST(RegistryRefusalTest, KeepsTheNodesWordsAndBacksOff) {
   EXPECT_EQ(nodes[0].refused, kWords);  // the worker's words, no gRPC preamble
   EXPECT_EQ(nodes[0].refusals, 1);
   EXPECT_NE(nodes[0].state, NodeState::kAlive);
-  EXPECT_EQ(registry.ToJson()[0]["refused"], kWords);
+  EXPECT_EQ(registry.Status()[0].refused, kWords);
 
   // Polls within the backoff do not call the refusing node again.
   for (int i = 0; i < 20; ++i) registry.PollAll();

@@ -108,10 +108,10 @@ void Datasets(const json& status, std::string* out) {
       "<th>slices per node</th></tr>\n";
   for (const auto& d : datasets) {
     std::string slices;
-    const json per_node = Member(d, "slices_per_node");
-    for (const auto& [node, n] : per_node.items()) {
-      slices += (slices.empty() ? "" : "<br>") + HtmlEscape(node) + ": " +
-                Count(n.is_number() ? n.get<double>() : 0.0);
+    const json per_node = Member(d, "slices_per_node");  // [{node, slices}]
+    for (const auto& n : per_node.is_array() ? per_node : json::array()) {
+      slices += (slices.empty() ? "" : "<br>") + HtmlEscape(Str(n, "node")) + ": " +
+                Count(Num(n, "slices"));
     }
     *out += "<tr><td>" + HtmlEscape(Str(d, "name")) + "</td>" + StateCell(Str(d, "state")) +
             "<td class=\"n\">" + Count(Num(d, "rows")) + "</td><td class=\"n\">" +
@@ -132,7 +132,7 @@ void Nodes(const json& status, std::string* out) {
       "<th>datasets</th></tr>\n";
   for (const auto& n : nodes) {
     const double used = Num(n, "memory_used_bytes"), limit = Num(n, "memory_limit_bytes");
-    const double seen = Num(n, "last_seen_s");
+    const double seen = n.contains("last_seen_s") ? Num(n, "last_seen_s") : -1;  // absent: never
     std::string memory = Bytes(used);
     if (limit > 0) {
       memory = Bar(used / limit, 0.8, 0.95) + Bytes(used) + " of " + Bytes(limit) + " (" +

@@ -22,6 +22,7 @@
 #include "icefloe/iceberg/data_file.h"
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/iceberg/manifest.h"
+#include "icefloe/iceberg/scan_metrics.h"
 #include "icefloe/iceberg/types.h"
 
 namespace icefloe::iceberg {
@@ -34,19 +35,6 @@ struct ScanOptions {
   std::string filter;                ///< SQL-style predicate; empty = all rows
   /// Manifests parsed by earlier plans (null: every manifest is read).
   ManifestCache* manifests = nullptr;
-};
-
-struct ScanMetrics {
-  int64_t manifests_total = 0;
-  int64_t manifests_pruned = 0;  ///< skipped by partition summaries
-  int64_t manifests_cached = 0;  ///< of the others, parsed by an earlier plan (not read)
-  int64_t data_files_total = 0;  ///< live data files in the snapshot
-  int64_t data_files_pruned_by_partition = 0;
-  int64_t data_files_pruned_by_bounds = 0;
-  int64_t delete_files = 0;      ///< live delete files considered
-  int64_t row_groups_total = 0;  ///< filled in by loads: row groups in the files read
-  int64_t row_groups_read = 0;   ///< of those, decoded (the others pruned by statistics)
-  double planning_ms = 0;
 };
 
 struct ScanPlan {

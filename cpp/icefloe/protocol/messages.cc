@@ -498,7 +498,18 @@ std::vector<MessageSpec> AllMessageSpecs() {
           EvictReply::Spec(),
           SliceMapReply::Spec(),
           OkReply::Spec(),
-          StatusReply::Spec()};
+          StatusReply::Spec(),
+          ScanMetricsSpec(),
+          RefreshSummary::Spec(),
+          FileRun::Spec(),
+          NodeSlices::Spec(),
+          ClusterNode::Spec(),
+          JobStatus::Spec(),
+          RetiredCopyReply::Spec(),
+          RecentLoad::Spec(),
+          FollowedDataset::Spec(),
+          FollowStatus::Spec(),
+          EpochShapeReply::Spec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
@@ -532,6 +543,22 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "slice_map reply") return SliceMapReply::Parse(body).status();
   if (message == "ok reply") return OkReply::Parse(body).status();
   if (message == "status reply") return StatusReply::Parse(body).status();
+  if (message == "epoch shape") return EpochShapeReply::Parse(body).status();
+  // The typed parts of replies, each alone.
+  auto part = [&](auto from_json) -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, message));
+    return from_json(j, std::string(message)).status();
+  };
+  if (message == "scan metrics") return part(ScanMetricsFromJson);
+  if (message == "refresh summary") return part(RefreshSummary::FromJson);
+  if (message == "file run") return part(FileRun::FromJson);
+  if (message == "node slices") return part(NodeSlices::FromJson);
+  if (message == "cluster node") return part(ClusterNode::FromJson);
+  if (message == "job status") return part(JobStatus::FromJson);
+  if (message == "retired copy") return part(RetiredCopyReply::FromJson);
+  if (message == "recent load") return part(RecentLoad::FromJson);
+  if (message == "followed dataset") return part(FollowedDataset::FromJson);
+  if (message == "follow status") return part(FollowStatus::FromJson);
   return arrow::Status::NotImplemented("no message '", message, "'");
 }
 

@@ -198,13 +198,14 @@ DatasetDescription SampleDescription() {
   d.rows = 10;
   d.bytes = 800;
   d.load_seconds = 0.25;
-  d.scan = {{"manifests_total", 1}};
+  d.scan.manifests_total = 1;
+  d.scan.planning_ms = 2.5;
   d.transform = {{"keep", {"a"}}};
   d.model_sha256 = {std::string(64, 'a')};
   d.schema = "c2NoZW1h";
-  d.refresh = {{"reused_files", 1}};
+  d.refresh = RefreshSummary{6, std::nullopt, 1, 2, 0, 10, 20, 0, 1, 0};
   d.heal_seconds = 1.5;
-  d.files = json::array({{{"path", "p"}, {"start", 0}, {"rows", 10}}});
+  d.files = std::vector<FileRun>{{"p", 0, 10}};
   d.slices = std::vector<ReplySlice>{{0, 10, {"grpc://a:1"}}, {10, 10, {}}};
   return d;
 }
@@ -221,9 +222,22 @@ std::vector<std::pair<std::string, json>> SampleReplies() {
   SliceMapReply slice_map{"d", "d", 7, "ready", 10, "c2NoZW1h", {{0, 10, {"grpc://a:1"}}}, "Z3I="};
   StatusReply status;
   status.datasets = {SampleDescription(), loading};
-  status.datasets[0].slices_per_node = {{"grpc://a:1", 1}};
+  status.datasets[0].slices_per_node = std::vector<NodeSlices>{{"grpc://a:1", 1}};
   status.loads = {progress};
   status.ready = true;
+  status.nodes = {{"grpc://a:1", "alive", 1 << 20, 1 << 10, 0.5, "", "", json::array()},
+                  {"grpc://b:1", "unknown", 0, 0, std::nullopt, "", "", json::array()}};
+  status.jobs = {{"j", {"d"}, {"grpc://a:1"}, 2, 2, 0.25, 1000, 1, 0.5, 0.1, 100, 10, 1, 4}};
+  status.retired = {{"d", 6, 7, 800, 1.5, 0.5}};
+  status.recent_loads = {{"d", "ready", 10, 800, 0.25, "", 3}};
+  FollowedDataset followed;
+  followed.name = "d";
+  followed.state = "following";
+  followed.followed = true;
+  followed.snapshot_id = -5;  // snapshot ids are any int64
+  followed.lag_s = 0.5;
+  status.follow = {30, {followed}};
+  EpochShapeReply shape{10, 2, "window", 3, 3, 9, 3, 3, 1, 0, 0, 0, 7, 4, 128};
   return {{"dataset description", SampleDescription().ToJson()},
           {"dataset description", loading.ToJson()},
           {"load progress", progress.ToJson()},
@@ -232,6 +246,7 @@ std::vector<std::pair<std::string, json>> SampleReplies() {
           {"slice_map reply", slice_map.ToJson()},
           {"ok reply", OkReply{}.ToJson()},
           {"status reply", status.ToJson()},
+          {"epoch shape", shape.ToJson()},
           {"slice", ReplySlice{3, 5, {"grpc://a:1"}}.ToJson()}};
 }
 

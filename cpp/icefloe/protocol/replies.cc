@@ -23,6 +23,153 @@ constexpr FieldSpec Text(std::string_view name, bool required) {
   return Str(name, required, Values(0, kMaxBodyBytes));
 }
 const FieldSpec kName = Str("name", kRequired, Values(1, 1024));
+constexpr Bounds kAnyInt64 = Values(std::numeric_limits<int64_t>::min(), kInt64Max);
+constexpr Bounds kLocation = Values(1, 4096);
+constexpr FieldSpec Seconds(std::string_view name, bool required = kRequired) {
+  return Num(name, required, Values(0, kU64Max));
+}
+// A count a producer may leave out (the catalog record's scan metrics).
+constexpr FieldSpec OptionalCount(std::string_view name) {
+  return Int(name, kOptional, Values(0, kInt64Max));
+}
+
+using iceberg::ScanMetrics;
+const Field<ScanMetrics> kScanFields[] = {
+    {OptionalCount("manifests_total"), &ScanMetrics::manifests_total},
+    {OptionalCount("manifests_pruned"), &ScanMetrics::manifests_pruned},
+    {OptionalCount("manifests_cached"), &ScanMetrics::manifests_cached},
+    {OptionalCount("data_files_total"), &ScanMetrics::data_files_total},
+    {OptionalCount("data_files_pruned_by_partition"), &ScanMetrics::data_files_pruned_by_partition},
+    {OptionalCount("data_files_pruned_by_bounds"), &ScanMetrics::data_files_pruned_by_bounds},
+    {OptionalCount("delete_files"), &ScanMetrics::delete_files},
+    {OptionalCount("row_groups_total"), &ScanMetrics::row_groups_total},
+    {OptionalCount("row_groups_read"), &ScanMetrics::row_groups_read},
+    {Seconds("planning_ms", kOptional), &ScanMetrics::planning_ms},
+};
+
+const Field<RefreshSummary> kRefreshFields[] = {
+    {Uint("from_generation", kRequired, Values(0, kU64Max)), &RefreshSummary::from_generation},
+    {Int("from_snapshot_id", kOptional, kAnyInt64), &RefreshSummary::from_snapshot_id},
+    {Count("tasks_reused"), &RefreshSummary::tasks_reused},
+    {Count("tasks_read"), &RefreshSummary::tasks_read},
+    {Count("tasks_dropped"), &RefreshSummary::tasks_dropped},
+    {Count("rows_reused"), &RefreshSummary::rows_reused},
+    {Count("rows_read"), &RefreshSummary::rows_read},
+    {Count("rows_dropped"), &RefreshSummary::rows_dropped},
+    {Count("files_added"), &RefreshSummary::files_added},
+    {Count("files_removed"), &RefreshSummary::files_removed},
+};
+
+const Field<FileRun> kFileRunFields[] = {
+    {Str("path", kRequired, Values(1, 65536)), &FileRun::path},
+    {Int("start", kRequired, Values(0, kMaxRows)), &FileRun::start},
+    {Int("rows", kRequired, Values(0, kMaxRows)), &FileRun::rows},
+};
+
+const Field<NodeSlices> kNodeSlicesFields[] = {
+    {Str("node", kRequired, kLocation), &NodeSlices::node},
+    {Count("slices"), &NodeSlices::slices},
+};
+
+constexpr std::string_view kNodeStates[] = {"alive", "dead", "unknown"};
+const Field<ClusterNode> kNodeFields[] = {
+    {Str("location", kRequired, kLocation), &ClusterNode::location},
+    {Str("state", kRequired, Values(1, 16), kNodeStates), &ClusterNode::state},
+    {Count("memory_limit_bytes"), &ClusterNode::memory_limit_bytes},
+    {Count("memory_used_bytes"), &ClusterNode::memory_used_bytes},
+    {Seconds("last_heartbeat_s", kOptional), &ClusterNode::last_heartbeat_s},
+    {Seconds("last_seen_s", kOptional), &ClusterNode::last_heartbeat_s},
+    {Text("error", kRequired), &ClusterNode::error},
+    {Text("refused", kRequired), &ClusterNode::refused},
+};
+// NodeDatasetInfo::ToJson's objects; their `ranges` are [start, stop] pairs.
+const FieldSpec kNodeDatasets = ObjectList("datasets", kRequired, Values(0, kMaxItems));
+
+const Field<JobStatus> kJobFields[] = {
+    {Str("job", kRequired, Values(1, 1024)), &JobStatus::job},
+    {ListOf(FieldType::kStringList, "datasets", kRequired, Values(1, 1024), Values(0, 65536)),
+     &JobStatus::datasets},
+    {ListOf(FieldType::kStringList, "nodes", kRequired, kLocation, Values(0, 65536)),
+     &JobStatus::nodes},
+    {Count("consumers"), &JobStatus::consumers},
+    {Count("ranks"), &JobStatus::ranks},
+    {Num("stall_ratio", kRequired, Values(0, 1)), &JobStatus::stall_ratio},
+    {Seconds("rows_per_s"), &JobStatus::rows_per_s},
+    {Count("worst_rank"), &JobStatus::worst_rank},
+    {Num("worst_rank_stall_ratio", kRequired, Values(0, 1)), &JobStatus::worst_rank_stall_ratio},
+    {Seconds("last_report_age_s"), &JobStatus::last_report_age_s},
+    {Uint("rows_total", kRequired, Values(0, kU64Max)), &JobStatus::rows_total},
+    {Uint("batches_total", kRequired, Values(0, kU64Max)), &JobStatus::batches_total},
+    {Seconds("wait_s_total"), &JobStatus::wait_s_total},
+    {Seconds("elapsed_s_total"), &JobStatus::elapsed_s_total},
+};
+
+const Field<RetiredCopyReply> kRetiredFields[] = {
+    {kName, &RetiredCopyReply::name},
+    {Uint("generation", kRequired, Values(0, kU64Max)), &RetiredCopyReply::generation},
+    {Uint("replaced_by", kRequired, Values(0, kU64Max)), &RetiredCopyReply::replaced_by},
+    {Count("bytes"), &RetiredCopyReply::bytes},
+    {Seconds("age_s"), &RetiredCopyReply::age_s},
+    {Seconds("idle_s"), &RetiredCopyReply::idle_s},
+};
+
+const Field<RecentLoad> kRecentFields[] = {
+    {kName, &RecentLoad::name},
+    {Str("state", kRequired, Values(1, 16), kDatasetStates), &RecentLoad::state},
+    {Count("rows"), &RecentLoad::rows},
+    {Count("bytes"), &RecentLoad::bytes},
+    {Seconds("load_seconds"), &RecentLoad::load_seconds},
+    {Text("error", kRequired), &RecentLoad::error},
+    {Seconds("finished_s_ago"), &RecentLoad::finished_s_ago},
+};
+
+const Field<FollowedDataset> kFollowedFields[] = {
+    {kName, &FollowedDataset::name},
+    {Str("source", kRequired, Values(0, 65536)), &FollowedDataset::source},
+    {Str("ref", kOptional, Values(1, 1024)), &FollowedDataset::ref},
+    {Flag("followed", kRequired), &FollowedDataset::followed},
+    {Text("why_not", kRequired), &FollowedDataset::why_not},
+    {Str("state", kRequired, Values(1, 64)), &FollowedDataset::state},
+    {Int("snapshot_id", kOptional, kAnyInt64), &FollowedDataset::snapshot_id},
+    {Int("table_snapshot_id", kOptional, kAnyInt64), &FollowedDataset::table_snapshot_id},
+    {Str("metadata_location", kRequired, Values(0, 65536)), &FollowedDataset::metadata_location},
+    {Seconds("last_check_unix_s", kOptional), &FollowedDataset::last_check_unix_s},
+    {Seconds("last_check_s_ago", kOptional), &FollowedDataset::last_check_s_ago},
+    {Seconds("last_refresh_unix_s", kOptional), &FollowedDataset::last_refresh_unix_s},
+    {Seconds("last_refresh_s_ago", kOptional), &FollowedDataset::last_refresh_s_ago},
+    {Seconds("lag_s", kOptional), &FollowedDataset::lag_s},
+    {Int("refreshed_to", kOptional, kAnyInt64), &FollowedDataset::refreshed_to},
+    {Count("checks"), &FollowedDataset::checks},
+    {Count("refreshes"), &FollowedDataset::refreshes},
+    {Count("errors"), &FollowedDataset::errors},
+    {Text("last_error", kRequired), &FollowedDataset::last_error},
+    {Seconds("last_error_s_ago", kOptional), &FollowedDataset::last_error_s_ago},
+};
+
+const Field<FollowStatus> kFollowFields[] = {
+    {Seconds("period_s"), &FollowStatus::period_s},
+};
+const FieldSpec kFollowDatasets =
+    ObjectList("datasets", kRequired, Values(0, kMaxItems), "followed dataset");
+
+constexpr std::string_view kShuffles[] = {"window", "none", "block", "sample"};
+const Field<EpochShapeReply> kShapeFields[] = {
+    {Count("num_rows"), &EpochShapeReply::num_rows},
+    {Int("order_version", kRequired, Values(1, 255)), &EpochShapeReply::order_version},
+    {Str("shuffle", kRequired, Values(1, 16), kShuffles), &EpochShapeReply::shuffle},
+    {Uint("steps", kRequired, Values(0, kMaxRows)), &EpochShapeReply::steps},
+    {Uint("worker_batches", kRequired, Values(0, kMaxRows)), &EpochShapeReply::worker_batches},
+    {Uint("worker_rows", kRequired, Values(0, kMaxRows)), &EpochShapeReply::worker_rows},
+    {Uint("batch_size", kRequired, Values(1, kMaxRows)), &EpochShapeReply::batch_size},
+    {Uint("last_batch_size", kRequired, Values(0, kMaxRows)), &EpochShapeReply::last_batch_size},
+    {Uint("dropped_rows", kRequired, Values(0, kMaxRows)), &EpochShapeReply::dropped_rows},
+    {Uint("padded_rows", kRequired, Values(0, kMaxRows)), &EpochShapeReply::padded_rows},
+    {Uint("start", kRequired, Values(0, kMaxRows)), &EpochShapeReply::start},
+    {Uint("first_batch", kRequired, Values(0, kMaxRows)), &EpochShapeReply::first_batch},
+    {Uint("generation", kRequired, Values(0, kU64Max)), &EpochShapeReply::generation},
+    {Uint("block_rows", kRequired, Values(0, kMaxRows)), &EpochShapeReply::block_rows},
+    {Uint("window_blocks", kRequired, Values(0, kMaxRows)), &EpochShapeReply::window_blocks},
+};
 
 const Field<ReplySlice> kSliceFields[] = {
     {Uint("start", kRequired, Values(0, kMaxRows)), &ReplySlice::start},
@@ -62,12 +209,14 @@ const Field<DatasetDescription> kDescriptionFields[] = {
     {Num("heal_seconds", kOptional, Values(0, kU64Max)), &DatasetDescription::heal_seconds},
     {Text("heal_error", kOptional), &DatasetDescription::heal_error},
 };
-const FieldSpec kDescriptionScan = ObjectField("scan", kRequired);
+const FieldSpec kDescriptionScan = ObjectField("scan", kRequired, "scan metrics");
 const FieldSpec kDescriptionTransform = ObjectField("transform", kOptional);
-const FieldSpec kDescriptionRefresh = ObjectField("refresh", kOptional);
-const FieldSpec kDescriptionFiles = ObjectList("files", kOptional, Values(0, kMaxItems));
+const FieldSpec kDescriptionRefresh = ObjectField("refresh", kOptional, "refresh summary");
+const FieldSpec kDescriptionFiles =
+    ObjectList("files", kOptional, Values(0, kMaxItems), "file run");
 const FieldSpec kDescriptionSlices = ObjectList("slices", kOptional, Values(0, kMaxItems), "slice");
-const FieldSpec kSlicesPerNode = ObjectField("slices_per_node", kOptional);
+const FieldSpec kSlicesPerNode =
+    ObjectList("slices_per_node", kOptional, Values(0, kMaxItems), "node slices");
 
 const Field<LoadProgressReply> kProgressFields[] = {
     {Str("state", kRequired, Values(1, 16), kLoading), &LoadProgressReply::state},
@@ -108,15 +257,17 @@ const Field<StatusReply> kStatusFields[] = {
     {Flag("recovering", kRequired), &StatusReply::recovering},
     {Str("default_dataset", kRequired, Values(0, 1024)), &StatusReply::default_dataset},
 };
-const FieldSpec kStatusNodes = ObjectList("nodes", kRequired, Values(0, kMaxItems));
+const FieldSpec kStatusNodes = ObjectList("nodes", kRequired, Values(0, kMaxItems), "cluster node");
 const FieldSpec kStatusDatasets =
     ObjectList("datasets", kRequired, Values(0, kMaxItems), "dataset description");
-const FieldSpec kStatusRetired = ObjectList("retired", kRequired, Values(0, kMaxItems));
+const FieldSpec kStatusRetired =
+    ObjectList("retired", kRequired, Values(0, kMaxItems), "retired copy");
 const FieldSpec kStatusLoads =
     ObjectList("loads", kRequired, Values(0, kMaxItems), "load progress");
-const FieldSpec kStatusRecentLoads = ObjectList("recent_loads", kRequired, Values(0, kMaxItems));
-const FieldSpec kStatusJobs = ObjectList("jobs", kRequired, Values(0, kMaxItems));
-const FieldSpec kStatusFollow = ObjectField("follow", kRequired);
+const FieldSpec kStatusRecentLoads =
+    ObjectList("recent_loads", kRequired, Values(0, kMaxItems), "recent load");
+const FieldSpec kStatusJobs = ObjectList("jobs", kRequired, Values(0, kMaxItems), "job status");
+const FieldSpec kStatusFollow = ObjectField("follow", kRequired, "follow status");
 
 template <typename M>
 json Write(std::span<const Field<M>> table, const M& m) {
@@ -167,17 +318,41 @@ arrow::Result<std::vector<T>> ReadEach(const JsonFields& in, const FieldSpec& sp
   return out;
 }
 
-json ToJsonList(const std::vector<ReplySlice>& slices) {
+// One nested message read by its table (`what` names it in errors).
+template <typename M>
+arrow::Result<M> ReadMessage(const json& j, std::string what, std::span<const Field<M>> table) {
+  M m;
+  ARROW_RETURN_NOT_OK(ReadFields<M>(JsonFields(j, std::move(what)), table, &m));
+  return m;
+}
+
+template <typename T>
+json ToJsonList(const std::vector<T>& items) {
   json out = json::array();
-  for (const auto& s : slices) out.push_back(s.ToJson());
+  for (const auto& x : items) out.push_back(x.ToJson());
   return out;
 }
 
+// The field's list of objects, each read by `read`; absent (optional): nullopt.
+template <typename T, typename Fn>
+arrow::Result<std::optional<std::vector<T>>> ReadOptionalList(const JsonFields& in,
+                                                              const FieldSpec& spec, Fn read) {
+  ARROW_ASSIGN_OR_RAISE(json list, ReadObjectList(in, spec));
+  if (list.is_null()) return std::nullopt;
+  return ReadEach<T>(in, spec, list, read);
+}
+
+// The field's object read by `read`; absent (optional): nullopt.
+template <typename T, typename Fn>
+arrow::Result<std::optional<T>> ReadOptionalObject(const JsonFields& in, const FieldSpec& spec,
+                                                   Fn read) {
+  ARROW_ASSIGN_OR_RAISE(json object, ReadObject(in, spec));
+  if (object.is_null()) return std::nullopt;
+  return read(object, in.what() + " '" + std::string(spec.name) + "'");
+}
+
 arrow::Result<LoadProgressReply> ProgressFromJson(const json& j, std::string what) {
-  LoadProgressReply p;
-  ARROW_RETURN_NOT_OK(
-      ReadFields<LoadProgressReply>(JsonFields(j, std::move(what)), kProgressFields, &p));
-  return p;
+  return ReadMessage<LoadProgressReply>(j, std::move(what), kProgressFields);
 }
 
 }  // namespace
@@ -202,16 +377,16 @@ MessageSpec ReplySlice::Spec() { return SpecOf<ReplySlice>("slice", kSliceFields
 
 json DatasetDescription::ToJson() const {
   json j = Write<DatasetDescription>(kDescriptionFields, *this);
-  j["scan"] = scan;
+  j["scan"] = ScanMetricsToJson(scan);
   if (transform.is_null()) {
     j.erase("model_sha256");  // no transform, no models
   } else {
     j["transform"] = transform;
   }
-  if (!refresh.is_null()) j["refresh"] = refresh;
-  if (!files.is_null()) j["files"] = files;
+  if (refresh) j["refresh"] = refresh->ToJson();
+  if (files) j["files"] = ToJsonList(*files);
   if (slices) j["slices"] = ToJsonList(*slices);
-  if (!slices_per_node.is_null()) j["slices_per_node"] = slices_per_node;
+  if (slices_per_node) j["slices_per_node"] = ToJsonList(*slices_per_node);
   return j;
 }
 
@@ -219,16 +394,24 @@ arrow::Result<DatasetDescription> DatasetDescription::FromJson(const json& j, st
   JsonFields in(j, std::move(what));
   DatasetDescription d;
   ARROW_RETURN_NOT_OK(ReadFields<DatasetDescription>(in, kDescriptionFields, &d));
-  ARROW_ASSIGN_OR_RAISE(d.scan, ReadObject(in, kDescriptionScan));
+  ARROW_ASSIGN_OR_RAISE(auto scan,
+                        ReadOptionalObject<ScanMetrics>(in, kDescriptionScan, ScanMetricsFromJson));
+  d.scan = *scan;  // required: present
   ARROW_ASSIGN_OR_RAISE(d.transform, ReadObject(in, kDescriptionTransform));
-  ARROW_ASSIGN_OR_RAISE(d.refresh, ReadObject(in, kDescriptionRefresh));
-  ARROW_ASSIGN_OR_RAISE(d.files, ReadObjectList(in, kDescriptionFiles));
-  ARROW_ASSIGN_OR_RAISE(json slices, ReadObjectList(in, kDescriptionSlices));
-  if (!slices.is_null()) {
-    ARROW_ASSIGN_OR_RAISE(
-        d.slices, ReadEach<ReplySlice>(in, kDescriptionSlices, slices, ReplySlice::FromJson));
+  if (!d.transform.is_null()) {
+    auto transform = TransformSpec::FromJson(d.transform);
+    if (!transform.ok()) {
+      return arrow::Status::Invalid(in.what(), " 'transform': ", transform.status().message());
+    }
   }
-  ARROW_ASSIGN_OR_RAISE(d.slices_per_node, ReadObject(in, kSlicesPerNode));
+  ARROW_ASSIGN_OR_RAISE(d.refresh, ReadOptionalObject<RefreshSummary>(in, kDescriptionRefresh,
+                                                                      RefreshSummary::FromJson));
+  ARROW_ASSIGN_OR_RAISE(d.files,
+                        ReadOptionalList<FileRun>(in, kDescriptionFiles, FileRun::FromJson));
+  ARROW_ASSIGN_OR_RAISE(d.slices,
+                        ReadOptionalList<ReplySlice>(in, kDescriptionSlices, ReplySlice::FromJson));
+  ARROW_ASSIGN_OR_RAISE(d.slices_per_node,
+                        ReadOptionalList<NodeSlices>(in, kSlicesPerNode, NodeSlices::FromJson));
   return d;
 }
 
@@ -300,16 +483,13 @@ MessageSpec SliceMapReply::Spec() {
 
 json StatusReply::ToJson() const {
   json j = Write<StatusReply>(kStatusFields, *this);
-  json datasets = json::array(), loads = json::array();
-  for (const auto& d : this->datasets) datasets.push_back(d.ToJson());
-  for (const auto& l : this->loads) loads.push_back(l.ToJson());
-  j["nodes"] = nodes;
-  j["datasets"] = std::move(datasets);
-  j["retired"] = retired;
-  j["loads"] = std::move(loads);
-  j["recent_loads"] = recent_loads;
-  j["jobs"] = jobs;
-  j["follow"] = follow;
+  j["nodes"] = ToJsonList(nodes);
+  j["datasets"] = ToJsonList(datasets);
+  j["retired"] = ToJsonList(retired);
+  j["loads"] = ToJsonList(loads);
+  j["recent_loads"] = ToJsonList(recent_loads);
+  j["jobs"] = ToJsonList(jobs);
+  j["follow"] = follow.ToJson();
   return j;
 }
 
@@ -318,17 +498,28 @@ arrow::Result<StatusReply> StatusReply::Parse(std::string_view body) {
   JsonFields in(j, "status reply");
   StatusReply r;
   ARROW_RETURN_NOT_OK(ReadFields<StatusReply>(in, kStatusFields, &r));
-  ARROW_ASSIGN_OR_RAISE(r.nodes, ReadObjectList(in, kStatusNodes));
-  ARROW_ASSIGN_OR_RAISE(json datasets, ReadObjectList(in, kStatusDatasets));
-  ARROW_ASSIGN_OR_RAISE(r.datasets, ReadEach<DatasetDescription>(in, kStatusDatasets, datasets,
-                                                                 DatasetDescription::FromJson));
-  ARROW_ASSIGN_OR_RAISE(r.retired, ReadObjectList(in, kStatusRetired));
-  ARROW_ASSIGN_OR_RAISE(json loads, ReadObjectList(in, kStatusLoads));
-  ARROW_ASSIGN_OR_RAISE(r.loads,
-                        ReadEach<LoadProgressReply>(in, kStatusLoads, loads, ProgressFromJson));
-  ARROW_ASSIGN_OR_RAISE(r.recent_loads, ReadObjectList(in, kStatusRecentLoads));
-  ARROW_ASSIGN_OR_RAISE(r.jobs, ReadObjectList(in, kStatusJobs));
-  ARROW_ASSIGN_OR_RAISE(r.follow, ReadObject(in, kStatusFollow));
+  // Every list and object here is required: present.
+  ARROW_ASSIGN_OR_RAISE(auto nodes,
+                        ReadOptionalList<ClusterNode>(in, kStatusNodes, ClusterNode::FromJson));
+  ARROW_ASSIGN_OR_RAISE(auto datasets, ReadOptionalList<DatasetDescription>(
+                                           in, kStatusDatasets, DatasetDescription::FromJson));
+  ARROW_ASSIGN_OR_RAISE(auto retired, ReadOptionalList<RetiredCopyReply>(
+                                          in, kStatusRetired, RetiredCopyReply::FromJson));
+  ARROW_ASSIGN_OR_RAISE(auto loads,
+                        ReadOptionalList<LoadProgressReply>(in, kStatusLoads, ProgressFromJson));
+  ARROW_ASSIGN_OR_RAISE(auto recent,
+                        ReadOptionalList<RecentLoad>(in, kStatusRecentLoads, RecentLoad::FromJson));
+  ARROW_ASSIGN_OR_RAISE(auto jobs,
+                        ReadOptionalList<JobStatus>(in, kStatusJobs, JobStatus::FromJson));
+  ARROW_ASSIGN_OR_RAISE(
+      auto follow, ReadOptionalObject<FollowStatus>(in, kStatusFollow, FollowStatus::FromJson));
+  r.nodes = std::move(*nodes);
+  r.datasets = std::move(*datasets);
+  r.retired = std::move(*retired);
+  r.loads = std::move(*loads);
+  r.recent_loads = std::move(*recent);
+  r.jobs = std::move(*jobs);
+  r.follow = std::move(*follow);
   return r;
 }
 
@@ -337,5 +528,103 @@ MessageSpec StatusReply::Spec() {
                              {kStatusNodes, kStatusDatasets, kStatusRetired, kStatusLoads,
                               kStatusRecentLoads, kStatusJobs, kStatusFollow});
 }
+
+// --- The typed parts ---------------------------------------------------------
+
+json ScanMetricsToJson(const ScanMetrics& scan) { return Write<ScanMetrics>(kScanFields, scan); }
+
+arrow::Result<ScanMetrics> ScanMetricsFromJson(const json& j, std::string what) {
+  return ReadMessage<ScanMetrics>(j, std::move(what), kScanFields);
+}
+
+MessageSpec ScanMetricsSpec() { return SpecOf<ScanMetrics>("scan metrics", kScanFields); }
+
+json RefreshSummary::ToJson() const { return Write<RefreshSummary>(kRefreshFields, *this); }
+arrow::Result<RefreshSummary> RefreshSummary::FromJson(const json& j, std::string what) {
+  return ReadMessage<RefreshSummary>(j, std::move(what), kRefreshFields);
+}
+MessageSpec RefreshSummary::Spec() {
+  return SpecOf<RefreshSummary>("refresh summary", kRefreshFields);
+}
+
+json FileRun::ToJson() const { return Write<FileRun>(kFileRunFields, *this); }
+arrow::Result<FileRun> FileRun::FromJson(const json& j, std::string what) {
+  return ReadMessage<FileRun>(j, std::move(what), kFileRunFields);
+}
+MessageSpec FileRun::Spec() { return SpecOf<FileRun>("file run", kFileRunFields); }
+
+json NodeSlices::ToJson() const { return Write<NodeSlices>(kNodeSlicesFields, *this); }
+arrow::Result<NodeSlices> NodeSlices::FromJson(const json& j, std::string what) {
+  return ReadMessage<NodeSlices>(j, std::move(what), kNodeSlicesFields);
+}
+MessageSpec NodeSlices::Spec() { return SpecOf<NodeSlices>("node slices", kNodeSlicesFields); }
+
+json ClusterNode::ToJson() const {
+  json j = Write<ClusterNode>(kNodeFields, *this);
+  j["datasets"] = datasets;
+  return j;
+}
+arrow::Result<ClusterNode> ClusterNode::FromJson(const json& j, std::string what) {
+  JsonFields in(j, std::move(what));
+  ClusterNode n;
+  ARROW_RETURN_NOT_OK(ReadFields<ClusterNode>(in, kNodeFields, &n));
+  ARROW_ASSIGN_OR_RAISE(n.datasets, ReadObjectList(in, kNodeDatasets));
+  return n;
+}
+MessageSpec ClusterNode::Spec() {
+  return SpecOf<ClusterNode>("cluster node", kNodeFields, {kNodeDatasets});
+}
+
+json JobStatus::ToJson() const { return Write<JobStatus>(kJobFields, *this); }
+arrow::Result<JobStatus> JobStatus::FromJson(const json& j, std::string what) {
+  return ReadMessage<JobStatus>(j, std::move(what), kJobFields);
+}
+MessageSpec JobStatus::Spec() { return SpecOf<JobStatus>("job status", kJobFields); }
+
+json RetiredCopyReply::ToJson() const { return Write<RetiredCopyReply>(kRetiredFields, *this); }
+arrow::Result<RetiredCopyReply> RetiredCopyReply::FromJson(const json& j, std::string what) {
+  return ReadMessage<RetiredCopyReply>(j, std::move(what), kRetiredFields);
+}
+MessageSpec RetiredCopyReply::Spec() {
+  return SpecOf<RetiredCopyReply>("retired copy", kRetiredFields);
+}
+
+json RecentLoad::ToJson() const { return Write<RecentLoad>(kRecentFields, *this); }
+arrow::Result<RecentLoad> RecentLoad::FromJson(const json& j, std::string what) {
+  return ReadMessage<RecentLoad>(j, std::move(what), kRecentFields);
+}
+MessageSpec RecentLoad::Spec() { return SpecOf<RecentLoad>("recent load", kRecentFields); }
+
+json FollowedDataset::ToJson() const { return Write<FollowedDataset>(kFollowedFields, *this); }
+arrow::Result<FollowedDataset> FollowedDataset::FromJson(const json& j, std::string what) {
+  return ReadMessage<FollowedDataset>(j, std::move(what), kFollowedFields);
+}
+MessageSpec FollowedDataset::Spec() {
+  return SpecOf<FollowedDataset>("followed dataset", kFollowedFields);
+}
+
+json FollowStatus::ToJson() const {
+  json j = Write<FollowStatus>(kFollowFields, *this);
+  j["datasets"] = ToJsonList(datasets);
+  return j;
+}
+arrow::Result<FollowStatus> FollowStatus::FromJson(const json& j, std::string what) {
+  JsonFields in(j, std::move(what));
+  FollowStatus f;
+  ARROW_RETURN_NOT_OK(ReadFields<FollowStatus>(in, kFollowFields, &f));
+  ARROW_ASSIGN_OR_RAISE(auto datasets, ReadOptionalList<FollowedDataset>(
+                                           in, kFollowDatasets, FollowedDataset::FromJson));
+  f.datasets = std::move(*datasets);  // required: present
+  return f;
+}
+MessageSpec FollowStatus::Spec() {
+  return SpecOf<FollowStatus>("follow status", kFollowFields, {kFollowDatasets});
+}
+
+json EpochShapeReply::ToJson() const { return Write<EpochShapeReply>(kShapeFields, *this); }
+arrow::Result<EpochShapeReply> EpochShapeReply::Parse(std::string_view body) {
+  return Read<EpochShapeReply>(body, "epoch shape", kShapeFields);
+}
+MessageSpec EpochShapeReply::Spec() { return SpecOf<EpochShapeReply>("epoch shape", kShapeFields); }
 
 }  // namespace icefloe

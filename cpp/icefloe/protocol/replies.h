@@ -4,9 +4,11 @@
 // the reply and field) and describes it (Spec, so the Python client checks
 // every reply it decodes against the same list).
 //
-// Parts whose schema is large or owned elsewhere (a description's scan
-// metrics and file runs, status's nodes, loads and jobs) are objects here:
-// checked to be objects (or lists of them), not field by field.
+// Every nested part is typed too (a description's scan, refresh and files,
+// status's nodes, jobs and follower), so Python checks a reply all the way
+// down against the same lists. Two parts stay objects checked by their own
+// parsers: a description's `transform` (TransformSpec) and each node's
+// `datasets` (NodeDatasetInfo, whose `ranges` are pairs).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <arrow/result.h>
 #include <nlohmann/json.hpp>
 
+#include "icefloe/iceberg/scan_metrics.h"
 #include "icefloe/protocol/actions.h"
 #include "icefloe/protocol/fields.h"
 
@@ -33,6 +36,57 @@ struct ReplySlice {
   bool operator==(const ReplySlice&) const = default;
   nlohmann::json ToJson() const;
   static arrow::Result<ReplySlice> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// A load's scan metrics (iceberg/scan_metrics.h), as a description's `scan`
+/// and the head's catalog record carry them; absent fields read as 0.
+nlohmann::json ScanMetricsToJson(const iceberg::ScanMetrics& scan);
+arrow::Result<iceberg::ScanMetrics> ScanMetricsFromJson(const nlohmann::json& j, std::string what);
+MessageSpec ScanMetricsSpec();
+
+/// What a refresh reused, read and dropped against the copy it replaced: a
+/// description's `refresh` (docs/protocol.md, "Refresh").
+struct RefreshSummary {
+  uint64_t from_generation = 0;
+  std::optional<int64_t> from_snapshot_id;  ///< absent: the old copy had no snapshot
+  int64_t tasks_reused = 0;
+  int64_t tasks_read = 0;
+  int64_t tasks_dropped = 0;
+  int64_t rows_reused = 0;
+  int64_t rows_read = 0;
+  int64_t rows_dropped = 0;
+  int64_t files_added = 0;
+  int64_t files_removed = 0;
+
+  bool operator==(const RefreshSummary&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<RefreshSummary> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// One data file's rows in a copy, global rows `[start, start + rows)`: an
+/// item of describe's `files`.
+struct FileRun {
+  std::string path;
+  int64_t start = 0;
+  int64_t rows = 0;
+
+  bool operator==(const FileRun&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<FileRun> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// How many of a dataset's slices one node holds: an item of status's
+/// `slices_per_node`.
+struct NodeSlices {
+  std::string node;
+  int64_t slices = 0;
+
+  bool operator==(const NodeSlices&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<NodeSlices> FromJson(const nlohmann::json& j, std::string what);
   static MessageSpec Spec();
 };
 
@@ -56,24 +110,25 @@ struct DatasetDescription {
   int64_t estimated_bytes = 0;
   int64_t tasks = 0;
   double load_seconds = 0;
-  nlohmann::json scan = nlohmann::json::object();  ///< the scan's metrics
-  /// The load's transform; null: none (then `model_sha256` is not written).
+  iceberg::ScanMetrics scan;
+  /// The load's transform (a TransformSpec, checked on parse); null: none
+  /// (then `model_sha256` is not written).
   nlohmann::json transform;
   std::vector<std::string> model_sha256;
   std::optional<std::string> schema;       ///< base64 Arrow IPC of the cached columns
   std::optional<std::string> schema_text;  ///< the same, as text
   std::optional<std::string> error;
-  nlohmann::json refresh;  ///< a refresh's diff (an object); null after a full load
+  std::optional<RefreshSummary> refresh;  ///< absent after a full load
   int64_t slices_missing = 0;
   int64_t replicas_missing = 0;
   std::optional<double> heal_seconds;
   std::optional<std::string> heal_error;
-  /// describe: each data file's rows, {path, start, rows}; null: not sent.
-  nlohmann::json files;
+  /// describe: each data file's rows; absent: not sent.
+  std::optional<std::vector<FileRun>> files;
   /// describe: the slice map; absent: not sent.
   std::optional<std::vector<ReplySlice>> slices;
-  /// status: how many slices each node holds, {location: count}; null: not sent.
-  nlohmann::json slices_per_node;
+  /// status: how many slices each node holds; absent: not sent.
+  std::optional<std::vector<NodeSlices>> slices_per_node;
 
   nlohmann::json ToJson() const;
   static arrow::Result<DatasetDescription> FromJson(const nlohmann::json& j, std::string what);
@@ -140,18 +195,159 @@ struct OkReply {
   static MessageSpec Spec();
 };
 
+/// A data node as the head sees it: an item of status's `nodes`.
+struct ClusterNode {
+  std::string location;
+  std::string state;  ///< alive, dead or unknown
+  int64_t memory_limit_bytes = 0;
+  int64_t memory_used_bytes = 0;
+  /// Seconds since the head last heard from the node; absent: never. Both
+  /// names are sent (last_seen_s is the older one).
+  std::optional<double> last_heartbeat_s;
+  std::string error;    ///< the last heartbeat's error; empty: none
+  std::string refused;  ///< why the node refuses this head's node actions; empty: it does not
+  /// What the node holds (NodeDatasetInfo::ToJson, without the catalog record).
+  nlohmann::json datasets = nlohmann::json::array();
+
+  nlohmann::json ToJson() const;
+  static arrow::Result<ClusterNode> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// One training job's input stalls, from its consumers' job.report: an item
+/// of status's `jobs` (head/jobs.h).
+struct JobStatus {
+  std::string job;
+  std::vector<std::string> datasets;
+  std::vector<std::string> nodes;
+  int64_t consumers = 0;  ///< consumers that reported within the window
+  int64_t ranks = 0;      ///< distinct ranks among them
+  double stall_ratio = 0;
+  double rows_per_s = 0;
+  int64_t worst_rank = 0;
+  double worst_rank_stall_ratio = 0;
+  double last_report_age_s = 0;
+  uint64_t rows_total = 0;
+  uint64_t batches_total = 0;
+  double wait_s_total = 0;
+  double elapsed_s_total = 0;
+
+  bool operator==(const JobStatus&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<JobStatus> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// A copy a refresh replaced, kept for the epochs still reading it: an item
+/// of status's `retired`.
+struct RetiredCopyReply {
+  std::string name;
+  uint64_t generation = 0;
+  uint64_t replaced_by = 0;
+  int64_t bytes = 0;
+  double age_s = 0;
+  double idle_s = 0;
+
+  bool operator==(const RetiredCopyReply&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<RetiredCopyReply> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// A finished load: an item of status's `recent_loads`.
+struct RecentLoad {
+  std::string name;
+  std::string state;
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  double load_seconds = 0;
+  std::string error;  ///< empty: none
+  double finished_s_ago = 0;
+
+  bool operator==(const RecentLoad&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<RecentLoad> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// One dataset the follower (--follow) watches: an item of status's
+/// `follow.datasets`. Times are absent until the event first happens.
+struct FollowedDataset {
+  std::string name;
+  std::string source;
+  std::optional<std::string> ref;  ///< the branch or tag followed; absent: main
+  bool followed = false;
+  std::string why_not;  ///< why it is not followed; empty when it is
+  std::string state;
+  std::optional<int64_t> snapshot_id;        ///< of the cached copy
+  std::optional<int64_t> table_snapshot_id;  ///< the table's, at the last check
+  std::string metadata_location;
+  std::optional<double> last_check_unix_s;
+  std::optional<double> last_check_s_ago;
+  std::optional<double> last_refresh_unix_s;
+  std::optional<double> last_refresh_s_ago;
+  std::optional<double> lag_s;
+  std::optional<int64_t> refreshed_to;
+  int64_t checks = 0;
+  int64_t refreshes = 0;
+  int64_t errors = 0;
+  std::string last_error;
+  std::optional<double> last_error_s_ago;
+
+  bool operator==(const FollowedDataset&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<FollowedDataset> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// The follower: status's `follow` (period 0 and no datasets when off).
+struct FollowStatus {
+  double period_s = 0;
+  std::vector<FollowedDataset> datasets;
+
+  bool operator==(const FollowStatus&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<FollowStatus> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
+/// The shape of one consumer's epoch: the epoch FlightInfo's app_metadata
+/// (docs/epochs.md). Counts are of this consumer's share.
+struct EpochShapeReply {
+  int64_t num_rows = 0;       ///< the dataset's
+  int64_t order_version = 0;  ///< plan.h's kEpochOrderVersion
+  std::string shuffle;
+  uint64_t steps = 0;
+  uint64_t worker_batches = 0;
+  uint64_t worker_rows = 0;
+  uint64_t batch_size = 0;
+  uint64_t last_batch_size = 0;
+  uint64_t dropped_rows = 0;
+  uint64_t padded_rows = 0;
+  uint64_t start = 0;        ///< the resolved start position
+  uint64_t first_batch = 0;  ///< the first batch the endpoints send
+  uint64_t generation = 0;   ///< of the copy read (a failover must read the same)
+  uint64_t block_rows = 0;
+  uint64_t window_blocks = 0;
+
+  bool operator==(const EpochShapeReply&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<EpochShapeReply> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
 /// Reply to "status" (also the status page's and /status's data).
 struct StatusReply {
-  nlohmann::json nodes = nlohmann::json::array();  ///< one object per node
-  std::vector<DatasetDescription> datasets;        ///< with slices_per_node
-  nlohmann::json retired = nlohmann::json::array();
+  std::vector<ClusterNode> nodes;
+  std::vector<DatasetDescription> datasets;  ///< with slices_per_node
+  std::vector<RetiredCopyReply> retired;
   std::vector<LoadProgressReply> loads;
-  nlohmann::json recent_loads = nlohmann::json::array();
-  nlohmann::json jobs = nlohmann::json::array();
+  std::vector<RecentLoad> recent_loads;
+  std::vector<JobStatus> jobs;
   bool ready = false;
   std::string reason;  ///< why not ready; empty when ready
   bool recovering = false;
-  nlohmann::json follow = nlohmann::json::object();  ///< {period_s, datasets}
+  FollowStatus follow;
   std::string default_dataset;
 
   nlohmann::json ToJson() const;

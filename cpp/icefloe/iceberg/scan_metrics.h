@@ -1,0 +1,22 @@
+// What planning a scan did (a plain struct, so the protocol's replies and
+// the head's catalog record can carry it without the scan library).
+#pragma once
+
+#include <cstdint>
+
+namespace icefloe::iceberg {
+
+struct ScanMetrics {
+  int64_t manifests_total = 0;
+  int64_t manifests_pruned = 0;  ///< skipped by partition summaries
+  int64_t manifests_cached = 0;  ///< of the others, parsed by an earlier plan (not read)
+  int64_t data_files_total = 0;  ///< live data files in the snapshot
+  int64_t data_files_pruned_by_partition = 0;
+  int64_t data_files_pruned_by_bounds = 0;
+  int64_t delete_files = 0;      ///< live delete files considered
+  int64_t row_groups_total = 0;  ///< filled in by loads: row groups in the files read
+  int64_t row_groups_read = 0;   ///< of those, decoded (the others pruned by statistics)
+  double planning_ms = 0;
+};
+
+}  // namespace icefloe::iceberg
