@@ -84,17 +84,17 @@ def test_epochs_by_reference_equal_epochs_over_the_wire(table, tmp_path):
 
 def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_path,
                                                                    monkeypatch):
-    """Nodes name a window span's rows in their files; the client scatters
+    """Nodes name a window span's rows in their files; the client copies
     them from there into place in one native pass (the same batches as a
     reader over the wire gets), and no row crosses the wire."""
     from icefloe import _native
 
-    real = _native.scatter
+    real = _native.assemble
     from_files: list[bool] = []
 
-    def spy(span_rows, widths, out, pieces):
-        from_files.append(all(p.source is not None for p in pieces))
-        return real(span_rows, widths, out, pieces)
+    def spy(rows, schema, pieces, out, inverse=None):
+        from_files.append(all(p.source_runs for p in pieces))
+        return real(rows, schema, pieces, out, inverse)
 
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
@@ -104,7 +104,7 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
                 return pa.Table.from_batches(list(client.iter_epoch(
                     "t", batch_size=1000, shuffle="window", seed=9, epoch=3)))
 
-            monkeypatch.setattr(_native, "scatter", spy)
+            monkeypatch.setattr(_native, "assemble", spy)
             native = epoch(c)
             monkeypatch.undo()
             assert _served_bytes(cluster) == 0
@@ -138,7 +138,7 @@ def test_tensors_written_by_the_trainer_leave_the_cache_alone(table, tmp_path):
 
 
 def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monkeypatch):
-    """A batch by reference is a slice, or (window) one native scatter from
+    """A batch by reference is a slice, or (window) one native assembly from
     the files: no assembly thread to hand it over, whatever ``prefetch``
     asks; streams over the wire (sample epochs, or no shared memory) keep
     theirs."""

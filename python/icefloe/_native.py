@@ -2,64 +2,55 @@
 
 A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
 works beside any pyarrow): ``parse_piece`` reads a piece header with the
-nodes' own parser (protocol/piece.h), and ``scatter`` puts the pieces of a
-batch or window span in place in one pass (cpp/icefloe/client/scatter.h), and
-``group_rows`` groups a take's rows by the replica set holding them and writes
-their rows-ticket bodies with the head's own code (protocol/row_groups.h).
-The library ships in the package; importing icefloe without it is an error
-(ImportError naming the file), never a slower path.
-
-A span of 1 MiB or more is scattered by two threads, half the columns each
-(the caller's and one helper thread per process): reading rows from random
-places is memory latency, and a second core has its own misses in flight
-(the window shuffle by reference on the benchmark's 12M-row table: 0.58
-against 0.43 GB/s with one thread). ``ICEFLOE_SCATTER_THREADS=1`` keeps it
-to the caller's thread.
+nodes' own parser (protocol/piece.h); ``assemble`` builds a batch or window
+span from its pieces in one pass per column and hands it back through the
+Arrow C Data Interface (cpp/icefloe/client/assemble.h); ``group_rows`` groups
+a take's rows by the replica set holding them and writes their rows-ticket
+bodies with the head's own code (protocol/row_groups.h). The library ships in
+the package; importing icefloe without it is an error (ImportError naming the
+file), never a slower path.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 _LIB = Path(__file__).resolve().parent / "lib" / "libicefloe_client.so"
 
-OK, MALFORMED, OUTSIDE, TWICE, COUNT, NO_MEMORY, OUTSIDE_SOURCE = range(7)  # scatter.h
+# assemble.h's results.
+(OK, MALFORMED, OUTSIDE, TWICE, COUNT, NO_MEMORY, OUTSIDE_SOURCE, UNSUPPORTED,
+ BAD_OFFSETS) = range(9)
 
 
-class _Piece(ctypes.Structure):
-    _fields_ = [("positions", ctypes.c_void_p), ("runs", ctypes.c_void_p),
-                ("num_runs", ctypes.c_int64), ("rows", ctypes.c_int64),
-                ("base", ctypes.c_int64), ("columns", ctypes.c_void_p),
-                ("source_runs", ctypes.c_void_p), ("num_source_runs", ctypes.c_int64),
-                ("source_rows", ctypes.c_int64)]
+class ArrowArray(ctypes.Structure):
+    """The Arrow C Data Interface's ArrowArray (arrow_c_abi.h)."""
+
+    _fields_ = [(name, ctypes.c_int64) for name in
+                ("length", "null_count", "offset", "n_buffers", "n_children")] + \
+        [(name, ctypes.c_void_p) for name in
+         ("buffers", "children", "dictionary", "release", "private_data")]
 
 
-class ScatterPiece:
-    """One piece's side of a scatter: its rows' positions (u32 positions or
-    (n, 2) u32 runs, C-contiguous), counted from ``base``, and the address of
-    each column's first value; by reference, ``source``: the runs of those
-    columns' ``source_rows`` rows that are the piece's (packed 12-byte u64
-    first row, u32 length records, as nodes send them). Holds the arrays
-    alive for the call."""
+class ArrowSchema(ctypes.Structure):
+    """The Arrow C Data Interface's ArrowSchema (arrow_c_abi.h)."""
 
-    __slots__ = ("positions", "runs", "rows", "base", "columns", "source", "source_rows")
+    _fields_ = [("format", ctypes.c_void_p), ("name", ctypes.c_void_p),
+                ("metadata", ctypes.c_void_p), ("flags", ctypes.c_int64),
+                ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
+                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
+                ("private_data", ctypes.c_void_p)]
 
-    def __init__(self, positions: np.ndarray | None, runs: np.ndarray | None, rows: int,
-                 base: int, columns: Sequence[int], source: np.ndarray | None = None,
-                 source_rows: int = 0) -> None:
-        self.positions = positions
-        self.runs = runs
-        self.rows = rows
-        self.base = base
-        self.columns = np.asarray(columns, dtype=np.uintp)
-        self.source = source
-        self.source_rows = source_rows
+
+class AssemblePiece(ctypes.Structure):
+    """One piece of icefloe_assemble (assemble.h)."""
+
+    _fields_ = [("batch", ctypes.c_void_p), ("positions", ctypes.c_void_p),
+                ("runs", ctypes.c_void_p), ("num_runs", ctypes.c_int64),
+                ("rows", ctypes.c_int64), ("base", ctypes.c_int64),
+                ("source_runs", ctypes.c_void_p), ("num_source_runs", ctypes.c_int64)]
 
 
 class PieceHeader(ctypes.Structure):
@@ -138,78 +129,41 @@ class SliceTable:
                 work[table:table + scratch].view(np.uint32))
 
 
-def _load() -> Callable[[int, Sequence[int], Sequence[int], Sequence[ScatterPiece]], int]:
-    fn = _lib.icefloe_scatter
-    fn.restype = ctypes.c_int32
-    fn.argtypes = [ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
-                   ctypes.c_int32, ctypes.c_void_p]
-
-    def call(span_rows: int, widths: np.ndarray, out: np.ndarray,
-             pieces: Sequence[ScatterPiece], columns: np.ndarray) -> int:
-        """icefloe_scatter of ``columns`` (indices) of the pieces."""
-        c_pieces = (_Piece * len(pieces))()
-        alive = []  # the column address arrays c_pieces point into
-        for c, p in zip(c_pieces, pieces, strict=True):
-            if p.positions is not None:
-                c.positions = p.positions.ctypes.data
-            else:
-                assert p.runs is not None
-                c.runs = p.runs.ctypes.data
-                c.num_runs = len(p.runs)
-            addresses = np.ascontiguousarray(p.columns[columns])
-            alive.append(addresses)
-            c.rows, c.base, c.columns = p.rows, p.base, addresses.ctypes.data
-            if p.source is not None:
-                c.source_runs = p.source.ctypes.data
-                c.num_source_runs, c.source_rows = len(p.source), p.source_rows
-        c_widths = np.ascontiguousarray(widths[columns])
-        c_out = np.ascontiguousarray(out[columns])
-        return fn(span_rows, len(columns), c_widths.ctypes.data, c_out.ctypes.data,
-                  len(pieces), ctypes.addressof(c_pieces))
-
-    def scatter(span_rows: int, widths: Sequence[int], out: Sequence[int],
-                pieces: Sequence[ScatterPiece]) -> int:
-        """Writes every piece's rows to their positions in the ``out``
-        columns (addresses of span_rows values of ``widths`` bytes each); one
-        of the result codes above, and nothing written unless OK."""
-        if any(p.positions is not None and len(p.positions) != p.rows for p in pieces):
-            return COUNT  # the library reads `rows` positions
-        w = np.asarray(widths, dtype=np.int64)
-        o = np.asarray(out, dtype=np.uintp)
-        everything = np.arange(len(w))
-        if len(w) < 2 or span_rows * int(w.sum()) < _PARALLEL_BYTES or not _THREADS:
-            return call(span_rows, w, o, pieces, everything)
-        # Two halves of the bytes, the second on the helper thread (ctypes
-        # lets go of the GIL): random reads are memory latency, and another
-        # core has its own misses in flight.
-        half = int(np.searchsorted(np.cumsum(w), w.sum() / 2))
-        first, second = everything[:half + 1], everything[half + 1:]
-        if not len(second):
-            return call(span_rows, w, o, pieces, everything)
-        helper = _pool().submit(call, span_rows, w, o, pieces, second)
-        try:
-            mine = call(span_rows, w, o, pieces, first)
-        finally:
-            # It writes into the caller's buffers: wait for it, whatever
-            # happened here (the call is bounded work, no I/O).
-            theirs = helper.result()
-        return mine if mine != OK else theirs
-
-    return scatter
+_lib.icefloe_assemble.restype = ctypes.c_int32
+_lib.icefloe_assemble.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32,
+                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                  ctypes.c_char_p, ctypes.c_int64]
+_ERROR_BYTES = 512
 
 
-_PARALLEL_BYTES = 1 << 20  # a span's bytes from which two threads scatter it
-_THREADS = os.environ.get("ICEFLOE_SCATTER_THREADS", "2") != "1"
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
+def assemble(rows: int, schema: int, pieces: ctypes.Array, out: ArrowArray,
+             inverse: int | None = None) -> tuple[int, str]:
+    """icefloe_assemble: the batch of ``rows`` rows of the exported
+    ``schema`` (an address) from ``pieces`` (whose exported arrays it
+    releases) into ``out``; the result code and the library's message."""
+    error = ctypes.create_string_buffer(_ERROR_BYTES)
+    code = _lib.icefloe_assemble(rows, schema, len(pieces), ctypes.addressof(pieces),
+                                 ctypes.addressof(out), inverse, error, _ERROR_BYTES)
+    return code, error.value.decode(errors="replace")
 
 
-def _pool() -> ThreadPoolExecutor:
-    """The helper thread's executor, made again in a forked child (which
-    inherits the executor but not its thread)."""
-    global _POOL
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="icefloe-scatter"))
-    return _POOL[1]
+_release_schema = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-scatter = _load()
+class ExportedSchema:
+    """A pyarrow schema exported through the C Data Interface, released when
+    the last holder lets go (so a call in flight keeps it)."""
+
+    __slots__ = ("c",)
+
+    def __init__(self, schema: object) -> None:
+        self.c = ArrowSchema()
+        schema._export_to_c(ctypes.addressof(self.c))  # type: ignore[attr-defined]
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.c)
+
+    def __del__(self) -> None:
+        if self.c.release:
+            _release_schema(self.c.release)(ctypes.addressof(self.c))

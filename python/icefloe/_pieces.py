@@ -19,6 +19,7 @@ put in place together and handed on as a chunk.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import queue
 import threading
@@ -28,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import _native
 from . import _protocol as protocol
@@ -46,7 +46,7 @@ _JOIN_TIMEOUT_S = 10.0
 class SourceRows:
     """A piece's rows left in a node's shared file until they are put in
     place: runs of the file's rows (``source``, packed u64 first row, u32
-    length records, C-contiguous), in the piece's order. The native scatter
+    length records, C-contiguous), in the piece's order. The native assembly
     reads them there; ``take`` copies them out for any other use."""
 
     __slots__ = ("file", "source", "num_rows", "_take")
@@ -82,25 +82,11 @@ class Piece:
             return self.batch_size
         return self.batch_size * (self.count - 1) + self.last_size
 
-    def positions(self) -> np.ndarray:
-        """The batch position of each of the piece's rows: the u32 positions
-        as sent (no widening copy), or its runs expanded (int64)."""
-        if self.scattered is not None:
-            return self.scattered
-        assert self.runs is not None
-        return run_positions(self.runs)
-
     def num_positions(self) -> int:
         """How many positions the piece names: one per row, when well formed."""
         if self.scattered is not None:
             return len(self.scattered)
         return int(self.runs[:, 1].sum()) if self.runs is not None and len(self.runs) else 0
-
-    def first(self) -> int:
-        """The position of the piece's first row (0 when it has none)."""
-        if self.scattered is not None:
-            return int(self.scattered[0]) if len(self.scattered) else 0
-        return int(self.runs[0][0]) if self.runs is not None and len(self.runs) else 0
 
 
 @dataclass
@@ -287,12 +273,6 @@ def _batch_offsets(runs: tuple[list[int], list[int]], sizes: list[int]) -> list[
     return out
 
 
-def run_positions(runs: np.ndarray) -> np.ndarray:
-    """The positions (offset, length) runs cover, in order: vectorised, since a
-    sample-shuffled piece has one run per row."""
-    return expand_runs(runs[:, 0].astype(np.int64), runs[:, 1].astype(np.int64))
-
-
 def expand_runs(starts: np.ndarray, lengths: np.ndarray, dtype: Any = np.int64) -> np.ndarray:
     """Every position of the runs (``starts[i]``, ``lengths[i]``), in order, as ``dtype``."""
     firsts = np.cumsum(lengths) - lengths  # index of each run's first position
@@ -303,44 +283,94 @@ def expand_runs(starts: np.ndarray, lengths: np.ndarray, dtype: Any = np.int64) 
 def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBatch:
     """One consumer batch (or span) from its pieces, piece i's positions
     counted from ``bases[i]`` (0 without bases); zero-copy when a single piece
-    fills it in order."""
+    fills it in order, else built by the native library in one pass per
+    column (cpp/icefloe/client/assemble.h), which checks every position."""
     if any(p.num_positions() != p.data.num_rows for p in pieces):
         raise InvalidArgument("a node sent a piece whose positions do not match its rows")
     first = pieces[0]
     if len(pieces) == 1 and not bases and _in_order(first):
         return _taken(first)
-    if bases is None:
-        pieces.sort(key=Piece.first)
-        bases = [0] * len(pieces)
     schema = first.data.schema
     if any(not p.data.schema.equals(schema) for p in pieces):
         raise InvalidArgument("nodes sent pieces of one batch with different schemas")
     n = sum(p.data.num_rows for p in pieces)
-    if all(p.scattered is None for p in pieces) and _runs_in_order(pieces, bases, n):
-        return pa.concat_batches([_taken(p) for p in pieces])
-    # The native scatter checks every position before it writes; the columns
-    # it cannot place go by a take of the inverse, which it scatters too.
-    arrays = _scatter_columns(pieces, bases, n)
-    rest = [i for i, array in enumerate(arrays) if array is None]
-    if rest:
-        inverse = _inverse(pieces, bases, n)
-        taken = [_taken(p) for p in pieces]
-        for i in rest:
-            column = pa.concat_arrays([t.column(i) for t in taken])
-            arrays[i] = pc.take(column, inverse, boundscheck=False)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    bases = bases or [0] * len(pieces)
+    exported = _exported_schema(schema)
+    out = _native.ArrowArray()
+    code, message = _native.assemble(n, exported.address, _c_pieces(pieces, bases), out)
+    if code == _native.OK:
+        return pa.RecordBatch._import_from_c(ctypes.addressof(out), schema)
+    if code != _native.UNSUPPORTED:
+        raise _assemble_error(code, message, n)
+    # A column the library does not build (a dictionary, say): the rows by a
+    # take of the inverse, which the library fills before it gives up.
+    inverse = np.empty(n, dtype=np.int64)
+    _native.assemble(n, exported.address, _c_pieces(pieces, bases), out, inverse.ctypes.data)
+    return pa.concat_batches([_taken(p) for p in pieces]).take(pa.array(inverse))
 
 
-def _runs_in_order(pieces: list[Piece], bases: list[int], n: int) -> bool:
-    """Whether pieces of position runs, each counted from its
-    base, fill the batch's n positions in the pieces' order, so that laying
-    them end to end is the batch; checked on the runs, never expanded."""
-    runs = np.concatenate([p.runs.astype(np.int64) + (base, 0)  # type: ignore[union-attr]
-                           for p, base in zip(pieces, bases, strict=True)])
-    ends = runs[:, 0] + runs[:, 1]
-    if len(runs) and int(ends.max()) > n:
-        raise InvalidArgument("a node sent piece positions outside their batch")
-    return bool(np.all(runs[1:, 0] >= ends[:-1]))
+def _c_pieces(pieces: list[Piece], bases: list[int]) -> ctypes.Array:
+    """The pieces as the library takes them, each one's record batch (its
+    node's file, by reference) exported through the C Data Interface. The
+    arrays the pointers name stay alive on the pieces."""
+    c = (_native.AssemblePiece * len(pieces))()
+    arrays = (_native.ArrowArray * len(pieces))()
+    for k, (p, base) in enumerate(zip(pieces, bases, strict=True)):
+        shared = p.data if isinstance(p.data, SourceRows) else None
+        data = p.data if shared is None else shared.file
+        data._export_to_c(ctypes.addressof(arrays[k]))
+        piece = c[k]
+        piece.batch = ctypes.addressof(arrays[k])
+        if p.scattered is not None:
+            p.scattered = np.ascontiguousarray(p.scattered, dtype="<u4")
+            piece.positions = p.scattered.ctypes.data
+        else:
+            assert p.runs is not None
+            p.runs = np.ascontiguousarray(p.runs, dtype="<u4")
+            piece.runs, piece.num_runs = p.runs.ctypes.data, len(p.runs)
+        piece.rows, piece.base = data.num_rows if shared is None else shared.num_rows, base
+        if shared is not None:
+            piece.source_runs, piece.num_source_runs = shared.source.ctypes.data, \
+                len(shared.source)
+    c._arrays = arrays  # type: ignore[attr-defined]  # alive as long as the pieces
+    return c
+
+
+# Schemas exported for the library (an epoch's batches share one), found by
+# equality (hashing a schema costs more than exporting it): the last few.
+_SCHEMAS: list[tuple[pa.Schema, _native.ExportedSchema]] = []
+_MAX_SCHEMAS = 8
+_SCHEMAS_LOCK = threading.Lock()
+
+
+def _exported_schema(schema: pa.Schema) -> _native.ExportedSchema:
+    with _SCHEMAS_LOCK:
+        for known, exported in _SCHEMAS:
+            if known.equals(schema, check_metadata=True):
+                return exported
+        exported = _native.ExportedSchema(schema)
+        _SCHEMAS.insert(0, (schema, exported))
+        del _SCHEMAS[_MAX_SCHEMAS:]
+        return exported
+
+
+_ASSEMBLE_ERRORS = {
+    _native.OUTSIDE: "a node sent piece positions outside their batch",
+    _native.TWICE: "a node sent two pieces for one position",
+    _native.OUTSIDE_SOURCE: "a node named rows outside its shared file",
+}
+
+
+def _assemble_error(code: int, message: str, n: int) -> Exception:
+    """What a result of the native assembly other than OK says."""
+    if code == _native.NO_MEMORY:
+        return MemoryError(f"no memory to assemble a batch of {n} rows")
+    if code == _native.BAD_OFFSETS:
+        return InvalidArgument(f"a node sent a piece with bad offsets: {message}")
+    if code == _native.MALFORMED and message:
+        return InvalidArgument(f"a node sent a malformed piece: {message}")
+    return InvalidArgument(_ASSEMBLE_ERRORS.get(
+        code, "a node sent a piece whose positions do not match its rows"))
 
 
 def _taken(piece: Piece) -> pa.RecordBatch:
@@ -349,132 +379,6 @@ def _taken(piece: Piece) -> pa.RecordBatch:
     if isinstance(piece.data, SourceRows):
         piece.data = piece.data.take()
     return piece.data
-
-
-def _inverse(pieces: list[Piece], bases: list[int], n: int) -> pa.Array:
-    """The row (of the pieces' n rows laid end to end) at each position: the
-    row numbers 0..n-1 scattered to their positions, one native pass that
-    checks every position first."""
-    index = np.int32 if n < 2**31 else np.int64
-    rows = np.arange(n, dtype=index)
-    width = rows.itemsize
-    out = pa.allocate_buffer(n * width)
-    sides, start = [], 0
-    for p, base in zip(pieces, bases, strict=True):
-        sides.append(_side(p, base, [rows.ctypes.data + start * width]))
-        start += p.data.num_rows
-    _check(_native.scatter(n, [width], [out.address], sides), n)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(index), n, [None, out])
-
-
-def _side(piece: Piece, base: int, columns: list[int],
-          source: SourceRows | None = None) -> _native.ScatterPiece:
-    """A piece's side of a native scatter: its positions counted from
-    ``base``, its values at ``columns`` (addresses), read at ``source``'s runs
-    of them when it names rows of a node's file."""
-    return _native.ScatterPiece(
-        None if piece.scattered is None else np.ascontiguousarray(piece.scattered, dtype="<u4"),
-        None if piece.runs is None else np.ascontiguousarray(piece.runs, dtype="<u4"),
-        piece.data.num_rows, base, columns,
-        *(() if source is None else (source.source, source.file.num_rows)))
-
-
-def _check(result: int, n: int) -> None:
-    """Raises what a native scatter's result says, unless OK."""
-    if result == _native.NO_MEMORY:
-        raise MemoryError(f"no memory to check the positions of a batch of {n} rows")
-    if result != _native.OK:
-        raise InvalidArgument(_SCATTER_ERRORS.get(
-            result, "a node sent a piece whose positions do not match its rows"))
-
-
-_SCATTER_ERRORS = {
-    _native.OUTSIDE: "a node sent piece positions outside their batch",
-    _native.TWICE: "a node sent two pieces for one position",
-    _native.OUTSIDE_SOURCE: "a node named rows outside its shared file",
-}
-
-
-def _scatter_columns(pieces: list[Piece], bases: list[int], n: int) -> list[pa.Array | None]:
-    """Each column of the pieces' batch that the native scatter puts in place
-    (fixed-width values without nulls: numbers, temporal, decimals,
-    fixed-size binary and lists of those), in one pass from every piece;
-    None for the others (put in place by a take of the inverse)."""
-    schema = pieces[0].data.schema
-    arrays: list[pa.Array | None] = [None] * len(schema)
-    # By reference, a piece's values are its file's columns, read at its runs.
-    shared = [p.data if isinstance(p.data, SourceRows) else None for p in pieces]
-    values = [p.data if s is None else s.file for p, s in zip(pieces, shared, strict=True)]
-    types, widths, columns = [], [], []
-    for i, field in enumerate(schema):
-        width = _value_width(field.type)
-        if width is None:
-            continue
-        addresses = [_values_address(v.column(i)) for v in values]
-        if None in addresses:
-            continue
-        types.append((i, field.type))
-        widths.append(width)
-        columns.append(addresses)
-    if not types:
-        return arrays
-    out = [pa.allocate_buffer(n * w) for w in widths]
-    sides = [_side(p, base, [column[k] for column in columns], s)
-             for k, (p, base, s) in enumerate(zip(pieces, bases, shared, strict=True))]
-    _check(_native.scatter(n, widths, [b.address for b in out], sides), n)
-    for (i, t), buffer in zip(types, out, strict=True):
-        arrays[i] = _from_values(t, n, buffer)
-    return arrays
-
-
-def _value_width(t: pa.DataType) -> int | None:
-    """Bytes of a value of type ``t`` when its values are one buffer of
-    fixed-width values (no bit-packed booleans, no dictionaries), or
-    fixed-size lists of such values; else None."""
-    if isinstance(t, pa.ExtensionType):
-        return _value_width(t.storage_type)
-    if pa.types.is_fixed_size_list(t):
-        leaf = t.value_type
-        if isinstance(leaf, pa.ExtensionType) or pa.types.is_fixed_size_list(leaf):
-            return None
-        width = _value_width(leaf)
-        return None if width is None else width * t.list_size
-    if pa.types.is_boolean(t) or pa.types.is_dictionary(t):
-        return None
-    try:
-        bits = t.bit_width
-    except ValueError:  # not fixed-width
-        return None
-    return bits // 8 if bits > 0 and bits % 8 == 0 else None
-
-
-def _values_address(column: pa.Array) -> int | None:
-    """The address of ``column``'s first value (of a fixed-size list's first
-    row's first value); None when it or its list values have nulls, or it
-    has no values buffer (an empty column may not)."""
-    if isinstance(column, pa.ExtensionArray):
-        column = column.storage
-    if column.null_count:
-        return None
-    if isinstance(column, pa.FixedSizeListArray):
-        column = column.flatten()  # the rows' values, the list's offset applied
-        if column.null_count:
-            return None
-    values = column.buffers()[1]
-    if values is None:
-        return None
-    return values.address + column.offset * (column.type.bit_width // 8)
-
-
-def _from_values(t: pa.DataType, n: int, values: pa.Buffer) -> pa.Array:
-    """An array of type ``t`` (one _value_width accepts) of n rows without
-    nulls, whose values are ``values``."""
-    if isinstance(t, pa.ExtensionType):
-        return pa.ExtensionArray.from_storage(t, _from_values(t.storage_type, n, values))
-    if pa.types.is_fixed_size_list(t):
-        leaf = pa.Array.from_buffers(t.value_type, n * t.list_size, [None, values])
-        return pa.FixedSizeListArray.from_arrays(leaf, type=t)
-    return pa.Array.from_buffers(t, n, [None, values])
 
 
 def _in_order(piece: Piece) -> bool:

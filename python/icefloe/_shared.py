@@ -216,8 +216,8 @@ class SharedReader:
         if not self.copy and not whole and \
                 header.flags & (POSITIONS | SPAN):
             # Rows the merge puts in place anyway (scattered or span pieces):
-            # the native scatter reads them in the file, one pass (SourceRows
-            # checks nothing here; the scatter checks every run against the file).
+            # the native assembly reads them in the file, one pass (SourceRows
+            # checks nothing here; the assembly checks every run against the file).
             data: pa.RecordBatch | SourceRows = SourceRows(
                 self.export.view(self._columns), runs, int(runs["length"].sum()),
                 functools.partial(self.export.rows, runs, self._columns))

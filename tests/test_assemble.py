@@ -1,17 +1,15 @@
-"""The merge puts a batch's pieces in place with the native scatter
-(cpp/icefloe/client): exactly the batch the pieces' rows make at their
-positions, for every column type (fixed-width ones moved by the scatter, the
-others taken through the inverse it scatters), from pieces that carry their
-rows and from pieces by reference to a node's shared file; malformed pieces
-are refused."""
+"""The merge builds a batch from its pieces with the native assembly
+(cpp/icefloe/client/assemble.h, through the Arrow C Data Interface): exactly
+the batch the pieces' rows make at their positions, for every column type
+(nested, sliced, with nulls; the layouts it does not build, dictionaries and
+views, taken through the inverse it fills), from pieces that carry their rows
+and from pieces by reference to a node's shared file; malformed pieces are
+refused."""
 
 from __future__ import annotations
 
 import decimal
 import functools
-import os
-import signal
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +23,9 @@ RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # a node's source runs
 
 
 def _table(n: int) -> pa.RecordBatch:
-    """Every kind of column: fixed-width ones the scatter moves, and ones it
-    leaves to a take (bit-packed, variable-width, with nulls)."""
+    """Every kind of column: fixed-width, bit-packed, variable-width, nested,
+    with nulls, and layouts the library leaves to a take (a dictionary, a
+    string view)."""
     rng = np.random.default_rng(5)
     ids = np.arange(n, dtype=np.int64)
     tensor_type = pa.fixed_shape_tensor(pa.float32(), [2, 2])
@@ -47,7 +46,28 @@ def _table(n: int) -> pa.RecordBatch:
         "flag": pa.array(ids % 3 == 0),
         "name": pa.array([f"row {i}" for i in range(n)]),
         "maybe": pa.array([None if i % 7 == 0 else int(i) for i in range(n)], pa.int64()),
+        "maybe_flag": pa.array([None if i % 3 == 1 else i % 2 == 0 for i in range(n)]),
+        "toks": pa.array([list(range(i % 5)) if i % 11 else None for i in range(n)],
+                         pa.list_(pa.int32())),
+        "big": pa.array([b"x" * (i % 4) for i in range(n)], pa.large_binary()),
+        "long_text": pa.array([f"{i}" * (i % 3) for i in range(n)], pa.large_string()),
+        "nested": pa.array([[{"a": i, "b": None if i % 2 else str(i)}] * (i % 3)
+                            for i in range(n)],
+                           pa.list_(pa.struct([("a", pa.int32()), ("b", pa.string())]))),
+        "pairs": pa.array([[(str(i), i)] if i % 4 else [] for i in range(n)],
+                          pa.map_(pa.string(), pa.int32())),
+        "point": pa.array([None if i % 9 == 0 else {"x": float(i), "tag": f"p{i}"}
+                           for i in range(n)],
+                          pa.struct([("x", pa.float64()), ("tag", pa.string())])),
+        "nothing": pa.nulls(n),
     })
+
+
+def _with_unbuilt(table: pa.RecordBatch) -> pa.RecordBatch:
+    """``table`` plus a column whose layout the library does not build."""
+    n = table.num_rows
+    return table.append_column("kind", pa.array([f"k{i % 3}" for i in range(n)])
+                               .dictionary_encode())
 
 
 def _split(n: int, parts: int, seed: int) -> list[np.ndarray]:
@@ -58,7 +78,7 @@ def _split(n: int, parts: int, seed: int) -> list[np.ndarray]:
 
 
 def test_the_native_library_ships_with_the_package():
-    assert _native._LIB.is_file() and _native.scatter is not None
+    assert _native._LIB.is_file() and _native.assemble is not None
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3])
@@ -161,22 +181,28 @@ def test_a_piece_with_fewer_positions_than_rows_is_refused_though_the_counts_add
         assemble(list(pieces))
 
 
-def test_the_scatter_helper_thread_works_in_a_forked_child():
-    # DataLoader workers fork the training process: a child inherits the
-    # executor but not its thread, and must make its own.
-    assert _native._pool().submit(lambda: 7).result(timeout=30) == 7
-    pid = os.fork()
-    if pid == 0:  # the child: exit 0 only if its helper thread ran the call
-        code = 1
-        try:
-            code = 0 if _native._pool().submit(os.getpid).result(timeout=30) == os.getpid() else 1
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + 60
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if done[0] == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child's scatter helper never ran")
-    assert os.waitstatus_to_exitcode(done[1]) == 0
+def test_sliced_batches_and_columns_the_library_leaves_to_a_take():
+    # Pieces that are slices of bigger batches (offsets at every level), and
+    # a batch with a dictionary column: the library fills the inverse and
+    # the rows come by a take, the same batch.
+    n = 600
+    table = _with_unbuilt(_table(n))
+    for built in (table.drop_columns(["kind"]), table):
+        pieces = []
+        for k, pos in enumerate(_split(n, 3, seed=11)):
+            rows = built.take(pa.array(pos))
+            padded = pa.concat_batches([built.slice(0, 7 + k), rows, built.slice(0, 5)])
+            pieces.append(Piece(0, n, None, padded.slice(7 + k, len(pos)), scattered=pos))
+        assert assemble(pieces).equals(built)
+
+
+def test_a_piece_with_offsets_that_go_backwards_is_refused_naming_the_column():
+    table = _table(4).select(["id", "name"])
+    name = table.column("name")
+    offsets = np.frombuffer(name.buffers()[1], dtype=np.int32)[:5].copy()
+    offsets[1], offsets[2] = offsets[2], offsets[1]
+    bad = pa.Array.from_buffers(pa.string(), 4, [None, pa.py_buffer(offsets), name.buffers()[2]])
+    piece = Piece(0, 4, None, pa.record_batch([table.column("id"), bad], names=["id", "name"]),
+                  scattered=np.array([3, 2, 1, 0], "<u4"))
+    with pytest.raises(icefloe.InvalidArgument, match="bad offsets: column 'name'"):
+        assemble([piece])

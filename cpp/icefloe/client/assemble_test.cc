@@ -1,0 +1,408 @@
+#include "icefloe/client/assemble.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Hand-built C Data Interface arrays (no Arrow here, as in the library): a
+// record batch of three columns, row r of the table holding
+//   id:   int32 r * 3
+//   name: utf8 "row <r>", null when r % 5 == 0
+//   toks: list<int32> of r % 4 values r, r + 1, ...
+// The release callbacks count how many arrays were released.
+int released = 0;
+
+struct Column {
+  std::vector<uint8_t> validity;
+  std::vector<int32_t> offsets;
+  std::vector<uint8_t> bytes;  // values: int32s or characters
+  std::vector<const void*> buffers;
+  std::vector<ArrowArray*> children;
+  std::unique_ptr<Column> child;
+  ArrowArray array{};
+};
+
+void Released(ArrowArray* a) {
+  ++released;
+  a->release = nullptr;
+}
+
+void Finish(Column* c, int64_t length, int64_t null_count, std::vector<const void*> buffers) {
+  c->buffers = std::move(buffers);
+  c->array = ArrowArray{length,   null_count, 0,       static_cast<int64_t>(c->buffers.size()),
+                        0,        nullptr,    nullptr, nullptr,
+                        Released, nullptr};
+  c->array.buffers = c->buffers.data();
+  if (c->child) {
+    c->children = {&c->child->array};
+    c->array.n_children = 1;
+    c->array.children = c->children.data();
+  }
+}
+
+// One piece's batch: the table's rows `rows`, in that order.
+struct Batch {
+  Column id, name, toks;
+  std::vector<ArrowArray*> columns;
+  ArrowArray array{};
+  std::vector<const void*> buffers{nullptr};
+};
+
+std::unique_ptr<Batch> MakeBatch(const std::vector<uint32_t>& rows) {
+  auto b = std::make_unique<Batch>();
+  const auto n = static_cast<int64_t>(rows.size());
+  // id
+  for (uint32_t r : rows) {
+    const int32_t v = static_cast<int32_t>(r * 3);
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b->id.bytes.insert(b->id.bytes.end(), p, p + 4);
+  }
+  Finish(&b->id, n, 0, {nullptr, b->id.bytes.data()});
+  // name, with nulls
+  b->name.validity.assign(static_cast<size_t>((n + 7) / 8 + 1), 0);
+  b->name.offsets.push_back(0);
+  int64_t nulls = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t r = rows[static_cast<size_t>(i)];
+    if (r % 5 == 0) {
+      ++nulls;
+    } else {
+      b->name.validity[static_cast<size_t>(i / 8)] |= static_cast<uint8_t>(1u << (i % 8));
+      const std::string s = "row " + std::to_string(r);
+      b->name.bytes.insert(b->name.bytes.end(), s.begin(), s.end());
+    }
+    b->name.offsets.push_back(static_cast<int32_t>(b->name.bytes.size()));
+  }
+  b->name.bytes.push_back(0);  // never empty
+  Finish(&b->name, n, nulls,
+         {b->name.validity.data(), b->name.offsets.data(), b->name.bytes.data()});
+  // toks
+  b->toks.child = std::make_unique<Column>();
+  b->toks.offsets.push_back(0);
+  int64_t values = 0;
+  for (uint32_t r : rows) {
+    for (uint32_t k = 0; k < r % 4; ++k, ++values) {
+      const int32_t v = static_cast<int32_t>(r + k);
+      const auto* p = reinterpret_cast<const uint8_t*>(&v);
+      b->toks.child->bytes.insert(b->toks.child->bytes.end(), p, p + 4);
+    }
+    b->toks.offsets.push_back(static_cast<int32_t>(values));
+  }
+  b->toks.child->bytes.resize(b->toks.child->bytes.size() + 4);  // never empty
+  Finish(b->toks.child.get(), values, 0, {nullptr, b->toks.child->bytes.data()});
+  Finish(&b->toks, n, 0, {nullptr, b->toks.offsets.data()});
+  b->columns = {&b->id.array, &b->name.array, &b->toks.array};
+  b->array =
+      ArrowArray{n, 0, 0, 1, 3, b->buffers.data(), b->columns.data(), nullptr, Released, nullptr};
+  return b;
+}
+
+// The batch's schema.
+struct Schema {
+  ArrowSchema id{"i", "id", nullptr, 0, 0, nullptr, nullptr, nullptr, nullptr};
+  ArrowSchema name{"u", "name", nullptr, 2, 0, nullptr, nullptr, nullptr, nullptr};
+  ArrowSchema item{"i", "item", nullptr, 0, 0, nullptr, nullptr, nullptr, nullptr};
+  std::vector<ArrowSchema*> item_list{&item};
+  ArrowSchema toks{"+l", "toks", nullptr, 0, 1, item_list.data(), nullptr, nullptr, nullptr};
+  std::vector<ArrowSchema*> fields{&id, &name, &toks};
+  ArrowSchema batch{"+s", "", nullptr, 0, 3, fields.data(), nullptr, nullptr, nullptr};
+};
+
+// Checks that `out` is the table's rows 0..rows-1 in order.
+void ExpectTable(const ArrowArray& out, uint32_t rows) {
+  ASSERT_EQ(out.length, rows);
+  ASSERT_EQ(out.n_children, 3);
+  const ArrowArray& id = *out.children[0];
+  const ArrowArray& name = *out.children[1];
+  const ArrowArray& toks = *out.children[2];
+  const auto* ids = static_cast<const int32_t*>(id.buffers[1]);
+  const auto* valid = static_cast<const uint8_t*>(name.buffers[0]);
+  const auto* name_offsets = static_cast<const int32_t*>(name.buffers[1]);
+  const auto* chars = static_cast<const char*>(name.buffers[2]);
+  const auto* tok_offsets = static_cast<const int32_t*>(toks.buffers[1]);
+  const auto* tok_values = static_cast<const int32_t*>(toks.children[0]->buffers[1]);
+  int64_t nulls = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    ASSERT_EQ(ids[r], static_cast<int32_t>(r * 3)) << r;
+    const bool is_valid = (valid[r / 8] >> (r % 8)) & 1;
+    ASSERT_EQ(is_valid, r % 5 != 0) << r;
+    nulls += !is_valid;
+    const std::string s(chars + name_offsets[r],
+                        static_cast<size_t>(name_offsets[r + 1] - name_offsets[r]));
+    if (is_valid) {
+      ASSERT_EQ(s, "row " + std::to_string(r));
+    }
+    ASSERT_EQ(tok_offsets[r + 1] - tok_offsets[r], static_cast<int32_t>(r % 4)) << r;
+    for (int32_t k = 0; k < tok_offsets[r + 1] - tok_offsets[r]; ++k) {
+      ASSERT_EQ(tok_values[tok_offsets[r] + k], static_cast<int32_t>(r) + k);
+    }
+  }
+  EXPECT_EQ(name.null_count, nulls);
+  EXPECT_EQ(id.null_count, 0);
+}
+
+// The table's `rows` positions dealt at random to `num_pieces` pieces: each
+// piece's rows in a random order (positions), or in position order (runs).
+struct Split {
+  std::vector<std::vector<uint32_t>> positions;
+  std::vector<std::vector<uint32_t>> runs;
+  std::vector<std::unique_ptr<Batch>> batches;
+  std::vector<IcefloeAssemblePiece> pieces;
+};
+
+Split MakeSplit(uint32_t rows, int num_pieces, bool runs, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Split split;
+  split.positions.resize(static_cast<size_t>(num_pieces));
+  split.runs.resize(static_cast<size_t>(num_pieces));
+  for (uint32_t r = 0; r < rows; ++r) split.positions[rng() % num_pieces].push_back(r);
+  for (int p = 0; p < num_pieces; ++p) {
+    auto& pos = split.positions[static_cast<size_t>(p)];
+    if (runs) {
+      for (uint32_t r : pos) {
+        auto& rr = split.runs[static_cast<size_t>(p)];
+        if (!rr.empty() && rr[rr.size() - 2] + rr.back() == r) {
+          ++rr.back();
+        } else {
+          rr.insert(rr.end(), {r, 1});
+        }
+      }
+    } else {
+      std::shuffle(pos.begin(), pos.end(), rng);
+    }
+    split.batches.push_back(MakeBatch(pos));
+    IcefloeAssemblePiece piece{};
+    piece.batch = &split.batches.back()->array;
+    piece.rows = static_cast<int64_t>(pos.size());
+    if (runs) {
+      piece.runs = split.runs[static_cast<size_t>(p)].data();
+      piece.num_runs = static_cast<int64_t>(split.runs[static_cast<size_t>(p)].size() / 2);
+    } else {
+      piece.positions = pos.data();
+    }
+    split.pieces.push_back(piece);
+  }
+  return split;
+}
+
+int32_t Assemble(int64_t rows, std::vector<IcefloeAssemblePiece>& pieces, ArrowArray* out,
+                 int64_t* inverse = nullptr, std::string* error = nullptr) {
+  static Schema schema;
+  char text[256];
+  const int32_t code = icefloe_assemble(rows, &schema.batch, static_cast<int32_t>(pieces.size()),
+                                        pieces.data(), out, inverse, text, sizeof text);
+  if (error != nullptr) *error = text;
+  return code;
+}
+
+TEST(Assemble, BuildsEveryColumnFromPiecesOfPositionsOrRuns) {
+  for (bool runs : {false, true}) {
+    for (int num_pieces : {1, 2, 5}) {
+      for (uint32_t rows : {0u, 1u, 37u, 4096u}) {
+        Split split = MakeSplit(rows, num_pieces, runs, rows + num_pieces);
+        released = 0;
+        ArrowArray out{};
+        ASSERT_EQ(Assemble(rows, split.pieces, &out), kIcefloeAssembleOk)
+            << runs << " " << num_pieces << " " << rows;
+        EXPECT_EQ(released, num_pieces);  // every input, once
+        ExpectTable(out, rows);
+        out.release(&out);
+        EXPECT_EQ(out.release, nullptr);
+      }
+    }
+  }
+}
+
+TEST(Assemble, BuildsALargeBatchOnTwoThreadsTheSame) {
+  // 200,000 rows: over the 1 MiB from which half the columns go to a helper.
+  for (bool runs : {false, true}) {
+    Split split = MakeSplit(200000, 3, runs, 7);
+    ArrowArray out{};
+    ASSERT_EQ(Assemble(200000, split.pieces, &out), kIcefloeAssembleOk);
+    ExpectTable(out, 200000);
+    out.release(&out);
+  }
+}
+
+TEST(Assemble, CountsPositionsFromEachPiecesBase) {
+  // Rows 0..9 as one piece at base 0 and rows 10..19 as one at base 10,
+  // both numbering their positions from 0.
+  std::vector<uint32_t> first(10), second(10), local(10);
+  std::iota(first.begin(), first.end(), 0u);
+  std::iota(second.begin(), second.end(), 10u);
+  std::iota(local.begin(), local.end(), 0u);
+  auto a = MakeBatch(first), b = MakeBatch(second);
+  std::vector<IcefloeAssemblePiece> pieces(2);
+  pieces[0] = {&a->array, local.data(), nullptr, 0, 10, 0, nullptr, 0};
+  pieces[1] = {&b->array, local.data(), nullptr, 0, 10, 10, nullptr, 0};
+  ArrowArray out{};
+  ASSERT_EQ(Assemble(20, pieces, &out), kIcefloeAssembleOk);
+  ExpectTable(out, 20);
+  out.release(&out);
+}
+
+TEST(Assemble, TakesAPieceByReferenceFromItsSourceRuns) {
+  // The "file" holds rows 0..99 in reverse; the piece names its rows 90..99
+  // then 0..89 of it, each to the position that is its table row.
+  std::vector<uint32_t> reversed(100);
+  for (uint32_t i = 0; i < 100; ++i) reversed[i] = 99 - i;
+  auto file = MakeBatch(reversed);
+  std::vector<uint8_t> source(24);
+  const uint64_t firsts[2] = {90, 0};
+  const uint32_t lengths[2] = {10, 90};
+  for (int k = 0; k < 2; ++k) {
+    std::memcpy(source.data() + 12 * k, &firsts[k], 8);
+    std::memcpy(source.data() + 12 * k + 8, &lengths[k], 4);
+  }
+  std::vector<uint32_t> positions;
+  for (uint32_t i = 90; i < 100; ++i) positions.push_back(99 - i);
+  for (uint32_t i = 0; i < 90; ++i) positions.push_back(99 - i);
+  std::vector<IcefloeAssemblePiece> pieces = {
+      {&file->array, positions.data(), nullptr, 0, 100, 0, source.data(), 2}};
+  ArrowArray out{};
+  std::vector<int64_t> inverse(100);
+  ASSERT_EQ(Assemble(100, pieces, &out, inverse.data()), kIcefloeAssembleOk);
+  ExpectTable(out, 100);
+  // The inverse: the piece's row at each position.
+  for (uint32_t pos = 0; pos < 100; ++pos) {
+    EXPECT_EQ(positions[static_cast<size_t>(inverse[pos])], pos);
+  }
+  out.release(&out);
+}
+
+TEST(Assemble, HonoursTheOffsetsOfSlicedArrays) {
+  // A batch whose struct starts at row 3 of columns that start at row 2 of
+  // their buffers: the piece's rows are the table's rows 5..14.
+  std::vector<uint32_t> all(20);
+  std::iota(all.begin(), all.end(), 0u);
+  auto b = MakeBatch(all);
+  b->array.offset = 3;
+  b->array.length = 10;
+  for (ArrowArray* c : b->columns) {
+    c->offset = 2;
+    c->length -= 2;
+  }
+  std::vector<IcefloeAssemblePiece> pieces = {{&b->array, nullptr, nullptr, 1, 10, 0, nullptr, 0}};
+  std::vector<uint32_t> run = {0, 10};
+  pieces[0].runs = run.data();
+  ArrowArray out{};
+  ASSERT_EQ(Assemble(10, pieces, &out), kIcefloeAssembleOk);
+  const int32_t* ids = static_cast<const int32_t*>(out.children[0]->buffers[1]);
+  const auto* valid = static_cast<const uint8_t*>(out.children[1]->buffers[0]);
+  const int32_t* tok_offsets = static_cast<const int32_t*>(out.children[2]->buffers[1]);
+  for (int r = 0; r < 10; ++r) {
+    EXPECT_EQ(ids[r], (r + 5) * 3);
+    EXPECT_EQ((valid[r / 8] >> (r % 8)) & 1, (r + 5) % 5 != 0);
+    EXPECT_EQ(tok_offsets[r + 1] - tok_offsets[r], (r + 5) % 4);
+  }
+  out.release(&out);
+  // The same rows reversed, by positions (one row a run: the fixed-width
+  // columns go by the per-piece scatter).
+  auto again = MakeBatch(all);
+  again->array.offset = 3;
+  again->array.length = 10;
+  for (ArrowArray* c : again->columns) {
+    c->offset = 2;
+    c->length -= 2;
+  }
+  std::vector<uint32_t> reversed = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  pieces = {{&again->array, reversed.data(), nullptr, 0, 10, 0, nullptr, 0}};
+  ASSERT_EQ(Assemble(10, pieces, &out), kIcefloeAssembleOk);
+  ids = static_cast<const int32_t*>(out.children[0]->buffers[1]);
+  tok_offsets = static_cast<const int32_t*>(out.children[2]->buffers[1]);
+  for (int r = 0; r < 10; ++r) {
+    EXPECT_EQ(ids[r], (9 - r + 5) * 3);
+    EXPECT_EQ(tok_offsets[r + 1] - tok_offsets[r], (9 - r + 5) % 4);
+  }
+  out.release(&out);
+}
+
+TEST(Assemble, RefusesPiecesThatDoNotFillTheBatchOnceAndReleasesThemAll) {
+  auto check = [](int64_t rows, std::vector<std::vector<uint32_t>> positions,
+                  std::vector<int64_t> bases, int32_t expected) {
+    std::vector<std::unique_ptr<Batch>> batches;
+    std::vector<IcefloeAssemblePiece> pieces;
+    for (size_t p = 0; p < positions.size(); ++p) {
+      std::vector<uint32_t> rows_of(positions[p].size(), 1);
+      batches.push_back(MakeBatch(rows_of));
+      pieces.push_back({&batches.back()->array, positions[p].data(), nullptr, 0,
+                        static_cast<int64_t>(positions[p].size()), bases[p], nullptr, 0});
+    }
+    released = 0;
+    ArrowArray out{};
+    EXPECT_EQ(Assemble(rows, pieces, &out), expected);
+    EXPECT_EQ(released, static_cast<int>(pieces.size()));
+    EXPECT_EQ(out.release, nullptr);
+  };
+  check(4, {{0, 2}, {1, 2}}, {0, 0}, kIcefloeAssembleTwice);
+  check(4, {{0, 2}, {1, 4}}, {0, 0}, kIcefloeAssembleOutside);
+  check(4, {{0, 1}, {0, 1}}, {0, 3}, kIcefloeAssembleOutside);  // base 3 + 1
+  check(5, {{0, 2}, {1, 3}}, {0, 0}, kIcefloeAssembleCount);
+}
+
+TEST(Assemble, RefusesSourceRunsOutsideThePiecesBatch) {
+  std::vector<uint32_t> rows = {0, 1, 2, 3};
+  auto file = MakeBatch(rows);
+  std::vector<uint8_t> source(12);
+  const uint64_t first = 2;
+  const uint32_t length = 3;  // rows 2..4 of a batch of 4
+  std::memcpy(source.data(), &first, 8);
+  std::memcpy(source.data() + 8, &length, 4);
+  std::vector<uint32_t> positions = {0, 1, 2};
+  std::vector<IcefloeAssemblePiece> pieces = {
+      {&file->array, positions.data(), nullptr, 0, 3, 0, source.data(), 1}};
+  ArrowArray out{};
+  EXPECT_EQ(Assemble(3, pieces, &out), kIcefloeAssembleOutsideSource);
+}
+
+TEST(Assemble, RefusesOffsetsThatGoBackwardsNamingTheColumn) {
+  std::vector<uint32_t> rows = {1, 2, 3, 4};
+  auto b = MakeBatch(rows);
+  std::swap(b->name.offsets[1], b->name.offsets[2]);
+  std::vector<uint32_t> run = {0, 4};
+  std::vector<IcefloeAssemblePiece> pieces = {
+      {&b->array, nullptr, run.data(), 1, 4, 0, nullptr, 0}};
+  ArrowArray out{};
+  std::string error;
+  EXPECT_EQ(Assemble(4, pieces, &out, nullptr, &error), kIcefloeAssembleBadOffsets);
+  EXPECT_NE(error.find("column 'name'"), std::string::npos) << error;
+  // A list's offsets past its values.
+  auto c = MakeBatch(rows);
+  c->toks.offsets[4] = 1000;
+  pieces[0].batch = &c->array;
+  EXPECT_EQ(Assemble(4, pieces, &out, nullptr, &error), kIcefloeAssembleBadOffsets);
+  EXPECT_NE(error.find("column 'toks'"), std::string::npos) << error;
+}
+
+TEST(Assemble, LeavesADictionaryColumnToTheCallerWithTheInverse) {
+  Schema schema;
+  ArrowSchema dictionary{"u", "", nullptr, 0, 0, nullptr, nullptr, nullptr, nullptr};
+  schema.id.dictionary = &dictionary;  // say the ids were dictionary indices
+  std::vector<uint32_t> rows = {0, 1, 2, 3};
+  auto b = MakeBatch(rows);
+  std::vector<uint32_t> positions = {3, 2, 1, 0};
+  std::vector<IcefloeAssemblePiece> pieces = {
+      {&b->array, positions.data(), nullptr, 0, 4, 0, nullptr, 0}};
+  ArrowArray out{};
+  std::vector<int64_t> inverse(4, -1);
+  char error[128];
+  released = 0;
+  EXPECT_EQ(icefloe_assemble(4, &schema.batch, 1, pieces.data(), &out, inverse.data(), error,
+                             sizeof error),
+            kIcefloeAssembleUnsupported);
+  EXPECT_NE(std::string(error).find("column 'id'"), std::string::npos) << error;
+  EXPECT_EQ(inverse, (std::vector<int64_t>{3, 2, 1, 0}));
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(out.release, nullptr);
+}
+
+}  // namespace
