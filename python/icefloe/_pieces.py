@@ -318,6 +318,11 @@ def _c_pieces(pieces: list[Piece], bases: list[int]) -> ctypes.Array:
     for k, (p, base) in enumerate(zip(pieces, bases, strict=True)):
         shared = p.data if isinstance(p.data, SourceRows) else None
         data = p.data if shared is None else shared.file
+        if shared is None:  # from the wire: the library counts on Arrow's basic checks
+            try:
+                data.validate()
+            except pa.ArrowInvalid as exc:
+                raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
         data._export_to_c(ctypes.addressof(arrays[k]))
         piece = c[k]
         piece.batch = ctypes.addressof(arrays[k])

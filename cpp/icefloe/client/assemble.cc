@@ -543,8 +543,15 @@ Outcome GatherBinary(const std::vector<const ArrowArray*>& inputs, const std::ve
   int64_t total = 0, k = 0;
   for (const Run& run : runs) {
     const ArrowArray* a = inputs[static_cast<size_t>(run.piece)];
-    const Offset* in = Offsets<Offset>(a) + a->offset + run.row;
-    if (in[0] < 0) return Fail(kIcefloeAssembleBadOffsets, "column '" + path + "'");
+    const Offset* all = Offsets<Offset>(a) + a->offset;
+    const Offset* in = all + run.row;
+    // The array's first and last offsets bound its values (Arrow's basic
+    // validation checked them against the values buffer); a run's offsets
+    // stay between them, never going backwards.
+    if (in[0] < all[0] || in[run.length] > all[a->length]) {
+      return Fail(kIcefloeAssembleBadOffsets,
+                  "column '" + path + "': a piece's offsets point past its values");
+    }
     for (int64_t i = 0; i < run.length; ++i) {
       if (in[i + 1] < in[i]) {
         return Fail(kIcefloeAssembleBadOffsets,

@@ -67,12 +67,14 @@ enum IcefloeAssembleResult : int32_t {
 
 // Builds the batch of `rows` rows of `schema` (a struct: the record batch's
 // schema, not released) from the pieces into *out, which the caller releases
-// (out->release) once done. `inverse`, when not null, gets rows int64 values:
-// the row, of the pieces' rows laid end to end, at each position (filled once
-// the positions check out, so also on kIcefloeAssembleUnsupported). `error`
-// (error_size bytes, may be null) gets a message for the codes that name a
-// column. Every input array is released, whatever the result; *out is set
-// only on kIcefloeAssembleOk.
+// (out->release) once done. Each piece's batch must pass Arrow's basic
+// validation (buffers as long as the lengths need, first and last offsets in
+// range: pyarrow's RecordBatch.validate()); everything else (every position,
+// run and source run, every interior offset) is checked here. `inverse`, when not null, gets rows
+// int64 values: the row, of the pieces' rows laid end to end, at each position (filled once the
+// positions check out, so also on kIcefloeAssembleUnsupported). `error` (error_size bytes, may be
+// null) gets a message for the codes that name a column. Every input array is released, whatever
+// the result; *out is set only on kIcefloeAssembleOk.
 __attribute__((visibility("default"))) int32_t icefloe_assemble(
     int64_t rows, const struct ArrowSchema* schema, int32_t num_pieces,
     const IcefloeAssemblePiece* pieces, struct ArrowArray* out, int64_t* inverse, char* error,
