@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -533,22 +534,25 @@ Outcome Gather(const ArrowSchema& schema, const std::vector<const ArrowArray*>& 
                const std::vector<Run>& runs, const std::vector<int64_t>& need, int64_t length,
                ArrowArray* out, const std::string& path, int depth, Scatter scatter = {});
 
-template <typename Offset>
-Outcome GatherBinary(const std::vector<const ArrowArray*>& inputs, const std::vector<Run>& runs,
-                     ArrowArray* out, const std::string& path) {
-  // First the offsets (checked: they never go backwards), then the bytes.
+// The batch's offsets (buffer 1 of `out`) for `runs` of the inputs', each
+// run's checked to stay within its array's values ([lo, hi) as
+// `bounds(array)` gives them) and never to go backwards. `*values` gets each
+// run's values as a run (its first value, how many): the bytes of a string
+// column, the child rows of a list.
+template <typename Offset, typename Bounds>
+Outcome JoinOffsets(const std::vector<const ArrowArray*>& inputs, const std::vector<Run>& runs,
+                    ArrowArray* out, const std::string& path, Bounds bounds,
+                    std::vector<Run>* values, int64_t* total) {
   auto* offsets = reinterpret_cast<Offset*>(
       NewBuffer(out, 1, (out->length + 1) * static_cast<int64_t>(sizeof(Offset))));
   if (offsets == nullptr) return Fail(kIcefloeAssembleNoMemory);
-  int64_t total = 0, k = 0;
+  values->reserve(runs.size());
+  int64_t at = 0, k = 0;
   for (const Run& run : runs) {
     const ArrowArray* a = inputs[static_cast<size_t>(run.piece)];
-    const Offset* all = Offsets<Offset>(a) + a->offset;
-    const Offset* in = all + run.row;
-    // The array's first and last offsets bound its values (Arrow's basic
-    // validation checked them against the values buffer); a run's offsets
-    // stay between them, never going backwards.
-    if (in[0] < all[0] || in[run.length] > all[a->length]) {
+    const Offset* in = Offsets<Offset>(a) + a->offset + run.row;
+    const auto [lo, hi] = bounds(a);
+    if (in[0] < lo || in[run.length] > hi) {
       return Fail(kIcefloeAssembleBadOffsets,
                   "column '" + path + "': a piece's offsets point past its values");
     }
@@ -557,26 +561,42 @@ Outcome GatherBinary(const std::vector<const ArrowArray*>& inputs, const std::ve
         return Fail(kIcefloeAssembleBadOffsets,
                     "column '" + path + "': a piece's offsets go backwards");
       }
-      offsets[k + i] = static_cast<Offset>(total + (in[i] - in[0]));
+      offsets[k + i] = static_cast<Offset>(at + (in[i] - in[0]));
     }
-    total += in[run.length] - in[0];
-    if (total > std::numeric_limits<Offset>::max()) {
+    const int64_t n = in[run.length] - in[0];
+    if (n > 0) values->push_back({in[0], n, 0, run.piece});
+    at += n;
+    if (at > std::numeric_limits<Offset>::max()) {
       return Fail(kIcefloeAssembleBadOffsets,
                   "column '" + path + "': the batch's values do not fit 32-bit offsets");
     }
     k += run.length;
   }
-  offsets[k] = static_cast<Offset>(total);
+  offsets[k] = static_cast<Offset>(at);
+  *total = at;
+  return {};
+}
+
+template <typename Offset>
+Outcome GatherBinary(const std::vector<const ArrowArray*>& inputs, const std::vector<Run>& runs,
+                     ArrowArray* out, const std::string& path) {
+  // The array's first and last offsets bound its values (Arrow's basic
+  // validation checked them against the values buffer).
+  auto bounds = [](const ArrowArray* a) {
+    const Offset* all = Offsets<Offset>(a) + a->offset;
+    return std::pair<int64_t, int64_t>(all[0], all[a->length]);
+  };
+  std::vector<Run> values;
+  int64_t total = 0;
+  Outcome joined = JoinOffsets<Offset>(inputs, runs, out, path, bounds, &values, &total);
+  if (!joined.ok()) return joined;
   uint8_t* bytes = NewBuffer(out, 2, total);
   if (bytes == nullptr) return Fail(kIcefloeAssembleNoMemory);
-  int64_t at = 0;
-  for (const Run& run : runs) {
-    const ArrowArray* a = inputs[static_cast<size_t>(run.piece)];
-    const Offset* in = Offsets<Offset>(a) + a->offset + run.row;
-    const auto* data = static_cast<const uint8_t*>(a->buffers[2]);
-    const int64_t n = in[run.length] - in[0];
-    if (n > 0) std::memcpy(bytes + at, data + in[0], static_cast<size_t>(n));
-    at += n;
+  for (const Run& v : values) {
+    const auto* data =
+        static_cast<const uint8_t*>(inputs[static_cast<size_t>(v.piece)]->buffers[2]);
+    std::memcpy(bytes, data + v.row, static_cast<size_t>(v.length));
+    bytes += v.length;
   }
   return {};
 }
@@ -585,37 +605,13 @@ template <typename Offset>
 Outcome GatherList(const ArrowSchema& schema, const std::vector<const ArrowArray*>& inputs,
                    const std::vector<Run>& runs, ArrowArray* out, const std::string& path,
                    int depth) {
-  auto* offsets = reinterpret_cast<Offset*>(
-      NewBuffer(out, 1, (out->length + 1) * static_cast<int64_t>(sizeof(Offset))));
-  if (offsets == nullptr) return Fail(kIcefloeAssembleNoMemory);
+  auto bounds = [](const ArrowArray* a) {
+    return std::pair<int64_t, int64_t>(0, a->children[0]->length);
+  };
   std::vector<Run> child_runs;
-  child_runs.reserve(runs.size());
-  int64_t total = 0, k = 0;
-  for (const Run& run : runs) {
-    const ArrowArray* a = inputs[static_cast<size_t>(run.piece)];
-    const Offset* in = Offsets<Offset>(a) + a->offset + run.row;
-    const int64_t child_length = a->children[0]->length;
-    if (in[0] < 0 || in[run.length] > child_length) {
-      return Fail(kIcefloeAssembleBadOffsets,
-                  "column '" + path + "': a piece's offsets point past its values");
-    }
-    for (int64_t i = 0; i < run.length; ++i) {
-      if (in[i + 1] < in[i]) {
-        return Fail(kIcefloeAssembleBadOffsets,
-                    "column '" + path + "': a piece's offsets go backwards");
-      }
-      offsets[k + i] = static_cast<Offset>(total + (in[i] - in[0]));
-    }
-    const int64_t n = in[run.length] - in[0];
-    if (n > 0) child_runs.push_back({in[0], n, 0, run.piece});
-    total += n;
-    if (total > std::numeric_limits<Offset>::max()) {
-      return Fail(kIcefloeAssembleBadOffsets,
-                  "column '" + path + "': the batch's values do not fit 32-bit offsets");
-    }
-    k += run.length;
-  }
-  offsets[k] = static_cast<Offset>(total);
+  int64_t total = 0;
+  Outcome joined = JoinOffsets<Offset>(inputs, runs, out, path, bounds, &child_runs, &total);
+  if (!joined.ok()) return joined;
   std::vector<const ArrowArray*> children;
   for (const ArrowArray* a : inputs) children.push_back(a->children[0]);
   ArrowArray* child = NewChild(out);
