@@ -82,6 +82,12 @@ class Piece:
             return self.batch_size
         return self.batch_size * (self.count - 1) + self.last_size
 
+    def num_positions(self) -> int:
+        """How many positions the piece names: one per row, when well formed."""
+        if self.scattered is not None:
+            return len(self.scattered)
+        return int(self.runs[:, 1].sum()) if self.runs is not None and len(self.runs) else 0
+
 
 @dataclass
 class Chunk:
@@ -279,9 +285,7 @@ def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBa
     counted from ``bases[i]`` (0 without bases); zero-copy when a single piece
     fills it in order, else built by the native library in one pass per
     column (cpp/icefloe/client/assemble.h), which checks every position."""
-    # One position per row (the library reads that many); runs are checked
-    # against the rows by the library.
-    if any(p.scattered is not None and len(p.scattered) != p.data.num_rows for p in pieces):
+    if any(p.num_positions() != p.data.num_rows for p in pieces):
         raise InvalidArgument("a node sent a piece whose positions do not match its rows")
     first = pieces[0]
     if len(pieces) == 1 and not bases and _in_order(first):
@@ -386,8 +390,7 @@ def _in_order(piece: Piece) -> bool:
     """Whether ``piece``'s rows fill positions 0, 1, ... in order (one run
     from 0, or positions exactly 0..n-1: a take of rows in one place)."""
     if piece.runs is not None:
-        return len(piece.runs) == 1 and piece.runs[0][0] == 0 and \
-            piece.runs[0][1] == piece.data.num_rows
+        return len(piece.runs) == 1 and piece.runs[0][0] == 0
     s, n = piece.scattered, piece.data.num_rows
     if s is None or len(s) != n:
         return False
