@@ -313,16 +313,19 @@ def _c_pieces(pieces: list[Piece], bases: list[int]) -> ctypes.Array:
     """The pieces as the library takes them, each one's record batch (its
     node's file, by reference) exported through the C Data Interface. The
     arrays the pointers name stay alive on the pieces."""
+    # From the wire, the library counts on Arrow's basic checks: all of them
+    # before any export, so that a refusal leaves no exported array unreleased.
+    for p in pieces:
+        if not isinstance(p.data, SourceRows):
+            try:
+                p.data.validate()
+            except pa.ArrowInvalid as exc:
+                raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
     c = (_native.AssemblePiece * len(pieces))()
     arrays = (_native.ArrowArray * len(pieces))()
     for k, (p, base) in enumerate(zip(pieces, bases, strict=True)):
         shared = p.data if isinstance(p.data, SourceRows) else None
         data = p.data if shared is None else shared.file
-        if shared is None:  # from the wire: the library counts on Arrow's basic checks
-            try:
-                data.validate()
-            except pa.ArrowInvalid as exc:
-                raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
         data._export_to_c(ctypes.addressof(arrays[k]))
         piece = c[k]
         piece.batch = ctypes.addressof(arrays[k])
