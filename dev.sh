@@ -130,7 +130,7 @@ run_tests() {
 
 # libFuzzer targets (protocol_fuzz: every message parser; transform_fuzz: the
 # transforms' value expressions; avro_fuzz: the Avro reader; assemble_fuzz:
-# the client's assembly of pieces), each seeded with its corpus and run for
+# the client's assembly of pieces; merge_fuzz: its merge of streams), each seeded with its corpus and run for
 # $1 seconds.
 fuzz() {
   local seconds=${1:-60} dir="$ROOT/build/fuzz"
@@ -139,8 +139,10 @@ fuzz() {
       -DCMAKE_CXX_COMPILER=clang++ -DICEFLOE_FUZZ=ON -DICEFLOE_BUILD_TESTS=OFF \
       -DICEFLOE_BUILD_BENCHMARKS=OFF -DPython_EXECUTABLE="$PY" >/dev/null
   fi
-  "$VENV/bin/cmake" --build "$dir" --target protocol_fuzz avro_fuzz transform_fuzz assemble_fuzz
-  mkdir -p "$dir/corpus/protocol" "$dir/corpus/avro" "$dir/corpus/transform" "$dir/corpus/assemble"
+  "$VENV/bin/cmake" --build "$dir" --target protocol_fuzz avro_fuzz transform_fuzz assemble_fuzz \
+    merge_fuzz
+  mkdir -p "$dir/corpus/protocol" "$dir/corpus/avro" "$dir/corpus/transform" "$dir/corpus/assemble" \
+    "$dir/corpus/merge"
   log "protocol_fuzz for ${seconds}s"
   "$dir/cpp/icefloe/protocol/protocol_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
     "$dir/corpus/protocol" cpp/icefloe/protocol/testdata/corpus
@@ -153,6 +155,9 @@ fuzz() {
   log "assemble_fuzz for ${seconds}s"
   "$dir/cpp/icefloe/client/assemble_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
     "$dir/corpus/assemble"
+  log "merge_fuzz for ${seconds}s"
+  "$dir/cpp/icefloe/client/merge_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    "$dir/corpus/merge"
 }
 
 cmd=${1:-}

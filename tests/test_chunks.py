@@ -17,7 +17,7 @@ from iceberg_util import Warehouse
 from torch.utils.data import DataLoader
 
 import icefloe
-from icefloe import _pieces
+from icefloe import _native, _pieces
 from icefloe.torch import CacheDataset, batch_to_tensors
 
 N = 200_000
@@ -277,9 +277,19 @@ def test_span_pieces_of_several_nodes_merge_into_their_batches():
 
 def test_a_chunk_by_reference_whose_batch_crosses_two_runs_is_refused():
     data = pa.record_batch({"id": pa.array(np.arange(20, dtype=np.int64))})
-    header = _pieces.read_header(piece_util.encode(0, 4, count=2, last_size=4, whole=True,
-                                                   source=[(0, 4), (10, 4)]))  # 2 batches of 4
-    chunk = _pieces.parse_piece(data, header, ([0, 10], [4, 4]))
+    metadata = piece_util.encode(0, 4, count=2, last_size=4, whole=True,
+                                 source=[(0, 4), (10, 4)])  # 2 batches of 4
+
+    def merged(starts, lengths):  # the chunk cut from a span of the node's file
+        runs = (np.array(starts, np.int64), np.array(lengths, np.int64))
+        message = SimpleNamespace(data=data, app_metadata=metadata, runs=runs, by_reference=True)
+        left = [message]
+        return list(_pieces.merge_steps(_native.Merger(1, 0, 2), 1,
+                                        lambda _: left.pop() if left else None))
+
+    (chunk,) = merged([0, 10], [4, 4])
     assert chunk.offsets == [0, 10]
+    assert [b.column("id").to_pylist() for b in chunk.split(None)] == [[0, 1, 2, 3],
+                                                                       [10, 11, 12, 13]]
     with pytest.raises(icefloe.InvalidArgument, match="across two runs"):
-        _pieces.parse_piece(data, header, ([0, 10, 16], [2, 4, 2]))
+        merged([0, 10, 16], [2, 4, 2])

@@ -4,7 +4,8 @@ A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
 works beside any pyarrow): ``parse_piece`` reads a piece header with the
 nodes' own parser (protocol/piece.h); ``assemble`` builds a batch or window
 span from its pieces in one pass per column and hands it back through the
-Arrow C Data Interface (cpp/icefloe/client/assemble.h); ``group_rows`` groups
+Arrow C Data Interface (cpp/icefloe/client/assemble.h); ``Merger`` says which
+messages of an epoch's streams make each batch (merge.h); ``group_rows`` groups
 a take's rows by the replica set holding them and writes their rows-ticket
 bodies with the head's own code (protocol/row_groups.h). The library ships in
 the package; importing icefloe without it is an error (ImportError naming the
@@ -17,6 +18,8 @@ import ctypes
 from pathlib import Path
 
 import numpy as np
+
+from .errors import InvalidArgument
 
 _LIB = Path(__file__).resolve().parent / "lib" / "libicefloe_client.so"
 
@@ -167,3 +170,95 @@ class ExportedSchema:
     def __del__(self) -> None:
         if self.c.release:
             _release_schema(self.c.release)(ctypes.addressof(self.c))
+
+
+# merge.h: the merge of an epoch's streams, step by step.
+MERGE_ERROR, MERGE_NEED, MERGE_BATCH, MERGE_CHUNK, MERGE_DONE = range(-1, 4)
+
+
+class MergeStep(ctypes.Structure):
+    """What to do next (merge.h's IcefloeMergeStep); its arrays stay valid
+    until the merger's next call."""
+
+    _fields_ = [("kind", ctypes.c_int32), ("stream", ctypes.c_int32), ("batch", ctypes.c_uint64),
+                ("count", ctypes.c_uint32), ("batch_size", ctypes.c_uint32),
+                ("last_size", ctypes.c_uint32), ("num_pieces", ctypes.c_int32),
+                ("streams", ctypes.POINTER(ctypes.c_int32)),
+                ("bases", ctypes.POINTER(ctypes.c_int64)),
+                ("offsets", ctypes.POINTER(ctypes.c_int64))]
+
+
+_lib.icefloe_merger_new.restype = ctypes.c_void_p
+_lib.icefloe_merger_new.argtypes = [ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64]
+_lib.icefloe_merger_free.restype = None
+_lib.icefloe_merger_free.argtypes = [ctypes.c_void_p]
+_STEP = ctypes.POINTER(MergeStep)
+_lib.icefloe_merger_push.restype = ctypes.c_int32
+_lib.icefloe_merger_push.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
+                                     ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                     ctypes.POINTER(PieceHeader), _STEP]
+_lib.icefloe_merger_push_rows.restype = ctypes.c_int32
+_lib.icefloe_merger_push_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint64,
+                                          ctypes.c_uint32, ctypes.c_int64, _STEP]
+_lib.icefloe_merger_end.restype = ctypes.c_int32
+_lib.icefloe_merger_end.argtypes = [ctypes.c_void_p, ctypes.c_int32, _STEP]
+_lib.icefloe_merger_next.restype = ctypes.c_int32
+_lib.icefloe_merger_next.argtypes = [ctypes.c_void_p, _STEP]
+_lib.icefloe_merger_error.restype = ctypes.c_char_p
+_lib.icefloe_merger_error.argtypes = [ctypes.c_void_p]
+
+
+class Merger:
+    """icefloe_merger (merge.h): which pieces make each batch of an epoch's
+    streams from batch ``first`` to ``num_batches``. Every method returns the
+    step to take next (one struct, overwritten by the next call); a refusal
+    raises InvalidArgument with the library's words."""
+
+    __slots__ = ("_m", "_step", "_out", "header", "_parsed")
+
+    def __init__(self, streams: int, first: int, num_batches: int) -> None:
+        self._m = _lib.icefloe_merger_new(streams, first, num_batches)
+        if not self._m:
+            raise MemoryError("no memory for a merge of the epoch's streams")
+        self._step = MergeStep()
+        self._out = ctypes.byref(self._step)
+        self.header = PieceHeader()  # the last pushed message's, parsed
+        self._parsed = ctypes.byref(self.header)
+
+    def __del__(self) -> None:
+        if getattr(self, "_m", None):
+            _lib.icefloe_merger_free(self._m)
+
+    def _refused(self) -> InvalidArgument:
+        return InvalidArgument(_lib.icefloe_merger_error(self._m).decode(errors="replace"))
+
+    def next(self) -> MergeStep:
+        if _lib.icefloe_merger_next(self._m, self._out) == MERGE_ERROR:
+            raise self._refused()
+        return self._step
+
+    def push(self, stream: int, address: int, size: int, rows: int, by_reference: bool,
+             runs: tuple[np.ndarray, np.ndarray] | None = None) -> MergeStep:
+        """Stream ``stream``'s next message: its header's ``size`` bytes at
+        ``address`` (kept alive by the caller), parsed into :attr:`header`;
+        ``runs``: int64 (starts, lengths) of a chunk's rows in its message."""
+        starts, lengths, n = (None, None, 0) if runs is None else \
+            (runs[0].ctypes.data, runs[1].ctypes.data, len(runs[0]))
+        if _lib.icefloe_merger_push(self._m, stream, address, size, rows, by_reference, starts,
+                                    lengths, n, self._parsed, self._out) == MERGE_ERROR:
+            raise self._refused()
+        return self._step
+
+    def push_rows(self, stream: int, batch: int, batch_size: int, rows: int) -> MergeStep:
+        """Stream ``stream``'s next message, made by the caller: ``rows`` rows
+        of batch ``batch`` (of ``batch_size`` positions)."""
+        if _lib.icefloe_merger_push_rows(self._m, stream, batch, batch_size, rows,
+                                         self._out) == MERGE_ERROR:
+            raise self._refused()
+        return self._step
+
+    def end(self, stream: int) -> MergeStep:
+        if _lib.icefloe_merger_end(self._m, stream, self._out) == MERGE_ERROR:
+            raise self._refused()
+        return self._step

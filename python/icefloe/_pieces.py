@@ -1,24 +1,21 @@
-"""Assembling consumer batches from the pieces nodes stream (docs/protocol.md).
+"""Reading an epoch's streams into batches (docs/protocol.md, "Pieces").
 
 Every record batch a node sends for a plan or row ticket is tagged with one
 piece header (cpp/icefloe/protocol/piece.h; its constants come from
 ``_fields.json``): the batch, or span of consecutive batches, its rows go to,
-and where. A piece's rows fill the positions its runs or positions name
-(``Piece``); *whole* batches travel as one *chunk* (``Chunk``), split here
-zero-copy, or turned into tensors at once and split (:class:`ChunkTransform`).
-Every endpoint streams pieces in increasing batch order, so a batch is
-complete when its rows have arrived, and it is yielded as soon as it is.
-Every batch of a chunk is complete when it arrives, so a failover resumes
-after the chunk exactly as after a batch.
-
-An endpoint's rows of a window-mode *span* of batches (cut by the plan, the
-same for every endpoint) come as one piece whose positions run over the
-span's batches laid end to end. The pieces of every endpoint for a span are
-put in place together and handed on as a chunk.
+and where. The client library's merge (cpp/icefloe/client/merge.h) sees
+every stream's headers and says which stream to read next and which messages
+make each batch, span or chunk, and refuses streams that disagree. A piece's
+rows fill the positions its runs or positions name (``Piece``), put there by
+the library's assembly (``assemble``); *whole* batches travel as one *chunk*
+(``Chunk``), split here zero-copy, or turned into tensors at once and split
+(:class:`ChunkTransform`). Every batch of a chunk is complete when it arrives,
+so a failover resumes after the chunk exactly as after a batch.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import itertools
 import queue
@@ -194,12 +191,21 @@ def read_header(metadata: Any) -> Header:
     """The piece header of a message's metadata (a pyarrow Buffer, or bytes),
     parsed and checked by the nodes' own parser (protocol/piece.cc, through
     the native library); the arrays are views of the metadata."""
-    if metadata is None:
-        raise InvalidArgument("a node sent a batch without piece metadata")
-    buffer = metadata if isinstance(metadata, pa.Buffer) else pa.py_buffer(metadata)
+    buffer = _buffer(metadata)
     h = _native.parse_piece(buffer.address, buffer.size)
     if isinstance(h, str):
         raise InvalidArgument(f"a node sent malformed piece metadata: {h}")
+    return _views(buffer, h)
+
+
+def _buffer(metadata: Any) -> pa.Buffer:
+    if metadata is None:
+        raise InvalidArgument("a node sent a batch without piece metadata")
+    return metadata if isinstance(metadata, pa.Buffer) else pa.py_buffer(metadata)
+
+
+def _views(buffer: pa.Buffer, h: _native.PieceHeader) -> Header:
+    """The header ``h`` parsed from ``buffer``, its arrays viewed there."""
     runs = positions = source = None
     if h.flags & POSITIONS:
         positions = np.frombuffer(buffer, dtype="<u4", count=h.entries, offset=h.entry_offset)
@@ -212,65 +218,65 @@ def read_header(metadata: Any) -> Header:
     return Header(h.flags, h.batch, h.batch_size, h.count, h.last_size, runs, positions, source)
 
 
-def message_piece(message: Any) -> Piece | Chunk:
-    """The piece or chunk a stream's message holds: a FlightStreamChunk
-    (rows carried, header in its app_metadata), or what a
-    :class:`icefloe._shared.SharedReader` makes of one (``header`` read,
-    rows taken from the node's file, ``runs`` for a chunk in a span of it)."""
-    header = getattr(message, "header", None)
-    if header is None:
-        header = read_header(message.app_metadata)
-        if header.flags & BY_REFERENCE:
-            raise InvalidArgument("a node sent a piece by reference on a stream that "
-                                  "carries its rows")
-    return parse_piece(message.data, header, getattr(message, "runs", None))
+def _push(merger: _native.Merger, k: int, message: Any) -> Piece | pa.RecordBatch:
+    """Hands stream ``k``'s message to ``merger``: a FlightStreamChunk (rows
+    carried, header in its app_metadata), a :class:`icefloe._shared.SharedReader`'s
+    (``by_reference``; ``runs``, for a chunk in a span of the node's file),
+    or a :class:`Piece` made here. Returns what the merge's steps take: the
+    piece, or a chunk's rows."""
+    if isinstance(message, Piece):
+        merger.push_rows(k, message.batch, message.batch_size, message.data.num_rows)
+        return message
+    metadata = message.app_metadata
+    buffer = metadata if type(metadata) is pa.Buffer else _buffer(metadata)
+    merger.push(k, buffer.address, buffer.size, message.data.num_rows,
+                getattr(message, "by_reference", False), getattr(message, "runs", None))
+    h = merger.header
+    if h.flags & WHOLE:
+        return message.data
+    if h.flags & POSITIONS:
+        positions = np.frombuffer(buffer, dtype="<u4", count=h.entries, offset=h.entry_offset)
+        return Piece(h.batch, h.batch_size, None, message.data, positions, h.count, h.last_size)
+    runs = np.frombuffer(buffer, dtype="<u4", count=2 * h.entries,
+                         offset=h.entry_offset).reshape(h.entries, 2)
+    return Piece(h.batch, h.batch_size, runs, message.data, None, h.count, h.last_size)
 
 
-def parse_piece(data: pa.RecordBatch | SourceRows, header: Header,
-                runs: tuple[list[int], list[int]] | None = None) -> Piece | Chunk:
-    """The piece or chunk of ``data`` that ``header`` describes. ``runs``
-    (starts, lengths in ``data``): a chunk by reference whose rows are those
-    runs of ``data`` (a span of the node's file), not all of it."""
-    if header.flags & WHOLE:
-        return _parse_chunk(data, header, runs)  # type: ignore[arg-type]
-    if runs is not None:
-        raise InvalidArgument("a node sent runs of shared rows for a piece that is not a chunk")
-    return Piece(header.batch, header.batch_size, header.runs, data, header.positions,
-                 header.count, header.last_size)
+def merge_steps(merger: _native.Merger, streams: int,
+                read: Callable[[int], Any]) -> Iterator[pa.RecordBatch | Chunk]:
+    """The batches (and chunks) ``merger`` makes of the messages ``read(k)``
+    returns for stream k of ``streams`` (None at its end), in order."""
+    held = [collections.deque() for _ in range(streams)]
+    step = merger.next()
+    while (kind := step.kind) != _native.MERGE_DONE:
+        if kind == _native.MERGE_NEED:  # the push (or end) sets the next step
+            k = step.stream
+            message = read(k)
+            if message is None:
+                merger.end(k)
+            else:
+                held[k].append(_push(merger, k, message))
+            continue
+        if kind == _native.MERGE_CHUNK:
+            offsets = step.offsets[:step.count] if step.offsets else None
+            yield Chunk(step.batch, step.batch_size, step.count, step.last_size,
+                        held[step.stream].popleft(), offsets)
+        else:
+            batch, count, batch_size, last_size = \
+                step.batch, step.count, step.batch_size, step.last_size
+            n = step.num_pieces
+            bases = step.bases[:n] if step.bases else None
+            data = assemble([held[k].popleft() for k in step.streams[:n]], bases)
+            yield data if count == 1 else Chunk(batch, batch_size, count, last_size, data)
+        merger.next()
 
 
-def _parse_chunk(data: pa.RecordBatch, header: Header,
-                 runs: tuple[list[int], list[int]] | None) -> Chunk:
-    count, batch_size, last_size = header.count, header.batch_size, header.last_size
-    rows = data.num_rows if runs is None else sum(runs[1])
-    if rows != (count - 1) * batch_size + last_size:
-        raise InvalidArgument(
-            f"a node sent a chunk of {rows} rows for {count} batches of "
-            f"{batch_size} rows (the last {last_size})")
-    chunk = Chunk(header.batch, batch_size, count, last_size, data)
-    if runs is not None:
-        chunk.offsets = _batch_offsets(runs, chunk.sizes())
-    return chunk
-
-
-def _batch_offsets(runs: tuple[list[int], list[int]], sizes: list[int]) -> list[int]:
-    """Where each batch of ``sizes`` starts when the batches fill ``runs``
-    (starts, lengths) in order. Nodes merge only whole batches into a run,
-    so a batch across two runs is malformed."""
-    out: list[int] = []
-    starts, lengths = runs
-    i, at, left = -1, 0, 0
-    for n in sizes:
-        while left == 0 and i + 1 < len(starts):
-            i += 1
-            at, left = starts[i], lengths[i]
-        if n > left:
-            raise InvalidArgument(f"a node sent a chunk by reference whose batch {len(out)} "
-                                  "runs across two runs of shared rows")
-        out.append(at)
-        at += n
-        left -= n
-    return out
+def take_batch(sources: list[list[Any]]) -> pa.RecordBatch:
+    """A take's rows, from every source's messages (or :class:`Piece`\\ s
+    made here): one batch, checked and assembled as an epoch's."""
+    merger = _native.Merger(len(sources), 0, 1)
+    feeds = [iter(s) for s in sources]
+    return next(merge_steps(merger, len(sources), lambda k: next(feeds[k], None)))  # type: ignore[return-value]
 
 
 def expand_runs(starts: np.ndarray, lengths: np.ndarray, dtype: Any = np.int64) -> np.ndarray:
@@ -426,7 +432,6 @@ class _Stream:
         self._dataset = dataset
         self._reader: Any = None
         self.location = ""
-        self.head: Piece | Chunk | None = None
         self.done = False
         self.cancelled = False
 
@@ -450,21 +455,20 @@ class _Stream:
         if reader is not None:
             reader.cancel()
 
-    def peek(self) -> Piece | Chunk | None:
-        """The next piece or chunk, or None at the end of the stream."""
-        if self.head is None and not self.done:
-            if self._reader is None:
-                self.open()
-            try:
-                chunk = self._reader.read_chunk()
-            except StopIteration:
-                self.done = True
-                return None
-            except BaseException as exc:  # noqa: BLE001 - raised as icefloe errors
-                self.done = True
-                raise self._error(exc)  # noqa: B904 - the error chains the cause
-            self.head = message_piece(chunk)
-        return self.head
+    def read(self) -> Any:
+        """The stream's next message, or None at its end."""
+        if self.done:
+            return None
+        if self._reader is None:
+            self.open()
+        try:
+            return self._reader.read_chunk()
+        except StopIteration:
+            self.done = True
+            return None
+        except BaseException as exc:  # noqa: BLE001 - raised as icefloe errors
+            self.done = True
+            raise self._error(exc)  # noqa: B904 - the error chains the cause
 
     def _error(self, exc: BaseException) -> BaseException:
         mapped = map_error(exc)
@@ -476,11 +480,6 @@ class _Stream:
             broken.__cause__ = mapped  # which chains the Flight error
             mapped = broken
         return named(mapped, self._dataset, nodes) if self._dataset else mapped
-
-    def take(self) -> Piece | Chunk:
-        piece, self.head = self.head, None
-        assert piece is not None
-        return piece
 
     def close(self) -> None:
         self.done = True
@@ -599,8 +598,8 @@ def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str
                 if stop.is_set():
                     s.cancelled = True
                 s.open()  # every endpoint starts sending at once
-            while b < num_batches:
-                item = _collect(streams, b, num_batches)
+            merger = _native.Merger(len(streams), b, num_batches)
+            for item in merge_steps(merger, len(streams), lambda k, s=streams: s[k].read()):
                 yield item
                 b += item.count if isinstance(item, Chunk) else 1
         except StreamBroken as exc:
@@ -610,84 +609,3 @@ def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str
         finally:
             for s in streams:
                 s.close()
-
-
-def _collect(streams: list[_Stream], b: int, num_batches: int) -> pa.RecordBatch | Chunk:
-    """Batch b from its pieces, the span of batches starting at b from the
-    span pieces (and any single-batch pieces) for it, or the chunk of whole
-    batches starting at b: streams send in batch order, so one pass takes all
-    of it."""
-    heads = [s.peek() for s in streams]
-    for i, head in enumerate(heads):
-        if isinstance(head, Chunk) and head.batch == b:
-            return _whole(streams, streams[i].take(), num_batches)
-    span = next((h for h in heads if isinstance(h, Piece) and h.batch == b and h.count > 1),
-                None)
-    end = b + (span.count if span is not None else 1)
-    pieces: list[Piece] = []
-    for s in streams:
-        piece = s.peek()
-        while isinstance(piece, Piece) and piece.batch < end:
-            if piece.batch + piece.count > end or piece.batch < b:
-                raise _changed(f"a node sent rows of batches {piece.batch}.."
-                               f"{piece.batch + piece.count - 1} across batch {b}'s span")
-            pieces.append(s.take())  # type: ignore[arg-type]
-            piece = s.peek()
-        if isinstance(piece, Chunk) and piece.batch < end:
-            raise _changed(f"a node sent batches {piece.batch}.. whole inside batch {b}'s span")
-    if span is None:
-        return one_batch(pieces, b)
-    return Chunk(b, span.batch_size, span.count, span.last_size,
-                 assemble(pieces, _span_bases(pieces, span)))
-
-
-def one_batch(pieces: list[Piece | Chunk], b: int) -> pa.RecordBatch:
-    """Batch b from every piece of it (all of them, from every endpoint)."""
-    if any(not isinstance(p, Piece) or p.batch != b or p.count != 1 for p in pieces):
-        raise _changed(f"a node sent rows of other batches than batch {b}")
-    rows = sum(p.data.num_rows for p in pieces)
-    need = pieces[0].batch_size if pieces else None
-    if need is None or rows != need:
-        raise _changed(f"batch {b} is incomplete: {rows} of {need} rows arrived")
-    return assemble(pieces)  # type: ignore[arg-type]
-
-
-def _span_bases(pieces: list[Piece], span: Piece) -> list[int]:
-    """Where each piece's positions start in ``span``'s (batch b + i's at
-    i * batch_size), checking that every piece agrees with the span's shape
-    and that the span's rows all arrived."""
-    bases = []
-    for p in pieces:
-        i = p.batch - span.batch
-        if p.count > 1:
-            agrees = (p.count, p.batch_size, p.last_size) == \
-                (span.count, span.batch_size, span.last_size)
-        else:
-            agrees = p.batch_size == (span.last_size if i == span.count - 1 else span.batch_size)
-        if not agrees:
-            raise _changed(f"nodes disagree on the shape of batches {span.batch}.."
-                           f"{span.batch + span.count - 1}")
-        bases.append(i * span.batch_size)
-    rows = sum(p.data.num_rows for p in pieces)
-    if rows != span.span_rows():
-        raise _changed(f"batches {span.batch}..{span.batch + span.count - 1} are incomplete: "
-                       f"{rows} of {span.span_rows()} rows arrived")
-    return bases
-
-
-def _changed(what: str) -> InvalidArgument:
-    return InvalidArgument(
-        f"{what}; the cluster changed under this epoch (was the dataset reloaded?)")
-
-
-def _whole(streams: list[_Stream], chunk: Chunk, num_batches: int) -> Chunk:
-    """``chunk``, once no stream sends anything else for its batches."""
-    end = chunk.batch + chunk.count
-    clash = end > num_batches or any(
-        (head := s.peek()) is not None and head.batch < end for s in streams)
-    if clash:
-        raise InvalidArgument(
-            f"a node sent batches {chunk.batch}..{end - 1} whole while another sent rows of "
-            f"them (or the epoch has {num_batches} batches); the cluster changed under this "
-            "epoch (was the dataset reloaded?)")
-    return chunk

@@ -174,14 +174,17 @@ class Export:
 
 class _Chunk:
     """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference:
-    the piece's rows, its header (read), and ``runs``: the piece's rows are
-    those (starts, lengths) of ``data``, not all of it (parse_piece)."""
+    the piece's rows, its metadata and header (read), and ``runs``: int64
+    (starts, lengths) of ``data`` that are the piece's rows, when not all of
+    it (a chunk in a span of the node's file)."""
 
-    __slots__ = ("data", "header", "runs")
+    __slots__ = ("data", "app_metadata", "header", "runs")
+    by_reference = True
 
-    def __init__(self, data: pa.RecordBatch | SourceRows, header: Header,
-                 runs: tuple[list[int], list[int]] | None = None) -> None:
+    def __init__(self, data: pa.RecordBatch | SourceRows, app_metadata: pa.Buffer,
+                 header: Header, runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.data = data
+        self.app_metadata = app_metadata
         self.header = header
         self.runs = runs
 
@@ -210,9 +213,9 @@ class SharedReader:
         n = len(runs)
         whole = header.flags & WHOLE
         if not self.copy and n > 1 and whole and int(runs["length"].sum()) >= _LONG_RUNS * n:
-            span = self._span(runs, chunk.data.num_rows, header)
+            span = self._span(runs, chunk.data.num_rows)
             if span is not None:
-                return span
+                return _Chunk(span[0], chunk.app_metadata, header, span[1])
         if not self.copy and not whole and \
                 header.flags & (POSITIONS | SPAN):
             # Rows the merge puts in place anyway (scattered or span pieces):
@@ -226,9 +229,10 @@ class SharedReader:
         if data.num_rows != chunk.data.num_rows:
             raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
                                   f"{chunk.data.num_rows}")
-        return _Chunk(data, header)
+        return _Chunk(data, chunk.app_metadata, header)
 
-    def _span(self, runs: np.ndarray, rows: int, header: Header) -> _Chunk | None:
+    def _span(self, runs: np.ndarray, rows: int
+              ) -> tuple[pa.RecordBatch, tuple[np.ndarray, np.ndarray]] | None:
         """Long runs, none overlapping another (a chunk of a rank's batches):
         one zero-copy slice of the file from the lowest run to the end of the
         highest, with the runs in it, for the chunk to cut its batches from;
@@ -246,8 +250,7 @@ class SharedReader:
         order = np.argsort(starts, kind="stable")
         if bool(np.any(starts[order][1:] < stops[order][:-1])):
             return None
-        data = self.export.slice(first, last - first, self._columns)
-        return _Chunk(data, header, ((starts - first).tolist(), lengths.tolist()))
+        return self.export.slice(first, last - first, self._columns), (starts - first, lengths)
 
     def __iter__(self) -> Any:
         while True:

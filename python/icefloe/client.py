@@ -566,27 +566,27 @@ class Client:
         generation that a take by reference mapped) are taken from that file,
         without asking the node. ``key``: the copy's (storage name,
         generation); ``total``: the rows of the answer."""
-        from ._pieces import Piece, message_piece, one_batch
+        from ._pieces import Piece, take_batch
 
         def read(reader: Any, uri: str) -> list[Any]:
             if isinstance(reader, _shared.SharedReader):
                 reader.copy = True  # a take's rows are the caller's: never views of the file
                 self._keep_export(uri, key, reader.export)
-            return [message_piece(c) for c in reader]
+            return list(reader)
 
-        pieces: list[Any] = []
+        sources: list[list[Any]] = []
         remote: list[Callable[[], list[Any]]] = []
         for group in groups:
             export = self._export_for(group.nodes, key) if self.share_memory else None
             local = export.local_rows(group.rows) if export is not None else None
             if local is not None:  # in this process: no thread, no round trip
-                pieces.append(Piece(0, total, None, export.take(local, columns),
-                                    group.positions.astype(np.uint32)))
+                sources.append([Piece(0, total, None, export.take(local, columns),
+                                      group.positions.astype(np.uint32))])
                 continue
             endpoint = flight.FlightEndpoint(group.ticket, list(group.nodes))
             remote.append(lambda e=endpoint: self._failover(e, read, name, shared=True))
-        pieces += [p for part in self._all(remote) for p in part]
-        return pa.Table.from_batches([one_batch(pieces, 0)])
+        sources += self._all(remote)
+        return pa.Table.from_batches([take_batch(sources)])
 
     def _keep_export(self, uri: str, key: tuple[str, int], export: Any) -> None:
         """Keeps a node's shared file for takes of its copy's generation (the

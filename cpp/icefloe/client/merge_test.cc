@@ -1,0 +1,245 @@
+#include "icefloe/client/merge.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "icefloe/protocol/piece.h"
+
+namespace icefloe {
+namespace {
+
+struct Message {
+  std::string header;
+  int64_t rows = 0;
+  std::vector<int64_t> starts{}, lengths{};  // runs of a chunk by reference
+};
+
+// A piece of batches batch.. (count of them) with `rows` rows at positions 0..
+Message Piece(uint64_t batch, uint32_t batch_size, int64_t rows, uint32_t count = 1,
+              uint32_t last_size = 0) {
+  PieceInfo p;
+  p.batch = batch;
+  p.batch_size = batch_size;
+  p.count = count;
+  p.last_size = last_size;
+  if (rows > 0) p.runs.push_back({0, static_cast<uint32_t>(rows)});
+  return {EncodePiece(p), rows};
+}
+
+Message Chunk(uint64_t batch, uint32_t batch_size, uint32_t count, uint32_t last_size,
+              int64_t rows) {
+  PieceInfo p;
+  p.batch = batch;
+  p.batch_size = batch_size;
+  p.count = count;
+  p.last_size = last_size;
+  p.whole = true;
+  return {EncodePiece(p), rows};
+}
+
+// What a merge handed out: "B<batch>x<count>[streams]@bases", "C<batch>x<count>s<stream>",
+// then "done", or "error: ..." where it stopped.
+std::vector<std::string> Merge(std::vector<std::vector<Message>> streams, uint64_t num_batches,
+                               uint64_t first = 0) {
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(
+      icefloe_merger_new(static_cast<int32_t>(streams.size()), first, num_batches),
+      icefloe_merger_free);
+  std::vector<size_t> next(streams.size(), 0);
+  std::vector<std::string> out;
+  IcefloeMergeStep step;
+  int32_t kind = icefloe_merger_next(m.get(), &step);
+  for (int guard = 0; guard < 1000; ++guard) {
+    if (kind == ICEFLOE_MERGE_NEED) {  // the push (or end) says what comes next
+      auto& queue = streams[static_cast<size_t>(step.stream)];
+      size_t& k = next[static_cast<size_t>(step.stream)];
+      if (k == queue.size()) {
+        kind = icefloe_merger_end(m.get(), step.stream, &step);
+        continue;
+      }
+      const Message& msg = queue[k++];
+      IcefloePieceHeader parsed;
+      kind = icefloe_merger_push(
+          m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
+          static_cast<int64_t>(msg.header.size()), msg.rows, 0, msg.starts.data(),
+          msg.lengths.data(), static_cast<int64_t>(msg.starts.size()), &parsed, &step);
+      continue;
+    }
+    if (kind == ICEFLOE_MERGE_BATCH) {
+      std::string s = "B" + std::to_string(step.batch) + "x" + std::to_string(step.count) + "[";
+      for (int32_t i = 0; i < step.num_pieces; ++i) {
+        s += (i ? "," : "") + std::to_string(step.streams[i]);
+      }
+      s += "]";
+      if (step.bases != nullptr) {
+        for (int32_t i = 0; i < step.num_pieces; ++i) {
+          s += (i ? "," : "@") + std::to_string(step.bases[i]);
+        }
+      }
+      out.push_back(s);
+      kind = icefloe_merger_next(m.get(), &step);
+    } else if (kind == ICEFLOE_MERGE_CHUNK) {
+      std::string s = "C" + std::to_string(step.batch) + "x" + std::to_string(step.count) + "s" +
+                      std::to_string(step.stream);
+      for (uint32_t i = 0; step.offsets != nullptr && i < step.count; ++i) {
+        s += (i ? "," : "@") + std::to_string(step.offsets[i]);
+      }
+      out.push_back(s);
+      kind = icefloe_merger_next(m.get(), &step);
+    } else if (kind == ICEFLOE_MERGE_DONE) {
+      out.push_back("done");
+      return out;
+    } else {
+      out.push_back(std::string("error: ") + icefloe_merger_error(m.get()));
+      return out;
+    }
+  }
+  ADD_FAILURE() << "the merge did not end";
+  return out;
+}
+
+using Steps = std::vector<std::string>;
+
+TEST(Merge, BatchesFromEveryStreamInOrder) {
+  // Batches of 4 rows, the last of 2: node 0 sends 3 + 3 + 1, node 1 the rest.
+  EXPECT_EQ(Merge({{Piece(0, 4, 3), Piece(1, 4, 3), Piece(2, 2, 1)},
+                   {Piece(0, 4, 1), Piece(1, 4, 1), Piece(2, 2, 1)}},
+                  3),
+            (Steps{"B0x1[0,1]", "B1x1[0,1]", "B2x1[0,1]", "done"}));
+  // A node with no rows of a batch sends nothing for it; two pieces of one
+  // batch from one stream both count.
+  EXPECT_EQ(Merge({{Piece(0, 4, 4), Piece(1, 4, 1), Piece(1, 4, 1)}, {Piece(1, 4, 2)}}, 2),
+            (Steps{"B0x1[0]", "B1x1[0,0,1]", "done"}));
+  // Resuming from batch 1; a stream that ends early.
+  EXPECT_EQ(Merge({{Piece(1, 4, 4)}, {}}, 2, 1), (Steps{"B1x1[0]", "done"}));
+}
+
+TEST(Merge, SpansMergeWithPiecesOfSingleBatches) {
+  // Three batches of 4, the last of 2 (10 positions): a span from node 0,
+  // node 1's rows one piece per batch.
+  EXPECT_EQ(Merge({{Piece(0, 4, 5, 3, 2)}, {Piece(0, 4, 2), Piece(1, 4, 2), Piece(2, 2, 1)}}, 3),
+            (Steps{"B0x3[0,1,1,1]@0,0,4,8", "done"}));
+  EXPECT_EQ(Merge({{Piece(0, 4, 2), Piece(1, 4, 2), Piece(2, 2, 1)}, {Piece(0, 4, 5, 3, 2)}}, 4),
+            (Steps{"B0x3[0,0,0,1]@0,4,8,0",
+                   "error: batch 3 is incomplete: 0 of 0 rows arrived; "
+                   "the cluster changed under this epoch (was the "
+                   "dataset reloaded?)"}));
+}
+
+TEST(Merge, ChunksOfWholeBatches) {
+  // Node 1 sends batches 0..2 whole; node 0 batch 3.
+  EXPECT_EQ(Merge({{Piece(3, 4, 4)}, {Chunk(0, 4, 3, 4, 12)}}, 4),
+            (Steps{"C0x3s1", "B3x1[0]", "done"}));
+  // A chunk by reference cut from a span of the shared file: its batches'
+  // rows start where its runs say.
+  Message by_ref = Chunk(0, 4, 2, 4, 20);
+  by_ref.starts = {0, 10};
+  by_ref.lengths = {4, 4};
+  EXPECT_EQ(Merge({{by_ref}}, 2), (Steps{"C0x2s0@0,10", "done"}));
+  by_ref.starts = {0, 10, 16};
+  by_ref.lengths = {2, 4, 2};
+  EXPECT_EQ(Merge({{by_ref}}, 2),
+            (Steps{"error: a node sent a chunk by reference whose batch 0 runs across two runs "
+                   "of shared rows"}));
+}
+
+std::string Error(std::vector<std::vector<Message>> streams, uint64_t num_batches) {
+  const Steps steps = Merge(std::move(streams), num_batches);
+  return steps.empty() ? "" : steps.back();
+}
+
+TEST(Merge, TheClusterChangingUnderTheEpochIsRefused) {
+  EXPECT_EQ(Error({{Piece(0, 4, 3)}, {}}, 1),
+            "error: batch 0 is incomplete: 3 of 4 rows arrived; the cluster changed under this "
+            "epoch (was the dataset reloaded?)");
+  EXPECT_EQ(Error({{Piece(0, 4, 5, 3, 2)}, {Piece(0, 4, 4, 3, 1)}}, 3),
+            "error: nodes disagree on the shape of batches 0..2; the cluster changed under this "
+            "epoch (was the dataset reloaded?)");
+  EXPECT_EQ(Error({{Piece(0, 4, 5, 3, 2)}, {Piece(0, 4, 1, 4, 2)}}, 4),
+            "error: a node sent rows of batches 0..3 across batch 0's span; the cluster changed "
+            "under this epoch (was the dataset reloaded?)");
+  EXPECT_EQ(Error({{Piece(0, 4, 5, 3, 2)}, {Chunk(1, 4, 1, 4, 4)}}, 3),
+            "error: a node sent batches 1.. whole inside batch 0's span; the cluster changed "
+            "under this epoch (was the dataset reloaded?)");
+  EXPECT_EQ(Error({{Chunk(0, 4, 2, 4, 8)}, {Piece(1, 4, 1)}}, 2),
+            "error: a node sent batches 0..1 whole while another sent rows of them (or the epoch "
+            "has 2 batches); the cluster changed under this epoch (was the dataset reloaded?)");
+  EXPECT_EQ(Error({{Chunk(0, 4, 2, 4, 8)}}, 1),
+            "error: a node sent batches 0..1 whole while another sent rows of them (or the epoch "
+            "has 1 batches); the cluster changed under this epoch (was the dataset reloaded?)");
+  // Batch 1 already handed out, then a piece of it again.
+  EXPECT_EQ(Error({{Piece(0, 4, 4)}, {Piece(1, 4, 4), Piece(0, 4, 1)}}, 2),
+            "error: a node sent rows of batches 0..0 across batch 1's span; the cluster changed "
+            "under this epoch (was the dataset reloaded?)");
+}
+
+TEST(Merge, MalformedMessagesAreRefused) {
+  Message truncated = Piece(0, 4, 4);
+  truncated.header.pop_back();
+  EXPECT_EQ(Error({{truncated}}, 1),
+            "error: a node sent malformed piece metadata: its length is not its header's");
+  EXPECT_EQ(Error({{Chunk(0, 4, 2, 4, 7)}}, 2),
+            "error: a node sent a chunk of 7 rows for 2 batches of 4 rows (the last 4)");
+  Message runs_on_a_piece = Piece(0, 4, 4);
+  runs_on_a_piece.starts = {0};
+  runs_on_a_piece.lengths = {4};
+  EXPECT_EQ(Error({{runs_on_a_piece}}, 1),
+            "error: a node sent runs of shared rows for a piece that is not a chunk");
+  PieceInfo p;
+  p.batch_size = 4;
+  p.runs = {{0, 4}};
+  p.by_reference = true;
+  p.source = {{0, 4}};
+  EXPECT_EQ(Error({{Message{EncodePiece(p), 4}}}, 1),
+            "error: a node sent a piece by reference on a stream that carries its rows");
+  p.batch = ~uint64_t{0};
+  p.by_reference = false;
+  p.source.clear();
+  EXPECT_EQ(Error({{Message{EncodePiece(p), 4}}}, 1),
+            "error: a node sent a piece past the last batch number");
+}
+
+TEST(Merge, TheCallerMustFollowTheSteps) {
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 1),
+                                                             icefloe_merger_free);
+  const Message msg = Piece(0, 4, 4);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(msg.header.data());
+  const auto size = static_cast<int64_t>(msg.header.size());
+  IcefloeMergeStep step;
+  ASSERT_EQ(icefloe_merger_push(m.get(), 0, bytes, size, 4, 0, nullptr, nullptr, 0, nullptr, &step),
+            ICEFLOE_MERGE_NEED);
+  EXPECT_EQ(step.stream, 1);
+  // Stream 0 has a message not yet handed out: it was not asked for another.
+  EXPECT_EQ(icefloe_merger_push(m.get(), 0, bytes, size, 4, 0, nullptr, nullptr, 0, nullptr, &step),
+            ICEFLOE_MERGE_ERROR);
+  EXPECT_STREQ(icefloe_merger_error(m.get()), "stream 0 was not asked for a message");
+  EXPECT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_ERROR);  // refused for good
+  EXPECT_EQ(icefloe_merger_end(m.get(), 1, &step), ICEFLOE_MERGE_ERROR);
+  EXPECT_EQ(icefloe_merger_new(-1, 0, 1), nullptr);
+}
+
+TEST(Merge, RowsTheCallerHoldsCountWithThePiecesPushed) {
+  // A take of 6 rows: 4 from a shared file the caller holds, 2 from a node.
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 1),
+                                                             icefloe_merger_free);
+  const Message msg = Piece(0, 6, 2);
+  IcefloeMergeStep step;
+  ASSERT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(icefloe_merger_push_rows(m.get(), step.stream, 0, 6, 4, &step), ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(icefloe_merger_push(
+                m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
+                static_cast<int64_t>(msg.header.size()), 2, 0, nullptr, nullptr, 0, nullptr, &step),
+            ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(step.stream, 0);
+  ASSERT_EQ(icefloe_merger_end(m.get(), 0, &step), ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(step.stream, 1);
+  ASSERT_EQ(icefloe_merger_end(m.get(), 1, &step), ICEFLOE_MERGE_BATCH);
+  EXPECT_EQ(step.num_pieces, 2);
+  EXPECT_EQ(step.batch_size, 6u);
+  EXPECT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_DONE);
+}
+
+}  // namespace
+}  // namespace icefloe
