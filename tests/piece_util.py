@@ -39,3 +39,25 @@ def kind(metadata: bytes) -> str:
     if header.flags & _pieces.WHOLE:
         return "chunk"
     return "span" if header.count > 1 else "piece"
+
+
+class Message:
+    """A message as a stream hands it to the merge: rows and piece metadata
+    (``holds``: how a stream by reference holds them, _native.ROWS_*)."""
+
+    def __init__(self, data, app_metadata: bytes, holds: int = 0) -> None:
+        self.data = data
+        self.app_metadata = app_metadata
+        self.holds = holds
+
+
+def merged(*messages, first: int = 0, count: int = 1):
+    """The batch (``count`` > 1: the span of batches) that the client's merge
+    and assembly make of ``messages`` (:class:`Message`, or (rows, metadata)
+    pairs), each its own stream's."""
+    from icefloe import _native
+
+    left = [[m if isinstance(m, Message) else Message(*m)] for m in messages]
+    merger = _native.Merger(len(left), first, first + count)
+    out = next(_pieces.merge_steps(merger, len(left), lambda k: left[k].pop() if left[k] else None))
+    return out.data if isinstance(out, _pieces.Chunk) else out

@@ -14,12 +14,11 @@ import functools
 import numpy as np
 import pyarrow as pa
 import pytest
+from piece_util import Message, encode, merged
 
 import icefloe
 from icefloe import _native
-from icefloe._pieces import Piece, SourceRows, assemble
-
-RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # a node's source runs
+from icefloe._pieces import SourceRows
 
 
 def _table(n: int) -> pa.RecordBatch:
@@ -78,45 +77,51 @@ def _split(n: int, parts: int, seed: int) -> list[np.ndarray]:
 
 
 def test_the_native_library_ships_with_the_package():
-    assert _native._LIB.is_file() and _native.assemble is not None
+    assert _native._LIB.is_file() and _native.Merger(1, 0, 1) is not None
+
+
+def _at(rows: pa.RecordBatch, batch_size: int, positions, **header) -> tuple:
+    """A piece of ``rows`` going to ``positions`` of a batch of ``batch_size``."""
+    return rows, encode(header.pop("batch", 0), batch_size, positions=list(positions), **header)
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3])
 def test_pieces_with_positions_are_put_in_place(parts):
     n = 1000
     table = _table(n)
-
-    def pieces():
-        empty = Piece(0, n, None, table.slice(0, 0), scattered=np.array([], "<u4"))
-        return [Piece(0, n, None, table.take(pa.array(pos)), scattered=pos)
-                for pos in _split(n, parts, seed=parts)] + [empty], None
-
-    assert assemble(*pieces()).equals(table)
+    pieces = [_at(table.take(pa.array(pos)), n, pos) for pos in _split(n, parts, seed=parts)]
+    assert merged(*pieces, _at(table.slice(0, 0), n, [])).equals(table)
 
 
 def test_pieces_of_runs_and_a_span_of_batches_are_put_in_place():
-    # Batch 0 (positions 0..49) as runs from two pieces, batch 1 (50..99) by positions.
+    # A span of two batches of 50: batch 0 as runs from a span piece and a
+    # piece of batch 0, batch 1 by positions.
     table = _table(100)
-    evens = np.array([[0, 10], [20, 10], [40, 10]], dtype="<u4")
-    odds = np.array([[10, 10], [30, 10]], dtype="<u4")
+    evens = [(0, 10), (20, 10), (40, 10)]
+    odds = [(10, 10), (30, 10)]
     second = np.random.default_rng(2).permutation(50).astype(np.uint32)
 
     def rows(runs):
         return table.take(pa.array(np.concatenate([np.arange(a, a + n) for a, n in runs])))
 
-    def pieces():
-        return ([Piece(0, 50, evens, rows(evens)), Piece(0, 50, odds, rows(odds)),
-                 Piece(1, 50, None, table.take(pa.array(second + 50)), scattered=second)],
-                [0, 0, 50])
-
-    assert assemble(*pieces()).equals(table)
+    span = (rows(evens), encode(0, 50, runs=evens, count=2, last_size=50))
+    assert merged(span, (rows(odds), encode(0, 50, runs=odds)),
+                  _at(table.take(pa.array(second + 50)), 50, second, batch=1),
+                  count=2).equals(table)
 
 
-def _runs(rows: np.ndarray) -> np.ndarray:
+def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
     """``rows`` as source runs, consecutive rows merged."""
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    starts = np.split(rows, breaks)
-    return np.array([(int(s[0]), len(s)) for s in starts], dtype=RUN)
+    return [(int(s[0]), len(s)) for s in np.split(rows, breaks)]
+
+
+def _in_file(file: pa.RecordBatch, rows: np.ndarray, batch_size: int, positions) -> Message:
+    """A piece by reference: ``rows`` of ``file`` going to ``positions``,
+    left in the file until they are put in place."""
+    data = SourceRows(file, len(rows), functools.partial(file.take, pa.array(rows)))
+    return Message(data, encode(0, batch_size, positions=list(positions), source=_runs(rows)),
+                   _native.ROWS_IN_FILE)
 
 
 def test_pieces_by_reference_are_put_in_place_from_the_file():
@@ -127,58 +132,38 @@ def test_pieces_by_reference_are_put_in_place_from_the_file():
     order = np.random.default_rng(3).permutation(n)
     file = table.take(pa.array(order))
     blocks = np.random.default_rng(4).permutation(n // 8)
-    halves = [np.sort(blocks[: n // 16]), np.sort(blocks[n // 16:])]
-
-    def pieces():
-        out = []
-        for half in halves:
-            rows = (half[:, None] * 8 + np.arange(8)).ravel()
-            source = _runs(rows)
-            take = functools.partial(file.take, pa.array(rows))
-            out.append(Piece(0, n, None, SourceRows(file, source, len(rows), take),
-                             scattered=order[rows].astype(np.uint32)))
-        return out, [0, 0]
-
-    assert assemble(*pieces()).equals(table)
+    pieces = []
+    for half in [np.sort(blocks[: n // 16]), np.sort(blocks[n // 16:])]:
+        rows = (half[:, None] * 8 + np.arange(8)).ravel()
+        pieces.append(_in_file(file, rows, n, order[rows]))
+    assert merged(*pieces).equals(table)
 
 
 def test_malformed_pieces_are_refused():
     table = _table(10)
-    twice = [Piece(0, 10, None, table.slice(0, 5), scattered=np.array([0, 2, 4, 6, 8], "<u4")),
-             Piece(0, 10, None, table.slice(5, 5), scattered=np.array([1, 3, 5, 7, 8], "<u4"))]
-    outside = np.array([(8, 4)], dtype=RUN)  # rows 8..11 of a file of 10
-    by_reference = [Piece(0, 4, None, SourceRows(table, outside, 4, lambda: table.slice(0, 4)),
-                          scattered=np.array([3, 2, 1, 0], "<u4"))]
+    twice = [_at(table.slice(0, 5), 10, [0, 2, 4, 6, 8]),
+             _at(table.slice(5, 5), 10, [1, 3, 5, 7, 8])]
     with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
-        assemble(list(twice))
+        merged(*twice)
     # Only columns a take puts in place: the scatter of the inverse checks them.
-    strings = [Piece(p.batch, p.batch_size, None, p.data.select(["name", "flag"]),
-                     scattered=p.scattered) for p in twice]
+    strings = [(rows.select(["name", "flag"]), header) for rows, header in twice]
     with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
-        assemble(list(strings))
-    outside_batch = [strings[0], Piece(0, 10, None, strings[1].data,
-                                       scattered=np.array([1, 3, 5, 7, 10], "<u4"))]
+        merged(*strings)
     with pytest.raises(icefloe.InvalidArgument, match="outside their batch"):
-        assemble(outside_batch)
-    mixed = [twice[0], Piece(0, 10, None, table.slice(5, 5).select([0, 1]),
-                             scattered=np.array([1, 3, 5, 7, 9], "<u4"))]
+        merged(strings[0], _at(strings[1][0], 10, [1, 3, 5, 7, 10]))
     with pytest.raises(icefloe.InvalidArgument, match="different schemas"):
-        assemble(mixed)
+        merged(twice[0], _at(table.slice(5, 5).select([0, 1]), 10, [1, 3, 5, 7, 9]))
+    # Rows 8..11 of a file of 10.
     with pytest.raises(icefloe.InvalidArgument, match="outside its shared file"):
-        assemble(list(by_reference), [0])
+        merged(_in_file(table, np.arange(8, 12), 4, [3, 2, 1, 0]))
 
 
-def test_a_piece_with_fewer_positions_than_rows_is_refused_though_the_counts_add_up():
-    # Three positions for two rows, and one for two: four of each in all. The
-    # second piece's positions are the first of a longer array, so reading
-    # past them finds a plausible position (2), and nothing else says it is
-    # wrong: only each piece's own count does.
+def test_a_piece_with_more_positions_than_rows_is_refused_though_the_counts_add_up():
+    # Three positions for two rows, and one for two: four of each in all.
+    # Nothing else says it is wrong: only each piece's own count does.
     table = _table(4)
-    backing = np.array([3, 2], "<u4")
-    pieces = [Piece(0, 4, None, table.slice(0, 2), scattered=np.array([0, 1, 2], "<u4")),
-              Piece(0, 4, None, table.slice(2, 2), scattered=backing[:1])]
     with pytest.raises(icefloe.InvalidArgument, match="do not match its rows"):
-        assemble(list(pieces))
+        merged(_at(table.slice(0, 2), 4, [0, 1, 2]), _at(table.slice(2, 2), 4, [3]))
 
 
 def test_sliced_batches_and_columns_the_library_leaves_to_a_take():
@@ -192,8 +177,8 @@ def test_sliced_batches_and_columns_the_library_leaves_to_a_take():
         for k, pos in enumerate(_split(n, 3, seed=11)):
             rows = built.take(pa.array(pos))
             padded = pa.concat_batches([built.slice(0, 7 + k), rows, built.slice(0, 5)])
-            pieces.append(Piece(0, n, None, padded.slice(7 + k, len(pos)), scattered=pos))
-        assert assemble(pieces).equals(built)
+            pieces.append(_at(padded.slice(7 + k, len(pos)), n, pos))
+        assert merged(*pieces).equals(built)
 
 
 def test_a_piece_with_offsets_that_go_backwards_is_refused_naming_the_column():
@@ -202,7 +187,6 @@ def test_a_piece_with_offsets_that_go_backwards_is_refused_naming_the_column():
     offsets = np.frombuffer(name.buffers()[1], dtype=np.int32)[:5].copy()
     offsets[1], offsets[2] = offsets[2], offsets[1]
     bad = pa.Array.from_buffers(pa.string(), 4, [None, pa.py_buffer(offsets), name.buffers()[2]])
-    piece = Piece(0, 4, None, pa.record_batch([table.column("id"), bad], names=["id", "name"]),
-                  scattered=np.array([3, 2, 1, 0], "<u4"))
+    rows = pa.record_batch([table.column("id"), bad], names=["id", "name"])
     with pytest.raises(icefloe.InvalidArgument, match="bad offsets: column 'name'"):
-        assemble([piece])
+        merged(_at(rows, 4, [3, 2, 1, 0]))

@@ -282,7 +282,8 @@ def test_a_chunk_by_reference_whose_batch_crosses_two_runs_is_refused():
 
     def merged(starts, lengths):  # the chunk cut from a span of the node's file
         runs = (np.array(starts, np.int64), np.array(lengths, np.int64))
-        message = SimpleNamespace(data=data, app_metadata=metadata, runs=runs, by_reference=True)
+        message = SimpleNamespace(data=data, app_metadata=metadata, runs=runs,
+                                  holds=_native.ROWS_TAKEN)
         left = [message]
         return list(_pieces.merge_steps(_native.Merger(1, 0, 2), 1,
                                         lambda _: left.pop() if left else None))

@@ -420,35 +420,35 @@ def test_background_assembly_matches_the_caller_thread_and_stops_early(cluster):
 
 
 def test_malformed_pieces_are_rejected():
-    from icefloe._pieces import Piece, assemble
+    from piece_util import encode, merged
 
     data = pa.record_batch({"id": pa.array([1, 2], pa.int64())})
 
     def runs(positions):  # runs of one row each
-        return Piece(0, 4, np.array([[p, 1] for p in positions], dtype=np.uint32), data)
+        return data, encode(0, 4, runs=[(p, 1) for p in positions])
 
     def scattered(positions):  # one position per row, as window and sample pieces come
-        return Piece(0, 4, None, data, np.array(positions, np.uint32))
+        return data, encode(0, 4, positions=positions)
 
     for piece in (runs, scattered):
-        ok = assemble([piece([3, 0]), piece([1, 2])])
+        ok = merged(piece([3, 0]), piece([1, 2]))
         assert ok.column("id").to_pylist() == [2, 1, 2, 1]
         with pytest.raises(icefloe.InvalidArgument, match="two pieces for one position"):
-            assemble([piece([0, 1]), piece([1, 3])])
+            merged(piece([0, 1]), piece([1, 3]))
         with pytest.raises(icefloe.InvalidArgument, match="outside"):
-            assemble([piece([0, 1]), piece([3, 4])])
+            merged(piece([0, 1]), piece([3, 4]))
         with pytest.raises(icefloe.InvalidArgument, match="do not match"):
-            assemble([piece([0, 1]), Piece(0, 4, None, data, np.array([2], np.uint32))])
+            merged(piece([0, 1]), (data, encode(0, 4, positions=[2])))
     with pytest.raises(icefloe.InvalidArgument, match="do not match"):
-        assemble([runs([0, 1, 2])])
+        merged(runs([0, 1, 2]))
     # One piece of positions 0..n-1 (a take from one node) is the batch as sent.
-    assert assemble([Piece(0, 2, None, data, np.array([0, 1], np.uint32))]) is data
-    swapped = assemble([Piece(0, 2, None, data, np.array([1, 0], np.uint32))])
+    assert merged((data, encode(0, 2, positions=[0, 1]))) is data
+    swapped = merged((data, encode(0, 2, positions=[1, 0])))
     assert swapped.column("id").to_pylist() == [2, 1]
     four = pa.record_batch({"id": pa.array([10, 11, 12, 13], pa.int64())})
     one = four.slice(0, 1)
-    assert assemble([Piece(0, 1, None, one, np.array([0], np.uint32))]) is one
-    assert assemble([Piece(0, 4, None, four, np.array([0, 1, 2, 3], np.uint32))]) is four
+    assert merged((one, encode(0, 1, positions=[0]))) is one
+    assert merged((four, encode(0, 4, positions=[0, 1, 2, 3]))) is four
     # First and last in place, the middle not: still put in order.
-    inner = assemble([Piece(0, 4, None, four, np.array([0, 2, 1, 3], np.uint32))])
+    inner = merged((four, encode(0, 4, positions=[0, 2, 1, 3])))
     assert inner.column("id").to_pylist() == [10, 12, 11, 13]

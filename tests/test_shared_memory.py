@@ -18,7 +18,7 @@ from iceberg_util import Warehouse
 from test_metrics import nodes_total, scrape
 
 import icefloe
-from icefloe import _shared
+from icefloe import _pieces, _shared
 from icefloe.torch import CacheDataset
 
 N = 30_000
@@ -87,14 +87,12 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
     """Nodes name a window span's rows in their files; the client copies
     them from there into place in one native pass (the same batches as a
     reader over the wire gets), and no row crosses the wire."""
-    from icefloe import _native
-
-    real = _native.assemble
+    real = _pieces._assembled
     from_files: list[bool] = []
 
-    def spy(rows, schema, pieces, out, inverse=None):
-        from_files.append(all(p.source_runs for p in pieces))
-        return real(rows, schema, pieces, out, inverse)
+    def spy(merger, pieces):
+        from_files.append(all(isinstance(p, _pieces.SourceRows) for p in pieces))
+        return real(merger, pieces)
 
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
@@ -104,7 +102,7 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
                 return pa.Table.from_batches(list(client.iter_epoch(
                     "t", batch_size=1000, shuffle="window", seed=9, epoch=3)))
 
-            monkeypatch.setattr(_native, "assemble", spy)
+            monkeypatch.setattr(_pieces, "_assembled", spy)
             native = epoch(c)
             monkeypatch.undo()
             assert _served_bytes(cluster) == 0

@@ -2,10 +2,10 @@
 
 A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
 works beside any pyarrow): ``parse_piece`` reads a piece header with the
-nodes' own parser (protocol/piece.h); ``assemble`` builds a batch or window
-span from its pieces in one pass per column and hands it back through the
-Arrow C Data Interface (cpp/icefloe/client/assemble.h); ``Merger`` says which
-messages of an epoch's streams make each batch (merge.h); ``group_rows`` groups
+nodes' own parser (protocol/piece.h); ``Merger`` says which messages of an
+epoch's streams make each batch (merge.h) and assembles it from its pieces in
+one pass per column, handing it back through the Arrow C Data Interface
+(assemble.h); ``group_rows`` groups
 a take's rows by the replica set holding them and writes their rows-ticket
 bodies with the head's own code (protocol/row_groups.h). The library ships in
 the package; importing icefloe without it is an error (ImportError naming the
@@ -45,15 +45,6 @@ class ArrowSchema(ctypes.Structure):
                 ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
                 ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
                 ("private_data", ctypes.c_void_p)]
-
-
-class AssemblePiece(ctypes.Structure):
-    """One piece of icefloe_assemble (assemble.h)."""
-
-    _fields_ = [("batch", ctypes.c_void_p), ("positions", ctypes.c_void_p),
-                ("runs", ctypes.c_void_p), ("num_runs", ctypes.c_int64),
-                ("rows", ctypes.c_int64), ("base", ctypes.c_int64),
-                ("source_runs", ctypes.c_void_p), ("num_source_runs", ctypes.c_int64)]
 
 
 class PieceHeader(ctypes.Structure):
@@ -132,22 +123,7 @@ class SliceTable:
                 work[table:table + scratch].view(np.uint32))
 
 
-_lib.icefloe_assemble.restype = ctypes.c_int32
-_lib.icefloe_assemble.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32,
-                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                  ctypes.c_char_p, ctypes.c_int64]
 _ERROR_BYTES = 512
-
-
-def assemble(rows: int, schema: int, pieces: ctypes.Array, out: ArrowArray,
-             inverse: int | None = None) -> tuple[int, str]:
-    """icefloe_assemble: the batch of ``rows`` rows of the exported
-    ``schema`` (an address) from ``pieces`` (whose exported arrays it
-    releases) into ``out``; the result code and the library's message."""
-    error = ctypes.create_string_buffer(_ERROR_BYTES)
-    code = _lib.icefloe_assemble(rows, schema, len(pieces), ctypes.addressof(pieces),
-                                 ctypes.addressof(out), inverse, error, _ERROR_BYTES)
-    return code, error.value.decode(errors="replace")
 
 
 _release_schema = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -172,8 +148,10 @@ class ExportedSchema:
             _release_schema(self.c.release)(ctypes.addressof(self.c))
 
 
-# merge.h: the merge of an epoch's streams, step by step.
+# merge.h: the merge of an epoch's streams, step by step, and how a message
+# pushed holds its rows.
 MERGE_ERROR, MERGE_NEED, MERGE_BATCH, MERGE_CHUNK, MERGE_DONE = range(-1, 4)
+ROWS_CARRIED, ROWS_TAKEN, ROWS_IN_FILE = range(3)
 
 
 class MergeStep(ctypes.Structure):
@@ -185,7 +163,7 @@ class MergeStep(ctypes.Structure):
                 ("last_size", ctypes.c_uint32), ("num_pieces", ctypes.c_int32),
                 ("streams", ctypes.POINTER(ctypes.c_int32)),
                 ("bases", ctypes.POINTER(ctypes.c_int64)),
-                ("offsets", ctypes.POINTER(ctypes.c_int64))]
+                ("offsets", ctypes.POINTER(ctypes.c_int64)), ("in_order", ctypes.c_int32)]
 
 
 _lib.icefloe_merger_new.restype = ctypes.c_void_p
@@ -200,7 +178,11 @@ _lib.icefloe_merger_push.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_v
                                      ctypes.POINTER(PieceHeader), _STEP]
 _lib.icefloe_merger_push_rows.restype = ctypes.c_int32
 _lib.icefloe_merger_push_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint64,
-                                          ctypes.c_uint32, ctypes.c_int64, _STEP]
+                                          ctypes.c_uint32, ctypes.c_int64, ctypes.c_void_p, _STEP]
+_lib.icefloe_merger_assemble.restype = ctypes.c_int32
+_lib.icefloe_merger_assemble.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+                                         ctypes.c_int64]
 _lib.icefloe_merger_end.restype = ctypes.c_int32
 _lib.icefloe_merger_end.argtypes = [ctypes.c_void_p, ctypes.c_int32, _STEP]
 _lib.icefloe_merger_next.restype = ctypes.c_int32
@@ -238,23 +220,26 @@ class Merger:
             raise self._refused()
         return self._step
 
-    def push(self, stream: int, address: int, size: int, rows: int, by_reference: bool,
+    def push(self, stream: int, address: int, size: int, rows: int, holds: int,
              runs: tuple[np.ndarray, np.ndarray] | None = None) -> MergeStep:
         """Stream ``stream``'s next message: its header's ``size`` bytes at
-        ``address`` (kept alive by the caller), parsed into :attr:`header`;
-        ``runs``: int64 (starts, lengths) of a chunk's rows in its message."""
+        ``address`` (kept alive by the caller until its batch is assembled),
+        parsed into :attr:`header`; ``holds``: ROWS_*; ``runs``: int64
+        (starts, lengths) of a chunk's rows in its message."""
         starts, lengths, n = (None, None, 0) if runs is None else \
             (runs[0].ctypes.data, runs[1].ctypes.data, len(runs[0]))
-        if _lib.icefloe_merger_push(self._m, stream, address, size, rows, by_reference, starts,
+        if _lib.icefloe_merger_push(self._m, stream, address, size, rows, holds, starts,
                                     lengths, n, self._parsed, self._out) == MERGE_ERROR:
             raise self._refused()
         return self._step
 
-    def push_rows(self, stream: int, batch: int, batch_size: int, rows: int) -> MergeStep:
-        """Stream ``stream``'s next message, made by the caller: ``rows`` rows
-        of batch ``batch`` (of ``batch_size`` positions)."""
-        if _lib.icefloe_merger_push_rows(self._m, stream, batch, batch_size, rows,
-                                         self._out) == MERGE_ERROR:
+    def push_rows(self, stream: int, batch: int, batch_size: int,
+                  positions: np.ndarray) -> MergeStep:
+        """Stream ``stream``'s next message, made by the caller: rows of batch
+        ``batch`` (of ``batch_size`` positions) at ``positions`` (C-contiguous
+        uint32, copied)."""
+        if _lib.icefloe_merger_push_rows(self._m, stream, batch, batch_size, len(positions),
+                                         positions.ctypes.data, self._out) == MERGE_ERROR:
             raise self._refused()
         return self._step
 
@@ -262,3 +247,14 @@ class Merger:
         if _lib.icefloe_merger_end(self._m, stream, self._out) == MERGE_ERROR:
             raise self._refused()
         return self._step
+
+    def assemble(self, schema: int, batches: ctypes.Array, out: ArrowArray,
+                 inverse: int | None = None) -> tuple[int, str]:
+        """The last step's batch (a BATCH) from ``batches`` (its pieces'
+        exported arrays, which the library releases) of the exported
+        ``schema`` (an address) into ``out``: assemble.h's result code and
+        message."""
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = _lib.icefloe_merger_assemble(self._m, schema, ctypes.addressof(batches),
+                                            ctypes.addressof(out), inverse, error, _ERROR_BYTES)
+        return code, error.value.decode(errors="replace")

@@ -6,8 +6,8 @@ piece header (cpp/icefloe/protocol/piece.h; its constants come from
 and where. The client library's merge (cpp/icefloe/client/merge.h) sees
 every stream's headers and says which stream to read next and which messages
 make each batch, span or chunk, and refuses streams that disagree. A piece's
-rows fill the positions its runs or positions name (``Piece``), put there by
-the library's assembly (``assemble``); *whole* batches travel as one *chunk*
+rows fill the positions its runs or positions name, put there by the
+library's assembly; *whole* batches travel as one *chunk*
 (``Chunk``), split here zero-copy, or turned into tensors at once and split
 (:class:`ChunkTransform`). Every batch of a chunk is complete when it arrives,
 so a failover resumes after the chunk exactly as after a batch.
@@ -42,16 +42,15 @@ _JOIN_TIMEOUT_S = 10.0
 
 class SourceRows:
     """A piece's rows left in a node's shared file until they are put in
-    place: runs of the file's rows (``source``, packed u64 first row, u32
-    length records, C-contiguous), in the piece's order. The native assembly
-    reads them there; ``take`` copies them out for any other use."""
+    place: the runs of the file its header names (``source``), in the
+    piece's order. The native assembly reads them there; ``take`` copies them
+    out for any other use."""
 
-    __slots__ = ("file", "source", "num_rows", "_take")
+    __slots__ = ("file", "num_rows", "_take")
 
-    def __init__(self, file: pa.RecordBatch, source: np.ndarray, num_rows: int,
+    def __init__(self, file: pa.RecordBatch, num_rows: int,
                  take: Callable[[], pa.RecordBatch]) -> None:
         self.file = file  # the file's batch, projected
-        self.source = source
         self.num_rows = num_rows
         self._take = take
 
@@ -63,27 +62,17 @@ class SourceRows:
         return self._take()
 
 
-@dataclass
-class Piece:
-    batch: int  # a span's first
-    batch_size: int  # in a span, every batch's but the last
-    runs: np.ndarray | None  # (n, 2) uint32: offset, length
-    data: pa.RecordBatch | SourceRows  # SourceRows: by reference, not yet taken
-    scattered: np.ndarray | None = None  # uint32 position of each row (instead of runs)
-    count: int = 1  # batches spanned (a span when above 1)
-    last_size: int = 0  # a span's last batch's rows
+class Rows:
+    """A take's rows this process took itself (from a node's shared file it
+    keeps): ``data`` goes to ``positions`` (u32, C-contiguous) of a batch of
+    ``batch_size``; merged with the nodes' messages as one more stream's."""
 
-    def span_rows(self) -> int:
-        """Positions of the piece's batch, or of its span."""
-        if self.count == 1:
-            return self.batch_size
-        return self.batch_size * (self.count - 1) + self.last_size
+    __slots__ = ("data", "batch_size", "positions")
 
-    def num_positions(self) -> int:
-        """How many positions the piece names: one per row, when well formed."""
-        if self.scattered is not None:
-            return len(self.scattered)
-        return int(self.runs[:, 1].sum()) if self.runs is not None and len(self.runs) else 0
+    def __init__(self, data: pa.RecordBatch, batch_size: int, positions: np.ndarray) -> None:
+        self.data = data
+        self.batch_size = batch_size
+        self.positions = np.ascontiguousarray(positions, dtype=np.uint32)
 
 
 @dataclass
@@ -195,17 +184,6 @@ def read_header(metadata: Any) -> Header:
     h = _native.parse_piece(buffer.address, buffer.size)
     if isinstance(h, str):
         raise InvalidArgument(f"a node sent malformed piece metadata: {h}")
-    return _views(buffer, h)
-
-
-def _buffer(metadata: Any) -> pa.Buffer:
-    if metadata is None:
-        raise InvalidArgument("a node sent a batch without piece metadata")
-    return metadata if isinstance(metadata, pa.Buffer) else pa.py_buffer(metadata)
-
-
-def _views(buffer: pa.Buffer, h: _native.PieceHeader) -> Header:
-    """The header ``h`` parsed from ``buffer``, its arrays viewed there."""
     runs = positions = source = None
     if h.flags & POSITIONS:
         positions = np.frombuffer(buffer, dtype="<u4", count=h.entries, offset=h.entry_offset)
@@ -218,35 +196,33 @@ def _views(buffer: pa.Buffer, h: _native.PieceHeader) -> Header:
     return Header(h.flags, h.batch, h.batch_size, h.count, h.last_size, runs, positions, source)
 
 
-def _push(merger: _native.Merger, k: int, message: Any) -> Piece | pa.RecordBatch:
+def _buffer(metadata: Any) -> pa.Buffer:
+    if metadata is None:
+        raise InvalidArgument("a node sent a batch without piece metadata")
+    return metadata if isinstance(metadata, pa.Buffer) else pa.py_buffer(metadata)
+
+
+def _push(merger: _native.Merger, k: int, message: Any) -> None:
     """Hands stream ``k``'s message to ``merger``: a FlightStreamChunk (rows
     carried, header in its app_metadata), a :class:`icefloe._shared.SharedReader`'s
-    (``by_reference``; ``runs``, for a chunk in a span of the node's file),
-    or a :class:`Piece` made here. Returns what the merge's steps take: the
-    piece, or a chunk's rows."""
-    if isinstance(message, Piece):
-        merger.push_rows(k, message.batch, message.batch_size, message.data.num_rows)
-        return message
+    (``holds`` them by reference; ``runs``, for a chunk in a span of the
+    node's file), or :class:`Rows`. The merger reads the header's runs or
+    positions where they are until the batch is assembled: the caller keeps
+    the message until then."""
+    if type(message) is Rows:
+        merger.push_rows(k, 0, message.batch_size, message.positions)
+        return
     metadata = message.app_metadata
     buffer = metadata if type(metadata) is pa.Buffer else _buffer(metadata)
     merger.push(k, buffer.address, buffer.size, message.data.num_rows,
-                getattr(message, "by_reference", False), getattr(message, "runs", None))
-    h = merger.header
-    if h.flags & WHOLE:
-        return message.data
-    if h.flags & POSITIONS:
-        positions = np.frombuffer(buffer, dtype="<u4", count=h.entries, offset=h.entry_offset)
-        return Piece(h.batch, h.batch_size, None, message.data, positions, h.count, h.last_size)
-    runs = np.frombuffer(buffer, dtype="<u4", count=2 * h.entries,
-                         offset=h.entry_offset).reshape(h.entries, 2)
-    return Piece(h.batch, h.batch_size, runs, message.data, None, h.count, h.last_size)
+                getattr(message, "holds", _native.ROWS_CARRIED), getattr(message, "runs", None))
 
 
 def merge_steps(merger: _native.Merger, streams: int,
                 read: Callable[[int], Any]) -> Iterator[pa.RecordBatch | Chunk]:
     """The batches (and chunks) ``merger`` makes of the messages ``read(k)``
     returns for stream k of ``streams`` (None at its end), in order."""
-    held = [collections.deque() for _ in range(streams)]
+    held = [collections.deque() for _ in range(streams)]  # each stream's messages, pushed
     step = merger.next()
     while (kind := step.kind) != _native.MERGE_DONE:
         if kind == _native.MERGE_NEED:  # the push (or end) sets the next step
@@ -255,25 +231,28 @@ def merge_steps(merger: _native.Merger, streams: int,
             if message is None:
                 merger.end(k)
             else:
-                held[k].append(_push(merger, k, message))
+                held[k].append(message)
+                _push(merger, k, message)
             continue
         if kind == _native.MERGE_CHUNK:
             offsets = step.offsets[:step.count] if step.offsets else None
             yield Chunk(step.batch, step.batch_size, step.count, step.last_size,
-                        held[step.stream].popleft(), offsets)
+                        held[step.stream].popleft().data, offsets)
         else:
             batch, count, batch_size, last_size = \
                 step.batch, step.count, step.batch_size, step.last_size
-            n = step.num_pieces
-            bases = step.bases[:n] if step.bases else None
-            data = assemble([held[k].popleft() for k in step.streams[:n]], bases)
+            messages = [held[k].popleft() for k in step.streams[:step.num_pieces]]
+            if step.in_order:
+                data = _taken(messages[0].data)
+            else:
+                data = _assembled(merger, [m.data for m in messages])
             yield data if count == 1 else Chunk(batch, batch_size, count, last_size, data)
         merger.next()
 
 
 def take_batch(sources: list[list[Any]]) -> pa.RecordBatch:
-    """A take's rows, from every source's messages (or :class:`Piece`\\ s
-    made here): one batch, checked and assembled as an epoch's."""
+    """A take's rows, from every source's messages (or :class:`Rows`): one
+    batch, checked and assembled as an epoch's."""
     merger = _native.Merger(len(sources), 0, 1)
     feeds = [iter(s) for s in sources]
     return next(merge_steps(merger, len(sources), lambda k: next(feeds[k], None)))  # type: ignore[return-value]
@@ -286,68 +265,43 @@ def expand_runs(starts: np.ndarray, lengths: np.ndarray, dtype: Any = np.int64) 
         np.arange(int(lengths.sum()), dtype=dtype)
 
 
-def assemble(pieces: list[Piece], bases: list[int] | None = None) -> pa.RecordBatch:
-    """One consumer batch (or span) from its pieces, piece i's positions
-    counted from ``bases[i]`` (0 without bases); zero-copy when a single piece
-    fills it in order, else built by the native library in one pass per
-    column (cpp/icefloe/client/assemble.h), which checks every position."""
-    if any(p.num_positions() != p.data.num_rows for p in pieces):
-        raise InvalidArgument("a node sent a piece whose positions do not match its rows")
-    first = pieces[0]
-    if len(pieces) == 1 and not bases and _in_order(first):
-        return _taken(first)
-    schema = first.data.schema
-    if any(not p.data.schema.equals(schema) for p in pieces):
+def _assembled(merger: _native.Merger, pieces: list[pa.RecordBatch | SourceRows]
+               ) -> pa.RecordBatch:
+    """The batch (or span) of ``merger``'s last step, from its pieces' rows:
+    built by the native library in one pass per column
+    (cpp/icefloe/client/assemble.h), which checks every position."""
+    schema = pieces[0].schema
+    if any(not p.schema.equals(schema) for p in pieces):
         raise InvalidArgument("nodes sent pieces of one batch with different schemas")
-    n = sum(p.data.num_rows for p in pieces)
-    bases = bases or [0] * len(pieces)
+    # From the wire, the library counts on Arrow's basic checks.
+    for p in pieces:
+        if type(p) is not SourceRows:
+            try:
+                p.validate()
+            except pa.ArrowInvalid as exc:
+                raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
     exported = _exported_schema(schema)
     out = _native.ArrowArray()
-    code, message = _native.assemble(n, exported.address, _c_pieces(pieces, bases), out)
+    code, message = merger.assemble(exported.address, _exported(pieces), out)
     if code == _native.OK:
         return pa.RecordBatch._import_from_c(ctypes.addressof(out), schema)
+    n = sum(p.num_rows for p in pieces)
     if code != _native.UNSUPPORTED:
         raise _assemble_error(code, message, n)
     # A column the library does not build (a dictionary, say): the rows by a
     # take of the inverse, which the library fills before it gives up.
     inverse = np.empty(n, dtype=np.int64)
-    _native.assemble(n, exported.address, _c_pieces(pieces, bases), out, inverse.ctypes.data)
+    merger.assemble(exported.address, _exported(pieces), out, inverse.ctypes.data)
     return pa.concat_batches([_taken(p) for p in pieces]).take(pa.array(inverse))
 
 
-def _c_pieces(pieces: list[Piece], bases: list[int]) -> ctypes.Array:
-    """The pieces as the library takes them, each one's record batch (its
-    node's file, by reference) exported through the C Data Interface. The
-    arrays the pointers name stay alive on the pieces."""
-    # From the wire, the library counts on Arrow's basic checks: all of them
-    # before any export, so that a refusal leaves no exported array unreleased.
-    for p in pieces:
-        if not isinstance(p.data, SourceRows):
-            try:
-                p.data.validate()
-            except pa.ArrowInvalid as exc:
-                raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
-    c = (_native.AssemblePiece * len(pieces))()
+def _exported(pieces: list[pa.RecordBatch | SourceRows]) -> ctypes.Array:
+    """Each piece's rows (its node's file, by reference) exported through the
+    C Data Interface, for the library to consume."""
     arrays = (_native.ArrowArray * len(pieces))()
-    for k, (p, base) in enumerate(zip(pieces, bases, strict=True)):
-        shared = p.data if isinstance(p.data, SourceRows) else None
-        data = p.data if shared is None else shared.file
-        data._export_to_c(ctypes.addressof(arrays[k]))
-        piece = c[k]
-        piece.batch = ctypes.addressof(arrays[k])
-        if p.scattered is not None:
-            p.scattered = np.ascontiguousarray(p.scattered, dtype="<u4")
-            piece.positions = p.scattered.ctypes.data
-        else:
-            assert p.runs is not None
-            p.runs = np.ascontiguousarray(p.runs, dtype="<u4")
-            piece.runs, piece.num_runs = p.runs.ctypes.data, len(p.runs)
-        piece.rows, piece.base = data.num_rows if shared is None else shared.num_rows, base
-        if shared is not None:
-            piece.source_runs, piece.num_source_runs = shared.source.ctypes.data, \
-                len(shared.source)
-    c._arrays = arrays  # type: ignore[attr-defined]  # alive as long as the pieces
-    return c
+    for k, p in enumerate(pieces):
+        (p.file if type(p) is SourceRows else p)._export_to_c(ctypes.addressof(arrays[k]))
+    return arrays
 
 
 # Schemas exported for the library (an epoch's batches share one), found by
@@ -387,25 +341,10 @@ def _assemble_error(code: int, message: str, n: int) -> Exception:
         code, "a node sent a piece whose positions do not match its rows"))
 
 
-def _taken(piece: Piece) -> pa.RecordBatch:
-    """The piece's rows as a record batch, taken out of the node's file once
-    when it holds them by reference."""
-    if isinstance(piece.data, SourceRows):
-        piece.data = piece.data.take()
-    return piece.data
-
-
-def _in_order(piece: Piece) -> bool:
-    """Whether ``piece``'s rows fill positions 0, 1, ... in order (one run
-    from 0, or positions exactly 0..n-1: a take of rows in one place)."""
-    if piece.runs is not None:
-        return len(piece.runs) == 1 and piece.runs[0][0] == 0
-    s, n = piece.scattered, piece.data.num_rows
-    if s is None or len(s) != n:
-        return False
-    # First and last in place, then (for more than 2) every step +1: two
-    # scalar reads decide the one-row take, the hot case, without arrays.
-    return n == 0 or (s[0] == 0 and s[-1] == n - 1 and (n <= 2 or bool(np.all(np.diff(s) == 1))))
+def _taken(data: pa.RecordBatch | SourceRows) -> pa.RecordBatch:
+    """A piece's rows as a record batch, taken out of the node's file when it
+    holds them by reference."""
+    return data.take() if type(data) is SourceRows else data
 
 
 def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import _native
 from ._pieces import (
     BY_REFERENCE,
     POSITIONS,
@@ -179,7 +180,6 @@ class _Chunk:
     it (a chunk in a span of the node's file)."""
 
     __slots__ = ("data", "app_metadata", "header", "runs")
-    by_reference = True
 
     def __init__(self, data: pa.RecordBatch | SourceRows, app_metadata: pa.Buffer,
                  header: Header, runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
@@ -187,6 +187,11 @@ class _Chunk:
         self.app_metadata = app_metadata
         self.header = header
         self.runs = runs
+
+    @property
+    def holds(self) -> int:
+        """How the rows are held, for the merge (_native.ROWS_*)."""
+        return _native.ROWS_IN_FILE if type(self.data) is SourceRows else _native.ROWS_TAKEN
 
 
 class SharedReader:
@@ -222,7 +227,7 @@ class SharedReader:
             # the native assembly reads them in the file, one pass (SourceRows
             # checks nothing here; the assembly checks every run against the file).
             data: pa.RecordBatch | SourceRows = SourceRows(
-                self.export.view(self._columns), runs, int(runs["length"].sum()),
+                self.export.view(self._columns), int(runs["length"].sum()),
                 functools.partial(self.export.rows, runs, self._columns))
         else:
             data = self.export.rows(runs, self._columns, self.copy)

@@ -18,7 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
@@ -566,7 +565,7 @@ class Client:
         generation that a take by reference mapped) are taken from that file,
         without asking the node. ``key``: the copy's (storage name,
         generation); ``total``: the rows of the answer."""
-        from ._pieces import Piece, take_batch
+        from ._pieces import Rows, take_batch
 
         def read(reader: Any, uri: str) -> list[Any]:
             if isinstance(reader, _shared.SharedReader):
@@ -580,8 +579,7 @@ class Client:
             export = self._export_for(group.nodes, key) if self.share_memory else None
             local = export.local_rows(group.rows) if export is not None else None
             if local is not None:  # in this process: no thread, no round trip
-                sources.append([Piece(0, total, None, export.take(local, columns),
-                                      group.positions.astype(np.uint32))])
+                sources.append([Rows(export.take(local, columns), total, group.positions)])
                 continue
             endpoint = flight.FlightEndpoint(group.ticket, list(group.nodes))
             remote.append(lambda e=endpoint: self._failover(e, read, name, shared=True))

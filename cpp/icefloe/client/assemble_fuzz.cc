@@ -16,21 +16,9 @@
 
 #include "icefloe/client/assemble.h"
 #include "icefloe/client/assemble_testing.h"
+#include "icefloe/client/fuzz_bytes.h"
 
 namespace {
-
-// Reads the fuzzer's bytes front to back; zeros once they run out.
-class Bytes {
- public:
-  Bytes(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  uint8_t U8() { return at_ < size_ ? data_[at_++] : 0; }
-  uint32_t Small(uint32_t below) { return below == 0 ? 0 : U8() % below; }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t at_ = 0;
-};
 
 struct Piece {
   std::unique_ptr<icefloe_testing::Batch> batch;
@@ -41,7 +29,7 @@ struct Piece {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Bytes in(data, size);
+  icefloe_testing::FuzzBytes in(data, size);
   const int64_t rows = in.Small(64);
   const int num_pieces = 1 + static_cast<int>(in.Small(4));
   std::vector<Piece> pieces(static_cast<size_t>(num_pieces));

@@ -1,10 +1,12 @@
 #include "icefloe/client/merge.h"
 
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "icefloe/client/assemble.h"
 #include "icefloe/protocol/piece.h"
 
 namespace {
@@ -20,6 +22,35 @@ struct Head {
   uint32_t last_size = 0;
   int64_t rows = 0;
   std::vector<int64_t> offsets{};  // a chunk's batches' rows in its message (runs pushed)
+  // A piece's runs or positions (in the caller's header bytes, or `owned`)
+  // and, left in a node's file, its source runs.
+  const uint8_t* entries = nullptr;
+  uint32_t num_entries = 0;
+  bool positions = false;
+  std::vector<uint32_t> owned{};
+  const uint8_t* sources = nullptr;
+  uint32_t num_sources = 0;
+
+  uint32_t Entry(size_t i) const {
+    uint32_t v;
+    std::memcpy(&v, entries + 4 * i, 4);  // header bytes need not be aligned
+    return v;
+  }
+  // Whether the piece's positions count its rows (runs: their lengths).
+  bool CountsRows() const {
+    if (positions) return num_entries == static_cast<uint64_t>(rows);
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < num_entries; ++i) n += Entry(2 * i + 1);
+    return n == static_cast<uint64_t>(rows);
+  }
+  // Whether its rows fill positions 0, 1, ... in order.
+  bool InOrder() const {
+    if (!positions) return num_entries == 1 && Entry(0) == 0;
+    for (uint32_t i = 0; i < num_entries; ++i) {
+      if (Entry(i) != i) return false;
+    }
+    return true;
+  }
 
   uint64_t end() const { return batch + count; }  // checked at push not to wrap
   uint64_t span_rows() const { return uint64_t{batch_size} * (count - 1) + last_size; }
@@ -47,10 +78,13 @@ struct IcefloeMerger {
         b(first),
         num_batches(num_batches) {}
 
-  int32_t Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows, bool reference,
+  int32_t Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows, int32_t holds,
                const int64_t* starts, const int64_t* lengths, int64_t num_runs,
                IcefloePieceHeader* parsed);
-  int32_t PushRows(int32_t stream, uint64_t batch, uint32_t batch_size, int64_t rows);
+  int32_t PushRows(int32_t stream, uint64_t batch, uint32_t batch_size, int64_t rows,
+                   const uint32_t* positions);
+  int32_t Assemble(const ArrowSchema* schema, ArrowArray* batches, ArrowArray* out,
+                   int64_t* inverse, char* error, int64_t error_size);
   int32_t End(int32_t stream);
   bool Asked(int32_t stream) {
     if (!error.empty()) return false;
@@ -94,15 +128,19 @@ struct IcefloeMerger {
   std::vector<Head> taken{};
   std::vector<int64_t> bases{};
   int32_t chunk_stream = -1;
+  bool assemblable = false;  // the last step was a BATCH: `taken` are its pieces
+  std::vector<IcefloeAssemblePiece> pieces{};
+  std::vector<std::vector<uint32_t>> aligned{};
   std::string error{};
 };
 
 int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows,
-                            bool reference, const int64_t* starts, const int64_t* lengths,
+                            int32_t holds, const int64_t* starts, const int64_t* lengths,
                             int64_t num_runs, IcefloePieceHeader* parsed) {
   if (!Asked(stream)) return -1;
-  if (size < 0 || (bytes == nullptr && size > 0) || rows < 0 || num_runs < 0) {
-    return Fail("a message was pushed with a negative size or no bytes");
+  if (size < 0 || (bytes == nullptr && size > 0) || rows < 0 || num_runs < 0 ||
+      holds < ICEFLOE_ROWS_CARRIED || holds > ICEFLOE_ROWS_IN_FILE) {
+    return Fail("a message was pushed with a negative size, no bytes or an unknown holding");
   }
   PieceView v;
   const icefloe::PieceError bad = icefloe::ParsePiece(bytes, static_cast<size_t>(size), &v);
@@ -110,7 +148,7 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
     return Fail(std::string("a node sent malformed piece metadata: ") +
                 icefloe::PieceErrorText(bad));
   }
-  if (!reference && v.has(icefloe::kPieceByReference)) {
+  if (holds == ICEFLOE_ROWS_CARRIED && v.has(icefloe::kPieceByReference)) {
     return Fail("a node sent a piece by reference on a stream that carries its rows");
   }
   Head h;
@@ -120,6 +158,16 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
   h.batch_size = v.batch_size;
   h.last_size = v.last_size;
   h.rows = rows;
+  h.entries = v.entry_bytes;
+  h.num_entries = v.entries;
+  h.positions = v.has(icefloe::kPiecePositions);
+  if (holds == ICEFLOE_ROWS_IN_FILE) {
+    h.sources = v.source_bytes;
+    h.num_sources = v.sources;
+  }
+  if (!h.whole && !h.CountsRows()) {
+    return Fail("a node sent a piece whose positions do not match its rows");
+  }
   uint64_t last = 0;
   if (__builtin_add_overflow(v.batch, uint64_t{v.count}, &last)) {
     return Fail("a node sent a piece past the last batch number");
@@ -174,14 +222,21 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
   return 0;
 }
 
-int32_t IcefloeMerger::PushRows(int32_t stream, uint64_t batch, uint32_t batch_size, int64_t rows) {
+int32_t IcefloeMerger::PushRows(int32_t stream, uint64_t batch, uint32_t batch_size, int64_t rows,
+                                const uint32_t* positions) {
   if (!Asked(stream)) return -1;
-  if (batch == ~uint64_t{0} || rows < 0) return Fail("rows pushed past the last batch number");
+  if (batch == ~uint64_t{0} || rows < 0 || rows > INT32_MAX || (positions == nullptr && rows > 0)) {
+    return Fail("rows pushed past the last batch number, or without positions");
+  }
   Head& h = heads[static_cast<size_t>(stream)];
   h = Head{};
   h.batch = batch;
   h.batch_size = h.last_size = batch_size;
   h.rows = rows;
+  h.owned.assign(positions, positions + rows);
+  h.entries = reinterpret_cast<const uint8_t*>(h.owned.data());
+  h.num_entries = static_cast<uint32_t>(rows);
+  h.positions = true;
   present[static_cast<size_t>(stream)] = true;
   return 0;
 }
@@ -194,6 +249,7 @@ int32_t IcefloeMerger::End(int32_t stream) {
 
 int32_t IcefloeMerger::Next(IcefloeMergeStep* out) {
   *out = {};
+  assemblable = false;
   if (!error.empty()) return out->kind = ICEFLOE_MERGE_ERROR;
   int32_t kind = ICEFLOE_MERGE_ERROR;
   switch (phase) {
@@ -342,9 +398,45 @@ int32_t IcefloeMerger::Finish(IcefloeMergeStep* out) {
   out->batch = b;
   out->num_pieces = static_cast<int32_t>(streams.size());
   out->streams = streams.data();
+  out->in_order = !span && taken.size() == 1 && taken.front().InOrder();
+  assemblable = true;
   b = end;
   phase = Phase::kStart;
   return ICEFLOE_MERGE_BATCH;
+}
+
+int32_t IcefloeMerger::Assemble(const ArrowSchema* schema, ArrowArray* batches, ArrowArray* out,
+                                int64_t* inverse, char* error_out, int64_t error_size) {
+  if (!assemblable) return kIcefloeAssembleMalformed;
+  pieces.resize(taken.size());
+  aligned.resize(taken.size());
+  int64_t rows = 0;
+  for (size_t k = 0; k < taken.size(); ++k) {
+    const Head& h = taken[k];
+    const uint32_t* entries = reinterpret_cast<const uint32_t*>(h.entries);
+    if (reinterpret_cast<uintptr_t>(h.entries) % alignof(uint32_t) != 0) {
+      const size_t words = h.positions ? h.num_entries : 2 * size_t{h.num_entries};
+      aligned[k].resize(words);
+      std::memcpy(aligned[k].data(), h.entries, 4 * words);
+      entries = aligned[k].data();
+    }
+    IcefloeAssemblePiece& p = pieces[k];
+    p = {};
+    p.batch = &batches[k];
+    if (h.positions) {
+      p.positions = entries;
+    } else {
+      p.runs = entries;
+      p.num_runs = h.num_entries;
+    }
+    p.rows = h.rows;
+    p.base = span ? bases[k] : 0;
+    p.source_runs = h.sources;
+    p.num_source_runs = h.sources != nullptr ? h.num_sources : 0;
+    rows += h.rows;  // the batch's or span's rows: Finish checked they add up
+  }
+  return icefloe_assemble(rows, schema, static_cast<int32_t>(pieces.size()), pieces.data(), out,
+                          inverse, error_out, error_size);
 }
 
 extern "C" IcefloeMerger* icefloe_merger_new(int32_t streams, uint64_t first,
@@ -356,19 +448,19 @@ extern "C" IcefloeMerger* icefloe_merger_new(int32_t streams, uint64_t first,
 extern "C" void icefloe_merger_free(IcefloeMerger* merger) noexcept { delete merger; }
 
 extern "C" int32_t icefloe_merger_push(IcefloeMerger* merger, int32_t stream, const uint8_t* header,
-                                       int64_t size, int64_t rows, int32_t by_reference,
+                                       int64_t size, int64_t rows, int32_t holds,
                                        const int64_t* run_starts, const int64_t* run_lengths,
                                        int64_t num_runs, IcefloePieceHeader* parsed,
                                        IcefloeMergeStep* next) noexcept {
-  merger->Push(stream, header, size, rows, by_reference != 0, run_starts, run_lengths, num_runs,
-               parsed);
+  merger->Push(stream, header, size, rows, holds, run_starts, run_lengths, num_runs, parsed);
   return merger->Next(next);
 }
 
 extern "C" int32_t icefloe_merger_push_rows(IcefloeMerger* merger, int32_t stream, uint64_t batch,
                                             uint32_t batch_size, int64_t rows,
+                                            const uint32_t* positions,
                                             IcefloeMergeStep* next) noexcept {
-  merger->PushRows(stream, batch, batch_size, rows);
+  merger->PushRows(stream, batch, batch_size, rows, positions);
   return merger->Next(next);
 }
 
@@ -380,6 +472,12 @@ extern "C" int32_t icefloe_merger_end(IcefloeMerger* merger, int32_t stream,
 
 extern "C" int32_t icefloe_merger_next(IcefloeMerger* merger, IcefloeMergeStep* out) noexcept {
   return merger->Next(out);
+}
+
+extern "C" int32_t icefloe_merger_assemble(IcefloeMerger* merger, const ArrowSchema* schema,
+                                           ArrowArray* batches, ArrowArray* out, int64_t* inverse,
+                                           char* error, int64_t error_size) noexcept {
+  return merger->Assemble(schema, batches, out, inverse, error, error_size);
 }
 
 extern "C" const char* icefloe_merger_error(const IcefloeMerger* merger) noexcept {

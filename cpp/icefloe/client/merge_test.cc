@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "icefloe/client/assemble.h"
+#include "icefloe/client/assemble_testing.h"
 #include "icefloe/protocol/piece.h"
 
 namespace icefloe {
@@ -227,7 +229,9 @@ TEST(Merge, RowsTheCallerHoldsCountWithThePiecesPushed) {
   const Message msg = Piece(0, 6, 2);
   IcefloeMergeStep step;
   ASSERT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_NEED);
-  ASSERT_EQ(icefloe_merger_push_rows(m.get(), step.stream, 0, 6, 4, &step), ICEFLOE_MERGE_NEED);
+  const uint32_t mine[] = {0, 2, 4, 5};
+  ASSERT_EQ(icefloe_merger_push_rows(m.get(), step.stream, 0, 6, 4, mine, &step),
+            ICEFLOE_MERGE_NEED);
   ASSERT_EQ(icefloe_merger_push(
                 m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
                 static_cast<int64_t>(msg.header.size()), 2, 0, nullptr, nullptr, 0, nullptr, &step),
@@ -238,7 +242,82 @@ TEST(Merge, RowsTheCallerHoldsCountWithThePiecesPushed) {
   ASSERT_EQ(icefloe_merger_end(m.get(), 1, &step), ICEFLOE_MERGE_BATCH);
   EXPECT_EQ(step.num_pieces, 2);
   EXPECT_EQ(step.batch_size, 6u);
+  EXPECT_EQ(step.in_order, 0);
   EXPECT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_DONE);
+}
+
+TEST(Merge, AssemblesTheSpanItHandsOut) {
+  // A span of two batches of 3 rows (the last 2): node 0 a span piece of
+  // positions 4, 0, 3 (rows 4, 0, 3 of the table), node 1 a piece of batch 0
+  // (rows 2 and 1 at positions 2, 1).
+  PieceInfo span;
+  span.batch_size = 3;
+  span.count = 2;
+  span.last_size = 2;
+  span.positions = {4, 0, 3};
+  PieceInfo one;
+  one.batch_size = 3;
+  one.positions = {2, 1};
+  const std::string headers[] = {EncodePiece(span), EncodePiece(one)};
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 2),
+                                                             icefloe_merger_free);
+  IcefloeMergeStep step;
+  int32_t kind = icefloe_merger_next(m.get(), &step);
+  for (const std::string& h : headers) {
+    ASSERT_EQ(kind, ICEFLOE_MERGE_NEED);
+    kind = icefloe_merger_push(m.get(), step.stream, reinterpret_cast<const uint8_t*>(h.data()),
+                               static_cast<int64_t>(h.size()), &h == headers ? 3 : 2,
+                               ICEFLOE_ROWS_CARRIED, nullptr, nullptr, 0, nullptr, &step);
+  }
+  for (int32_t stream : {0, 1}) {
+    ASSERT_EQ(kind, ICEFLOE_MERGE_NEED);
+    kind = icefloe_merger_end(m.get(), stream, &step);
+  }
+  ASSERT_EQ(kind, ICEFLOE_MERGE_BATCH);
+  ASSERT_EQ(step.count, 2u);
+  EXPECT_EQ(step.in_order, 0);
+  auto first = icefloe_testing::MakeBatch({4, 0, 3});
+  auto second = icefloe_testing::MakeBatch({2, 1});
+  ArrowArray batches[] = {first->array, second->array};
+  icefloe_testing::Schema schema;
+  ArrowArray out{};
+  char error[128] = "";
+  ASSERT_EQ(
+      icefloe_merger_assemble(m.get(), &schema.batch, batches, &out, nullptr, error, sizeof error),
+      kIcefloeAssembleOk)
+      << error;
+  ASSERT_EQ(out.length, 5);
+  const auto* ids = static_cast<const int32_t*>(out.children[0]->buffers[1]);
+  for (int32_t r = 0; r < 5; ++r) EXPECT_EQ(ids[r], r * 3);
+  out.release(&out);
+  // Once the next step is asked for, there is no batch to assemble.
+  EXPECT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_DONE);
+  EXPECT_EQ(icefloe_merger_assemble(m.get(), &schema.batch, batches, &out, nullptr, nullptr, 0),
+            kIcefloeAssembleMalformed);
+}
+
+TEST(Merge, SaysWhenOnePieceIsTheBatchInOrder) {
+  PieceInfo p;
+  p.batch_size = 3;
+  p.positions = {0, 1, 2};
+  Message in_order{EncodePiece(p), 3};
+  p.positions = {0, 2, 1};
+  Message shuffled{EncodePiece(p), 3};
+  p.positions = {0, 1};
+  Message short_of_rows{EncodePiece(p), 3};
+  for (const auto& [msg, want] : {std::pair{in_order, 1}, std::pair{shuffled, 0}}) {
+    std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(1, 0, 1),
+                                                               icefloe_merger_free);
+    IcefloeMergeStep step;
+    icefloe_merger_next(m.get(), &step);
+    icefloe_merger_push(m.get(), 0, reinterpret_cast<const uint8_t*>(msg.header.data()),
+                        static_cast<int64_t>(msg.header.size()), 3, ICEFLOE_ROWS_CARRIED, nullptr,
+                        nullptr, 0, nullptr, &step);
+    ASSERT_EQ(icefloe_merger_end(m.get(), 0, &step), ICEFLOE_MERGE_BATCH);
+    EXPECT_EQ(step.in_order, want);
+  }
+  EXPECT_EQ(Error({{short_of_rows}}, 1),
+            "error: a node sent a piece whose positions do not match its rows");
 }
 
 }  // namespace
