@@ -197,7 +197,7 @@ class Merger:
     step to take next (one struct, overwritten by the next call); a refusal
     raises InvalidArgument with the library's words."""
 
-    __slots__ = ("_m", "_step", "_out", "header", "_parsed")
+    __slots__ = ("_m", "_step", "_out")
 
     def __init__(self, streams: int, first: int, num_batches: int) -> None:
         self._m = _lib.icefloe_merger_new(streams, first, num_batches)
@@ -205,8 +205,6 @@ class Merger:
             raise MemoryError("no memory for a merge of the epoch's streams")
         self._step = MergeStep()
         self._out = ctypes.byref(self._step)
-        self.header = PieceHeader()  # the last pushed message's, parsed
-        self._parsed = ctypes.byref(self.header)
 
     def __del__(self) -> None:
         if getattr(self, "_m", None):
@@ -223,13 +221,13 @@ class Merger:
     def push(self, stream: int, address: int, size: int, rows: int, holds: int,
              runs: tuple[np.ndarray, np.ndarray] | None = None) -> MergeStep:
         """Stream ``stream``'s next message: its header's ``size`` bytes at
-        ``address`` (kept alive by the caller until its batch is assembled),
-        parsed into :attr:`header`; ``holds``: ROWS_*; ``runs``: int64
+        ``address`` (kept alive by the caller until its batch is assembled);
+        ``holds``: ROWS_*; ``runs``: int64
         (starts, lengths) of a chunk's rows in its message."""
         starts, lengths, n = (None, None, 0) if runs is None else \
             (runs[0].ctypes.data, runs[1].ctypes.data, len(runs[0]))
         if _lib.icefloe_merger_push(self._m, stream, address, size, rows, holds, starts,
-                                    lengths, n, self._parsed, self._out) == MERGE_ERROR:
+                                    lengths, n, None, self._out) == MERGE_ERROR:
             raise self._refused()
         return self._step
 

@@ -74,7 +74,7 @@ __attribute__((visibility("default"))) void icefloe_merger_free(IcefloeMerger* m
 
 // Stream `stream`'s next message, asked for by a NEED: its piece header
 // (`size` bytes, which the caller keeps until the message's batch is
-// assembled), which *parsed receives, and the rows it holds; `holds` says
+// assembled), which *parsed receives when not null, and the rows it holds; `holds` says
 // how (ICEFLOE_ROWS_*). A piece whose runs or positions do not count its rows
 // is refused. `num_runs` runs (starts, lengths) of the
 // message's rows: a chunk whose batches are those runs of its rows, not all of
