@@ -271,26 +271,32 @@ def test_span_pieces_of_several_nodes_merge_into_their_batches():
         _merge([evens], [_span(0, 4, 3, 2, [101, 103, 105, 107, 109], [1, 3, 5, 7, 8])])
     data, _ = _span(0, 4, 2, 4, [100], [0])
     with pytest.raises(icefloe.InvalidArgument, match="batch count and span flag disagree"):
-        _merge([(data, piece_util.encode(0, 4, positions=[0], flags=_pieces.SPAN |
-                                         _pieces.POSITIONS))])
+        _merge([(data, piece_util.encode(0, 4, positions=[0], flags=piece_util.SPAN |
+                                         piece_util.POSITIONS))])
 
 
-def test_a_chunk_by_reference_whose_batch_crosses_two_runs_is_refused():
-    data = pa.record_batch({"id": pa.array(np.arange(20, dtype=np.int64))})
-    metadata = piece_util.encode(0, 4, count=2, last_size=4, whole=True,
-                                 source=[(0, 4), (10, 4)])  # 2 batches of 4
+def test_chunks_by_reference_are_slices_of_the_file_or_gathered():
+    """The merge reads a chunk by reference as a slice of the node's file
+    when its runs are long (a rank's batches in a span of the file), else
+    gathers it; both are the rows the header names, batch by batch."""
+    file = pa.record_batch({"id": pa.array(np.arange(2000, dtype=np.int64))})
 
-    def merged(starts, lengths):  # the chunk cut from a span of the node's file
-        runs = (np.array(starts, np.int64), np.array(lengths, np.int64))
-        message = SimpleNamespace(data=data, app_metadata=metadata, runs=runs,
-                                  holds=_native.ROWS_TAKEN)
-        left = [message]
-        return list(_pieces.merge_steps(_native.Merger(1, 0, 2), 1,
+    def chunks(batch_size: int, source: list[tuple[int, int]], copy: bool = False):
+        metadata = piece_util.encode(0, batch_size, count=2, last_size=batch_size, whole=True,
+                                     source=source)
+        left = [piece_util.Message(file, metadata, rows=2 * batch_size)]
+        return list(_pieces.merge_steps(_native.Merger(1, 0, 2, copy=copy), 1,
                                         lambda _: left.pop() if left else None))
 
-    (chunk,) = merged([0, 10], [4, 4])
-    assert chunk.offsets == [0, 10]
-    assert [b.column("id").to_pylist() for b in chunk.split(None)] == [[0, 1, 2, 3],
-                                                                       [10, 11, 12, 13]]
+    def ids(chunk) -> list[list[int]]:
+        return [b.column("id").to_pylist() for b in chunk.split(None)]
+
+    (span,) = chunks(300, [(1000, 300), (0, 300)])  # a span of the file, other rows between
+    assert span.offsets == [1000, 0] and span.data.num_rows == 1300
+    assert ids(span) == [list(range(1000, 1300)), list(range(300))]
+    for short in (chunks(4, [(0, 4), (10, 4)]), chunks(300, [(1000, 300), (0, 300)], copy=True)):
+        (gathered,) = short
+        assert gathered.offsets is None and gathered.data.num_rows == 2 * gathered.batch_size
+    assert ids(chunks(4, [(0, 4), (10, 4)])[0]) == [[0, 1, 2, 3], [10, 11, 12, 13]]
     with pytest.raises(icefloe.InvalidArgument, match="across two runs"):
-        merged([0, 10, 16], [2, 4, 2])
+        chunks(300, [(0, 200), (1000, 400)])

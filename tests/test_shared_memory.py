@@ -18,7 +18,7 @@ from iceberg_util import Warehouse
 from test_metrics import nodes_total, scrape
 
 import icefloe
-from icefloe import _pieces, _shared
+from icefloe import _native, _pieces, _shared
 from icefloe.torch import CacheDataset
 
 N = 30_000
@@ -90,9 +90,9 @@ def test_window_rows_by_reference_are_put_in_place_from_the_files(table, tmp_pat
     real = _pieces._assembled
     from_files: list[bool] = []
 
-    def spy(merger, pieces):
-        from_files.append(all(isinstance(p, _pieces.SourceRows) for p in pieces))
-        return real(merger, pieces)
+    def spy(merger, messages):
+        from_files.append(all(m.holds == _native.ROWS_IN_FILE for m in messages))
+        return real(merger, messages)
 
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
@@ -253,13 +253,18 @@ def _piece(*runs: tuple[int, int]) -> bytes:
 def test_pieces_by_reference_are_checked():
     fd, export = _own_export(100)
     try:
-        def read(rows: int, metadata: bytes) -> _shared._Chunk:
-            return _shared.SharedReader(_Reader(_Sent(rows, metadata)), export, ()).read_chunk()
+        def read(rows: int, metadata: bytes) -> pa.RecordBatch:
+            reader = _shared.SharedReader(_Reader(_Sent(rows, metadata)), export, ())
+            return piece_util.merged(reader.read_chunk())
 
         got = read(5, _piece((90, 3), (7, 2)))
-        assert got.data.column("id").to_pylist() == [90, 91, 92, 7, 8]
-        assert (got.header.batch, got.header.runs.tolist()) == (0, [[0, 5]])
-        assert read(4, _piece((10, 4))).data.column("id").to_pylist() == [10, 11, 12, 13]
+        assert got.column("id").to_pylist() == [90, 91, 92, 7, 8]
+        # One run in order: a zero-copy slice of the file.
+        got = read(4, piece_util.encode(0, 4, runs=[(0, 4)], source=[(10, 4)]))
+        assert got.column("id").to_pylist() == [10, 11, 12, 13]
+        assert got.column("id").offset == 10
+        assert got.column("id").buffers()[1].address == \
+            export.batch.column("id").buffers()[1].address
         for rows, metadata, error in [
                 (5, _piece((98, 5)), "outside its shared file of 100 rows"),
                 (5, _piece((1, 4)), "named 4 shared rows for a piece of 5"),
@@ -332,13 +337,14 @@ def test_a_ranks_batches_come_as_chunks_of_views(table, tmp_path, monkeypatch, w
     same tensors as over the wire (batches of one node's rows and batches
     across two, a short last batch)."""
     spans: list[int] = []
-    original = _shared.Export.slice
 
-    def counted(self, start, length, columns):
-        spans.append(length)
-        return original(self, start, length, columns)
+    class Counted(_pieces.Chunk):  # a chunk whose batches lie apart in a slice of the file
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if self.offsets is not None:
+                spans.append(self.data.num_rows)
 
-    monkeypatch.setattr(_shared.Export, "slice", counted)
+    monkeypatch.setattr(_pieces, "Chunk", Counted)
     monkeypatch.setenv("WORLD_SIZE", str(world))
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:

@@ -1,11 +1,12 @@
 """The package's native helpers (cpp/icefloe/client), loaded with ctypes.
 
 A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
-works beside any pyarrow): ``parse_piece`` reads a piece header with the
-nodes' own parser (protocol/piece.h); ``Merger`` says which messages of an
-epoch's streams make each batch (merge.h) and assembles it from its pieces in
-one pass per column, handing it back through the Arrow C Data Interface
-(assemble.h); ``group_rows`` groups
+works beside any pyarrow): ``Merger`` reads the pieces' headers with the
+nodes' own parser (protocol/piece.h), says which messages of an epoch's
+streams make each batch (merge.h) and how rows in a node's shared file are
+read, and assembles each batch from its pieces in one pass per column,
+handing it back through the Arrow C Data Interface (assemble.h);
+``group_rows`` groups
 a take's rows by the replica set holding them and writes their rows-ticket
 bodies with the head's own code (protocol/row_groups.h). The library ships in
 the package; importing icefloe without it is an error (ImportError naming the
@@ -19,13 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ._protocol import constants
 from .errors import InvalidArgument
 
 _LIB = Path(__file__).resolve().parent / "lib" / "libicefloe_client.so"
 
-# assemble.h's results.
-(OK, MALFORMED, OUTSIDE, TWICE, COUNT, NO_MEMORY, OUTSIDE_SOURCE, UNSUPPORTED,
- BAD_OFFSETS) = range(9)
+# The library's constants, from their C++ definitions (through _fields.json).
+_C = constants()["client"]
+OK, NO_MEMORY, UNSUPPORTED = (_C["assemble_results"][k] for k in ("ok", "no_memory",
+                                                                  "unsupported"))
+MERGE_ERROR, MERGE_NEED, MERGE_BATCH, MERGE_CHUNK, MERGE_DONE = (
+    _C["merge_steps"][k] for k in ("error", "need", "batch", "chunk", "done"))
+ROWS_CARRIED, ROWS_IN_FILE = _C["rows"]["carried"], _C["rows"]["in_file"]
+MERGE_COPY = _C["merge_flags"]["copy"]
 
 
 class ArrowArray(ctypes.Structure):
@@ -47,18 +54,6 @@ class ArrowSchema(ctypes.Structure):
                 ("private_data", ctypes.c_void_p)]
 
 
-class PieceHeader(ctypes.Structure):
-    """A parsed piece header (piece_abi.h): its runs or positions start at
-    byte ``entry_offset`` of the bytes parsed, its source runs at
-    ``source_offset``."""
-
-    _fields_ = [("flags", ctypes.c_uint8), ("batch", ctypes.c_uint64),
-                ("batch_size", ctypes.c_uint32), ("count", ctypes.c_uint32),
-                ("last_size", ctypes.c_uint32), ("entries", ctypes.c_uint32),
-                ("sources", ctypes.c_uint32), ("entry_offset", ctypes.c_int64),
-                ("source_offset", ctypes.c_int64)]
-
-
 def _open() -> ctypes.CDLL:
     try:
         return ctypes.CDLL(str(_LIB))
@@ -68,21 +63,6 @@ def _open() -> ctypes.CDLL:
 
 
 _lib = _open()
-_lib.icefloe_parse_piece.restype = ctypes.c_int32
-_lib.icefloe_parse_piece.argtypes = [ctypes.c_void_p, ctypes.c_int64,
-                                     ctypes.POINTER(PieceHeader)]
-_lib.icefloe_piece_error.restype = ctypes.c_char_p
-_lib.icefloe_piece_error.argtypes = [ctypes.c_int32]
-
-
-def parse_piece(address: int, size: int) -> PieceHeader | str:
-    """The piece header in ``size`` bytes at ``address`` (kept alive by the
-    caller), or the words that refuse them (protocol/piece.h's PieceErrorText)."""
-    header = PieceHeader()
-    code = _lib.icefloe_parse_piece(address, size, ctypes.byref(header))
-    return header if code == 0 else _lib.icefloe_piece_error(code).decode()
-
-
 _lib.icefloe_group_rows.restype = ctypes.c_int32
 _lib.icefloe_group_rows.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_uint32, ctypes.c_uint32] + [ctypes.c_void_p] * 5
@@ -148,10 +128,6 @@ class ExportedSchema:
             _release_schema(self.c.release)(ctypes.addressof(self.c))
 
 
-# merge.h: the merge of an epoch's streams, step by step, and how a message
-# pushed holds its rows.
-MERGE_ERROR, MERGE_NEED, MERGE_BATCH, MERGE_CHUNK, MERGE_DONE = range(-1, 4)
-ROWS_CARRIED, ROWS_TAKEN, ROWS_IN_FILE = range(3)
 
 
 class MergeStep(ctypes.Structure):
@@ -163,19 +139,20 @@ class MergeStep(ctypes.Structure):
                 ("last_size", ctypes.c_uint32), ("num_pieces", ctypes.c_int32),
                 ("streams", ctypes.POINTER(ctypes.c_int32)),
                 ("bases", ctypes.POINTER(ctypes.c_int64)),
-                ("offsets", ctypes.POINTER(ctypes.c_int64)), ("in_order", ctypes.c_int32)]
+                ("offsets", ctypes.POINTER(ctypes.c_int64)), ("in_order", ctypes.c_int32),
+                ("in_file", ctypes.c_int32), ("start", ctypes.c_int64), ("rows", ctypes.c_int64)]
 
 
 _lib.icefloe_merger_new.restype = ctypes.c_void_p
-_lib.icefloe_merger_new.argtypes = [ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64]
+_lib.icefloe_merger_new.argtypes = [ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64,
+                                    ctypes.c_int32]
 _lib.icefloe_merger_free.restype = None
 _lib.icefloe_merger_free.argtypes = [ctypes.c_void_p]
 _STEP = ctypes.POINTER(MergeStep)
 _lib.icefloe_merger_push.restype = ctypes.c_int32
 _lib.icefloe_merger_push.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
                                      ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
-                                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                     ctypes.POINTER(PieceHeader), _STEP]
+                                     ctypes.c_int64, _STEP]
 _lib.icefloe_merger_push_rows.restype = ctypes.c_int32
 _lib.icefloe_merger_push_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint64,
                                           ctypes.c_uint32, ctypes.c_int64, ctypes.c_void_p, _STEP]
@@ -187,20 +164,23 @@ _lib.icefloe_merger_end.restype = ctypes.c_int32
 _lib.icefloe_merger_end.argtypes = [ctypes.c_void_p, ctypes.c_int32, _STEP]
 _lib.icefloe_merger_next.restype = ctypes.c_int32
 _lib.icefloe_merger_next.argtypes = [ctypes.c_void_p, _STEP]
+_lib.icefloe_merger_piece_rows.restype = ctypes.c_int32
+_lib.icefloe_merger_piece_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
 _lib.icefloe_merger_error.restype = ctypes.c_char_p
 _lib.icefloe_merger_error.argtypes = [ctypes.c_void_p]
 
 
 class Merger:
     """icefloe_merger (merge.h): which pieces make each batch of an epoch's
-    streams from batch ``first`` to ``num_batches``. Every method returns the
-    step to take next (one struct, overwritten by the next call); a refusal
-    raises InvalidArgument with the library's words."""
+    streams from batch ``first`` to ``num_batches`` (``copy``: every row
+    copied out of the nodes' files, never a slice of one). Every method
+    returns the step to take next (one struct, overwritten by the next call);
+    a refusal raises InvalidArgument with the library's words."""
 
     __slots__ = ("_m", "_step", "_out")
 
-    def __init__(self, streams: int, first: int, num_batches: int) -> None:
-        self._m = _lib.icefloe_merger_new(streams, first, num_batches)
+    def __init__(self, streams: int, first: int, num_batches: int, copy: bool = False) -> None:
+        self._m = _lib.icefloe_merger_new(streams, first, num_batches, MERGE_COPY if copy else 0)
         if not self._m:
             raise MemoryError("no memory for a merge of the epoch's streams")
         self._step = MergeStep()
@@ -218,16 +198,14 @@ class Merger:
             raise self._refused()
         return self._step
 
-    def push(self, stream: int, address: int, size: int, rows: int, holds: int,
-             runs: tuple[np.ndarray, np.ndarray] | None = None) -> MergeStep:
-        """Stream ``stream``'s next message: its header's ``size`` bytes at
-        ``address`` (kept alive by the caller until its batch is assembled);
-        ``holds``: ROWS_*; ``runs``: int64
-        (starts, lengths) of a chunk's rows in its message."""
-        starts, lengths, n = (None, None, 0) if runs is None else \
-            (runs[0].ctypes.data, runs[1].ctypes.data, len(runs[0]))
-        if _lib.icefloe_merger_push(self._m, stream, address, size, rows, holds, starts,
-                                    lengths, n, None, self._out) == MERGE_ERROR:
+    def push(self, stream: int, address: int, size: int, rows: int, holds: int = ROWS_CARRIED,
+             file_rows: int = 0) -> MergeStep:
+        """Stream ``stream``'s next message of ``rows`` rows: its header's
+        ``size`` bytes at ``address`` (kept alive by the caller until its
+        batch is assembled); ``holds``: ROWS_*; ``file_rows``: the rows of
+        the node's file, for rows in it."""
+        if _lib.icefloe_merger_push(self._m, stream, address, size, rows, holds, file_rows,
+                                    self._out) == MERGE_ERROR:
             raise self._refused()
         return self._step
 
@@ -246,12 +224,20 @@ class Merger:
             raise self._refused()
         return self._step
 
+    def piece_rows(self, piece: int, rows: int) -> np.ndarray:
+        """The ``rows`` rows of the last BATCH's piece ``piece`` in what was
+        exported for it (its rows in the node's file, by reference)."""
+        out = np.empty(rows, dtype=np.int64)
+        if _lib.icefloe_merger_piece_rows(self._m, piece, out.ctypes.data) != 0:
+            raise InvalidArgument(f"the merge has no piece {piece} to read rows of")
+        return out
+
     def assemble(self, schema: int, batches: ctypes.Array, out: ArrowArray,
                  inverse: int | None = None) -> tuple[int, str]:
         """The last step's batch (a BATCH) from ``batches`` (its pieces'
         exported arrays, which the library releases) of the exported
         ``schema`` (an address) into ``out``: assemble.h's result code and
-        message."""
+        the words of the error it means (the column, for UNSUPPORTED)."""
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         code = _lib.icefloe_merger_assemble(self._m, schema, ctypes.addressof(batches),
                                             ctypes.addressof(out), inverse, error, _ERROR_BYTES)

@@ -1,16 +1,17 @@
 """Reading an epoch's streams into batches (docs/protocol.md, "Pieces").
 
 Every record batch a node sends for a plan or row ticket is tagged with one
-piece header (cpp/icefloe/protocol/piece.h; its constants come from
-``_fields.json``): the batch, or span of consecutive batches, its rows go to,
-and where. The client library's merge (cpp/icefloe/client/merge.h) sees
-every stream's headers and says which stream to read next and which messages
-make each batch, span or chunk, and refuses streams that disagree. A piece's
-rows fill the positions its runs or positions name, put there by the
-library's assembly; *whole* batches travel as one *chunk*
-(``Chunk``), split here zero-copy, or turned into tensors at once and split
-(:class:`ChunkTransform`). Every batch of a chunk is complete when it arrives,
-so a failover resumes after the chunk exactly as after a batch.
+piece header (cpp/icefloe/protocol/piece.h): the batch, or span of
+consecutive batches, its rows go to, and where. The client library's merge
+(cpp/icefloe/client/merge.h) sees every stream's headers and says which
+stream to read next and which messages make each batch, span or chunk, and
+refuses streams that disagree; it also decides how rows a node left in its
+shared file are read (a zero-copy slice of the file, or assembled from it).
+A piece's rows fill the positions its runs or positions name, put there by
+the library's assembly; *whole* batches travel as one *chunk* (``Chunk``),
+split here zero-copy, or turned into tensors at once and split
+(:class:`ChunkTransform`). Every batch of a chunk is complete when it
+arrives, so a failover resumes after the chunk exactly as after a batch.
 """
 
 from __future__ import annotations
@@ -28,38 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from . import _native
-from . import _protocol as protocol
 from ._failover import is_break, named
 from .errors import Error, InvalidArgument, StreamBroken, map_error
 
-_PIECE = protocol.constants()["piece"]
-POSITIONS, WHOLE, SPAN, BY_REFERENCE = (_PIECE["flags"][k] for k in (
-    "positions", "whole", "span", "by_reference"))
-SOURCE_RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # packed: 12 bytes
 _DONE = object()
 _JOIN_TIMEOUT_S = 10.0
-
-
-class SourceRows:
-    """A piece's rows left in a node's shared file until they are put in
-    place: the runs of the file its header names (``source``), in the
-    piece's order. The native assembly reads them there; ``take`` copies them
-    out for any other use."""
-
-    __slots__ = ("file", "num_rows", "_take")
-
-    def __init__(self, file: pa.RecordBatch, num_rows: int,
-                 take: Callable[[], pa.RecordBatch]) -> None:
-        self.file = file  # the file's batch, projected
-        self.num_rows = num_rows
-        self._take = take
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self.file.schema
-
-    def take(self) -> pa.RecordBatch:
-        return self._take()
 
 
 class Rows:
@@ -155,47 +129,6 @@ def apply_at(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordB
     return batches if transform is None else [transform(b) for b in batches]
 
 
-class Header:
-    """A piece's header, and its runs ((n, 2) u32 offset, length), positions
-    (u32) and source runs (:data:`SOURCE_RUN` records), as views of the
-    metadata it was read from (None where it has none)."""
-
-    __slots__ = ("flags", "batch", "batch_size", "count", "last_size", "runs", "positions",
-                 "source")
-
-    def __init__(self, flags: int, batch: int, batch_size: int, count: int, last_size: int,
-                 runs: np.ndarray | None, positions: np.ndarray | None,
-                 source: np.ndarray | None) -> None:
-        self.flags = flags
-        self.batch = batch
-        self.batch_size = batch_size
-        self.count = count
-        self.last_size = last_size
-        self.runs = runs
-        self.positions = positions
-        self.source = source
-
-
-def read_header(metadata: Any) -> Header:
-    """The piece header of a message's metadata (a pyarrow Buffer, or bytes),
-    parsed and checked by the nodes' own parser (protocol/piece.cc, through
-    the native library); the arrays are views of the metadata."""
-    buffer = _buffer(metadata)
-    h = _native.parse_piece(buffer.address, buffer.size)
-    if isinstance(h, str):
-        raise InvalidArgument(f"a node sent malformed piece metadata: {h}")
-    runs = positions = source = None
-    if h.flags & POSITIONS:
-        positions = np.frombuffer(buffer, dtype="<u4", count=h.entries, offset=h.entry_offset)
-    elif not h.flags & WHOLE:
-        runs = np.frombuffer(buffer, dtype="<u4", count=2 * h.entries,
-                             offset=h.entry_offset).reshape(h.entries, 2)
-    if h.flags & BY_REFERENCE:
-        source = np.frombuffer(buffer, dtype=SOURCE_RUN, count=h.sources,
-                               offset=h.source_offset)
-    return Header(h.flags, h.batch, h.batch_size, h.count, h.last_size, runs, positions, source)
-
-
 def _buffer(metadata: Any) -> pa.Buffer:
     if metadata is None:
         raise InvalidArgument("a node sent a batch without piece metadata")
@@ -205,17 +138,19 @@ def _buffer(metadata: Any) -> pa.Buffer:
 def _push(merger: _native.Merger, k: int, message: Any) -> None:
     """Hands stream ``k``'s message to ``merger``: a FlightStreamChunk (rows
     carried, header in its app_metadata), a :class:`icefloe._shared.SharedReader`'s
-    (``holds`` them by reference; ``runs``, for a chunk in a span of the
-    node's file), or :class:`Rows`. The merger reads the header's runs or
-    positions where they are until the batch is assembled: the caller keeps
-    the message until then."""
+    (its ``rows`` in the node's file, its ``data``), or :class:`Rows`. The
+    merger reads the header's runs or positions where they are until the
+    batch is assembled: the caller keeps the message until then."""
     if type(message) is Rows:
         merger.push_rows(k, 0, message.batch_size, message.positions)
         return
     metadata = message.app_metadata
     buffer = metadata if type(metadata) is pa.Buffer else _buffer(metadata)
-    merger.push(k, buffer.address, buffer.size, message.data.num_rows,
-                getattr(message, "holds", _native.ROWS_CARRIED), getattr(message, "runs", None))
+    if getattr(message, "holds", _native.ROWS_CARRIED) == _native.ROWS_CARRIED:
+        merger.push(k, buffer.address, buffer.size, message.data.num_rows)
+    else:
+        merger.push(k, buffer.address, buffer.size, message.rows, _native.ROWS_IN_FILE,
+                    message.data.num_rows)
 
 
 def merge_steps(merger: _native.Merger, streams: int,
@@ -236,16 +171,19 @@ def merge_steps(merger: _native.Merger, streams: int,
             continue
         if kind == _native.MERGE_CHUNK:
             offsets = step.offsets[:step.count] if step.offsets else None
+            data = held[step.stream].popleft().data
             yield Chunk(step.batch, step.batch_size, step.count, step.last_size,
-                        held[step.stream].popleft().data, offsets)
+                        data.slice(step.start, step.rows) if step.in_file else data, offsets)
         else:
             batch, count, batch_size, last_size = \
                 step.batch, step.count, step.batch_size, step.last_size
             messages = [held[k].popleft() for k in step.streams[:step.num_pieces]]
-            if step.in_order:
-                data = _taken(messages[0].data)
+            if step.in_order:  # the one piece's rows as they are
+                data = messages[0].data
+                if step.in_file:
+                    data = data.slice(step.start, step.rows)
             else:
-                data = _assembled(merger, [m.data for m in messages])
+                data = _assembled(merger, messages)
             yield data if count == 1 else Chunk(batch, batch_size, count, last_size, data)
         merger.next()
 
@@ -253,31 +191,29 @@ def merge_steps(merger: _native.Merger, streams: int,
 def take_batch(sources: list[list[Any]]) -> pa.RecordBatch:
     """A take's rows, from every source's messages (or :class:`Rows`): one
     batch, checked and assembled as an epoch's."""
-    merger = _native.Merger(len(sources), 0, 1)
+    merger = _native.Merger(len(sources), 0, 1, copy=True)  # the rows are the caller's
     feeds = [iter(s) for s in sources]
     return next(merge_steps(merger, len(sources), lambda k: next(feeds[k], None)))  # type: ignore[return-value]
 
 
-def expand_runs(starts: np.ndarray, lengths: np.ndarray, dtype: Any = np.int64) -> np.ndarray:
-    """Every position of the runs (``starts[i]``, ``lengths[i]``), in order, as ``dtype``."""
-    firsts = np.cumsum(lengths) - lengths  # index of each run's first position
-    return np.repeat((starts - firsts).astype(dtype), lengths) + \
-        np.arange(int(lengths.sum()), dtype=dtype)
+def _in_file(message: Any) -> bool:
+    return getattr(message, "holds", _native.ROWS_CARRIED) == _native.ROWS_IN_FILE
 
 
-def _assembled(merger: _native.Merger, pieces: list[pa.RecordBatch | SourceRows]
-               ) -> pa.RecordBatch:
-    """The batch (or span) of ``merger``'s last step, from its pieces' rows:
-    built by the native library in one pass per column
-    (cpp/icefloe/client/assemble.h), which checks every position."""
+def _assembled(merger: _native.Merger, messages: list[Any]) -> pa.RecordBatch:
+    """The batch (or span) of ``merger``'s last step, from its pieces' rows
+    (in the messages, or in a node's file): built by the native library in
+    one pass per column (cpp/icefloe/client/assemble.h), which checks every
+    position and source row."""
+    pieces = [m.data for m in messages]
     schema = pieces[0].schema
     if any(not p.schema.equals(schema) for p in pieces):
         raise InvalidArgument("nodes sent pieces of one batch with different schemas")
     # From the wire, the library counts on Arrow's basic checks.
-    for p in pieces:
-        if type(p) is not SourceRows:
+    for m in messages:
+        if not _in_file(m):
             try:
-                p.validate()
+                m.data.validate()
             except pa.ArrowInvalid as exc:
                 raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
     exported = _exported_schema(schema)
@@ -285,22 +221,24 @@ def _assembled(merger: _native.Merger, pieces: list[pa.RecordBatch | SourceRows]
     code, message = merger.assemble(exported.address, _exported(pieces), out)
     if code == _native.OK:
         return pa.RecordBatch._import_from_c(ctypes.addressof(out), schema)
-    n = sum(p.num_rows for p in pieces)
-    if code != _native.UNSUPPORTED:
-        raise _assemble_error(code, message, n)
+    if code != _native.UNSUPPORTED:  # the library's words
+        raise (MemoryError if code == _native.NO_MEMORY else InvalidArgument)(message)
+    rows = [m.rows if _in_file(m) else m.data.num_rows for m in messages]
     # A column the library does not build (a dictionary, say): the rows by a
     # take of the inverse, which the library fills before it gives up.
-    inverse = np.empty(n, dtype=np.int64)
+    inverse = np.empty(sum(rows), dtype=np.int64)
     merger.assemble(exported.address, _exported(pieces), out, inverse.ctypes.data)
-    return pa.concat_batches([_taken(p) for p in pieces]).take(pa.array(inverse))
+    taken = [m.data.take(pa.array(merger.piece_rows(k, n))) if _in_file(m) else m.data
+             for k, (m, n) in enumerate(zip(messages, rows, strict=True))]
+    return pa.concat_batches(taken).take(pa.array(inverse))
 
 
-def _exported(pieces: list[pa.RecordBatch | SourceRows]) -> ctypes.Array:
+def _exported(pieces: list[pa.RecordBatch]) -> ctypes.Array:
     """Each piece's rows (its node's file, by reference) exported through the
     C Data Interface, for the library to consume."""
     arrays = (_native.ArrowArray * len(pieces))()
     for k, p in enumerate(pieces):
-        (p.file if type(p) is SourceRows else p)._export_to_c(ctypes.addressof(arrays[k]))
+        p._export_to_c(ctypes.addressof(arrays[k]))
     return arrays
 
 
@@ -320,31 +258,6 @@ def _exported_schema(schema: pa.Schema) -> _native.ExportedSchema:
         _SCHEMAS.insert(0, (schema, exported))
         del _SCHEMAS[_MAX_SCHEMAS:]
         return exported
-
-
-_ASSEMBLE_ERRORS = {
-    _native.OUTSIDE: "a node sent piece positions outside their batch",
-    _native.TWICE: "a node sent two pieces for one position",
-    _native.OUTSIDE_SOURCE: "a node named rows outside its shared file",
-}
-
-
-def _assemble_error(code: int, message: str, n: int) -> Exception:
-    """What a result of the native assembly other than OK says."""
-    if code == _native.NO_MEMORY:
-        return MemoryError(f"no memory to assemble a batch of {n} rows")
-    if code == _native.BAD_OFFSETS:
-        return InvalidArgument(f"a node sent a piece with bad offsets: {message}")
-    if code == _native.MALFORMED and message:
-        return InvalidArgument(f"a node sent a malformed piece: {message}")
-    return InvalidArgument(_ASSEMBLE_ERRORS.get(
-        code, "a node sent a piece whose positions do not match its rows"))
-
-
-def _taken(data: pa.RecordBatch | SourceRows) -> pa.RecordBatch:
-    """A piece's rows as a record batch, taken out of the node's file when it
-    holds them by reference."""
-    return data.take() if type(data) is SourceRows else data
 
 
 def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:

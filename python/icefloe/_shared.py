@@ -7,9 +7,11 @@ same user, asks for a plan stream by reference (DoGet header
 the file's fd there, its inode and size) and every message is a piece by
 reference: its header's source runs name its rows in the file (runs of
 u64 start, u32 length) instead of the message holding them. The reader opens the file as
-``/proc/<pid>/fd/<fd>``, maps it, and slices the rows itself: a chunk of
-whole batches is a zero-copy slice (the file is one record batch, so a
-reader's batch is one wherever it falls).
+``/proc/<pid>/fd/<fd>``, maps it, and hands the file to the merge with each
+message; the client library decides how the rows are read: a chunk of whole
+batches, or a batch in order, is a zero-copy slice (the file is one record
+batch, so a reader's batch is one wherever it falls), other rows are put in
+place straight from the file.
 
 Each stream maps the file anew, private and copy-on-write, and the seals make
 the node's rows immutable: what a training loop writes into its zero-copy
@@ -21,7 +23,6 @@ after the node drops the copy or dies, until the stream's last view goes.
 from __future__ import annotations
 
 import bisect
-import functools
 import mmap
 import os
 from typing import Any
@@ -31,20 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _native
-from ._pieces import (
-    BY_REFERENCE,
-    POSITIONS,
-    SPAN,
-    WHOLE,
-    Header,
-    SourceRows,
-    expand_runs,
-    read_header,
-)
 from .errors import InvalidArgument
 
 HEADER = (b"icefloe-shared", b"1")
-_LONG_RUNS = 256  # rows a run averages from which a chunk is read as a span of the file
 _KEYS = (b"icefloe.shared.pid", b"icefloe.shared.fd", b"icefloe.shared.inode",
          b"icefloe.shared.size")
 
@@ -148,114 +138,34 @@ class Export:
             got = self._projected[columns] = self.batch.select(list(columns))
         return got
 
-    def slice(self, start: int, length: int, columns: tuple[int, ...]) -> pa.RecordBatch:
-        """Rows start..start+length-1 of the file (checked by the caller), with
-        ``columns`` (indices; empty: all), zero-copy."""
-        return self.view(columns).slice(start, length)
-
-    def rows(self, runs: np.ndarray, columns: tuple[int, ...],
-             copy: bool = False) -> pa.RecordBatch:
-        """The file's rows that ``runs`` (start, length) name, in order, with
-        ``columns`` (indices; empty: all): a zero-copy slice for one run (a
-        chunk or a slice of one: what nodes send for none and block epochs),
-        else, or with ``copy``, one take."""
-        batch = self.view(columns)
-        starts = runs["start"].astype(np.int64)
-        lengths = runs["length"].astype(np.int64)
-        if len(runs) and (int(starts.min()) < 0 or int((starts + lengths).max()) > self.num_rows):
-            raise InvalidArgument(f"a node named rows outside its shared file of "
-                                  f"{self.num_rows} rows")
-        if len(runs) == 1 and not copy:
-            return batch.slice(int(starts[0]), int(lengths[0]))
-        if not len(runs):
-            return batch.slice(0, 0)
-        indices = expand_runs(starts, lengths, self._index)  # bounds checked above
-        return pc.take(batch, pa.array(indices), boundscheck=False)
-
-
 class _Chunk:
     """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference:
-    the piece's rows, its metadata and header (read), and ``runs``: int64
-    (starts, lengths) of ``data`` that are the piece's rows, when not all of
-    it (a chunk in a span of the node's file)."""
+    the node's file (``data``, projected), the piece's metadata, and the rows
+    it holds there (``rows``), which its header's source runs name."""
 
-    __slots__ = ("data", "app_metadata", "header", "runs")
+    __slots__ = ("data", "app_metadata", "rows")
+    holds = _native.ROWS_IN_FILE  # how the merge reads them
 
-    def __init__(self, data: pa.RecordBatch | SourceRows, app_metadata: pa.Buffer,
-                 header: Header, runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def __init__(self, data: pa.RecordBatch, app_metadata: pa.Buffer, rows: int) -> None:
         self.data = data
         self.app_metadata = app_metadata
-        self.header = header
-        self.runs = runs
-
-    @property
-    def holds(self) -> int:
-        """How the rows are held, for the merge (_native.ROWS_*)."""
-        return _native.ROWS_IN_FILE if type(self.data) is SourceRows else _native.ROWS_TAKEN
+        self.rows = rows
 
 
 class SharedReader:
     """A plan stream by reference, read like the stream it stands for:
-    ``read_chunk`` returns the piece's rows (taken from the mapped file) and
-    its header."""
+    ``read_chunk`` returns each piece with the node's file its rows are in."""
 
     by_reference = True  # what merged_batches asks a stream
 
     def __init__(self, reader: Any, export: Export, columns: tuple[int, ...]) -> None:
         self._reader = reader
         self.export = export
-        self._columns = columns
-        self.copy = False  # True: every piece's rows copied out of the file (takes)
+        self._file = export.view(columns)
 
     def read_chunk(self) -> _Chunk:
         chunk = self._reader.read_chunk()
-        header = read_header(chunk.app_metadata)
-        if not header.flags & BY_REFERENCE:
-            raise InvalidArgument("a node sent a piece that carries its rows on a stream by "
-                                  "reference")
-        runs = header.source
-        assert runs is not None
-        n = len(runs)
-        whole = header.flags & WHOLE
-        if not self.copy and n > 1 and whole and int(runs["length"].sum()) >= _LONG_RUNS * n:
-            span = self._span(runs, chunk.data.num_rows)
-            if span is not None:
-                return _Chunk(span[0], chunk.app_metadata, header, span[1])
-        if not self.copy and not whole and \
-                header.flags & (POSITIONS | SPAN):
-            # Rows the merge puts in place anyway (scattered or span pieces):
-            # the native assembly reads them in the file, one pass (SourceRows
-            # checks nothing here; the assembly checks every run against the file).
-            data: pa.RecordBatch | SourceRows = SourceRows(
-                self.export.view(self._columns), int(runs["length"].sum()),
-                functools.partial(self.export.rows, runs, self._columns))
-        else:
-            data = self.export.rows(runs, self._columns, self.copy)
-        if data.num_rows != chunk.data.num_rows:
-            raise InvalidArgument(f"a node named {data.num_rows} shared rows for a piece of "
-                                  f"{chunk.data.num_rows}")
-        return _Chunk(data, chunk.app_metadata, header)
-
-    def _span(self, runs: np.ndarray, rows: int
-              ) -> tuple[pa.RecordBatch, tuple[np.ndarray, np.ndarray]] | None:
-        """Long runs, none overlapping another (a chunk of a rank's batches):
-        one zero-copy slice of the file from the lowest run to the end of the
-        highest, with the runs in it, for the chunk to cut its batches from;
-        None when runs overlap (each batch must stay its own rows)."""
-        starts = runs["start"].astype(np.int64)
-        lengths = runs["length"].astype(np.int64)
-        stops = starts + lengths
-        first, last = int(starts.min()), int(stops.max())
-        if first < 0 or last > self.export.num_rows:
-            raise InvalidArgument(f"a node named rows outside its shared file of "
-                                  f"{self.export.num_rows} rows")
-        named = int(lengths.sum())
-        if named != rows:
-            raise InvalidArgument(f"a node named {named} shared rows for a piece of {rows}")
-        order = np.argsort(starts, kind="stable")
-        if bool(np.any(starts[order][1:] < stops[order][:-1])):
-            return None
-        return self.export.slice(first, last - first, self._columns), (starts - first, lengths)
+        return _Chunk(self._file, chunk.app_metadata, chunk.data.num_rows)
 
     def __iter__(self) -> Any:
         while True:

@@ -568,8 +568,7 @@ class Client:
         from ._pieces import Rows, take_batch
 
         def read(reader: Any, uri: str) -> list[Any]:
-            if isinstance(reader, _shared.SharedReader):
-                reader.copy = True  # a take's rows are the caller's: never views of the file
+            if isinstance(reader, _shared.SharedReader):  # its rows are copied by the merge
                 self._keep_export(uri, key, reader.export)
             return list(reader)
 

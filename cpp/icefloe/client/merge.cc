@@ -1,9 +1,11 @@
 #include "icefloe/client/merge.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "icefloe/client/assemble.h"
@@ -21,7 +23,12 @@ struct Head {
   uint32_t batch_size = 0;
   uint32_t last_size = 0;
   int64_t rows = 0;
-  std::vector<int64_t> offsets{};  // a chunk's batches' rows in its message (runs pushed)
+  // A chunk by reference read as a slice of the node's file: rows
+  // slice_start .. slice_start + slice_rows - 1, its batches starting at
+  // `offsets` in them (none: one after another); slice_start -1: gathered.
+  int64_t slice_start = -1;
+  int64_t slice_rows = 0;
+  std::vector<int64_t> offsets{};
   // A piece's runs or positions (in the caller's header bytes, or `owned`)
   // and, left in a node's file, its source runs.
   const uint8_t* entries = nullptr;
@@ -52,6 +59,15 @@ struct Head {
     return true;
   }
 
+  // Source run i: (first row in the file, rows).
+  std::pair<uint64_t, uint32_t> Source(size_t i) const {
+    uint64_t start;
+    uint32_t length;
+    std::memcpy(&start, sources + 12 * i, 8);  // little-endian, as the node sends it
+    std::memcpy(&length, sources + 12 * i + 8, 4);
+    return {start, length};
+  }
+
   uint64_t end() const { return batch + count; }  // checked at push not to wrap
   uint64_t span_rows() const { return uint64_t{batch_size} * (count - 1) + last_size; }
   bool same_shape(const Head& o) const {
@@ -68,24 +84,33 @@ std::string Format(const char* format, auto... args) {
 constexpr const char* kChanged =
     "; the cluster changed under this epoch (was the dataset reloaded?)";
 
+// Rows a source run of a chunk by reference averages from which the chunk is
+// a slice of the file (a rank's batches in a span of it, the other ranks'
+// rows between them) rather than gathered: short runs would make a slice
+// mostly of rows the consumer never reads.
+constexpr int64_t kLongRuns = 256;
+
 }  // namespace
 
 struct IcefloeMerger {
-  IcefloeMerger(int32_t streams, uint64_t first, uint64_t num_batches)
-      : heads(static_cast<size_t>(streams)),
+  IcefloeMerger(int32_t streams, uint64_t first, uint64_t num_batches, bool copy)
+      : copy(copy),
+        heads(static_cast<size_t>(streams)),
         present(static_cast<size_t>(streams), false),
         ended(static_cast<size_t>(streams), false),
         b(first),
         num_batches(num_batches) {}
 
   int32_t Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows, int32_t holds,
-               const int64_t* starts, const int64_t* lengths, int64_t num_runs,
-               IcefloePieceHeader* parsed);
+               int64_t file_rows);
+  int32_t CheckSources(const Head& h, int64_t file_rows);
+  int32_t SliceChunk(Head& h);
   int32_t PushRows(int32_t stream, uint64_t batch, uint32_t batch_size, int64_t rows,
                    const uint32_t* positions);
   int32_t Assemble(const ArrowSchema* schema, ArrowArray* batches, ArrowArray* out,
                    int64_t* inverse, char* error, int64_t error_size);
   int32_t End(int32_t stream);
+  int32_t PieceRows(int32_t piece, int64_t* out) const;
   bool Asked(int32_t stream) {
     if (!error.empty()) return false;
     if (stream < 0 || static_cast<size_t>(stream) >= heads.size() ||
@@ -108,11 +133,13 @@ struct IcefloeMerger {
   }
   int32_t Start(IcefloeMergeStep* out);
   int32_t Whole(IcefloeMergeStep* out);
+  int32_t Gather(IcefloeMergeStep* out);
   int32_t Collect(IcefloeMergeStep* out);
   int32_t Finish(IcefloeMergeStep* out);
 
   enum class Phase { kStart, kWhole, kCollect };
 
+  const bool copy;  // ICEFLOE_MERGE_COPY
   std::vector<Head> heads;
   std::vector<bool> present;  // heads[s] holds stream s's front message
   std::vector<bool> ended;
@@ -135,10 +162,9 @@ struct IcefloeMerger {
 };
 
 int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows,
-                            int32_t holds, const int64_t* starts, const int64_t* lengths,
-                            int64_t num_runs, IcefloePieceHeader* parsed) {
+                            int32_t holds, int64_t file_rows) {
   if (!Asked(stream)) return -1;
-  if (size < 0 || (bytes == nullptr && size > 0) || rows < 0 || num_runs < 0 ||
+  if (size < 0 || (bytes == nullptr && size > 0) || rows < 0 || file_rows < 0 ||
       holds < ICEFLOE_ROWS_CARRIED || holds > ICEFLOE_ROWS_IN_FILE) {
     return Fail("a message was pushed with a negative size, no bytes or an unknown holding");
   }
@@ -148,8 +174,12 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
     return Fail(std::string("a node sent malformed piece metadata: ") +
                 icefloe::PieceErrorText(bad));
   }
-  if (holds == ICEFLOE_ROWS_CARRIED && v.has(icefloe::kPieceByReference)) {
+  const bool by_reference = v.has(icefloe::kPieceByReference);
+  if (holds == ICEFLOE_ROWS_CARRIED && by_reference) {
     return Fail("a node sent a piece by reference on a stream that carries its rows");
+  }
+  if (holds == ICEFLOE_ROWS_IN_FILE && !by_reference) {
+    return Fail("a node sent a piece that carries its rows on a stream by reference");
   }
   Head h;
   h.whole = v.has(icefloe::kPieceWhole);
@@ -164,6 +194,7 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
   if (holds == ICEFLOE_ROWS_IN_FILE) {
     h.sources = v.source_bytes;
     h.num_sources = v.sources;
+    if (CheckSources(h, file_rows) != 0) return -1;
   }
   if (!h.whole && !h.CountsRows()) {
     return Fail("a node sent a piece whose positions do not match its rows");
@@ -172,53 +203,78 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
   if (__builtin_add_overflow(v.batch, uint64_t{v.count}, &last)) {
     return Fail("a node sent a piece past the last batch number");
   }
-  if (num_runs > 0) {
-    if (!h.whole) return Fail("a node sent runs of shared rows for a piece that is not a chunk");
-    h.rows = 0;
-    for (int64_t i = 0; i < num_runs; ++i) {
-      if (starts[i] < 0 || lengths[i] < 0 || __builtin_add_overflow(h.rows, lengths[i], &h.rows)) {
-        return Fail("a node sent runs of shared rows out of range");
-      }
-    }
-  }
   if (h.whole && static_cast<uint64_t>(h.rows) != h.span_rows()) {
     return Fail(Format("a node sent a chunk of %lld rows for %u batches of %u rows (the last %u)",
                        static_cast<long long>(h.rows), h.count, h.batch_size, h.last_size));
   }
-  if (num_runs > 0) {  // each batch's first row: nodes merge only whole batches into a run
-    h.offsets.reserve(h.count);
-    int64_t i = -1, at = 0, left = 0;
-    for (uint32_t k = 0; k < h.count; ++k) {
-      const int64_t n = k + 1 < h.count ? h.batch_size : h.last_size;
-      while (left == 0 && i + 1 < num_runs) {
-        ++i;
-        at = starts[i];
-        left = lengths[i];
-      }
-      if (n > left) {
-        return Fail(
-            Format("a node sent a chunk by reference whose batch %u runs across two runs "
-                   "of shared rows",
-                   k));
-      }
-      h.offsets.push_back(at);
-      at += n;
-      left -= n;
-    }
-  }
+  if (h.whole && h.sources != nullptr && !copy && SliceChunk(h) != 0) return -1;
   heads[static_cast<size_t>(stream)] = std::move(h);
   present[static_cast<size_t>(stream)] = true;
-  if (parsed != nullptr) {
-    *parsed = {v.flags,
-               v.batch,
-               v.batch_size,
-               v.count,
-               v.last_size,
-               v.entries,
-               v.sources,
-               v.entry_bytes - bytes,
-               v.source_bytes - bytes};
+  return 0;
+}
+
+// A piece by reference names rows inside the node's file, as many as it holds.
+int32_t IcefloeMerger::CheckSources(const Head& h, int64_t file_rows) {
+  const auto in_file = static_cast<uint64_t>(file_rows);
+  uint64_t named = 0;
+  for (uint32_t i = 0; i < h.num_sources; ++i) {
+    const auto [start, length] = h.Source(i);
+    if (start > in_file || length > in_file - start) {
+      return Fail(Format("a node named rows outside its shared file of %lld rows",
+                         static_cast<long long>(file_rows)));
+    }
+    named += length;  // at most 2^32 runs of 2^32 rows: no wrap
   }
+  if (named != static_cast<uint64_t>(h.rows)) {
+    return Fail(Format("a node named %llu shared rows for a piece of %lld",
+                       static_cast<unsigned long long>(named), static_cast<long long>(h.rows)));
+  }
+  return 0;
+}
+
+// Whether a chunk by reference is read as one slice of the node's file: one
+// run, or long runs none overlapping another, each batch inside one run
+// (nodes merge only whole batches into a run). Otherwise it is gathered.
+int32_t IcefloeMerger::SliceChunk(Head& h) {
+  const size_t n = h.num_sources;
+  if (n <= 1) {
+    h.slice_start = n == 0 ? 0 : static_cast<int64_t>(h.Source(0).first);
+    h.slice_rows = h.rows;
+    return 0;
+  }
+  if (h.rows < kLongRuns * static_cast<int64_t>(n)) return 0;
+  std::vector<std::pair<uint64_t, uint64_t>> runs(n);  // (first row, past the last), sorted
+  for (size_t i = 0; i < n; ++i) {
+    const auto [start, length] = h.Source(i);
+    runs[i] = {start, start + length};  // inside the file: no wrap
+  }
+  std::sort(runs.begin(), runs.end());
+  uint64_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && runs[i].first < runs[i - 1].second) return 0;  // each batch its own rows
+    last = std::max(last, runs[i].second);
+  }
+  const uint64_t first = runs.front().first;
+  h.offsets.reserve(h.count);
+  int64_t i = -1, at = 0, left = 0;
+  for (uint32_t k = 0; k < h.count; ++k) {
+    const int64_t rows = k + 1 < h.count ? h.batch_size : h.last_size;
+    while (left == 0 && i + 1 < static_cast<int64_t>(n)) {
+      const auto [start, length] = h.Source(static_cast<size_t>(++i));
+      at = static_cast<int64_t>(start - first);
+      left = length;
+    }
+    if (rows > left) {
+      return Fail(Format(
+          "a node sent a chunk by reference whose batch %u runs across two runs of shared rows",
+          k));
+    }
+    h.offsets.push_back(at);
+    at += rows;
+    left -= rows;
+  }
+  h.slice_start = static_cast<int64_t>(first);
+  h.slice_rows = static_cast<int64_t>(last - first);
   return 0;
 }
 
@@ -314,15 +370,50 @@ int32_t IcefloeMerger::Whole(IcefloeMergeStep* out) {
         static_cast<unsigned long long>(shape.batch), static_cast<unsigned long long>(last - 1),
         static_cast<unsigned long long>(num_batches), kChanged));
   }
+  if (shape.sources != nullptr && shape.slice_start < 0) return Gather(out);
   out->stream = chunk_stream;
   out->batch = shape.batch;
   out->count = shape.count;
   out->batch_size = shape.batch_size;
   out->last_size = shape.last_size;
   out->offsets = shape.offsets.empty() ? nullptr : shape.offsets.data();
+  if (shape.sources != nullptr) {
+    out->in_file = 1;
+    out->start = shape.slice_start;
+    out->rows = shape.slice_rows;
+  }
   b = last;
   phase = Phase::kStart;
   return ICEFLOE_MERGE_CHUNK;
+}
+
+// A chunk by reference that is no slice of the file: a BATCH of its batches,
+// one piece whose rows fill them in order, assembled from the file.
+int32_t IcefloeMerger::Gather(IcefloeMergeStep* out) {
+  if (shape.rows > UINT32_MAX) {
+    return Fail(Format("a node sent a chunk by reference of %lld rows, more than a batch holds",
+                       static_cast<long long>(shape.rows)));
+  }
+  shape.owned = {0, static_cast<uint32_t>(shape.rows)};
+  shape.entries = reinterpret_cast<const uint8_t*>(shape.owned.data());
+  shape.num_entries = 1;
+  shape.positions = false;
+  out->batch = shape.batch;
+  out->count = shape.count;
+  out->batch_size = shape.batch_size;
+  out->last_size = shape.last_size;
+  b = shape.end();
+  span = false;
+  streams.assign(1, chunk_stream);
+  bases.assign(1, 0);
+  taken.clear();
+  taken.push_back(std::move(shape));
+  out->num_pieces = 1;
+  out->streams = streams.data();
+  out->bases = bases.data();
+  assemblable = true;
+  phase = Phase::kStart;
+  return ICEFLOE_MERGE_BATCH;
 }
 
 // Every stream's pieces of batches b .. end - 1, stream by stream.
@@ -398,16 +489,54 @@ int32_t IcefloeMerger::Finish(IcefloeMergeStep* out) {
   out->batch = b;
   out->num_pieces = static_cast<int32_t>(streams.size());
   out->streams = streams.data();
-  out->in_order = !span && taken.size() == 1 && taken.front().InOrder();
+  const Head& front = taken.front();
+  out->in_order = !span && taken.size() == 1 && front.InOrder();
+  if (out->in_order && front.sources != nullptr) {  // in the file: one slice of it, or assembled
+    out->in_order = !copy && front.num_sources <= 1;
+    out->in_file = out->in_order;
+    out->start = front.num_sources == 0 ? 0 : static_cast<int64_t>(front.Source(0).first);
+    out->rows = front.rows;
+  }
   assemblable = true;
   b = end;
   phase = Phase::kStart;
   return ICEFLOE_MERGE_BATCH;
 }
 
+// What the client raises for an assembly's result (`detail` names a column,
+// where there is one).
+std::string AssemblyWords(int32_t code, const char* detail, int64_t rows) {
+  switch (code) {
+    case kIcefloeAssembleOk:
+      return "";
+    case kIcefloeAssembleUnsupported:
+      return detail;
+    case kIcefloeAssembleNoMemory:
+      return Format("no memory to assemble a batch of %lld rows", static_cast<long long>(rows));
+    case kIcefloeAssembleBadOffsets:
+      return std::string("a node sent a piece with bad offsets: ") + detail;
+    case kIcefloeAssembleOutside:
+      return "a node sent piece positions outside their batch";
+    case kIcefloeAssembleTwice:
+      return "a node sent two pieces for one position";
+    case kIcefloeAssembleOutsideSource:
+      return "a node named rows outside its shared file";
+    case kIcefloeAssembleMalformed:
+      if (*detail != '\0') return std::string("a node sent a malformed piece: ") + detail;
+      [[fallthrough]];
+    default:
+      return "a node sent a piece whose positions do not match its rows";
+  }
+}
+
 int32_t IcefloeMerger::Assemble(const ArrowSchema* schema, ArrowArray* batches, ArrowArray* out,
                                 int64_t* inverse, char* error_out, int64_t error_size) {
-  if (!assemblable) return kIcefloeAssembleMalformed;
+  if (!assemblable) {
+    if (error_out != nullptr && error_size > 0) {
+      std::snprintf(error_out, static_cast<size_t>(error_size), "no batch to assemble");
+    }
+    return kIcefloeAssembleMalformed;
+  }
   pieces.resize(taken.size());
   aligned.resize(taken.size());
   int64_t rows = 0;
@@ -430,29 +559,48 @@ int32_t IcefloeMerger::Assemble(const ArrowSchema* schema, ArrowArray* batches, 
       p.num_runs = h.num_entries;
     }
     p.rows = h.rows;
-    p.base = span ? bases[k] : 0;
+    p.base = bases.empty() ? 0 : bases[k];
     p.source_runs = h.sources;
     p.num_source_runs = h.sources != nullptr ? h.num_sources : 0;
     rows += h.rows;  // the batch's or span's rows: Finish checked they add up
   }
-  return icefloe_assemble(rows, schema, static_cast<int32_t>(pieces.size()), pieces.data(), out,
-                          inverse, error_out, error_size);
+  char detail[256] = "";
+  const int32_t code = icefloe_assemble(rows, schema, static_cast<int32_t>(pieces.size()),
+                                        pieces.data(), out, inverse, detail, sizeof detail);
+  if (error_out != nullptr && error_size > 0) {
+    std::snprintf(error_out, static_cast<size_t>(error_size), "%s",
+                  AssemblyWords(code, detail, rows).c_str());
+  }
+  return code;
 }
 
-extern "C" IcefloeMerger* icefloe_merger_new(int32_t streams, uint64_t first,
-                                             uint64_t num_batches) noexcept {
-  if (streams < 0) return nullptr;
-  return new (std::nothrow) IcefloeMerger(streams, first, num_batches);
+int32_t IcefloeMerger::PieceRows(int32_t piece, int64_t* out) const {
+  if (!assemblable || piece < 0 || static_cast<size_t>(piece) >= taken.size()) return -1;
+  const Head& h = taken[static_cast<size_t>(piece)];
+  if (h.sources == nullptr) {
+    for (int64_t r = 0; r < h.rows; ++r) out[r] = r;
+    return 0;
+  }
+  for (uint32_t i = 0; i < h.num_sources; ++i) {
+    const auto [start, length] = h.Source(i);
+    for (uint32_t r = 0; r < length; ++r) *out++ = static_cast<int64_t>(start + r);
+  }
+  return 0;
+}
+
+extern "C" IcefloeMerger* icefloe_merger_new(int32_t streams, uint64_t first, uint64_t num_batches,
+                                             int32_t flags) noexcept {
+  if (streams < 0 || (flags & ~ICEFLOE_MERGE_COPY) != 0) return nullptr;
+  return new (std::nothrow)
+      IcefloeMerger(streams, first, num_batches, (flags & ICEFLOE_MERGE_COPY) != 0);
 }
 
 extern "C" void icefloe_merger_free(IcefloeMerger* merger) noexcept { delete merger; }
 
 extern "C" int32_t icefloe_merger_push(IcefloeMerger* merger, int32_t stream, const uint8_t* header,
-                                       int64_t size, int64_t rows, int32_t holds,
-                                       const int64_t* run_starts, const int64_t* run_lengths,
-                                       int64_t num_runs, IcefloePieceHeader* parsed,
+                                       int64_t size, int64_t rows, int32_t holds, int64_t file_rows,
                                        IcefloeMergeStep* next) noexcept {
-  merger->Push(stream, header, size, rows, holds, run_starts, run_lengths, num_runs, parsed);
+  merger->Push(stream, header, size, rows, holds, file_rows);
   return merger->Next(next);
 }
 
@@ -478,6 +626,11 @@ extern "C" int32_t icefloe_merger_assemble(IcefloeMerger* merger, const ArrowSch
                                            ArrowArray* batches, ArrowArray* out, int64_t* inverse,
                                            char* error, int64_t error_size) noexcept {
   return merger->Assemble(schema, batches, out, inverse, error, error_size);
+}
+
+extern "C" int32_t icefloe_merger_piece_rows(const IcefloeMerger* merger, int32_t piece,
+                                             int64_t* out) noexcept {
+  return merger->PieceRows(piece, out);
 }
 
 extern "C" const char* icefloe_merger_error(const IcefloeMerger* merger) noexcept {

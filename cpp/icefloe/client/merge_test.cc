@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,7 @@ namespace {
 struct Message {
   std::string header;
   int64_t rows = 0;
-  std::vector<int64_t> starts{}, lengths{};  // runs of a chunk by reference
+  int64_t file_rows = -1;  // by reference: the rows of the node's file; -1: rows carried
 };
 
 // A piece of batches batch.. (count of them) with `rows` rows at positions 0..
@@ -42,12 +44,32 @@ Message Chunk(uint64_t batch, uint32_t batch_size, uint32_t count, uint32_t last
   return {EncodePiece(p), rows};
 }
 
-// What a merge handed out: "B<batch>x<count>[streams]@bases", "C<batch>x<count>s<stream>",
-// then "done", or "error: ..." where it stopped.
+// A piece (or, `whole`, a chunk) by reference: `source` runs of a file of
+// `file_rows` rows.
+Message InFile(PieceInfo p, std::vector<SourceRun> source, int64_t file_rows) {
+  p.by_reference = true;
+  int64_t rows = 0;
+  for (const SourceRun& r : source) rows += r.length;
+  p.source = std::move(source);
+  return {EncodePiece(p), rows, file_rows};
+}
+
+PieceInfo Shape(uint32_t batch_size, uint32_t count, uint32_t last_size, bool whole) {
+  PieceInfo p;
+  p.batch_size = batch_size;
+  p.count = count;
+  p.last_size = last_size;
+  p.whole = whole;
+  if (!whole) p.runs.push_back({0, static_cast<uint32_t>(p.span_rows())});
+  return p;
+}
+
+// What a merge handed out: "B<batch>x<count>[streams]@bases", "C<batch>x<count>s<stream>@offsets"
+// (with "f<start>+<rows>" for a slice of a file), then "done", or "error: ..." where it stopped.
 std::vector<std::string> Merge(std::vector<std::vector<Message>> streams, uint64_t num_batches,
-                               uint64_t first = 0) {
+                               uint64_t first = 0, int32_t flags = 0) {
   std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(
-      icefloe_merger_new(static_cast<int32_t>(streams.size()), first, num_batches),
+      icefloe_merger_new(static_cast<int32_t>(streams.size()), first, num_batches, flags),
       icefloe_merger_free);
   std::vector<size_t> next(streams.size(), 0);
   std::vector<std::string> out;
@@ -62,13 +84,15 @@ std::vector<std::string> Merge(std::vector<std::vector<Message>> streams, uint64
         continue;
       }
       const Message& msg = queue[k++];
-      IcefloePieceHeader parsed;
-      kind = icefloe_merger_push(
-          m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
-          static_cast<int64_t>(msg.header.size()), msg.rows, 0, msg.starts.data(),
-          msg.lengths.data(), static_cast<int64_t>(msg.starts.size()), &parsed, &step);
+      kind = icefloe_merger_push(m.get(), step.stream,
+                                 reinterpret_cast<const uint8_t*>(msg.header.data()),
+                                 static_cast<int64_t>(msg.header.size()), msg.rows,
+                                 msg.file_rows < 0 ? ICEFLOE_ROWS_CARRIED : ICEFLOE_ROWS_IN_FILE,
+                                 std::max<int64_t>(msg.file_rows, 0), &step);
       continue;
     }
+    const std::string in_file =
+        step.in_file ? "f" + std::to_string(step.start) + "+" + std::to_string(step.rows) : "";
     if (kind == ICEFLOE_MERGE_BATCH) {
       std::string s = "B" + std::to_string(step.batch) + "x" + std::to_string(step.count) + "[";
       for (int32_t i = 0; i < step.num_pieces; ++i) {
@@ -80,7 +104,7 @@ std::vector<std::string> Merge(std::vector<std::vector<Message>> streams, uint64
           s += (i ? "," : "@") + std::to_string(step.bases[i]);
         }
       }
-      out.push_back(s);
+      out.push_back(s + in_file);
       kind = icefloe_merger_next(m.get(), &step);
     } else if (kind == ICEFLOE_MERGE_CHUNK) {
       std::string s = "C" + std::to_string(step.batch) + "x" + std::to_string(step.count) + "s" +
@@ -88,7 +112,7 @@ std::vector<std::string> Merge(std::vector<std::vector<Message>> streams, uint64
       for (uint32_t i = 0; step.offsets != nullptr && i < step.count; ++i) {
         s += (i ? "," : "@") + std::to_string(step.offsets[i]);
       }
-      out.push_back(s);
+      out.push_back(s + in_file);
       kind = icefloe_merger_next(m.get(), &step);
     } else if (kind == ICEFLOE_MERGE_DONE) {
       out.push_back("done");
@@ -134,17 +158,33 @@ TEST(Merge, ChunksOfWholeBatches) {
   // Node 1 sends batches 0..2 whole; node 0 batch 3.
   EXPECT_EQ(Merge({{Piece(3, 4, 4)}, {Chunk(0, 4, 3, 4, 12)}}, 4),
             (Steps{"C0x3s1", "B3x1[0]", "done"}));
-  // A chunk by reference cut from a span of the shared file: its batches'
-  // rows start where its runs say.
-  Message by_ref = Chunk(0, 4, 2, 4, 20);
-  by_ref.starts = {0, 10};
-  by_ref.lengths = {4, 4};
-  EXPECT_EQ(Merge({{by_ref}}, 2), (Steps{"C0x2s0@0,10", "done"}));
-  by_ref.starts = {0, 10, 16};
-  by_ref.lengths = {2, 4, 2};
-  EXPECT_EQ(Merge({{by_ref}}, 2),
+}
+
+TEST(Merge, ChunksByReferenceAreSlicesOfTheFileOrGathered) {
+  const PieceInfo two = Shape(300, 2, 300, true);
+  // One run: a slice of the file, the batches one after another.
+  EXPECT_EQ(Merge({{InFile(two, {{10, 600}}, 1000)}}, 2), (Steps{"C0x2s0f10+600", "done"}));
+  // A rank's batches in a span of the file, other ranks' rows between them.
+  EXPECT_EQ(Merge({{InFile(two, {{700, 300}, {100, 300}}, 1000)}}, 2),
+            (Steps{"C0x2s0@600,0f100+900", "done"}));
+  // Short runs (the slice would be mostly rows nobody reads), overlapping
+  // runs (each batch its own rows), or a copy asked for: gathered, one BATCH.
+  EXPECT_EQ(Merge({{InFile(Shape(4, 2, 4, true), {{0, 4}, {10, 4}}, 20)}}, 2),
+            (Steps{"B0x2[0]@0", "done"}));
+  EXPECT_EQ(Merge({{InFile(two, {{0, 300}, {200, 300}}, 1000)}}, 2), (Steps{"B0x2[0]@0", "done"}));
+  EXPECT_EQ(Merge({{InFile(two, {{10, 600}}, 1000)}}, 2, 0, ICEFLOE_MERGE_COPY),
+            (Steps{"B0x2[0]@0", "done"}));
+  EXPECT_EQ(Merge({{InFile(two, {{0, 200}, {500, 400}}, 1000)}}, 2),
             (Steps{"error: a node sent a chunk by reference whose batch 0 runs across two runs "
                    "of shared rows"}));
+}
+
+TEST(Merge, ABatchByReferenceInOrderIsASliceOfTheFile) {
+  const PieceInfo one = Shape(4, 1, 0, false);
+  EXPECT_EQ(Merge({{InFile(one, {{7, 4}}, 20)}}, 1), (Steps{"B0x1[0]f7+4", "done"}));
+  EXPECT_EQ(Merge({{InFile(one, {{7, 2}, {1, 2}}, 20)}}, 1), (Steps{"B0x1[0]", "done"}));
+  EXPECT_EQ(Merge({{InFile(one, {{7, 4}}, 20)}}, 1, 0, ICEFLOE_MERGE_COPY),
+            (Steps{"B0x1[0]", "done"}));
 }
 
 std::string Error(std::vector<std::vector<Message>> streams, uint64_t num_batches) {
@@ -184,11 +224,14 @@ TEST(Merge, MalformedMessagesAreRefused) {
             "error: a node sent malformed piece metadata: its length is not its header's");
   EXPECT_EQ(Error({{Chunk(0, 4, 2, 4, 7)}}, 2),
             "error: a node sent a chunk of 7 rows for 2 batches of 4 rows (the last 4)");
-  Message runs_on_a_piece = Piece(0, 4, 4);
-  runs_on_a_piece.starts = {0};
-  runs_on_a_piece.lengths = {4};
-  EXPECT_EQ(Error({{runs_on_a_piece}}, 1),
-            "error: a node sent runs of shared rows for a piece that is not a chunk");
+  const PieceInfo one = Shape(4, 1, 0, false);
+  EXPECT_EQ(Error({{InFile(one, {{18, 4}}, 20)}}, 1),
+            "error: a node named rows outside its shared file of 20 rows");
+  Message too_few = InFile(one, {{0, 4}}, 20);
+  too_few.rows = 5;
+  EXPECT_EQ(Error({{too_few}}, 1), "error: a node named 4 shared rows for a piece of 5");
+  EXPECT_EQ(Error({{Message{Piece(0, 4, 4).header, 4, 20}}}, 1),
+            "error: a node sent a piece that carries its rows on a stream by reference");
   PieceInfo p;
   p.batch_size = 4;
   p.runs = {{0, 4}};
@@ -204,27 +247,26 @@ TEST(Merge, MalformedMessagesAreRefused) {
 }
 
 TEST(Merge, TheCallerMustFollowTheSteps) {
-  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 1),
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 1, 0),
                                                              icefloe_merger_free);
   const Message msg = Piece(0, 4, 4);
   const auto* bytes = reinterpret_cast<const uint8_t*>(msg.header.data());
   const auto size = static_cast<int64_t>(msg.header.size());
   IcefloeMergeStep step;
-  ASSERT_EQ(icefloe_merger_push(m.get(), 0, bytes, size, 4, 0, nullptr, nullptr, 0, nullptr, &step),
-            ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(icefloe_merger_push(m.get(), 0, bytes, size, 4, 0, 0, &step), ICEFLOE_MERGE_NEED);
   EXPECT_EQ(step.stream, 1);
   // Stream 0 has a message not yet handed out: it was not asked for another.
-  EXPECT_EQ(icefloe_merger_push(m.get(), 0, bytes, size, 4, 0, nullptr, nullptr, 0, nullptr, &step),
-            ICEFLOE_MERGE_ERROR);
+  EXPECT_EQ(icefloe_merger_push(m.get(), 0, bytes, size, 4, 0, 0, &step), ICEFLOE_MERGE_ERROR);
   EXPECT_STREQ(icefloe_merger_error(m.get()), "stream 0 was not asked for a message");
   EXPECT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_ERROR);  // refused for good
   EXPECT_EQ(icefloe_merger_end(m.get(), 1, &step), ICEFLOE_MERGE_ERROR);
-  EXPECT_EQ(icefloe_merger_new(-1, 0, 1), nullptr);
+  EXPECT_EQ(icefloe_merger_new(-1, 0, 1, 0), nullptr);
+  EXPECT_EQ(icefloe_merger_new(1, 0, 1, 2), nullptr);  // an unknown flag
 }
 
 TEST(Merge, RowsTheCallerHoldsCountWithThePiecesPushed) {
   // A take of 6 rows: 4 from a shared file the caller holds, 2 from a node.
-  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 1),
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 1, 0),
                                                              icefloe_merger_free);
   const Message msg = Piece(0, 6, 2);
   IcefloeMergeStep step;
@@ -232,10 +274,10 @@ TEST(Merge, RowsTheCallerHoldsCountWithThePiecesPushed) {
   const uint32_t mine[] = {0, 2, 4, 5};
   ASSERT_EQ(icefloe_merger_push_rows(m.get(), step.stream, 0, 6, 4, mine, &step),
             ICEFLOE_MERGE_NEED);
-  ASSERT_EQ(icefloe_merger_push(
-                m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
-                static_cast<int64_t>(msg.header.size()), 2, 0, nullptr, nullptr, 0, nullptr, &step),
-            ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(
+      icefloe_merger_push(m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
+                          static_cast<int64_t>(msg.header.size()), 2, 0, 0, &step),
+      ICEFLOE_MERGE_NEED);
   ASSERT_EQ(step.stream, 0);
   ASSERT_EQ(icefloe_merger_end(m.get(), 0, &step), ICEFLOE_MERGE_NEED);
   ASSERT_EQ(step.stream, 1);
@@ -259,7 +301,7 @@ TEST(Merge, AssemblesTheSpanItHandsOut) {
   one.batch_size = 3;
   one.positions = {2, 1};
   const std::string headers[] = {EncodePiece(span), EncodePiece(one)};
-  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 2),
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(2, 0, 2, 0),
                                                              icefloe_merger_free);
   IcefloeMergeStep step;
   int32_t kind = icefloe_merger_next(m.get(), &step);
@@ -267,7 +309,7 @@ TEST(Merge, AssemblesTheSpanItHandsOut) {
     ASSERT_EQ(kind, ICEFLOE_MERGE_NEED);
     kind = icefloe_merger_push(m.get(), step.stream, reinterpret_cast<const uint8_t*>(h.data()),
                                static_cast<int64_t>(h.size()), &h == headers ? 3 : 2,
-                               ICEFLOE_ROWS_CARRIED, nullptr, nullptr, 0, nullptr, &step);
+                               ICEFLOE_ROWS_CARRIED, 0, &step);
   }
   for (int32_t stream : {0, 1}) {
     ASSERT_EQ(kind, ICEFLOE_MERGE_NEED);
@@ -296,6 +338,42 @@ TEST(Merge, AssemblesTheSpanItHandsOut) {
             kIcefloeAssembleMalformed);
 }
 
+TEST(Merge, GathersAChunkFromTheNodesFile) {
+  // Two batches of 4 by reference, rows 0..3 and 10..13 of a 20-row file.
+  const Message msg = InFile(Shape(4, 2, 4, true), {{0, 4}, {10, 4}}, 20);
+  std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(1, 0, 2, 0),
+                                                             icefloe_merger_free);
+  IcefloeMergeStep step;
+  ASSERT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(icefloe_merger_push(m.get(), 0, reinterpret_cast<const uint8_t*>(msg.header.data()),
+                                static_cast<int64_t>(msg.header.size()), 8, ICEFLOE_ROWS_IN_FILE,
+                                20, &step),
+            ICEFLOE_MERGE_NEED);
+  ASSERT_EQ(icefloe_merger_end(m.get(), 0, &step), ICEFLOE_MERGE_BATCH);
+  ASSERT_EQ(step.count, 2u);
+  EXPECT_EQ(step.in_order, 0);
+  EXPECT_EQ(step.in_file, 0);
+  std::vector<int64_t> rows(8);
+  ASSERT_EQ(icefloe_merger_piece_rows(m.get(), 0, rows.data()), 0);
+  EXPECT_EQ(rows, (std::vector<int64_t>{0, 1, 2, 3, 10, 11, 12, 13}));
+  EXPECT_EQ(icefloe_merger_piece_rows(m.get(), 1, rows.data()), -1);
+  std::vector<uint32_t> all(20);
+  std::iota(all.begin(), all.end(), 0u);
+  auto file = icefloe_testing::MakeBatch(all);
+  icefloe_testing::Schema schema;
+  ArrowArray out{};
+  char error[128] = "";
+  ASSERT_EQ(icefloe_merger_assemble(m.get(), &schema.batch, &file->array, &out, nullptr, error,
+                                    sizeof error),
+            kIcefloeAssembleOk)
+      << error;
+  ASSERT_EQ(out.length, 8);
+  const auto* ids = static_cast<const int32_t*>(out.children[0]->buffers[1]);
+  for (size_t r = 0; r < 8; ++r) EXPECT_EQ(ids[r], rows[r] * 3);
+  out.release(&out);
+  EXPECT_EQ(icefloe_merger_next(m.get(), &step), ICEFLOE_MERGE_DONE);
+}
+
 TEST(Merge, SaysWhenOnePieceIsTheBatchInOrder) {
   PieceInfo p;
   p.batch_size = 3;
@@ -306,13 +384,12 @@ TEST(Merge, SaysWhenOnePieceIsTheBatchInOrder) {
   p.positions = {0, 1};
   Message short_of_rows{EncodePiece(p), 3};
   for (const auto& [msg, want] : {std::pair{in_order, 1}, std::pair{shuffled, 0}}) {
-    std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(1, 0, 1),
+    std::unique_ptr<IcefloeMerger, void (*)(IcefloeMerger*)> m(icefloe_merger_new(1, 0, 1, 0),
                                                                icefloe_merger_free);
     IcefloeMergeStep step;
     icefloe_merger_next(m.get(), &step);
     icefloe_merger_push(m.get(), 0, reinterpret_cast<const uint8_t*>(msg.header.data()),
-                        static_cast<int64_t>(msg.header.size()), 3, ICEFLOE_ROWS_CARRIED, nullptr,
-                        nullptr, 0, nullptr, &step);
+                        static_cast<int64_t>(msg.header.size()), 3, ICEFLOE_ROWS_CARRIED, 0, &step);
     ASSERT_EQ(icefloe_merger_end(m.get(), 0, &step), ICEFLOE_MERGE_BATCH);
     EXPECT_EQ(step.in_order, want);
   }

@@ -1,8 +1,9 @@
 // The protocol code the Python client shares with the servers, as a C ABI:
-// the piece header's parser (protocol/piece.h), so the tree has one piece
-// decoder, the one the nodes' tests check their encoder against; and the
-// grouping of a take's rows by the replica set holding them, with their
-// rows-ticket bodies (protocol/row_groups.h), the head's rows descriptor's too.
+// the piece header's parser (protocol/piece.h, the one the merge reads
+// headers with and the nodes' tests check their encoder against; exported
+// for the Python tests that read what nodes sent); and the grouping of a
+// take's rows by the replica set holding them, with their rows-ticket bodies
+// (protocol/row_groups.h), the head's rows descriptor's too.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "icefloe/client/assemble.h"
+#include "icefloe/client/merge.h"
 #include "icefloe/plan/plan.h"
 #include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/piece.h"
@@ -388,9 +390,30 @@ json SharedConstants() {
                   {"span", kPieceSpan},
                   {"by_reference", kPieceByReference}}},
                 {"errors", errors}};
+  // The client library's C ABI (client/merge.h, client/assemble.h), which
+  // Python calls through ctypes.
+  json client = {{"merge_steps",
+                  {{"error", ICEFLOE_MERGE_ERROR},
+                   {"need", ICEFLOE_MERGE_NEED},
+                   {"batch", ICEFLOE_MERGE_BATCH},
+                   {"chunk", ICEFLOE_MERGE_CHUNK},
+                   {"done", ICEFLOE_MERGE_DONE}}},
+                 {"merge_flags", {{"copy", ICEFLOE_MERGE_COPY}}},
+                 {"rows", {{"carried", ICEFLOE_ROWS_CARRIED}, {"in_file", ICEFLOE_ROWS_IN_FILE}}},
+                 {"assemble_results",
+                  {{"ok", kIcefloeAssembleOk},
+                   {"malformed", kIcefloeAssembleMalformed},
+                   {"outside", kIcefloeAssembleOutside},
+                   {"twice", kIcefloeAssembleTwice},
+                   {"count", kIcefloeAssembleCount},
+                   {"no_memory", kIcefloeAssembleNoMemory},
+                   {"outside_source", kIcefloeAssembleOutsideSource},
+                   {"unsupported", kIcefloeAssembleUnsupported},
+                   {"bad_offsets", kIcefloeAssembleBadOffsets}}}};
   return {{"epoch_order_version", kEpochOrderVersion},
           {"max_take_rows", kMaxTicketRows},
-          {"piece", piece}};
+          {"piece", piece},
+          {"client", client}};
 }
 
 // python/icefloe/_fields.json is what the Python client encodes from: the
