@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from icefloe.torch import batch_to_tensors, batches_at_to_tensors, batches_to_tensors
+from icefloe.torch import batch_to_tensors, batches_to_tensors
 
 
 def _padded(rows: list[list[int] | None]) -> tuple[list[list[int]], list[int]]:
@@ -114,7 +114,7 @@ def test_chunks_of_batches_pad_each_batch_alone():
     batch = pa.record_batch({"t": pa.array(rows, pa.list_(pa.int32())),
                              "y": pa.array(range(6), pa.int64())})
     many = batches_to_tensors(batch, [2, 2, 2])
-    at = batches_at_to_tensors(batch, [4, 0], [2, 2])
+    at = batches_to_tensors(batch, [2, 2], [4, 0])
     for got, part in [(many[0], rows[0:2]), (many[1], rows[2:4]), (many[2], rows[4:6]),
                       (at[0], rows[4:6]), (at[1], rows[0:2])]:
         _check(got, "t", part)

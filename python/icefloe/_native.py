@@ -6,9 +6,9 @@ nodes' own parser (protocol/piece.h), says which messages of an epoch's
 streams make each batch (merge.h) and how rows in a node's shared file are
 read, and assembles each batch from its pieces in one pass per column,
 handing it back through the Arrow C Data Interface (assemble.h);
-``group_rows`` groups
-a take's rows by the replica set holding them and writes their rows-ticket
-bodies with the head's own code (protocol/row_groups.h). The library ships in
+``SliceTable.group_rows`` groups a take's rows by the replica set holding
+them and writes their rows-ticket bodies with the head's own code
+(protocol/row_groups.h). The library ships in
 the package; importing icefloe without it is an error (ImportError naming the
 file), never a slower path.
 """

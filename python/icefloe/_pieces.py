@@ -70,61 +70,38 @@ class Chunk:
     def split(self, transform: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
         """One item per batch: the batch (a zero-copy slice), or what
         ``transform`` makes of it (its ``many`` at once when it has one)."""
-        if self.offsets is None:
-            return apply_many(transform, self.data, self.sizes())
-        return apply_at(transform, self.data, self.offsets, self.sizes())
+        return apply_many(transform, self.data, self.sizes(), self.offsets)
 
 
 class ChunkTransform:
     """A per-batch transform (``one``) that can also turn several whole
-    batches at once: ``many(record_batch, sizes)`` returns one item per batch,
-    equal to ``one`` of each of the ``sizes``-row slices, in order, but
-    cheaper (e.g. one conversion to tensors, then views). Any transform with
-    such a ``many`` attribute is used this way (icefloe.torch's
-    ``batch_to_tensors`` has one). ``many_at(record_batch, offsets, sizes)``,
-    when given, does the same for the ``sizes[k]``-row slices at rows
-    ``offsets[k]`` (a rank's batches in a span of a node's shared file)."""
+    batches at once: ``many(record_batch, sizes, offsets=None)`` returns one
+    item per batch, equal to ``one`` of each ``sizes[k]``-row slice (one after
+    another, or at row ``offsets[k]``: a rank's batches in a span of a node's
+    shared file), in order, but cheaper (e.g. one conversion to tensors, then
+    views). Any transform with such a ``many`` attribute is used this way
+    (icefloe.torch's ``batch_to_tensors`` has one)."""
 
     def __init__(self, one: Callable[[pa.RecordBatch], Any],
-                 many: Callable[[pa.RecordBatch, list[int]], list[Any]],
-                 many_at: Callable[[pa.RecordBatch, list[int], list[int]], list[Any]] | None
-                 = None) -> None:
+                 many: Callable[[pa.RecordBatch, list[int], list[int] | None], list[Any]]
+                 ) -> None:
         self.one = one
         self.many = many
-        self.many_at = many_at
 
     def __call__(self, batch: pa.RecordBatch) -> Any:
         return self.one(batch)
 
 
-def slices(data: pa.RecordBatch, sizes: list[int]) -> list[pa.RecordBatch]:
-    """``data`` cut into consecutive zero-copy slices of ``sizes`` rows."""
-    out, offset = [], 0
-    for n in sizes:
-        out.append(data.slice(offset, n))
-        offset += n
-    return out
-
-
 def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
-               sizes: list[int]) -> list[Any]:
-    """``transform`` of each consecutive ``sizes``-row slice of ``data`` (the
-    slices themselves without one), through its ``many`` when it has one."""
+               sizes: list[int], offsets: list[int] | None = None) -> list[Any]:
+    """``transform`` of each ``sizes[k]``-row slice of ``data``, one after
+    another or at row ``offsets[k]`` (the slices themselves without a
+    transform), through its ``many`` when it has one."""
     many = getattr(transform, "many", None)
     if many is not None:
-        return many(data, sizes)
-    batches = slices(data, sizes)
-    return batches if transform is None else [transform(b) for b in batches]
-
-
-def apply_at(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
-             offsets: list[int], sizes: list[int]) -> list[Any]:
-    """``transform`` of each ``sizes[k]``-row slice of ``data`` at row
-    ``offsets[k]`` (the slices themselves without one), through its
-    ``many_at`` when it has one."""
-    many_at = getattr(transform, "many_at", None)
-    if many_at is not None:
-        return many_at(data, offsets, sizes)
+        return many(data, sizes, offsets)
+    if offsets is None:
+        offsets = list(itertools.accumulate(sizes[:-1], initial=0))
     batches = [data.slice(o, n) for o, n in zip(offsets, sizes, strict=True)]
     return batches if transform is None else [transform(b) for b in batches]
 

@@ -439,9 +439,11 @@ class Client:
         columns, in that order: the nodes project them, so the others never
         cross the wire, and a failover asks for the same columns. Where a node
         sent several whole batches as one message, a transform with a
-        ``many(record_batch, sizes)`` attribute turns them at once
-        (``icefloe.torch.batch_to_tensors`` has one); it must return what the
-        transform would of each batch.
+        ``many(record_batch, sizes, offsets)`` attribute turns them at once
+        (``icefloe.torch.batch_to_tensors`` has one): batch k is the
+        ``sizes[k]`` rows at row ``offsets[k]``, or, with ``offsets`` None,
+        the batches follow each other; it must return what the transform
+        would of each batch.
 
         Every consumer of one epoch of a job (same dataset, seed, epoch and
         world size) reads one generation of the dataset: the one current when
@@ -681,23 +683,19 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def _counting(meter: _stall.ConsumerMeter,
               transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
     """``transform`` that also tells ``meter`` each batch's rows (in order)."""
-    from ._pieces import ChunkTransform, apply_at, apply_many
+    from ._pieces import ChunkTransform, apply_many
 
     def count(batch: pa.RecordBatch) -> Any:
         meter.count_rows(batch.num_rows)
         return batch if transform is None else transform(batch)
 
-    def count_many(batch: pa.RecordBatch, sizes: list[int]) -> list[Any]:
+    def count_many(batch: pa.RecordBatch, sizes: list[int],
+                   offsets: list[int] | None) -> list[Any]:
         for n in sizes:
             meter.count_rows(n)
-        return apply_many(transform, batch, sizes)
+        return apply_many(transform, batch, sizes, offsets)
 
-    def count_many_at(batch: pa.RecordBatch, offsets: list[int], sizes: list[int]) -> list[Any]:
-        for n in sizes:
-            meter.count_rows(n)
-        return apply_at(transform, batch, offsets, sizes)
-
-    return ChunkTransform(count, count_many, count_many_at)
+    return ChunkTransform(count, count_many)
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

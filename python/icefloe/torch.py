@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -25,7 +26,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from . import _protocol
-from ._pieces import ChunkTransform, apply_at, slices
+from ._pieces import ChunkTransform, apply_many
 from .client import Client
 
 # The epoch-order version this package's states are written for (plan.h's
@@ -205,37 +206,29 @@ def _whole_columns(batch: pa.RecordBatch) -> list[tuple[str, Any]] | None:
     return [(name, convert(column(i))) for i, name, convert in plan]
 
 
-def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int]) -> list[dict[str, Any]]:
-    """``batch_to_tensors`` of each consecutive ``sizes``-row slice of
-    ``batch``: one conversion and views of it when every column converts
-    without copying (no nulls, tensor types), else slice by slice (so each
-    batch's result is exactly what it would be alone)."""
+def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int],
+                       offsets: list[int] | None = None) -> list[dict[str, Any]]:
+    """``batch_to_tensors`` of each ``sizes[k]``-row slice of ``batch``, one
+    after another or at row ``offsets[k]`` (a rank's batches in a span of a
+    node's shared file): one conversion of each column and views of it when
+    every column converts without copying (no nulls, tensor types), else
+    slice by slice (so each batch's result is exactly what it would be
+    alone)."""
     whole = _whole_columns(batch)
     if whole is None:
-        return [batch_to_tensors(b) for b in slices(batch, sizes)]
-    # split_with_sizes: Tensor.split's own work without its Python wrapper
-    # (~3 µs a column a chunk).
-    parts = [(name, t.split_with_sizes(sizes)) for name, t in whole]
-    return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
-
-
-def batches_at_to_tensors(batch: pa.RecordBatch, offsets: list[int],
-                          sizes: list[int]) -> list[dict[str, Any]]:
-    """``batch_to_tensors`` of each ``sizes[k]``-row slice of ``batch`` at row
-    ``offsets[k]`` (a rank's batches in a span of a node's shared file): one
-    conversion of each column and views of it, as batches_to_tensors."""
-    at = list(zip(offsets, sizes, strict=True))
-    whole = _whole_columns(batch)
-    if whole is None:
-        return [batch_to_tensors(batch.slice(o, n)) for o, n in at]
-    return [{name: t[o:o + n] for name, t in whole} for o, n in at]
+        at = offsets if offsets is not None else itertools.accumulate(sizes[:-1], initial=0)
+        return [batch_to_tensors(batch.slice(o, n)) for o, n in zip(at, sizes, strict=True)]
+    if offsets is None:
+        # split_with_sizes: Tensor.split's own work without its Python
+        # wrapper (~3 µs a column a chunk).
+        parts = [(name, t.split_with_sizes(sizes)) for name, t in whole]
+        return [{name: views[k] for name, views in parts} for k in range(len(sizes))]
+    return [{name: t[o:o + n] for name, t in whole} for o, n in zip(offsets, sizes, strict=True)]
 
 
 # Client.iter_epoch(transform=batch_to_tensors) converts each chunk of whole
-# batches at once too (icefloe._pieces.apply_many looks for `many`, a chunk
-# of a rank's batches in a span of a shared file for `many_at`).
+# batches at once too (icefloe._pieces.apply_many looks for `many`).
 batch_to_tensors.many = batches_to_tensors  # type: ignore[attr-defined]
-batch_to_tensors.many_at = batches_at_to_tensors  # type: ignore[attr-defined]
 
 
 class _ClusterClient:
@@ -516,12 +509,11 @@ class CacheDataset(_ClusterClient, IterableDataset):
         def prepare(batch: pa.RecordBatch) -> Any:
             return batch_to_tensors(batch) if default else batch
 
-        def prepare_many(batch: pa.RecordBatch, sizes: list[int]) -> list[Any]:
-            return batches_to_tensors(batch, sizes) if default else slices(batch, sizes)
-
-        def prepare_many_at(batch: pa.RecordBatch, offsets: list[int],
-                            sizes: list[int]) -> list[Any]:
-            return apply_at(batch_to_tensors if default else None, batch, offsets, sizes)
+        def prepare_many(batch: pa.RecordBatch, sizes: list[int],
+                         offsets: list[int] | None) -> list[Any]:
+            if default:
+                return batches_to_tensors(batch, sizes, offsets)
+            return apply_many(None, batch, sizes, offsets)
 
         prefetch = self.prefetch
         if prefetch is None:
@@ -534,8 +526,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
 
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
                                               prefetch=prefetch,
-                                              transform=ChunkTransform(prepare, prepare_many,
-                                                                       prepare_many_at),
+                                              transform=ChunkTransform(prepare, prepare_many),
                                               job=self.job, on_shape=read,
                                               **plan):
             self._yielded += 1

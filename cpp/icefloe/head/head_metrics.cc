@@ -199,7 +199,7 @@ std::vector<RecentLoad> HeadMetrics::RecentLoads() const {
 
 void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
                            const std::vector<std::shared_ptr<const DatasetEntry>>& datasets,
-                           size_t loads_running, bool ready, const std::vector<JobSummary>& jobs) {
+                           size_t loads_running, bool ready, const std::vector<JobStatus>& jobs) {
   MutexLock lock(&mu_);
   loads_running_->Set(static_cast<double>(loads_running));
   ready_->Set(ready ? 1 : 0);
@@ -247,8 +247,8 @@ void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
   SetJobs(jobs);
 }
 
-void HeadMetrics::SetJobs(const std::vector<JobSummary>& jobs) {
-  std::map<std::string, const JobSummary*> current;
+void HeadMetrics::SetJobs(const std::vector<JobStatus>& jobs) {
+  std::map<std::string, const JobStatus*> current;
   for (const auto& j : jobs) current[j.job] = &j;
   for (auto it = jobs_.begin(); it != jobs_.end();) {  // expired jobs leave the scrape
     if (current.count(it->first)) {
@@ -273,13 +273,13 @@ void HeadMetrics::SetJobs(const std::vector<JobSummary>& jobs) {
                .emplace(name, JobChildren{&job_rows_->Add(labels), &job_batches_->Add(labels),
                                           &job_wait_->Add(labels), &job_elapsed_->Add(labels),
                                           &job_stall_->Add(labels), &job_rows_per_s_->Add(labels),
-                                          &job_consumers_->Add(labels), JobSummary{}})
+                                          &job_consumers_->Add(labels), JobStatus{}})
                .first;
     }
     JobChildren& c = it->second;
     if (s->rows_total < c.seen.rows_total || s->batches_total < c.seen.batches_total ||
         s->elapsed_s_total < c.seen.elapsed_s_total) {
-      c.seen = JobSummary{};  // forgotten and heard from again between two scrapes
+      c.seen = JobStatus{};  // forgotten and heard from again between two scrapes
     }
     // Totals only grow while a job is known: add what is new since last time.
     c.rows->Increment(static_cast<double>(s->rows_total - c.seen.rows_total));

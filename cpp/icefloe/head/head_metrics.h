@@ -62,8 +62,7 @@ class HeadMetrics {
   /// Sets the gauges from the head's state. Call from a scrape hook.
   void SetState(const std::vector<NodeInfo>& nodes,
                 const std::vector<std::shared_ptr<const DatasetEntry>>& datasets,
-                size_t loads_running, bool ready, const std::vector<JobSummary>& jobs)
-      EXCLUDES(mu_);
+                size_t loads_running, bool ready, const std::vector<JobStatus>& jobs) EXCLUDES(mu_);
 
   /// Sets the follower's series from its records (followed datasets only;
   /// those gone leave the scrape). Call from a scrape hook.
@@ -82,9 +81,9 @@ class HeadMetrics {
     prometheus::Gauge* stall;
     prometheus::Gauge* rows_per_s;
     prometheus::Gauge* consumers;
-    JobSummary seen;  // totals already added to the counters
+    JobStatus seen;  // totals already added to the counters
   };
-  void SetJobs(const std::vector<JobSummary>& jobs) REQUIRES(mu_);
+  void SetJobs(const std::vector<JobStatus>& jobs) REQUIRES(mu_);
 
   struct FollowChildren {
     prometheus::Counter* refreshes;

@@ -270,9 +270,7 @@ json HeadServer::ClusterStatus() const {
     for (const auto& [node, n] : per_node) d.slices_per_node->push_back({node, n});
     status.datasets.push_back(std::move(d));
   }
-  for (const auto& j : jobs_.Summaries(std::chrono::steady_clock::now())) {
-    status.jobs.push_back(j.Status());
-  }
+  status.jobs = jobs_.Summaries(std::chrono::steady_clock::now());
   // Copies a reload replaced, kept for the epochs still reading them.
   const auto now = std::chrono::steady_clock::now();
   for (const auto& r : catalog_.Retired()) {

@@ -21,23 +21,6 @@ void AddBounded(std::set<std::string>* names, const std::string& name) {
 
 }  // namespace
 
-JobStatus JobSummary::Status() const {
-  return {job,
-          {datasets.begin(), datasets.end()},
-          {nodes.begin(), nodes.end()},
-          static_cast<int64_t>(consumers),
-          static_cast<int64_t>(ranks),
-          stall_ratio,
-          rows_per_s,
-          worst_rank,
-          worst_rank_stall_ratio,
-          last_report_age_s,
-          rows_total,
-          batches_total,
-          wait_s_total,
-          elapsed_s_total};
-}
-
 bool JobTable::Report(const JobReport& report, Clock::time_point now) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(report.job);
@@ -67,18 +50,18 @@ bool JobTable::Report(const JobReport& report, Clock::time_point now) {
   return true;
 }
 
-std::vector<JobSummary> JobTable::Summaries(Clock::time_point now) {
+std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
   MutexLock lock(&mu_);
-  std::vector<JobSummary> out;
+  std::vector<JobStatus> out;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
     if (SecondsBetween(job.last, now) > options_.idle_expire_s) {
       it = jobs_.erase(it);
       continue;
     }
-    JobSummary s = job.totals;
-    s.datasets = job.datasets;
-    s.nodes = job.nodes;
+    JobStatus s = job.totals;
+    s.datasets.assign(job.datasets.begin(), job.datasets.end());
+    s.nodes.assign(job.nodes.begin(), job.nodes.end());
     s.last_report_age_s = SecondsBetween(job.last, now);
     uint64_t wait_us = 0, elapsed_us = 0;
     std::set<uint32_t> ranks;
@@ -103,7 +86,7 @@ std::vector<JobSummary> JobTable::Summaries(Clock::time_point now) {
       by_rank[key.first].second += c_elapsed;
       s.rows_per_s += static_cast<double>(rows) / (static_cast<double>(c_elapsed) / 1e6);
     }
-    s.ranks = ranks.size();
+    s.ranks = static_cast<int64_t>(ranks.size());
     if (elapsed_us > 0) {
       s.stall_ratio = static_cast<double>(wait_us) / static_cast<double>(elapsed_us);
     }

@@ -39,27 +39,6 @@ struct JobOptions {
   double idle_expire_s = 120;
 };
 
-/// One job as the head sees it now.
-struct JobSummary {
-  std::string job;
-  std::set<std::string> datasets;
-  std::set<std::string> nodes;
-  size_t consumers = 0;    ///< consumers that reported within the window
-  size_t ranks = 0;        ///< distinct ranks among them
-  double stall_ratio = 0;  ///< waited / elapsed over the window, 0..1
-  double rows_per_s = 0;
-  double worst_rank_stall_ratio = 0;
-  uint32_t worst_rank = 0;
-  double last_report_age_s = 0;
-  // Running totals since the job was first seen (for counters).
-  uint64_t rows_total = 0;
-  uint64_t batches_total = 0;
-  double wait_s_total = 0;
-  double elapsed_s_total = 0;
-
-  JobStatus Status() const;
-};
-
 class JobTable {
  public:
   using Clock = std::chrono::steady_clock;
@@ -69,8 +48,10 @@ class JobTable {
 
   /// Records a report; false (dropped) when it would exceed a bound.
   bool Report(const JobReport& report, Clock::time_point now) EXCLUDES(mu_);
-  /// Every job heard from within idle_expire_s, by name; forgets the others.
-  std::vector<JobSummary> Summaries(Clock::time_point now) EXCLUDES(mu_);
+  /// Every job heard from within idle_expire_s, by name, as the head sees
+  /// it now (status's `jobs`; its totals, since the job was first seen, feed
+  /// the counters); forgets the others.
+  std::vector<JobStatus> Summaries(Clock::time_point now) EXCLUDES(mu_);
 
  private:
   struct Sample {
@@ -88,7 +69,7 @@ class JobTable {
     std::set<std::string> datasets;
     std::set<std::string> nodes;
     Clock::time_point last{};
-    JobSummary totals;
+    JobStatus totals;  // the name and running totals
   };
 
   const JobOptions options_;

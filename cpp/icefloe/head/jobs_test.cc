@@ -31,17 +31,17 @@ TEST(JobTableTest, SumsStallAndRowsPerSecondPerJob) {
   ASSERT_TRUE(table.Report(Report("eval", 0, 10, 0, 1'000'000), t0));
   auto jobs = table.Summaries(t0 + std::chrono::seconds(1));
   ASSERT_EQ(jobs.size(), 2u);
-  const JobSummary& eval = jobs[0];
-  const JobSummary& train = jobs[1];
+  const JobStatus& eval = jobs[0];
+  const JobStatus& train = jobs[1];
   EXPECT_EQ(train.job, "train");
-  EXPECT_EQ(train.consumers, 2u);
-  EXPECT_EQ(train.ranks, 2u);
+  EXPECT_EQ(train.consumers, 2);
+  EXPECT_EQ(train.ranks, 2);
   EXPECT_DOUBLE_EQ(train.stall_ratio, 0.5);
   EXPECT_DOUBLE_EQ(train.rows_per_s, 500.0 + 1500.0);  // each over its own 2 s
-  EXPECT_EQ(train.worst_rank, 1u);
+  EXPECT_EQ(train.worst_rank, 1);
   EXPECT_DOUBLE_EQ(train.worst_rank_stall_ratio, 0.75);
   EXPECT_EQ(train.rows_total, 4000u);
-  EXPECT_EQ(train.nodes.count("grpc://n1:1"), 1u);
+  EXPECT_EQ(train.nodes, std::vector<std::string>{"grpc://n1:1"});
   EXPECT_DOUBLE_EQ(eval.stall_ratio, 0.0);
   EXPECT_DOUBLE_EQ(eval.rows_per_s, 10.0);
 }
