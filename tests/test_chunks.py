@@ -300,3 +300,28 @@ def test_chunks_by_reference_are_slices_of_the_file_or_gathered():
     assert ids(chunks(4, [(0, 4), (10, 4)])[0]) == [[0, 1, 2, 3], [10, 11, 12, 13]]
     with pytest.raises(icefloe.InvalidArgument, match="across two runs"):
         chunks(300, [(0, 200), (1000, 400)])
+
+
+def test_a_transforms_many_turns_a_chunks_batches_at_once():
+    """A transform's ``many(batch, sizes)`` gets a chunk whose batches follow
+    each other (the documented two-argument form), and ``offsets`` too when
+    they lie apart in a span of a node's file; either must equal the
+    transform of each batch."""
+    data = pa.record_batch({"id": pa.array(np.arange(10, dtype=np.int64))})
+    calls = []
+
+    def one(batch):
+        return batch.column("id").to_pylist()
+
+    def many(batch, sizes, *offsets):
+        calls.append((sizes, *offsets))
+        at = offsets[0] if offsets else [0, sizes[0]]
+        return [one(batch.slice(o, n)) for o, n in zip(at, sizes, strict=True)]
+
+    one.many = many
+    consecutive = _pieces.Chunk(0, 4, 2, 3, data.slice(0, 7))
+    apart = _pieces.Chunk(0, 4, 2, 3, data, offsets=[6, 0])
+    assert consecutive.split(one) == [[0, 1, 2, 3], [4, 5, 6]]
+    assert apart.split(one) == [[6, 7, 8, 9], [0, 1, 2]]
+    assert calls == [([4, 3],), ([4, 3], [6, 0])]
+    assert [b.column("id").to_pylist() for b in apart.split(None)] == [[6, 7, 8, 9], [0, 1, 2]]

@@ -75,12 +75,13 @@ class Chunk:
 
 class ChunkTransform:
     """A per-batch transform (``one``) that can also turn several whole
-    batches at once: ``many(record_batch, sizes, offsets=None)`` returns one
-    item per batch, equal to ``one`` of each ``sizes[k]``-row slice (one after
-    another, or at row ``offsets[k]``: a rank's batches in a span of a node's
-    shared file), in order, but cheaper (e.g. one conversion to tensors, then
-    views). Any transform with such a ``many`` attribute is used this way
-    (icefloe.torch's ``batch_to_tensors`` has one)."""
+    batches at once: ``many(record_batch, sizes)`` returns one item per
+    batch, equal to ``one`` of each consecutive ``sizes[k]``-row slice, in
+    order, but cheaper (e.g. one conversion to tensors, then views), and
+    ``many(record_batch, sizes, offsets)`` the same of the slices at rows
+    ``offsets[k]`` (a rank's batches in a span of a node's shared file). Any
+    transform with such a ``many`` attribute is used this way (icefloe.torch's
+    ``batch_to_tensors`` has one)."""
 
     def __init__(self, one: Callable[[pa.RecordBatch], Any],
                  many: Callable[[pa.RecordBatch, list[int], list[int] | None], list[Any]]
@@ -99,7 +100,7 @@ def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.Recor
     transform), through its ``many`` when it has one."""
     many = getattr(transform, "many", None)
     if many is not None:
-        return many(data, sizes, offsets)
+        return many(data, sizes) if offsets is None else many(data, sizes, offsets)
     if offsets is None:
         offsets = list(itertools.accumulate(sizes[:-1], initial=0))
     batches = [data.slice(o, n) for o, n in zip(offsets, sizes, strict=True)]

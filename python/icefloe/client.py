@@ -439,11 +439,12 @@ class Client:
         columns, in that order: the nodes project them, so the others never
         cross the wire, and a failover asks for the same columns. Where a node
         sent several whole batches as one message, a transform with a
-        ``many(record_batch, sizes, offsets)`` attribute turns them at once
-        (``icefloe.torch.batch_to_tensors`` has one): batch k is the
-        ``sizes[k]`` rows at row ``offsets[k]``, or, with ``offsets`` None,
-        the batches follow each other; it must return what the transform
-        would of each batch.
+        ``many(record_batch, sizes)`` attribute turns them at once
+        (``icefloe.torch.batch_to_tensors`` has one), called as
+        ``many(record_batch, sizes, offsets)`` where batch k is the
+        ``sizes[k]`` rows at row ``offsets[k]`` rather than the batches
+        following each other (a DDP rank's batches read from a node's shared
+        memory); it must return what the transform would of each batch.
 
         Every consumer of one epoch of a job (same dataset, seed, epoch and
         world size) reads one generation of the dataset: the one current when
@@ -690,7 +691,7 @@ def _counting(meter: _stall.ConsumerMeter,
         return batch if transform is None else transform(batch)
 
     def count_many(batch: pa.RecordBatch, sizes: list[int],
-                   offsets: list[int] | None) -> list[Any]:
+                   offsets: list[int] | None = None) -> list[Any]:
         for n in sizes:
             meter.count_rows(n)
         return apply_many(transform, batch, sizes, offsets)

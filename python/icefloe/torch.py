@@ -510,7 +510,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
             return batch_to_tensors(batch) if default else batch
 
         def prepare_many(batch: pa.RecordBatch, sizes: list[int],
-                         offsets: list[int] | None) -> list[Any]:
+                         offsets: list[int] | None = None) -> list[Any]:
             if default:
                 return batches_to_tensors(batch, sizes, offsets)
             return apply_many(None, batch, sizes, offsets)
