@@ -93,6 +93,11 @@ class ChunkTransform:
         return self.one(batch)
 
 
+def starts(sizes: list[int], offsets: list[int] | None) -> list[int]:
+    """Each batch's first row: ``offsets``, or, None, the batches' one after another."""
+    return offsets if offsets is not None else list(itertools.accumulate(sizes[:-1], initial=0))
+
+
 def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
                sizes: list[int], offsets: list[int] | None = None) -> list[Any]:
     """``transform`` of each ``sizes[k]``-row slice of ``data``, one after
@@ -101,9 +106,8 @@ def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.Recor
     many = getattr(transform, "many", None)
     if many is not None:
         return many(data, sizes) if offsets is None else many(data, sizes, offsets)
-    if offsets is None:
-        offsets = list(itertools.accumulate(sizes[:-1], initial=0))
-    batches = [data.slice(o, n) for o, n in zip(offsets, sizes, strict=True)]
+    at = zip(starts(sizes, offsets), sizes, strict=True)
+    batches = [data.slice(o, n) for o, n in at]
     return batches if transform is None else [transform(b) for b in batches]
 
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import multiprocessing
 import os
@@ -26,7 +25,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from . import _protocol
-from ._pieces import ChunkTransform, apply_many
+from ._pieces import ChunkTransform, apply_many, starts
 from .client import Client
 
 # The epoch-order version this package's states are written for (plan.h's
@@ -216,8 +215,8 @@ def batches_to_tensors(batch: pa.RecordBatch, sizes: list[int],
     alone)."""
     whole = _whole_columns(batch)
     if whole is None:
-        at = offsets if offsets is not None else itertools.accumulate(sizes[:-1], initial=0)
-        return [batch_to_tensors(batch.slice(o, n)) for o, n in zip(at, sizes, strict=True)]
+        at = zip(starts(sizes, offsets), sizes, strict=True)
+        return [batch_to_tensors(batch.slice(o, n)) for o, n in at]
     if offsets is None:
         # split_with_sizes: Tensor.split's own work without its Python
         # wrapper (~3 µs a column a chunk).

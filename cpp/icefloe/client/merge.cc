@@ -370,12 +370,12 @@ int32_t IcefloeMerger::Whole(IcefloeMergeStep* out) {
         static_cast<unsigned long long>(shape.batch), static_cast<unsigned long long>(last - 1),
         static_cast<unsigned long long>(num_batches), kChanged));
   }
-  if (shape.sources != nullptr && shape.slice_start < 0) return Gather(out);
-  out->stream = chunk_stream;
   out->batch = shape.batch;
   out->count = shape.count;
   out->batch_size = shape.batch_size;
   out->last_size = shape.last_size;
+  if (shape.sources != nullptr && shape.slice_start < 0) return Gather(out);
+  out->stream = chunk_stream;
   out->offsets = shape.offsets.empty() ? nullptr : shape.offsets.data();
   if (shape.sources != nullptr) {
     out->in_file = 1;
@@ -387,8 +387,9 @@ int32_t IcefloeMerger::Whole(IcefloeMergeStep* out) {
   return ICEFLOE_MERGE_CHUNK;
 }
 
-// A chunk by reference that is no slice of the file: a BATCH of its batches,
-// one piece whose rows fill them in order, assembled from the file.
+// A chunk by reference that is no slice of the file: a BATCH of its batches
+// (whose shape Whole set), one piece whose rows fill them in order,
+// assembled from the file.
 int32_t IcefloeMerger::Gather(IcefloeMergeStep* out) {
   if (shape.rows > UINT32_MAX) {
     return Fail(Format("a node sent a chunk by reference of %lld rows, more than a batch holds",
@@ -398,10 +399,6 @@ int32_t IcefloeMerger::Gather(IcefloeMergeStep* out) {
   shape.entries = reinterpret_cast<const uint8_t*>(shape.owned.data());
   shape.num_entries = 1;
   shape.positions = false;
-  out->batch = shape.batch;
-  out->count = shape.count;
-  out->batch_size = shape.batch_size;
-  out->last_size = shape.last_size;
   b = shape.end();
   span = false;
   streams.assign(1, chunk_stream);
