@@ -106,5 +106,5 @@ def merged(*messages, first: int = 0, count: int = 1):
     (rows, metadata) pairs), each its own stream's."""
     left = [[Message(*m) if isinstance(m, tuple) else m] for m in messages]
     merger = _native.Merger(len(left), first, first + count)
-    out = next(_pieces.merge_steps(merger, len(left), lambda k: left[k].pop() if left[k] else None))
-    return out.data if isinstance(out, _pieces.Chunk) else out
+    return next(_pieces.merge_steps(merger, len(left),
+                                    lambda k: left[k].pop() if left[k] else None)).data

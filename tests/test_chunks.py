@@ -296,7 +296,7 @@ def test_chunks_by_reference_are_slices_of_the_file_or_gathered():
     assert ids(span) == [list(range(1000, 1300)), list(range(300))]
     for short in (chunks(4, [(0, 4), (10, 4)]), chunks(300, [(1000, 300), (0, 300)], copy=True)):
         (gathered,) = short
-        assert gathered.offsets is None and gathered.data.num_rows == 2 * gathered.batch_size
+        assert gathered.offsets is None and gathered.data.num_rows == 2 * gathered.sizes[0]
     assert ids(chunks(4, [(0, 4), (10, 4)])[0]) == [[0, 1, 2, 3], [10, 11, 12, 13]]
     with pytest.raises(icefloe.InvalidArgument, match="across two runs"):
         chunks(300, [(0, 200), (1000, 400)])
@@ -319,8 +319,8 @@ def test_a_transforms_many_turns_a_chunks_batches_at_once():
         return [one(batch.slice(o, n)) for o, n in zip(at, sizes, strict=True)]
 
     one.many = many
-    consecutive = _pieces.Chunk(0, 4, 2, 3, data.slice(0, 7))
-    apart = _pieces.Chunk(0, 4, 2, 3, data, offsets=[6, 0])
+    consecutive = _pieces.Span(data.slice(0, 7), [4, 3])
+    apart = _pieces.Span(data, [4, 3], offsets=[6, 0])
     assert consecutive.split(one) == [[0, 1, 2, 3], [4, 5, 6]]
     assert apart.split(one) == [[6, 7, 8, 9], [0, 1, 2]]
     assert calls == [([4, 3],), ([4, 3], [6, 0])]

@@ -50,7 +50,7 @@ def test_python_encoder_agrees_with_the_servers(case):
 
 # The head's replies, which the client checks as the head's tables write them.
 REPLY_MESSAGES = {"dataset description", "load progress", "evict reply", "slice_map reply",
-                  "ok reply", "status reply", "slice", "epoch shape"}
+                  "ok reply", "status reply", "slice", "epoch shape", "shared file"}
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c["message"] in REPLY_MESSAGES], ids=_id)

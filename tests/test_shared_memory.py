@@ -4,8 +4,10 @@ and rows that stay readable after the node is gone."""
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
+import re
 import signal
 import threading
 
@@ -205,6 +207,40 @@ def test_a_file_of_several_batches_is_refused():
         os.close(fd)
 
 
+def test_a_stream_naming_its_file_wrongly_is_refused():
+    """The schema's "shared file" is checked field by field, the held rows
+    against the file's, before anything is read from it."""
+    data = pa.record_batch({"id": pa.array(np.arange(10, dtype=np.int64))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, data.schema) as writer:
+        writer.write_batch(data)
+    raw = sink.getvalue().to_pybytes()
+    fd = os.memfd_create("icefloe-test")
+    os.write(fd, raw)
+    good = {"pid": os.getpid(), "fd": fd, "inode": os.fstat(fd).st_ino, "size": len(raw),
+            "columns": [], "dataset": "t", "generation": 1, "held": [0, 4, 6, 12]}
+
+    class Named:  # a stream whose schema names a file
+        def __init__(self, **desc):
+            self.schema = pa.schema([], metadata={"icefloe.shared": json.dumps({**good, **desc})})
+
+    try:
+        reader = _shared.shared_reader(Named())
+        assert reader.export.held == ((0, 4), (6, 12)) and reader.export.generation == 1
+        assert reader.export.local_rows(np.array([7, 0])).tolist() == [5, 0]
+        for desc, words in (({"held": [0, 4, 6]}, "'held' must hold (start, stop) pairs"),
+                            ({"held": [6, 12, 0, 4]}, "'held' range 1 [0, 4) is empty or before"),
+                            ({"fd": -1}, "'fd'"), ({"columns": "0,1"}, "'columns'"),
+                            ({"held": [0, 11]}, "holds 10 rows, not the 11 it named")):
+            with pytest.raises(icefloe.ProtocolError, match=re.escape(words)):
+                _shared.shared_reader(Named(**desc))
+        with pytest.raises(icefloe.ProtocolError, match="shared file: not JSON"):
+            _shared.shared_reader(type("Raw", (), {"schema": pa.schema(
+                [], metadata={"icefloe.shared": "pid=1"})})())
+    finally:
+        os.close(fd)
+
+
 def test_only_loopback_nodes_are_asked_to_share():
     assert _shared.is_local("grpc+tcp://127.0.0.1:5000")
     assert _shared.is_local("grpc://localhost:1")
@@ -338,13 +374,14 @@ def test_a_ranks_batches_come_as_chunks_of_views(table, tmp_path, monkeypatch, w
     across two, a short last batch)."""
     spans: list[int] = []
 
-    class Counted(_pieces.Chunk):  # a chunk whose batches lie apart in a slice of the file
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            if self.offsets is not None:
-                spans.append(self.data.num_rows)
+    split = _pieces.Span.split
 
-    monkeypatch.setattr(_pieces, "Chunk", Counted)
+    def counted(span, transform):  # a chunk whose batches lie apart in a slice of the file
+        if span.offsets is not None:
+            spans.append(span.data.num_rows)
+        return split(span, transform)
+
+    monkeypatch.setattr(_pieces.Span, "split", counted)
     monkeypatch.setenv("WORLD_SIZE", str(world))
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:

@@ -1,16 +1,11 @@
-"""The package's native helpers (cpp/icefloe/client), loaded with ctypes.
+"""The package's native library (cpp/icefloe/client), loaded with ctypes.
 
-A C ABI library with no dependencies beyond the C++ runtime (no Arrow, so it
-works beside any pyarrow): ``Merger`` reads the pieces' headers with the
-nodes' own parser (protocol/piece.h), says which messages of an epoch's
-streams make each batch (merge.h) and how rows in a node's shared file are
-read, and assembles each batch from its pieces in one pass per column,
-handing it back through the Arrow C Data Interface (assemble.h);
-``SliceTable.group_rows`` groups a take's rows by the replica set holding
-them and writes their rows-ticket bodies with the head's own code
-(protocol/row_groups.h). The library ships in
-the package; importing icefloe without it is an error (ImportError naming the
-file), never a slower path.
+A C ABI with no dependencies beyond the C++ runtime (no Arrow, so it works
+beside any pyarrow): ``Merger`` merges an epoch's streams with the nodes' own
+piece parser and assembles batches, handed back through the Arrow C Data
+Interface (merge.h, assemble.h); ``SliceTable`` groups a take's rows with the
+head's own code (protocol/row_groups.h). Importing icefloe without it is an
+ImportError naming the file, never a slower path.
 """
 
 from __future__ import annotations
@@ -44,16 +39,6 @@ class ArrowArray(ctypes.Structure):
          ("buffers", "children", "dictionary", "release", "private_data")]
 
 
-class ArrowSchema(ctypes.Structure):
-    """The Arrow C Data Interface's ArrowSchema (arrow_c_abi.h)."""
-
-    _fields_ = [("format", ctypes.c_void_p), ("name", ctypes.c_void_p),
-                ("metadata", ctypes.c_void_p), ("flags", ctypes.c_int64),
-                ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
-                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
-                ("private_data", ctypes.c_void_p)]
-
-
 def _open() -> ctypes.CDLL:
     try:
         return ctypes.CDLL(str(_LIB))
@@ -63,9 +48,6 @@ def _open() -> ctypes.CDLL:
 
 
 _lib = _open()
-_lib.icefloe_group_rows.restype = ctypes.c_int32
-_lib.icefloe_group_rows.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                                    ctypes.c_uint32, ctypes.c_uint32] + [ctypes.c_void_p] * 5
 
 
 class SliceTable:
@@ -104,30 +86,26 @@ class SliceTable:
 
 
 _ERROR_BYTES = 512
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# Schemas exported for the library (an epoch's batches share one), found by
+# equality (hashing a schema costs more than exporting it): the last few.
+_schemas: list[tuple[object, object, int]] = []
 
 
-_release_schema = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class ExportedSchema:
-    """A pyarrow schema exported through the C Data Interface, released when
-    the last holder lets go (so a call in flight keeps it)."""
-
-    __slots__ = ("c",)
-
-    def __init__(self, schema: object) -> None:
-        self.c = ArrowSchema()
-        schema._export_to_c(ctypes.addressof(self.c))  # type: ignore[attr-defined]
-
-    @property
-    def address(self) -> int:
-        return ctypes.addressof(self.c)
-
-    def __del__(self) -> None:
-        if self.c.release:
-            _release_schema(self.c.release)(ctypes.addressof(self.c))
-
-
+def exported_schema(schema: object) -> int:
+    """The address of ``schema`` exported through the C Data Interface (a
+    capsule, released when it goes; kept while among the last 8 asked for)."""
+    global _schemas
+    known = _schemas  # replaced whole below: a racing thread sees one list or the other
+    for s, _, address in known:
+        if s.equals(schema, check_metadata=True):  # type: ignore[attr-defined]
+            return address
+    capsule = schema.__arrow_c_schema__()  # type: ignore[attr-defined]
+    address = _capsule_pointer(capsule, b"arrow_schema")
+    _schemas = [(schema, capsule, address)] + known[:7]
+    return address
 
 
 class MergeStep(ctypes.Structure):
@@ -143,31 +121,21 @@ class MergeStep(ctypes.Structure):
                 ("in_file", ctypes.c_int32), ("start", ctypes.c_int64), ("rows", ctypes.c_int64)]
 
 
-_lib.icefloe_merger_new.restype = ctypes.c_void_p
-_lib.icefloe_merger_new.argtypes = [ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64,
-                                    ctypes.c_int32]
-_lib.icefloe_merger_free.restype = None
-_lib.icefloe_merger_free.argtypes = [ctypes.c_void_p]
 _STEP = ctypes.POINTER(MergeStep)
-_lib.icefloe_merger_push.restype = ctypes.c_int32
-_lib.icefloe_merger_push.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
-                                     ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
-                                     ctypes.c_int64, _STEP]
-_lib.icefloe_merger_push_rows.restype = ctypes.c_int32
-_lib.icefloe_merger_push_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint64,
-                                          ctypes.c_uint32, ctypes.c_int64, ctypes.c_void_p, _STEP]
-_lib.icefloe_merger_assemble.restype = ctypes.c_int32
-_lib.icefloe_merger_assemble.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                                         ctypes.c_int64]
-_lib.icefloe_merger_end.restype = ctypes.c_int32
-_lib.icefloe_merger_end.argtypes = [ctypes.c_void_p, ctypes.c_int32, _STEP]
-_lib.icefloe_merger_next.restype = ctypes.c_int32
-_lib.icefloe_merger_next.argtypes = [ctypes.c_void_p, _STEP]
-_lib.icefloe_merger_piece_rows.restype = ctypes.c_int32
-_lib.icefloe_merger_piece_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
-_lib.icefloe_merger_error.restype = ctypes.c_char_p
-_lib.icefloe_merger_error.argtypes = [ctypes.c_void_p]
+_i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
+for _name, _result, _args in (
+        ("merger_new", _p, [_i32, _u64, _u64, _i32]),
+        ("merger_free", None, [_p]),
+        ("merger_push", _i32, [_p, _i32, _p, _i64, _i64, _i32, _i64, _STEP]),
+        ("merger_push_rows", _i32, [_p, _i32, _u64, ctypes.c_uint32, _i64, _p, _STEP]),
+        ("merger_assemble", _i32, [_p, _p, _p, _p, _p, ctypes.c_char_p, _i64]),
+        ("merger_end", _i32, [_p, _i32, _STEP]),
+        ("merger_next", _i32, [_p, _STEP]),
+        ("merger_piece_rows", _i32, [_p, _i32, _p]),
+        ("merger_error", ctypes.c_char_p, [_p]),
+        ("group_rows", _i32, [_i64, _p, _p, ctypes.c_uint32, ctypes.c_uint32] + [_p] * 5)):
+    getattr(_lib, "icefloe_" + _name).restype = _result
+    getattr(_lib, "icefloe_" + _name).argtypes = _args
 
 
 class Merger:
@@ -190,13 +158,13 @@ class Merger:
         if getattr(self, "_m", None):
             _lib.icefloe_merger_free(self._m)
 
-    def _refused(self) -> InvalidArgument:
-        return InvalidArgument(_lib.icefloe_merger_error(self._m).decode(errors="replace"))
+    def _stepped(self, kind: int) -> MergeStep:
+        if kind == MERGE_ERROR:
+            raise InvalidArgument(_lib.icefloe_merger_error(self._m).decode(errors="replace"))
+        return self._step
 
     def next(self) -> MergeStep:
-        if _lib.icefloe_merger_next(self._m, self._out) == MERGE_ERROR:
-            raise self._refused()
-        return self._step
+        return self._stepped(_lib.icefloe_merger_next(self._m, self._out))
 
     def push(self, stream: int, address: int, size: int, rows: int, holds: int = ROWS_CARRIED,
              file_rows: int = 0) -> MergeStep:
@@ -204,25 +172,18 @@ class Merger:
         ``size`` bytes at ``address`` (kept alive by the caller until its
         batch is assembled); ``holds``: ROWS_*; ``file_rows``: the rows of
         the node's file, for rows in it."""
-        if _lib.icefloe_merger_push(self._m, stream, address, size, rows, holds, file_rows,
-                                    self._out) == MERGE_ERROR:
-            raise self._refused()
-        return self._step
+        return self._stepped(_lib.icefloe_merger_push(self._m, stream, address, size, rows,
+                                                      holds, file_rows, self._out))
 
-    def push_rows(self, stream: int, batch: int, batch_size: int,
-                  positions: np.ndarray) -> MergeStep:
+    def push_rows(self, stream: int, batch_size: int, positions: np.ndarray) -> MergeStep:
         """Stream ``stream``'s next message, made by the caller: rows of batch
-        ``batch`` (of ``batch_size`` positions) at ``positions`` (C-contiguous
-        uint32, copied)."""
-        if _lib.icefloe_merger_push_rows(self._m, stream, batch, batch_size, len(positions),
-                                         positions.ctypes.data, self._out) == MERGE_ERROR:
-            raise self._refused()
-        return self._step
+        0 (of ``batch_size`` positions) at ``positions`` (C-contiguous uint32,
+        copied)."""
+        return self._stepped(_lib.icefloe_merger_push_rows(
+            self._m, stream, 0, batch_size, len(positions), positions.ctypes.data, self._out))
 
     def end(self, stream: int) -> MergeStep:
-        if _lib.icefloe_merger_end(self._m, stream, self._out) == MERGE_ERROR:
-            raise self._refused()
-        return self._step
+        return self._stepped(_lib.icefloe_merger_end(self._m, stream, self._out))
 
     def piece_rows(self, piece: int, rows: int) -> np.ndarray:
         """The ``rows`` rows of the last BATCH's piece ``piece`` in what was

@@ -1,17 +1,12 @@
 """Reading an epoch's streams into batches (docs/protocol.md, "Pieces").
 
-Every record batch a node sends for a plan or row ticket is tagged with one
-piece header (cpp/icefloe/protocol/piece.h): the batch, or span of
-consecutive batches, its rows go to, and where. The client library's merge
-(cpp/icefloe/client/merge.h) sees every stream's headers and says which
-stream to read next and which messages make each batch, span or chunk, and
-refuses streams that disagree; it also decides how rows a node left in its
-shared file are read (a zero-copy slice of the file, or assembled from it).
-A piece's rows fill the positions its runs or positions name, put there by
-the library's assembly; *whole* batches travel as one *chunk* (``Chunk``),
-split here zero-copy, or turned into tensors at once and split
-(:class:`ChunkTransform`). Every batch of a chunk is complete when it
-arrives, so a failover resumes after the chunk exactly as after a batch.
+Each message a node sends carries a piece header (protocol/piece.h). The
+client library's merge (client/merge.h) reads them all: which stream to read
+next, which messages make each batch or span of batches, how rows left in a
+node's shared file are read; its assembly puts the rows in place. Here the
+streams are read, a span's batches split zero-copy (or turned into tensors
+at once by a transform's ``many``, :func:`apply_many`), and broken streams resumed after the last
+whole batch.
 """
 
 from __future__ import annotations
@@ -22,8 +17,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -49,48 +43,20 @@ class Rows:
         self.positions = np.ascontiguousarray(positions, dtype=np.uint32)
 
 
-@dataclass
-class Chunk:
-    """Whole batches batch, ..., batch + count - 1, in ``data``'s rows."""
+class Span(NamedTuple):
+    """Batches in ``data``'s rows, of ``sizes[k]`` rows each, one after
+    another or (a rank's batches in a span of a node's file) at ``offsets[k]``."""
 
-    batch: int
-    batch_size: int
-    count: int
-    last_size: int
     data: pa.RecordBatch
-    # The row of ``data`` where each batch starts; None: one after another.
-    # A chunk by reference of a rank's batches is a slice of the node's file
-    # from its first batch to its last, the other ranks' rows between them.
+    sizes: list[int]
     offsets: list[int] | None = None
-
-    def sizes(self) -> list[int]:
-        """Rows of each of the chunk's batches."""
-        return [self.batch_size] * (self.count - 1) + [self.last_size]
 
     def split(self, transform: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
         """One item per batch: the batch (a zero-copy slice), or what
         ``transform`` makes of it (its ``many`` at once when it has one)."""
-        return apply_many(transform, self.data, self.sizes(), self.offsets)
-
-
-class ChunkTransform:
-    """A per-batch transform (``one``) that can also turn several whole
-    batches at once: ``many(record_batch, sizes)`` returns one item per
-    batch, equal to ``one`` of each consecutive ``sizes[k]``-row slice, in
-    order, but cheaper (e.g. one conversion to tensors, then views), and
-    ``many(record_batch, sizes, offsets)`` the same of the slices at rows
-    ``offsets[k]`` (a rank's batches in a span of a node's shared file). Any
-    transform with such a ``many`` attribute is used this way (icefloe.torch's
-    ``batch_to_tensors`` has one)."""
-
-    def __init__(self, one: Callable[[pa.RecordBatch], Any],
-                 many: Callable[[pa.RecordBatch, list[int], list[int] | None], list[Any]]
-                 ) -> None:
-        self.one = one
-        self.many = many
-
-    def __call__(self, batch: pa.RecordBatch) -> Any:
-        return self.one(batch)
+        if len(self.sizes) == 1 and self.offsets is None:
+            return [self.data if transform is None else transform(self.data)]
+        return apply_many(transform, self.data, self.sizes, self.offsets)
 
 
 def starts(sizes: list[int], offsets: list[int] | None) -> list[int]:
@@ -102,7 +68,9 @@ def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.Recor
                sizes: list[int], offsets: list[int] | None = None) -> list[Any]:
     """``transform`` of each ``sizes[k]``-row slice of ``data``, one after
     another or at row ``offsets[k]`` (the slices themselves without a
-    transform), through its ``many`` when it has one."""
+    transform), through its ``many`` when it has one: ``many(data, sizes)``
+    or ``many(data, sizes, offsets)``, one item per batch, equal to the
+    transform of each (icefloe.torch's ``batch_to_tensors`` has one)."""
     many = getattr(transform, "many", None)
     if many is not None:
         return many(data, sizes) if offsets is None else many(data, sizes, offsets)
@@ -111,34 +79,35 @@ def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.Recor
     return batches if transform is None else [transform(b) for b in batches]
 
 
-def _buffer(metadata: Any) -> pa.Buffer:
-    if metadata is None:
-        raise InvalidArgument("a node sent a batch without piece metadata")
-    return metadata if isinstance(metadata, pa.Buffer) else pa.py_buffer(metadata)
+def _in_file(message: Any) -> bool:
+    return getattr(message, "holds", _native.ROWS_CARRIED) == _native.ROWS_IN_FILE
 
 
 def _push(merger: _native.Merger, k: int, message: Any) -> None:
     """Hands stream ``k``'s message to ``merger``: a FlightStreamChunk (rows
-    carried, header in its app_metadata), a :class:`icefloe._shared.SharedReader`'s
-    (its ``rows`` in the node's file, its ``data``), or :class:`Rows`. The
-    merger reads the header's runs or positions where they are until the
-    batch is assembled: the caller keeps the message until then."""
+    carried, header in its app_metadata), a message by reference (its
+    ``rows`` in ``data``, the node's file) or :class:`Rows` (carried). The merger reads
+    the header where it is until the batch is assembled: the caller keeps
+    the message until then."""
     if type(message) is Rows:
-        merger.push_rows(k, 0, message.batch_size, message.positions)
+        merger.push_rows(k, message.batch_size, message.positions)
         return
     metadata = message.app_metadata
-    buffer = metadata if type(metadata) is pa.Buffer else _buffer(metadata)
-    if getattr(message, "holds", _native.ROWS_CARRIED) == _native.ROWS_CARRIED:
-        merger.push(k, buffer.address, buffer.size, message.data.num_rows)
-    else:
+    if metadata is None:
+        raise InvalidArgument("a node sent a batch without piece metadata")
+    buffer = metadata if type(metadata) is pa.Buffer else pa.py_buffer(metadata)
+    if _in_file(message):
         merger.push(k, buffer.address, buffer.size, message.rows, _native.ROWS_IN_FILE,
                     message.data.num_rows)
+    else:
+        merger.push(k, buffer.address, buffer.size, message.data.num_rows)
 
 
 def merge_steps(merger: _native.Merger, streams: int,
-                read: Callable[[int], Any]) -> Iterator[pa.RecordBatch | Chunk]:
-    """The batches (and chunks) ``merger`` makes of the messages ``read(k)``
-    returns for stream k of ``streams`` (None at its end), in order."""
+                read: Callable[[int], Any]) -> Iterator[Span]:
+    """The batches (one, or several in a :class:`Span`) ``merger`` makes of
+    the messages ``read(k)`` returns for stream k of ``streams`` (None at its
+    end), in order."""
     held = [collections.deque() for _ in range(streams)]  # each stream's messages, pushed
     step = merger.next()
     while (kind := step.kind) != _native.MERGE_DONE:
@@ -151,22 +120,15 @@ def merge_steps(merger: _native.Merger, streams: int,
                 held[k].append(message)
                 _push(merger, k, message)
             continue
+        count = step.count
+        sizes = [step.batch_size] * (count - 1) + [step.last_size]
+        offsets = step.offsets[:count] if kind == _native.MERGE_CHUNK and step.offsets else None
         if kind == _native.MERGE_CHUNK:
-            offsets = step.offsets[:step.count] if step.offsets else None
             data = held[step.stream].popleft().data
-            yield Chunk(step.batch, step.batch_size, step.count, step.last_size,
-                        data.slice(step.start, step.rows) if step.in_file else data, offsets)
         else:
-            batch, count, batch_size, last_size = \
-                step.batch, step.count, step.batch_size, step.last_size
             messages = [held[k].popleft() for k in step.streams[:step.num_pieces]]
-            if step.in_order:  # the one piece's rows as they are
-                data = messages[0].data
-                if step.in_file:
-                    data = data.slice(step.start, step.rows)
-            else:
-                data = _assembled(merger, messages)
-            yield data if count == 1 else Chunk(batch, batch_size, count, last_size, data)
+            data = messages[0].data if step.in_order else _assembled(merger, messages)
+        yield Span(data.slice(step.start, step.rows) if step.in_file else data, sizes, offsets)
         merger.next()
 
 
@@ -175,11 +137,7 @@ def take_batch(sources: list[list[Any]]) -> pa.RecordBatch:
     batch, checked and assembled as an epoch's."""
     merger = _native.Merger(len(sources), 0, 1, copy=True)  # the rows are the caller's
     feeds = [iter(s) for s in sources]
-    return next(merge_steps(merger, len(sources), lambda k: next(feeds[k], None)))  # type: ignore[return-value]
-
-
-def _in_file(message: Any) -> bool:
-    return getattr(message, "holds", _native.ROWS_CARRIED) == _native.ROWS_IN_FILE
+    return next(merge_steps(merger, len(sources), lambda k: next(feeds[k], None))).data
 
 
 def _assembled(merger: _native.Merger, messages: list[Any]) -> pa.RecordBatch:
@@ -198,9 +156,9 @@ def _assembled(merger: _native.Merger, messages: list[Any]) -> pa.RecordBatch:
                 m.data.validate()
             except pa.ArrowInvalid as exc:
                 raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
-    exported = _exported_schema(schema)
+    exported = _native.exported_schema(schema)
     out = _native.ArrowArray()
-    code, message = merger.assemble(exported.address, _exported(pieces), out)
+    code, message = merger.assemble(exported, _exported(pieces), out)
     if code == _native.OK:
         return pa.RecordBatch._import_from_c(ctypes.addressof(out), schema)
     if code != _native.UNSUPPORTED:  # the library's words
@@ -209,7 +167,7 @@ def _assembled(merger: _native.Merger, messages: list[Any]) -> pa.RecordBatch:
     # A column the library does not build (a dictionary, say): the rows by a
     # take of the inverse, which the library fills before it gives up.
     inverse = np.empty(sum(rows), dtype=np.int64)
-    merger.assemble(exported.address, _exported(pieces), out, inverse.ctypes.data)
+    merger.assemble(exported, _exported(pieces), out, inverse.ctypes.data)
     taken = [m.data.take(pa.array(merger.piece_rows(k, n))) if _in_file(m) else m.data
              for k, (m, n) in enumerate(zip(messages, rows, strict=True))]
     return pa.concat_batches(taken).take(pa.array(inverse))
@@ -224,24 +182,6 @@ def _exported(pieces: list[pa.RecordBatch]) -> ctypes.Array:
     return arrays
 
 
-# Schemas exported for the library (an epoch's batches share one), found by
-# equality (hashing a schema costs more than exporting it): the last few.
-_SCHEMAS: list[tuple[pa.Schema, _native.ExportedSchema]] = []
-_MAX_SCHEMAS = 8
-_SCHEMAS_LOCK = threading.Lock()
-
-
-def _exported_schema(schema: pa.Schema) -> _native.ExportedSchema:
-    with _SCHEMAS_LOCK:
-        for known, exported in _SCHEMAS:
-            if known.equals(schema, check_metadata=True):
-                return exported
-        exported = _native.ExportedSchema(schema)
-        _SCHEMAS.insert(0, (schema, exported))
-        del _SCHEMAS[_MAX_SCHEMAS:]
-        return exported
-
-
 def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:
     """Puts into a bounded queue, giving up once ``stop`` is set."""
     while not stop.is_set():
@@ -254,49 +194,38 @@ def _put(q: queue.Queue, item: object, stop: threading.Event) -> bool:
 
 
 class _Stream:
-    """One endpoint's pieces, read on the merging thread. gRPC receives in the
-    background up to its flow-control window, so no thread per endpoint is
-    needed (one measured no faster and stalled a training loop more).
-
-    ``open_reader`` returns ``(reader, node location)``. Errors name the
-    dataset and the node; a connection that died is a :class:`StreamBroken`."""
+    """One endpoint's pieces, read on the merging thread (gRPC receives in the
+    background up to its flow-control window; a thread per endpoint measured
+    no faster). ``open_reader`` returns ``(reader, node location)``. Errors
+    name the dataset and the node; a connection that died is a
+    :class:`StreamBroken`."""
 
     def __init__(self, open_reader: Callable[[], Any], dataset: str = "") -> None:
         self._open = open_reader
         self._dataset = dataset
-        self._reader: Any = None
+        self.reader: Any = None
         self.location = ""
-        self.done = False
-        self.cancelled = False
+        self.done = self.cancelled = False
 
     def open(self) -> None:
         # Raises icefloe errors (Client._endpoint_reader), StreamBroken when
         # every replica is gone.
-        self._reader, self.location = self._open()
+        self.reader, self.location = self._open()
         if self.cancelled:
-            self._reader.cancel()
-
-    @property
-    def by_reference(self) -> bool:
-        """Whether the stream, opened, names rows in shared memory (a
-        :class:`icefloe._shared.SharedReader`) rather than carrying them."""
-        return bool(getattr(self._reader, "by_reference", False))
+            self.reader.cancel()
 
     def cancel(self) -> None:
         """From another thread: ends a read that may be blocked in gRPC."""
         self.cancelled = True
-        reader = self._reader
-        if reader is not None:
-            reader.cancel()
+        if self.reader is not None:
+            self.reader.cancel()
 
     def read(self) -> Any:
         """The stream's next message, or None at its end."""
         if self.done:
             return None
-        if self._reader is None:
-            self.open()
         try:
-            return self._reader.read_chunk()
+            return self.reader.read_chunk()
         except StopIteration:
             self.done = True
             return None
@@ -317,8 +246,8 @@ class _Stream:
 
     def close(self) -> None:
         self.done = True
-        if self._reader is not None:
-            self._reader.cancel()
+        if self.reader is not None:
+            self.reader.cancel()
 
 
 # (first batch) -> one reader opener per endpoint, from a fresh FlightInfo.
@@ -331,31 +260,24 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
                    prefetch: int = 0, *, dataset: str = "",
                    recover: Recover | None = None) -> Iterator[Any]:
-    """Batches first..num_batches-1, assembled from the pieces of every
-    reader ``open_streams(first)`` gives (each passed through ``transform``
-    when given).
+    """Batches first..num_batches-1 of the streams ``open_streams(first)``
+    opens (each through ``transform`` when given).
 
-    When a stream breaks (its node died) and ``recover`` is given, the
-    batches already yielded stay yielded, the partial batch is dropped, and
-    after ``recover`` returns every endpoint is opened again from
-    ``open_streams(b)``, b being the first batch not yet complete: nothing
-    is lost or repeated. ``recover`` raises to give up.
+    When a stream breaks and ``recover`` is given (it raises to give up),
+    the batches yielded stay yielded, the partial one is dropped, and every
+    endpoint is opened again from ``open_streams(b)``, b the first batch not
+    yet complete: nothing is lost or repeated.
 
-    With ``prefetch`` > 0 a background thread reads, assembles and transforms
-    up to ``prefetch`` messages' worth of batches (a chunk's batches are
-    handed over together, one queue entry) before the consumer asks: the
-    consumer's thread only takes finished batches off a queue, which keeps a
-    training loop's step free of input work. Unless a stream comes over the
-    wire: when every stream is by reference (its rows already in this
-    process's memory, a batch a slice of them), handing a batch between two
-    Python threads costs more than making it (at batch 4096: 118 against
-    66 us a batch through a DataLoader), so the first batch's streams
-    decide, on the caller's thread, and such an epoch runs without the thread.
+    With ``prefetch`` > 0 a thread reads, assembles and transforms up to
+    ``prefetch`` messages' worth of batches ahead, so a training loop's step
+    only takes finished ones off a queue; unless every stream of the first
+    batch is by reference, whose batches cost less to make than to hand
+    between threads (at batch 4096: 66 against 118 us through a DataLoader).
     """
     stop = threading.Event()
     current: list[_Stream] = []  # the streams being read, for cancel()
     merged = _merge(open_streams, num_batches, first, dataset, recover, stop, current)
-    groups = _groups(merged, transform)
+    groups = (span.split(transform) for span in merged)  # a span's batches together
     if prefetch > 0:
         try:
             opened = next(groups, None)  # opens the streams, here
@@ -365,7 +287,7 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
             raise
         if opened is None:
             return
-        if current and all(s.by_reference for s in current):
+        if current and all(getattr(s.reader, "by_reference", False) for s in current):
             prefetch = 0
         groups = itertools.chain([opened], groups)
     if prefetch <= 0:
@@ -392,10 +314,7 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
     thread = threading.Thread(target=produce, name="icefloe-assemble", daemon=True)
     thread.start()
     try:
-        while True:
-            item = ready.get()
-            if item is _DONE:
-                return
+        while (item := ready.get()) is not _DONE:
             if isinstance(item, BaseException):
                 raise item
             yield from item
@@ -409,33 +328,22 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
         thread.join(timeout=_JOIN_TIMEOUT_S)
 
 
-def _groups(merged: Iterator[pa.RecordBatch | Chunk],
-            transform: Callable[[pa.RecordBatch], Any] | None) -> Iterator[list[Any]]:
-    """Lists of finished items: one per batch, a chunk's batches together."""
-    for item in merged:
-        if isinstance(item, Chunk):
-            yield item.split(transform)
-        else:
-            yield [item if transform is None else transform(item)]
-
-
 def _merge(open_streams: OpenStreams, num_batches: int, first: int, dataset: str,
            recover: Recover | None, stop: threading.Event,
-           current: list[_Stream]) -> Iterator[pa.RecordBatch | Chunk]:
-    """Batches (and chunks of whole batches) from ``first`` on, in order."""
+           current: list[_Stream]) -> Iterator[Span]:
+    """Batches from ``first`` on, in order."""
     b = first
     while b < num_batches and not stop.is_set():
         streams = [_Stream(r, dataset) for r in open_streams(b)]
         current[:] = streams
         try:
             for s in streams:
-                if stop.is_set():
-                    s.cancelled = True
+                s.cancelled = stop.is_set()
                 s.open()  # every endpoint starts sending at once
             merger = _native.Merger(len(streams), b, num_batches)
-            for item in merge_steps(merger, len(streams), lambda k, s=streams: s[k].read()):
-                yield item
-                b += item.count if isinstance(item, Chunk) else 1
+            for span in merge_steps(merger, len(streams), lambda k, s=streams: s[k].read()):
+                yield span
+                b += len(span.sizes)
         except StreamBroken as exc:
             if recover is None or stop.is_set():
                 raise

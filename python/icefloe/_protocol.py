@@ -230,6 +230,15 @@ def _check_reply(message: str, what: str, body: Any) -> None:
             _check_reply(nested, f"{what} '{name}'", value)
     if message == "slice" and body["stop"] < body["start"]:
         raise ProtocolError(f"{what}: 'stop' {body['stop']} is before 'start' {body['start']}")
+    if message == "shared file":
+        held = body["held"]
+        if len(held) % 2:
+            raise ProtocolError(f"{what}: 'held' must hold (start, stop) pairs; "
+                                f"got {len(held)} numbers")
+        for i in range(0, len(held), 2):
+            if held[i] >= held[i + 1] or (i and held[i] < held[i - 1]):
+                raise ProtocolError(f"{what}: 'held' range {i // 2} [{held[i]}, {held[i + 1]}) "
+                                    "is empty or before the one before it")
 
 
 def check_reply(action: str, reply: Any) -> Any:
@@ -267,11 +276,13 @@ def decode_reply(action: str, data: bytes) -> Any:
     return check_reply(action, reply)
 
 
-def decode_shape(data: bytes | None) -> dict[str, Any]:
-    """An epoch FlightInfo's app_metadata ("epoch shape"), parsed and checked."""
+def decode(message: str, data: bytes | None) -> dict[str, Any]:
+    """A message a server sends beside a stream rather than as an action's
+    reply ("epoch shape": an epoch FlightInfo's app_metadata; "shared file":
+    a stream by reference's schema metadata), parsed and checked."""
     try:
-        shape = json.loads(data or b"")
+        body = json.loads(data or b"")
     except ValueError:
-        raise ProtocolError(f"epoch shape: not JSON: {(data or b'')[:64]!r}") from None
-    _check_reply("epoch shape", "epoch shape", shape)
-    return shape
+        raise ProtocolError(f"{message}: not JSON: {(data or b'')[:64]!r}") from None
+    _check_reply(message, message, body)
+    return body

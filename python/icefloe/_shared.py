@@ -1,23 +1,13 @@
 """Reading a node's rows from shared memory (docs/protocol.md, "Shared memory").
 
-A node started with ``--share-memory`` holds each dataset copy in a sealed
-memory file (an Arrow IPC file in a memfd). A reader on the same host, as the
-same user, asks for a plan stream by reference (DoGet header
-``icefloe-shared``); the stream's schema then names the file (the node's pid,
-the file's fd there, its inode and size) and every message is a piece by
-reference: its header's source runs name its rows in the file (runs of
-u64 start, u32 length) instead of the message holding them. The reader opens the file as
-``/proc/<pid>/fd/<fd>``, maps it, and hands the file to the merge with each
-message; the client library decides how the rows are read: a chunk of whole
-batches, or a batch in order, is a zero-copy slice (the file is one record
-batch, so a reader's batch is one wherever it falls), other rows are put in
-place straight from the file.
-
-Each stream maps the file anew, private and copy-on-write, and the seals make
-the node's rows immutable: what a training loop writes into its zero-copy
-tensors stays in that stream's pages (an epoch reads each row once), never
-reaches the node, another reader or a later epoch; the rows stay readable
-after the node drops the copy or dies, until the stream's last view goes.
+A node started with ``--share-memory`` holds each copy as an Arrow IPC file
+of one record batch in a sealed memfd. Asked by reference (DoGet header
+``icefloe-shared``), it names the file in the stream's schema ("shared file")
+and each piece's header names its rows in the file instead of carrying them.
+The reader maps ``/proc/<pid>/fd/<fd>`` private and copy-on-write (what a
+training loop writes into its zero-copy tensors stays in its own pages; the
+rows outlive the node's copy until the last view goes) and hands the file to
+the merge with each message, which decides how the rows are read.
 """
 
 from __future__ import annotations
@@ -31,12 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _native
-from .errors import InvalidArgument
+from . import _native, _protocol
+from .errors import InvalidArgument, ProtocolError
 
 HEADER = (b"icefloe-shared", b"1")
-_KEYS = (b"icefloe.shared.pid", b"icefloe.shared.fd", b"icefloe.shared.inode",
-         b"icefloe.shared.size")
+_KEY = b"icefloe.shared"  # the stream's schema metadata: a "shared file" message
 
 
 class Unshareable(Exception):
@@ -182,29 +171,17 @@ def shared_reader(reader: Any) -> Any:
     """``reader`` as a :class:`SharedReader` when the node answered by
     reference (its schema names a shared file), else ``reader`` itself.
     Raises :class:`Unshareable` when the file cannot be mapped here."""
-    metadata = reader.schema.metadata or {}
-    if _KEYS[0] not in metadata:
+    text = (reader.schema.metadata or {}).get(_KEY)
+    if text is None:
         return reader
-    try:
-        pid, fd, inode, size = (int(metadata[k]) for k in _KEYS)
-        projection = metadata.get(b"icefloe.shared.columns", b"").decode()
-        columns = tuple(int(c) for c in projection.split(",")) if projection else ()
-        held_text = metadata.get(b"icefloe.shared.held", b"").decode()
-        held = tuple(tuple(int(x) for x in r.split("-")) for r in held_text.split(",")
-                     if r) if held_text else ()
-        generation = int(metadata.get(b"icefloe.shared.generation", b"-1"))
-        dataset = metadata.get(b"icefloe.shared.dataset", b"").decode()
-    except (KeyError, ValueError) as exc:
-        raise InvalidArgument(f"a node named its shared file wrongly: {exc}") from exc
-    if any(len(r) != 2 or r[0] >= r[1] for r in held) or \
-            any(a[1] > b[0] for a, b in zip(held, held[1:], strict=False)):
-        raise InvalidArgument(f"a node named the rows of its shared file wrongly: {held_text!r}")
-    export = Export(pid, fd, inode, size)
+    desc = _protocol.decode("shared file", text)
+    held = tuple(zip(desc["held"][::2], desc["held"][1::2], strict=True))
+    export = Export(desc["pid"], desc["fd"], desc["inode"], desc["size"])
     if held and sum(z - a for a, z in held) != export.num_rows:
-        raise InvalidArgument(f"a node's shared file holds {export.num_rows} rows, not the "
-                              f"{sum(z - a for a, z in held)} it named")
-    export.name_rows(dataset, generation, held)  # type: ignore[arg-type]
-    return SharedReader(reader, export, columns)
+        raise ProtocolError(f"a node's shared file holds {export.num_rows} rows, not the "
+                            f"{sum(z - a for a, z in held)} it named")
+    export.name_rows(desc["dataset"], desc["generation"], held)
+    return SharedReader(reader, export, tuple(desc["columns"]))
 
 
 def is_local(uri: str) -> bool:

@@ -24,7 +24,7 @@ import pyarrow.flight as flight
 from . import _kubeflow, _malloc, _shared, _stall
 from ._failover import Recovery, ReplicaAttempts, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
-from ._protocol import PROTOCOL_VERSION, decode_reply, decode_shape, encode
+from ._protocol import PROTOCOL_VERSION, decode, decode_reply, encode
 from ._shared import is_local
 from ._slice_map import SliceMaps, check_range, row_ids
 from .errors import (
@@ -380,7 +380,7 @@ class Client:
         """
         cmd = encode("epoch descriptor", dataset=name, **plan)
         info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
-        return info, decode_shape(info.app_metadata)
+        return info, decode("epoch shape", info.app_metadata)
 
     def _endpoint_reader(self, endpoint: flight.FlightEndpoint,
                          dataset: str) -> Callable[[], Any]:
@@ -684,7 +684,7 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def _counting(meter: _stall.ConsumerMeter,
               transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
     """``transform`` that also tells ``meter`` each batch's rows (in order)."""
-    from ._pieces import ChunkTransform, apply_many
+    from ._pieces import apply_many
 
     def count(batch: pa.RecordBatch) -> Any:
         meter.count_rows(batch.num_rows)
@@ -696,7 +696,8 @@ def _counting(meter: _stall.ConsumerMeter,
             meter.count_rows(n)
         return apply_many(transform, batch, sizes, offsets)
 
-    return ChunkTransform(count, count_many)
+    count.many = count_many  # type: ignore[attr-defined]
+    return count
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from . import _protocol
-from ._pieces import ChunkTransform, apply_many, starts
+from ._pieces import apply_many, starts
 from .client import Client
 
 # The epoch-order version this package's states are written for (plan.h's
@@ -514,6 +514,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
                 return batches_to_tensors(batch, sizes, offsets)
             return apply_many(None, batch, sizes, offsets)
 
+        prepare.many = prepare_many  # type: ignore[attr-defined]
         prefetch = self.prefetch
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
@@ -525,7 +526,7 @@ class CacheDataset(_ClusterClient, IterableDataset):
 
         for item in self.client().iter_epoch(self.dataset, batch_size=self.batch_size,
                                               prefetch=prefetch,
-                                              transform=ChunkTransform(prepare, prepare_many),
+                                              transform=prepare,
                                               job=self.job, on_shape=read,
                                               **plan):
             self._yielded += 1

@@ -18,6 +18,7 @@
 #include "icefloe/node/piece.h"
 #include "icefloe/node/shared_export.h"
 #include "icefloe/node/window_pieces.h"
+#include "icefloe/protocol/replies.h"
 
 namespace icefloe {
 
@@ -422,15 +423,15 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
     return arrow::Status::Invalid("dataset '", dataset.name(), "' is not shared on this node");
   }
   ARROW_RETURN_NOT_OK(ProjectedSchema(dataset, columns).status());  // checks the indices
-  std::string projection;
-  for (int c : columns) projection += (projection.empty() ? "" : ",") + std::to_string(c);
-  auto metadata = arrow::key_value_metadata(
-      {"icefloe.shared.pid", "icefloe.shared.fd", "icefloe.shared.inode", "icefloe.shared.size",
-       "icefloe.shared.columns", "icefloe.shared.dataset", "icefloe.shared.generation",
-       "icefloe.shared.held"},
-      {std::to_string(getpid()), std::to_string(shared->fd()), std::to_string(shared->inode()),
-       std::to_string(shared->size()), projection, dataset.name(),
-       std::to_string(dataset.generation()), shared->held()});
+  SharedFileReply file{.pid = getpid(),
+                       .fd = shared->fd(),
+                       .inode = shared->inode(),
+                       .size = static_cast<uint64_t>(shared->size()),
+                       .columns = {columns.begin(), columns.end()},
+                       .dataset = dataset.name(),
+                       .generation = dataset.generation(),
+                       .held = shared->held()};
+  auto metadata = arrow::key_value_metadata({"icefloe.shared"}, {file.ToJson().dump()});
   return arrow::schema(arrow::FieldVector{}, std::move(metadata));
 }
 

@@ -38,14 +38,9 @@ arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
     std::vector<int> columns = {}, bool by_reference = false);
 
-/// A by-reference stream's schema: no fields; metadata naming the export
-/// (icefloe.shared.pid, .fd, .inode, .size: open /proc/<pid>/fd/<fd>, check
-/// that its inode is `inode`, map `size` bytes, read it as an IPC file), the
-/// projection (icefloe.shared.columns: comma-separated indices into the
-/// export's schema, empty for all) and what the file holds (.dataset and
-/// .generation: the copy; .held: its global rows in file order, as
-/// comma-separated "start-stop" ranges): a reader may take rows of that
-/// generation from the file itself later (Client.take).
+/// A by-reference stream's schema: no fields; metadata "icefloe.shared", a
+/// SharedFileReply naming the export, the projection and what the file holds
+/// (a reader may take rows of that generation from the file itself later).
 arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& dataset,
                                                            const std::vector<int>& columns);
 

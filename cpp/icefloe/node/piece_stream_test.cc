@@ -505,7 +505,7 @@ TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
     EXPECT_EQ(held->local, 5050u);
     EXPECT_EQ(held->batch_stop, 9800u);  // the end of the cached batch of 700 holding it
     EXPECT_FALSE(shared.dataset->Locate(16000).has_value());
-    EXPECT_EQ(exported->held(), "0-5000,9100-16000");
+    EXPECT_EQ(exported->held(), (std::vector<uint64_t>{0, 5000, 9100, 16000}));
     const int seals = fcntl(exported->fd(), F_GET_SEALS);
     EXPECT_EQ(seals, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
     // Nothing can change the rows: not a write through a new descriptor...

@@ -84,15 +84,16 @@ arrow::Result<std::shared_ptr<CachedDataset>> CutLike(
 
 // The global rows `cuts` (each batch's first global id and rows, in file
 // order) hold, as SharedExport::held() names them.
-std::string HeldRanges(const std::vector<std::pair<uint64_t, int64_t>>& cuts) {
-  std::string held;
+std::vector<uint64_t> HeldRanges(const std::vector<std::pair<uint64_t, int64_t>>& cuts) {
+  std::vector<uint64_t> held;
   for (size_t i = 0; i < cuts.size();) {
     const uint64_t start = cuts[i].first;
     uint64_t stop = start + static_cast<uint64_t>(cuts[i].second);
     for (++i; i < cuts.size() && cuts[i].first == stop; ++i) {
       stop += static_cast<uint64_t>(cuts[i].second);
     }
-    held += (held.empty() ? "" : ",") + std::to_string(start) + "-" + std::to_string(stop);
+    held.push_back(start);
+    held.push_back(stop);
   }
   return held;
 }
@@ -113,7 +114,8 @@ struct Sharing {
     std::shared_ptr<arrow::RecordBatch> mapped;
   };
   static arrow::Result<Written> Write(const std::string& name, const arrow::RecordBatch& all,
-                                      std::string held, std::shared_ptr<MemoryBudget> budget) {
+                                      std::vector<uint64_t> held,
+                                      std::shared_ptr<MemoryBudget> budget) {
     arrow::io::MockOutputStream counter;
     ARROW_RETURN_NOT_OK(WriteFile(all, &counter));
     ARROW_ASSIGN_OR_RAISE(const int64_t size, counter.Tell());

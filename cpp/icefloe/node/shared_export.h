@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <arrow/result.h>
 
@@ -36,9 +37,10 @@ class SharedExport {
   int64_t size() const { return size_; }
   uint64_t inode() const { return inode_; }
   const uint8_t* data() const { return data_; }
-  /// The global rows the file holds, in its order: "start-stop,..." ranges of
-  /// back-to-back batches (what a reader needs to take rows from it).
-  const std::string& held() const { return held_; }
+  /// The global rows the file holds, in its order: ranges [held[2i],
+  /// held[2i + 1]) of back-to-back batches (what a reader needs to take rows
+  /// from it; SharedFileReply::held).
+  const std::vector<uint64_t>& held() const { return held_; }
 
  private:
   friend struct Sharing;
@@ -47,7 +49,7 @@ class SharedExport {
   int64_t size_ = 0;
   uint64_t inode_ = 0;
   const uint8_t* data_ = nullptr;  // PROT_READ, MAP_SHARED
-  std::string held_;
+  std::vector<uint64_t> held_;
   std::shared_ptr<MemoryBudget> budget_;
   int64_t charged_ = 0;
 };

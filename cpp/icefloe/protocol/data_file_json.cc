@@ -10,7 +10,6 @@ using iceberg::DataFile;
 namespace {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 // Field by field; "content" (an enum) is read by hand below. A new DataFile
 // member: a line here (or a hand-read like "content"), a row in

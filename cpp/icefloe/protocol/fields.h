@@ -44,6 +44,7 @@ inline constexpr size_t kMaxBodyBytes = size_t{64} << 20;
 inline constexpr int kMaxJsonDepth = 64;
 /// Largest row count, row id or position in any message (plan/plan.h).
 inline constexpr uint64_t kMaxRows = uint64_t{1} << 62;
+inline constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 /// Parses `body` as one JSON object, checking size, depth and the optional
 /// version field "v". Invalid naming `what` otherwise.

@@ -14,7 +14,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr std::string_view kLoadStates[] = {"queued", "loading", "staged", "failed", "absent"};
 constexpr std::string_view kErrorKinds[] = {"",   "invalid",   "not_found", "out_of_memory",
@@ -509,7 +508,8 @@ std::vector<MessageSpec> AllMessageSpecs() {
           RecentLoad::Spec(),
           FollowedDataset::Spec(),
           FollowStatus::Spec(),
-          EpochShapeReply::Spec()};
+          EpochShapeReply::Spec(),
+          SharedFileReply::Spec()};
 }
 
 arrow::Status ParseMessage(std::string_view message, std::string_view body) {
@@ -544,6 +544,7 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "ok reply") return OkReply::Parse(body).status();
   if (message == "status reply") return StatusReply::Parse(body).status();
   if (message == "epoch shape") return EpochShapeReply::Parse(body).status();
+  if (message == "shared file") return SharedFileReply::Parse(body).status();
   // The typed parts of replies, each alone.
   auto part = [&](auto from_json) -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, message));

@@ -249,6 +249,7 @@ std::vector<std::pair<std::string, json>> SampleReplies() {
           {"ok reply", OkReply{}.ToJson()},
           {"status reply", status.ToJson()},
           {"epoch shape", shape.ToJson()},
+          {"shared file", SharedFileReply{42, 7, 99, 4096, {2, 0}, "d", 3, {0, 10}}.ToJson()},
           {"slice", ReplySlice{3, 5, {"grpc://a:1"}}.ToJson()}};
 }
 

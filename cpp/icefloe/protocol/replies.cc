@@ -153,6 +153,19 @@ const FieldSpec kFollowDatasets =
     ObjectList("datasets", kRequired, Values(0, kMaxItems), "followed dataset");
 
 constexpr std::string_view kShuffles[] = {"window", "none", "block", "sample"};
+const Field<SharedFileReply> kSharedFileFields[] = {
+    {Int("pid", kRequired, Values(1, kInt32Max)), &SharedFileReply::pid},
+    {Int("fd", kRequired, Values(0, kInt32Max)), &SharedFileReply::fd},
+    {Uint("inode", kRequired, Values(0, kU64Max)), &SharedFileReply::inode},
+    {Uint("size", kRequired, Values(1, kU64Max)), &SharedFileReply::size},
+    {ListOf(FieldType::kIntList, "columns", kRequired, Values(0, kInt32Max), Values(0, 65536)),
+     &SharedFileReply::columns},
+    {Str("dataset", kRequired, Values(1, 1024)), &SharedFileReply::dataset},
+    {Uint("generation", kRequired, Values(0, kU64Max)), &SharedFileReply::generation},
+    {ListOf(FieldType::kUintList, "held", kRequired, Values(0, kMaxRows), Values(0, kMaxItems)),
+     &SharedFileReply::held},
+};
+
 const Field<EpochShapeReply> kShapeFields[] = {
     {Count("num_rows"), &EpochShapeReply::num_rows},
     {Int("order_version", kRequired, Values(1, 255)), &EpochShapeReply::order_version},
@@ -626,5 +639,25 @@ arrow::Result<EpochShapeReply> EpochShapeReply::Parse(std::string_view body) {
   return Read<EpochShapeReply>(body, "epoch shape", kShapeFields);
 }
 MessageSpec EpochShapeReply::Spec() { return SpecOf<EpochShapeReply>("epoch shape", kShapeFields); }
+
+json SharedFileReply::ToJson() const { return Write<SharedFileReply>(kSharedFileFields, *this); }
+arrow::Result<SharedFileReply> SharedFileReply::Parse(std::string_view body) {
+  ARROW_ASSIGN_OR_RAISE(SharedFileReply f,
+                        Read<SharedFileReply>(body, "shared file", kSharedFileFields));
+  if (f.held.size() % 2 != 0) {
+    return arrow::Status::Invalid("shared file: 'held' must hold (start, stop) pairs; got ",
+                                  f.held.size(), " numbers");
+  }
+  for (size_t i = 0; i < f.held.size(); i += 2) {
+    if (f.held[i] >= f.held[i + 1] || (i > 0 && f.held[i] < f.held[i - 1])) {
+      return arrow::Status::Invalid("shared file: 'held' range ", i / 2, " [", f.held[i], ", ",
+                                    f.held[i + 1], ") is empty or before the one before it");
+    }
+  }
+  return f;
+}
+MessageSpec SharedFileReply::Spec() {
+  return SpecOf<SharedFileReply>("shared file", kSharedFileFields);
+}
 
 }  // namespace icefloe

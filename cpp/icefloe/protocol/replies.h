@@ -336,6 +336,30 @@ struct EpochShapeReply {
   static MessageSpec Spec();
 };
 
+/// What a stream by reference names in its schema's metadata
+/// ("icefloe.shared"; docs/protocol.md, "Shared memory"): the node's shared
+/// file (open /proc/<pid>/fd/<fd>, check that it is inode `inode` of `size`
+/// bytes, map it, read it as an Arrow IPC file of one record batch), the
+/// ticket's projection and which copy's rows the file holds, for takes from
+/// it later.
+struct SharedFileReply {
+  int64_t pid = 0;
+  int64_t fd = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  std::vector<int64_t> columns;  ///< indices into the file's schema; empty: every column
+  std::string dataset;
+  uint64_t generation = 0;
+  /// The global rows the file holds, in its order: ranges [held[2i],
+  /// held[2i + 1]), each non-empty and after the one before.
+  std::vector<uint64_t> held;
+
+  bool operator==(const SharedFileReply&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<SharedFileReply> Parse(std::string_view body);
+  static MessageSpec Spec();
+};
+
 /// Reply to "status" (also the status page's and /status's data).
 struct StatusReply {
   std::vector<ClusterNode> nodes;
