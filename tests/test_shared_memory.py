@@ -210,14 +210,9 @@ def test_a_file_of_several_batches_is_refused():
 def test_a_stream_naming_its_file_wrongly_is_refused():
     """The schema's "shared file" is checked field by field, the held rows
     against the file's, before anything is read from it."""
-    data = pa.record_batch({"id": pa.array(np.arange(10, dtype=np.int64))})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, data.schema) as writer:
-        writer.write_batch(data)
-    raw = sink.getvalue().to_pybytes()
-    fd = os.memfd_create("icefloe-test")
-    os.write(fd, raw)
-    good = {"pid": os.getpid(), "fd": fd, "inode": os.fstat(fd).st_ino, "size": len(raw),
+    fd, _ = _own_export(10)
+    st = os.fstat(fd)
+    good = {"pid": os.getpid(), "fd": fd, "inode": st.st_ino, "size": st.st_size,
             "columns": [], "dataset": "t", "generation": 1, "held": [0, 4, 6, 12]}
 
     class Named:  # a stream whose schema names a file
