@@ -40,7 +40,9 @@ constexpr std::string_view kMessages[] = {"load",
                                           "evict reply",
                                           "slice_map reply",
                                           "ok reply",
-                                          "status reply"};
+                                          "status reply",
+                                          "epoch shape",
+                                          "shared file"};
 constexpr size_t kNumMessages = sizeof(kMessages) / sizeof(kMessages[0]);
 
 void Tickets(std::string_view bytes) {

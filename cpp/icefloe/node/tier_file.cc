@@ -1,0 +1,141 @@
+#include "icefloe/node/tier_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <arrow/buffer.h>
+#include <arrow/io/memory.h>
+#include <arrow/ipc/reader.h>
+#include <arrow/ipc/writer.h>
+#include <arrow/util/crc32.h>
+
+namespace icefloe {
+
+namespace {
+
+// Forwards writes to `inner`, keeping the CRC-32 of every byte written.
+class Crc32Stream : public arrow::io::OutputStream {
+ public:
+  explicit Crc32Stream(std::shared_ptr<arrow::io::OutputStream> inner) : inner_(std::move(inner)) {}
+  arrow::Status Write(const void* data, int64_t nbytes) override {
+    crc_ = arrow::internal::crc32(crc_, data, static_cast<size_t>(nbytes));
+    return inner_->Write(data, nbytes);
+  }
+  arrow::Status Close() override { return inner_->Close(); }
+  bool closed() const override { return inner_->closed(); }
+  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  std::shared_ptr<arrow::io::OutputStream> inner_;
+  uint32_t crc_ = 0;
+};
+
+arrow::Status WriteIpc(arrow::io::OutputStream* out, const std::shared_ptr<arrow::Schema>& schema,
+                       const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches) {
+  // Uncompressed (the default), so that a mapped buffer is the column itself.
+  ARROW_ASSIGN_OR_RAISE(auto writer, arrow::ipc::MakeFileWriter(out, schema));
+  for (const auto& batch : batches) ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(*batch));
+  return writer->Close();
+}
+
+arrow::Status Named(const arrow::Status& st, const std::string& path) {
+  if (st.ok()) return st;
+  return st.WithMessage("tier file ", path, ": ", st.message());
+}
+
+}  // namespace
+
+arrow::Result<std::shared_ptr<TierFile>> TierFile::Write(
+    const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+    std::shared_ptr<MemoryBudget> disk) {
+  arrow::io::MockOutputStream counter;
+  ARROW_RETURN_NOT_OK(Named(WriteIpc(&counter, schema, batches), path));
+  ARROW_ASSIGN_OR_RAISE(const int64_t bytes, counter.Tell());
+  if (disk && !disk->TryReserve(bytes)) {
+    return arrow::Status::OutOfMemory(
+        "tier file ", path, " needs ", bytes, " bytes; the node's disk budget has ",
+        disk->available_bytes(), " of ", disk->limit_bytes(), " left");
+  }
+  std::shared_ptr<TierFile> file(new TierFile());
+  file->path_ = path;
+  file->bytes_ = bytes;
+  file->disk_ = std::move(disk);  // released by the destructor, on every path
+  const std::string partial = path + ".partial";
+  auto written = [&]() -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(auto out, arrow::io::FileOutputStream::Open(partial));
+    Crc32Stream crc(out);
+    arrow::Status st = WriteIpc(&crc, schema, batches);
+    if (st.ok()) st = crc.Close();
+    if (!st.ok()) {
+      (void)out->Close();
+      return st;
+    }
+    file->crc32_ = crc.crc();
+    if (std::rename(partial.c_str(), path.c_str()) != 0) {
+      return arrow::Status::IOError("renaming ", partial, ": ", std::strerror(errno));
+    }
+    return arrow::Status::OK();
+  }();
+  if (!written.ok()) {
+    std::remove(partial.c_str());
+    return Named(written, path);
+  }
+  file->owned_ = true;
+  ARROW_RETURN_NOT_OK(Named(file->Map(path), path));
+  return file;
+}
+
+arrow::Result<std::shared_ptr<TierFile>> TierFile::Open(const std::string& path, int64_t bytes,
+                                                        uint32_t crc32,
+                                                        std::shared_ptr<MemoryBudget> disk) {
+  if (disk && !disk->TryReserve(bytes)) {
+    return arrow::Status::OutOfMemory(
+        "tier file ", path, " holds ", bytes, " bytes; the node's disk budget has ",
+        disk->available_bytes(), " of ", disk->limit_bytes(), " left");
+  }
+  std::shared_ptr<TierFile> file(new TierFile());
+  file->path_ = path;
+  file->bytes_ = bytes;
+  file->disk_ = std::move(disk);
+  file->crc32_ = crc32;
+  ARROW_RETURN_NOT_OK(Named(file->Map(path), path));
+  ARROW_RETURN_NOT_OK(file->Verify(crc32));
+  file->owned_ = true;  // proven
+  return file;
+}
+
+arrow::Status TierFile::Map(const std::string& path) {
+  ARROW_ASSIGN_OR_RAISE(map_, arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ));
+  ARROW_ASSIGN_OR_RAISE(const int64_t size, map_->GetSize());
+  if (size != bytes_) {
+    return arrow::Status::IOError("holds ", size, " bytes, not the ", bytes_, " written");
+  }
+  ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(map_));
+  batches_.clear();
+  batches_.reserve(static_cast<size_t>(reader->num_record_batches()));
+  for (int i = 0; i < reader->num_record_batches(); ++i) {
+    ARROW_ASSIGN_OR_RAISE(auto batch, reader->ReadRecordBatch(i));
+    batches_.push_back(std::move(batch));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status TierFile::Verify(uint32_t crc32) const {
+  ARROW_ASSIGN_OR_RAISE(auto all, map_->ReadAt(0, bytes_));  // a view of the mapping
+  const uint32_t got = arrow::internal::crc32(0, all->data(), static_cast<size_t>(all->size()));
+  if (got != crc32) {
+    return arrow::Status::Invalid("tier file ", path_, " is corrupt: its CRC-32 is ", got,
+                                  ", not the ", crc32, " written");
+  }
+  return arrow::Status::OK();
+}
+
+TierFile::~TierFile() {
+  if (owned_) std::remove(path_.c_str());
+  if (disk_ && bytes_ > 0) disk_->Release(bytes_);
+}
+
+}  // namespace icefloe

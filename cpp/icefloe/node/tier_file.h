@@ -1,0 +1,79 @@
+// A node's disk tier: record batches written once to a local file and served
+// as zero-copy views of a read-only memory map (issue: the disk tier, item 1).
+//
+// A tier file is an uncompressed Arrow IPC file (so its buffers can be mapped
+// as they are) in the node's --disk-dir. It is written to a temporary name
+// and renamed when complete, so a file under its final name is whole; its
+// bytes are charged to the node's disk budget first, and a full disk or
+// budget fails the write cleanly (nothing left behind). Opening checks the
+// size and the IPC footer; Verify checks every byte against the CRC-32 taken
+// while writing (for a file found again after a restart). A missing,
+// truncated or corrupt file is an error naming the path, never wrong rows.
+//
+// The file must not change while mapped: a truncation under a live mapping
+// faults the reader (SIGBUS). Nothing but the node writes its --disk-dir.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/io/file.h>
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+
+#include "icefloe/common/memory.h"
+
+namespace icefloe {
+
+class TierFile {
+ public:
+  /// Writes `batches` (all of `schema`) to `path`, charging its bytes to
+  /// `disk` (null: no budget) for as long as the TierFile lives, and maps it.
+  /// OutOfMemory naming the path, the bytes and what the budget has left;
+  /// IOError naming the path and the system's words (a full disk, say).
+  /// Nothing is left at `path` on failure.
+  static arrow::Result<std::shared_ptr<TierFile>> Write(
+      const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+      const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+      std::shared_ptr<MemoryBudget> disk);
+
+  /// Maps an existing tier file (a restart's) after proving it intact: its
+  /// size is `bytes` and every byte's CRC-32 is `crc32` (Verify). Charged to
+  /// `disk` like Write's. IOError when it is missing or of another size,
+  /// Invalid when it is corrupt or not a whole IPC file.
+  static arrow::Result<std::shared_ptr<TierFile>> Open(const std::string& path, int64_t bytes,
+                                                       uint32_t crc32,
+                                                       std::shared_ptr<MemoryBudget> disk);
+
+  /// Removes the file (its mapping stays readable until the last view goes)
+  /// and returns its bytes to the budget.
+  ~TierFile();
+  TierFile(const TierFile&) = delete;
+  TierFile& operator=(const TierFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int64_t bytes() const { return bytes_; }
+  /// CRC-32 (zlib's) of the file's bytes, as written (or proven by Open).
+  uint32_t crc32() const { return crc32_; }
+  /// The file's record batches: views of the mapping, which they keep alive.
+  const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches() const { return batches_; }
+
+  /// Reads every byte: Invalid naming the path when its CRC-32 is not `crc32`.
+  arrow::Status Verify(uint32_t crc32) const;
+
+ private:
+  TierFile() = default;
+  arrow::Status Map(const std::string& path);
+
+  std::string path_;
+  bool owned_ = false;  // the file is whole and ours: removed with the TierFile
+  int64_t bytes_ = 0;
+  uint32_t crc32_ = 0;
+  std::shared_ptr<MemoryBudget> disk_;
+  std::shared_ptr<arrow::io::MemoryMappedFile> map_;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
+};
+
+}  // namespace icefloe
