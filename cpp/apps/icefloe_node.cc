@@ -18,6 +18,7 @@
 #include "icefloe/node/node_server.h"
 #include "icefloe/node/registration.h"
 #include "icefloe/node/shared_export.h"
+#include "icefloe/node/tier_file.h"
 
 namespace icefloe {
 namespace {
@@ -31,6 +32,8 @@ struct Flags {
   int64_t staged_lease_ms = 30'000;
   bool kubeflow = false;  // started as `worker`
   bool share_memory = false;
+  std::string disk_dir;
+  int64_t disk_limit = 0;
   std::string head;
   std::string parquet;
   std::string name = "default";
@@ -107,6 +110,20 @@ arrow::Status Run(const Flags& flags) {
   options.io.s3 = iceberg::S3SettingsFromEnv();
   options.default_dataset = flags.default_dataset;
   options.share_memory = flags.share_memory;
+  if (flags.disk_limit > 0 && flags.disk_dir.empty()) {
+    return arrow::Status::Invalid("--disk-limit needs --disk-dir (the tier's directory)");
+  }
+  if (!flags.disk_dir.empty()) {
+    if (flags.disk_limit <= 0) {
+      return arrow::Status::Invalid("--disk-dir needs --disk-limit (the most bytes it may hold)");
+    }
+    ARROW_ASSIGN_OR_RAISE(const int removed, PrepareTierDir(flags.disk_dir));
+    LogInfo("disk tier", {{"dir", flags.disk_dir},
+                          {"limit", FormatBytes(flags.disk_limit)},
+                          {"stale files removed", std::to_string(removed)}});
+    options.disk_dir = flags.disk_dir;
+    options.disk_limit_bytes = flags.disk_limit;
+  }
   NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
@@ -166,6 +183,13 @@ int main(int argc, char** argv) {
   parser.Bytes("memory-limit", &flags.memory_limit,
                "Most Arrow bytes this node may hold, e.g. 8GiB (default: unlimited).",
                "ICEFLOE_MEMORY_LIMIT");
+  parser.String("disk-dir", &flags.disk_dir,
+                "Directory of this node's disk tier: rows a load cannot keep within "
+                "--memory-limit are written there and served memory-mapped (emptied at start).",
+                "ICEFLOE_DISK_DIR");
+  parser.Bytes("disk-limit", &flags.disk_limit,
+               "Most bytes the disk tier may hold, e.g. 100GiB (needs --disk-dir).",
+               "ICEFLOE_DISK_LIMIT");
   parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
   parser.Bool("share-memory", &flags.share_memory,
               "Hold each dataset in a sealed memory file that readers on this host, running "

@@ -80,10 +80,14 @@ def render(status: dict[str, Any]) -> str:
         memory = (f"{_bar(used / limit)} {_bytes(used)} of {_bytes(limit)}, "
                   f"{_bytes(max(0, limit - used))} free" if limit > 0
                   else f"{_bytes(used)} (no limit)")
+        disk_used, disk_limit = n.get("disk_used_bytes", 0), n.get("disk_limit_bytes", 0)
+        disk = (f"{_bar(disk_used / disk_limit)} {_bytes(disk_used)} of {_bytes(disk_limit)}"
+                if disk_limit > 0 else "no tier")
         seen = n.get("last_seen_s", -1)
         nodes.append([n.get("location", ""), n.get("state", ""),
-                      "never" if seen < 0 else f"{seen:.1f}s ago", memory])
-    out.append(_table("NODES", ["node", "state", "heartbeat", "memory"], nodes, "none"))
+                      "never" if seen < 0 else f"{seen:.1f}s ago", memory, disk])
+    out.append(_table("NODES", ["node", "state", "heartbeat", "memory", "disk tier"], nodes,
+                      "none"))
     jobs = [[j.get("job", ""), ", ".join(j.get("datasets", [])), str(j.get("consumers", 0)),
              f"{j.get('rows_per_s', 0):,.0f}",
              f"{_bar(j.get('stall_ratio', 0))} {100 * j.get('stall_ratio', 0):.1f}%",

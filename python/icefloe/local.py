@@ -43,6 +43,10 @@ class LocalCluster:
     for the servers (e.g. S3 endpoint settings). The nodes share their
     memory with readers on this host (``--share-memory``; readers map the
     rows instead of streaming them) unless ``share_memory=False``.
+    ``disk_limit`` (e.g. ``"2GiB"``) gives each node a disk tier of that size
+    (``--disk-dir``, ``--disk-limit``) in a directory of the cluster's own,
+    removed on stop: rows a load cannot keep within ``memory_limit`` are
+    written there and served memory-mapped.
     """
 
     def __init__(
@@ -60,12 +64,15 @@ class LocalCluster:
         keep_logs: bool = False,
         ready_timeout_s: float = 60.0,
         share_memory: bool = True,
+        disk_limit: str | None = None,
     ) -> None:
         if num_nodes < 1:
             raise ValueError("num_nodes must be at least 1")
         self.num_nodes = num_nodes
         self.memory_limit = memory_limit
         self.share_memory = share_memory
+        self.disk_limit = disk_limit
+        self._tier_dir = Path(tempfile.mkdtemp(prefix="icefloe-tier-")) if disk_limit else None
         self.token = token
         self.tls = tls
         self._env = {**os.environ, **(env or {})}
@@ -137,6 +144,9 @@ class LocalCluster:
             argv += ["--memory-limit", str(self.memory_limit)]
         if self.share_memory:
             argv.append("--share-memory")
+        if self._tier_dir is not None:
+            argv += ["--disk-dir", str(self._tier_dir / f"node-{i}"),
+                     "--disk-limit", str(self.disk_limit)]
         node = ServerProcess(name=f"node-{i}", argv=argv + self._node_args[i],
                              log_path=self.log_dir / f"node-{i}.log", env=self._env)
         return node.start(self._timeout_s)
@@ -220,6 +230,8 @@ class LocalCluster:
             proc.stop()
         if self._own_log_dir and not self._keep_logs:
             shutil.rmtree(self.log_dir, ignore_errors=True)
+        if self._tier_dir is not None:
+            shutil.rmtree(self._tier_dir, ignore_errors=True)
 
     def logs(self) -> str:
         """The tail of every server's log, for test failure messages."""

@@ -40,7 +40,8 @@ arrow::Status PlaceLostTasks(const DatasetEntry& entry, const CopyHealth& health
                              std::vector<std::vector<int64_t>>* node_tasks) {
   std::vector<PlacementNode> alive;
   for (const auto& n : nodes) {
-    if (n.state == NodeState::kAlive) alive.push_back({n.location, n.available_bytes()});
+    if (n.state == NodeState::kAlive)
+      alive.push_back({n.location, n.available_bytes(), n.disk_available_bytes()});
   }
   auto index_of = [&](const std::string& location) {
     for (size_t i = 0; i < alive.size(); ++i) {

@@ -312,7 +312,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
 
   std::vector<PlacementNode> nodes;
   for (const auto& n : registry_->Alive()) {
-    nodes.push_back({n.location, n.available_bytes()});
+    nodes.push_back({n.location, n.available_bytes(), n.disk_available_bytes()});
     run.nodes.push_back(n.location);
   }
   // A refresh splits files as the copy it refreshes did, so unchanged files

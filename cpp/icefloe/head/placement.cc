@@ -11,12 +11,16 @@ namespace {
 
 arrow::Status DoesNotFit(int64_t needed, const std::vector<PlacementNode>& nodes,
                          int32_t replication, const std::string& detail) {
-  int64_t available = 0;
-  for (const auto& n : nodes) available += n.available_bytes;
-  return arrow::Status::OutOfMemory("dataset does not fit: needs ", FormatBytes(needed), " (",
-                                    replication, " replica(s)) but the cluster has ",
-                                    FormatBytes(available), " available across ", nodes.size(),
-                                    " node(s)", detail.empty() ? "" : "; ", detail);
+  int64_t available = 0, disk = 0;
+  for (const auto& n : nodes) {
+    available += n.available_bytes;
+    disk += n.disk_bytes;
+  }
+  return arrow::Status::OutOfMemory(
+      "dataset does not fit: needs ", FormatBytes(needed), " (", replication,
+      " replica(s)) but the cluster has ", FormatBytes(available), " available across ",
+      nodes.size(), " node(s) (", FormatBytes(available - disk), " of memory, ", FormatBytes(disk),
+      " of disk tier)", detail.empty() ? "" : "; ", detail);
 }
 
 }  // namespace

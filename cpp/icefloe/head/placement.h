@@ -17,7 +17,8 @@ namespace icefloe {
 
 struct PlacementNode {
   std::string location;
-  int64_t available_bytes = 0;
+  int64_t available_bytes = 0;  ///< RAM and disk together
+  int64_t disk_bytes = 0;       ///< of which on the node's disk tier
 };
 
 struct Placement {

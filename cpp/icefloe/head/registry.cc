@@ -25,7 +25,12 @@ const char* NodeStateName(NodeState state) {
 
 int64_t NodeInfo::available_bytes() const {
   if (status.memory_limit_bytes <= 0) return int64_t{1} << 60;
-  return std::max<int64_t>(0, status.memory_limit_bytes - status.memory_used_bytes);
+  return std::max<int64_t>(0, status.memory_limit_bytes - status.memory_used_bytes) +
+         disk_available_bytes();
+}
+
+int64_t NodeInfo::disk_available_bytes() const {
+  return std::max<int64_t>(0, status.disk_limit_bytes - status.disk_used_bytes);
 }
 
 double RefusedPollDelay(const RegistryOptions& options, int refusals) {
@@ -229,8 +234,8 @@ std::vector<ClusterNode> NodeRegistry::Status() const {
       datasets.push_back(std::move(dj));
     }
     nodes.push_back({n.location, NodeStateName(n.state), n.status.memory_limit_bytes,
-                     n.status.memory_used_bytes, ago, n.last_error, n.refused,
-                     std::move(datasets)});
+                     n.status.memory_used_bytes, ago, n.last_error, n.refused, std::move(datasets),
+                     n.status.disk_limit_bytes, n.status.disk_used_bytes});
   }
   return nodes;
 }

@@ -59,8 +59,11 @@ struct NodeInfo {
   /// A refusing node is not polled again before then (backoff).
   std::chrono::steady_clock::time_point next_poll_at{};
 
-  /// Bytes this node can still take (a large number when it has no limit).
+  /// Bytes this node can still take, in memory and on its disk tier (a large
+  /// number when it has no memory limit).
   int64_t available_bytes() const;
+  /// Of those, on its disk tier.
+  int64_t disk_available_bytes() const;
 };
 
 struct RegistryOptions {

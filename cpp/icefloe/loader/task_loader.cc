@@ -15,7 +15,7 @@ namespace icefloe {
 
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
-                                     LoadProgress* progress) {
+                                     LoadProgress* progress, const TaskHook& keep) {
   ARROW_RETURN_NOT_OK(transform::RegisterFunctions());
   ARROW_ASSIGN_OR_RAISE(iceberg::Schema schema, iceberg::ParseSchema(request.schema));
   std::optional<arrow::compute::Expression> filter;
@@ -80,6 +80,7 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
                                                  batches.status().message());
         }
       }
+      if (batches.ok() && keep) batches = keep(std::move(*batches));
       if (!batches.ok()) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (error.ok()) error = batches.status();

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,14 +43,25 @@ struct LoadedTasks {
   /// Refresh: the pools of the held copy whose batches reused tasks share
   /// (they own those batches' buffers; kept alive with them).
   std::vector<std::shared_ptr<arrow::MemoryPool>> kept_pools;
+  /// Other owners of batches' memory (tier files a TaskHook wrote), kept
+  /// alive with them.
+  std::vector<std::shared_ptr<const void>> held;
   int64_t bytes() const { return pool ? pool->bytes_allocated() : 0; }
 };
 
+/// Called on a loader thread with each task's batches as read (in `pool`):
+/// the batches to keep instead (e.g. the same rows written to the node's disk
+/// tier, their memory returned; the caller keeps what owns them, in
+/// LoadedTasks::held). May run on several threads at once.
+using TaskHook = std::function<arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>>(
+    std::vector<std::shared_ptr<arrow::RecordBatch>> batches)>;
+
 /// Reads every task of `request`. The first failing task stops the load; its
 /// error names the file (OutOfMemory when the budget is exhausted).
-/// progress->cancelled stops it too (Cancelled).
+/// progress->cancelled stops it too (Cancelled). `keep`, when set, sees each
+/// task's batches once read.
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
-                                     LoadProgress* progress);
+                                     LoadProgress* progress, const TaskHook& keep = nullptr);
 
 }  // namespace icefloe

@@ -39,20 +39,21 @@ void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const voi
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
     std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool,
-    std::vector<std::shared_ptr<arrow::MemoryPool>> kept) {
+    std::vector<std::shared_ptr<arrow::MemoryPool>> kept,
+    std::vector<std::shared_ptr<const void>> held) {
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools;
   if (pool) pools.push_back(std::move(pool));
-  const bool by_pools = !pools.empty() && kept.empty();
+  const bool by_pools = !pools.empty() && kept.empty() && held.empty();
   for (auto& p : kept) {
     if (std::find(pools.begin(), pools.end(), p) == pools.end()) pools.push_back(std::move(p));
   }
   return MakeWithPools(std::move(name), generation, std::move(schema), std::move(batches),
-                       std::move(pools), by_pools);
+                       std::move(pools), by_pools, std::move(held));
 }
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
     const CachedDataset& base, std::vector<CachedBatch> more,
-    std::shared_ptr<arrow::MemoryPool> pool) {
+    std::shared_ptr<arrow::MemoryPool> pool, std::vector<std::shared_ptr<const void>> held) {
   std::vector<CachedBatch> all = base.batches_;
   all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   std::stable_sort(all.begin(), all.end(), [](const CachedBatch& a, const CachedBatch& b) {
@@ -60,19 +61,21 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
   });
   // Sizes come from the pools only when every part has one no other copy
   // shares (else from the buffers, Make's rule).
-  const bool by_pools = base.by_pools_ && pool != nullptr;
+  const bool by_pools = base.by_pools_ && pool != nullptr && held.empty();
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools = base.pools_;
   if (pool) pools.push_back(std::move(pool));
+  held.insert(held.begin(), base.held_.begin(), base.held_.end());
   return MakeWithPools(base.name_, base.generation_, base.schema_, std::move(all), std::move(pools),
-                       by_pools);
+                       by_pools, std::move(held));
 }
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
     std::vector<CachedBatch> batches, std::vector<std::shared_ptr<arrow::MemoryPool>> pools,
-    bool size_by_pools) {
+    bool size_by_pools, std::vector<std::shared_ptr<const void>> held) {
   auto ds = std::shared_ptr<CachedDataset>(new CachedDataset());
   ds->pools_ = std::move(pools);
+  ds->held_ = std::move(held);
   ds->name_ = std::move(name);
   ds->generation_ = generation;
   ds->schema_ = std::move(schema);

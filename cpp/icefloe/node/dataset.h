@@ -47,16 +47,21 @@ class CachedDataset {
   /// kept alive too; the size is then the batches' own buffer bytes, so that
   /// rows two generations share count in each (the node's budget, charged by
   /// the pools, counts them once).
+  /// `held`: other owners of batches' memory (the node's tier files, whose
+  /// batches are views of a mapped file), kept alive with the copy; a copy
+  /// with any is sized by its buffers.
   static arrow::Result<std::shared_ptr<CachedDataset>> Make(
       std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
       std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool = nullptr,
-      std::vector<std::shared_ptr<arrow::MemoryPool>> kept = {});
+      std::vector<std::shared_ptr<arrow::MemoryPool>> kept = {},
+      std::vector<std::shared_ptr<const void>> held = {});
   /// `base`'s batches plus `more` (rows of the same name and generation that
-  /// `base` does not hold, e.g. a healed slice), as one dataset; `pool` is
-  /// `more`'s, kept alive beside base's. Invalid when rows overlap.
+  /// `base` does not hold, e.g. a healed slice), as one dataset; `pool` (and
+  /// `held`, as Make's) are `more`'s, kept alive beside base's. Invalid when
+  /// rows overlap.
   static arrow::Result<std::shared_ptr<CachedDataset>> Extend(
       const CachedDataset& base, std::vector<CachedBatch> more,
-      std::shared_ptr<arrow::MemoryPool> pool);
+      std::shared_ptr<arrow::MemoryPool> pool, std::vector<std::shared_ptr<const void>> held = {});
 
   const std::string& name() const { return name_; }
   uint64_t generation() const { return generation_; }
@@ -66,6 +71,9 @@ class CachedDataset {
   const std::vector<CachedBatch>& batches() const { return batches_; }
   /// The pools that own the batches' buffers (none for views of a shared file).
   const std::vector<std::shared_ptr<arrow::MemoryPool>>& pools() const { return pools_; }
+  /// The other owners of batches' memory (Make's `held`): non-empty when
+  /// some of the copy lives on the node's disk tier.
+  const std::vector<std::shared_ptr<const void>>& held() const { return held_; }
   /// The cached batch holding global row `row`, or null when this copy holds none.
   const CachedBatch* BatchHolding(uint64_t row) const;
   /// Held global row `row`'s index among the held rows (batch after batch):
@@ -124,9 +132,10 @@ class CachedDataset {
   static arrow::Result<std::shared_ptr<CachedDataset>> MakeWithPools(
       std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
       std::vector<CachedBatch> batches, std::vector<std::shared_ptr<arrow::MemoryPool>> pools,
-      bool size_by_pools);
+      bool size_by_pools, std::vector<std::shared_ptr<const void>> held);
   // Declared first: outlive the batches. One per load that added rows.
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools_;
+  std::vector<std::shared_ptr<const void>> held_;
   std::string name_;
   uint64_t generation_ = 0;
   std::shared_ptr<arrow::Schema> schema_;

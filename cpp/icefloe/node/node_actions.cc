@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include <arrow/flight/types.h>
+#include <arrow/util/byte_size.h>
 
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/node/node_server.h"
 #include "icefloe/node/shared_export.h"
+#include "icefloe/node/tier_file.h"
 
 namespace icefloe {
 
@@ -89,6 +91,41 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
   return arrow::Status::OK();
 }
 
+TaskHook NodeServer::TierHook(TierSpill* spill) {
+  if (options_.disk_dir.empty() || options_.disk_limit_bytes <= 0 || budget_->limit_bytes() <= 0) {
+    return nullptr;
+  }
+  return [this, spill](std::vector<std::shared_ptr<arrow::RecordBatch>> batches)
+             -> arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> {
+    if (batches.empty()) return batches;
+    int64_t bytes = 0;
+    for (const auto& b : batches) {
+      ARROW_ASSIGN_OR_RAISE(int64_t n, arrow::util::ReferencedBufferSize(*b));
+      bytes += n;
+    }
+    // Memory for the reads in flight: the load's threads, each reading a task
+    // the size of the largest so far, at its peak (pages, decompressed
+    // buffers and decoded columns at once: up to about 3x its rows, so 4x).
+    // While more than that is free, rows stay in memory; after, each task
+    // read goes to a tier file. A quarter of the budget stays free besides,
+    // for serving (gathers of shuffled batches and window spans).
+    int64_t largest = spill->largest.load();
+    while (bytes > largest && !spill->largest.compare_exchange_weak(largest, bytes)) {
+    }
+    const int64_t reserve =
+        int64_t{4} * options_.load_threads * std::max(largest, bytes) + budget_->limit_bytes() / 4;
+    if (budget_->available_bytes() >= reserve) return batches;
+    const std::string path =
+        options_.disk_dir + "/" + std::to_string(tier_files_.fetch_add(1)) + ".arrow";
+    ARROW_ASSIGN_OR_RAISE(auto file,
+                          TierFile::Write(path, batches.front()->schema(), batches, disk_budget_));
+    std::vector<std::shared_ptr<arrow::RecordBatch>> mapped = file->batches();
+    MutexLock lock(&spill->mu);
+    spill->files.push_back(std::move(file));
+    return mapped;  // the rows read return to the memory budget as `batches` goes
+  };
+}
+
 arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& request,
                                                       LoadProgress* progress) {
   // A refresh's reused tasks take their rows from the copy this node holds;
@@ -113,8 +150,14 @@ arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& req
                                   ", which this node does not hold");
   }
   auto pool = NewPool("dataset '" + request.dataset + "'");
-  auto read = LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress);
+  TierSpill spill;
+  auto read =
+      LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress, TierHook(&spill));
   base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
+  if (read.ok()) {
+    MutexLock lock(&spill.mu);
+    read->held = std::move(spill.files);
+  }
   if (!read.ok() || reused == 0) return read;
   if (!read->schema->Equals(*source->schema(), /*check_metadata=*/false)) {
     return arrow::Status::Invalid("node.load: dataset '", request.reuse_dataset, "' has columns ",
@@ -125,6 +168,8 @@ arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& req
   out.pool = read->pool;
   out.schema = read->schema;
   out.kept_pools = source->pools();
+  out.held = std::move(read->held);
+  out.held.insert(out.held.end(), source->held().begin(), source->held().end());
   size_t next_read = 0;
   for (const auto& t : request.tasks) {
     if (!t.reused()) {
@@ -193,10 +238,14 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
   // Make() and Extend() refuse overlapping or unsorted rows (a wrong task_starts).
   ARROW_ASSIGN_OR_RAISE(
       auto ds,
-      base ? CachedDataset::Extend(*base, std::move(batches), staged.pool)
+      base ? CachedDataset::Extend(*base, std::move(batches), staged.pool, std::move(staged.held))
            : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
-                                 std::move(batches), staged.pool, std::move(staged.kept_pools)));
-  if (options_.share_memory) {
+                                 std::move(batches), staged.pool, std::move(staged.kept_pools),
+                                 std::move(staged.held)));
+  if (options_.share_memory && !ds->held().empty()) {
+    // Sharing lays the copy out in memory: a copy on the disk tier stays there.
+    LogInfo("not shared", {{"dataset", commit.dataset}, {"reason", "on the disk tier"}});
+  } else if (options_.share_memory) {
     // The copy as views of a sealed memory file for same-host readers; on
     // failure (memory, dictionaries the IPC file format cannot hold) a
     // private copy is published and every reader streams it.

@@ -94,6 +94,7 @@ NodeServer::NodeServer(NodeOptions options)
     : options_(std::move(options)),
       ticket_key_(options_.security.TicketKey()),
       budget_(std::make_shared<MemoryBudget>(options_.memory_limit_bytes)),
+      disk_budget_(std::make_shared<MemoryBudget>(options_.disk_limit_bytes)),
       base_pool_(BasePool()),
       gather_pool_(std::make_shared<TrackingPool>(budget_, "gathers", base_pool_)),
       io_(options_.io),
@@ -143,6 +144,8 @@ NodeStatus NodeServer::Status() const {
   NodeStatus status;
   status.memory_limit_bytes = budget_->limit_bytes();
   status.memory_used_bytes = budget_->used_bytes();
+  status.disk_limit_bytes = disk_budget_->limit_bytes();
+  status.disk_used_bytes = disk_budget_->used_bytes();
   for (const auto& l : loads_.States()) {
     if (l.state == "staged") ++status.staged;
     status.loads.push_back(l);

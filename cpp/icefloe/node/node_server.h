@@ -21,6 +21,7 @@
 // Threads it owns: the load pool (LoadManager); gRPC's own serve the calls.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,6 +57,12 @@ struct NodeOptions {
   /// map (shared_export.h), and serve plan streams by reference to readers
   /// that ask (header kSharedHeader).
   bool share_memory = false;
+  /// The disk tier (tier_file.h): a directory of this node's own (emptied at
+  /// start) and its budget. With both and a memory limit, a load whose rows
+  /// would leave too little memory for the reads in flight writes each
+  /// further task to a tier file and serves it mapped. 0: no tier.
+  std::string disk_dir;
+  int64_t disk_limit_bytes = 0;
 };
 
 /// DoGet call header by which a same-host reader asks for a plan stream by
@@ -118,10 +125,21 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::Result<std::string> HandleEvict(const std::string& body);
   arrow::Result<std::string> HandleRecord(const std::string& body);
   arrow::Result<LoadedTasks> LoadForManager(const NodeLoadRequest& request, LoadProgress* progress);
+  // One load's tier files, written by its TierHook on its loader threads.
+  struct TierSpill {
+    std::atomic<int64_t> largest{0};  // bytes of the largest task read
+    Mutex mu;
+    std::vector<std::shared_ptr<const void>> files GUARDED_BY(mu);
+  };
+  // The hook that writes a load's tasks to the disk tier once memory runs
+  // short (null without a tier or a memory limit).
+  TaskHook TierHook(TierSpill* spill);
 
   const NodeOptions options_;
   const std::string ticket_key_;
   std::shared_ptr<MemoryBudget> budget_;
+  std::shared_ptr<MemoryBudget> disk_budget_;  // the disk tier's; limit 0: no tier
+  std::atomic<uint64_t> tier_files_{0};        // names of tier files, one each
   arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
   std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <arrow/buffer.h>
 #include <arrow/io/memory.h>
@@ -131,6 +132,24 @@ arrow::Status TierFile::Verify(uint32_t crc32) const {
                                   ", not the ", crc32, " written");
   }
   return arrow::Status::OK();
+}
+
+arrow::Result<int> PrepareTierDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return arrow::Status::IOError("disk tier ", dir, ": ", ec.message());
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".arrow" && ext != ".partial") continue;
+    if (!std::filesystem::remove(entry.path(), ec) || ec) {
+      return arrow::Status::IOError("disk tier: removing ", entry.path().string(), ": ",
+                                    ec.message());
+    }
+    ++removed;
+  }
+  if (ec) return arrow::Status::IOError("disk tier ", dir, ": ", ec.message());
+  return removed;
 }
 
 TierFile::~TierFile() {

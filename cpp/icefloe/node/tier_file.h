@@ -27,6 +27,11 @@
 
 namespace icefloe {
 
+/// Makes `dir` (and its parents) and removes the tier files an earlier run
+/// left there (tier files do not outlive their node: a restarted node loads
+/// again); returns how many. IOError naming the path.
+arrow::Result<int> PrepareTierDir(const std::string& dir);
+
 class TierFile {
  public:
   /// Writes `batches` (all of `schema`) to `path`, charging its bytes to

@@ -61,6 +61,8 @@ const Field<NodeStatus> kStatusFields[] = {
     {Count("memory_used_bytes"), &NodeStatus::memory_used_bytes},
     {Uint("staged", kOptional, Values(0, kMaxTasks)), &NodeStatus::staged},
     {Uint("newest_generation", kOptional, Values(0, kU64Max)), &NodeStatus::newest_generation},
+    {Count("disk_limit_bytes"), &NodeStatus::disk_limit_bytes},
+    {Count("disk_used_bytes"), &NodeStatus::disk_used_bytes},
 };
 const FieldSpec kStatusDatasets = ObjectList("datasets", kOptional, Values(0, 65536));
 const FieldSpec kStatusLoads = ObjectList("loads", kOptional, Values(0, 65536));

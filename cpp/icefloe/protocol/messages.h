@@ -90,6 +90,10 @@ struct NodeStatus {
   /// The highest generation the node has seen for any dataset: a head
   /// numbers its loads above it, whatever its clock says.
   uint64_t newest_generation = 0;
+  /// The node's disk tier (--disk-dir, --disk-limit): its budget (0: none)
+  /// and the bytes its tier files hold.
+  int64_t disk_limit_bytes = 0;
+  int64_t disk_used_bytes = 0;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeStatus> FromJson(const nlohmann::json& j, std::string what);

@@ -81,6 +81,8 @@ const Field<ClusterNode> kNodeFields[] = {
     {Seconds("last_seen_s", kOptional), &ClusterNode::last_heartbeat_s},
     {Text("error", kRequired), &ClusterNode::error},
     {Text("refused", kRequired), &ClusterNode::refused},
+    {Count("disk_limit_bytes"), &ClusterNode::disk_limit_bytes},
+    {Count("disk_used_bytes"), &ClusterNode::disk_used_bytes},
 };
 // NodeDatasetInfo::ToJson's objects; their `ranges` are [start, stop] pairs.
 const FieldSpec kNodeDatasets = ObjectList("datasets", kRequired, Values(0, kMaxItems));

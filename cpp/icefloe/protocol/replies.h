@@ -208,6 +208,8 @@ struct ClusterNode {
   std::string refused;  ///< why the node refuses this head's node actions; empty: it does not
   /// What the node holds (NodeDatasetInfo::ToJson, without the catalog record).
   nlohmann::json datasets = nlohmann::json::array();
+  int64_t disk_limit_bytes = 0;  ///< the node's disk tier budget; 0: none
+  int64_t disk_used_bytes = 0;
 
   nlohmann::json ToJson() const;
   static arrow::Result<ClusterNode> FromJson(const nlohmann::json& j, std::string what);

@@ -1,0 +1,89 @@
+"""The disk tier: a table larger than the nodes' memory budget loads, with
+the rows that do not fit written to tier files and served memory-mapped
+(docs/kubernetes.md, "Sizing"; cpp/icefloe/node/tier_file.h)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from iceberg_util import Warehouse
+from test_heal import HEAD_ARGS, wait_for
+
+import icefloe
+
+ROWS = 3_600_000  # about 256 MB of Arrow, in data files of about 2 MB
+MEMORY = 32 << 20  # per node: the table is 4x the cluster's memory
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    ids = np.arange(ROWS, dtype=np.int64)
+    columns = {"id": ids, "s": pc.cast(pa.array(ids % 1000), pa.string())}
+    for k in range(7):
+        columns[f"x{k}"] = (ids * (k + 1) % 9973).astype(np.float64)
+    return Warehouse(tmp_path_factory.mktemp("tier") / "wh").create(
+        "t", pa.table(columns), properties={"write.target-file-size-bytes": str(2 << 20)})
+
+
+def _by_id(batches) -> pa.Table:
+    return pa.Table.from_batches(list(batches)).sort_by("id")
+
+
+def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp_path):
+    source = table.scan().to_arrow().sort_by("id")
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="512MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            desc = c.load("t", table.metadata_location, batch_rows=4096)
+            assert desc["rows"] == ROWS
+            nodes = c.status()["nodes"]
+            assert all(n["disk_limit_bytes"] == 512 << 20 for n in nodes)
+            on_disk = sum(n["disk_used_bytes"] for n in nodes)
+            in_memory = sum(n["memory_used_bytes"] for n in nodes)
+            assert in_memory <= 2 * MEMORY
+            assert on_disk >= 3 * in_memory, (on_disk, in_memory)  # most rows live on disk
+            in_order = None  # the copy's rows in global row order
+            for shuffle in ("none", "block", "window", "sample"):
+                batches = list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7))
+                in_order = in_order or pa.Table.from_batches(batches)
+                assert _by_id(batches).equals(source), shuffle
+            rows = [0, ROWS - 1, 123_456, 77, 123_456]
+            assert c.take("t", rows).equals(in_order.take(rows))
+            c.evict("t")
+            assert sum(n["disk_used_bytes"] for n in c.status()["nodes"]) == 0
+
+
+def test_without_a_disk_tier_the_same_load_is_refused_naming_memory_and_disk(table, tmp_path):
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            with pytest.raises(icefloe.OutOfMemory, match=r"of memory, 0 B of disk tier"):
+                c.load("t", table.metadata_location, batch_rows=4096)
+
+
+def test_a_node_killed_with_rows_on_disk_heals_and_its_restart_clears_the_tier(table, tmp_path):
+    """SIGKILL leaves the node's tier files behind; the head heals its slices
+    onto the others (onto their disk tiers too) and the epoch reads every row
+    again; the node restarted on the same directory starts with it empty."""
+    source = table.scan(selected_fields=("id",)).to_arrow().sort_by("id")
+    with icefloe.LocalCluster(num_nodes=3, memory_limit=str(MEMORY), disk_limit="512MiB",
+                              head_args=HEAD_ARGS, log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            loaded = c.load("t", table.metadata_location, batch_rows=4096)
+            before = {n["location"]: n["disk_used_bytes"] for n in c.status()["nodes"]}
+            victim = 1
+            tier = cluster._tier_dir / f"node-{victim}"
+            assert any(p.suffix == ".arrow" for p in tier.iterdir())
+            cluster.kill_node(victim)
+            healed = wait_for(c, "t", lambda d: d["state"] == "ready" and d.get("heal_seconds"),
+                              "healed")
+            assert healed["generation"] == loaded["generation"]
+            after = {n["location"]: n["disk_used_bytes"] for n in c.status()["nodes"]
+                     if n["state"] == "alive"}
+            assert sum(after.values()) > sum(v for k, v in before.items() if k in after)
+            got = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000, seed=1,
+                                                          columns=["id"]))).sort_by("id")
+            assert got.equals(source)
+            cluster.restart_node(victim)
+            assert not any(p.suffix in (".arrow", ".partial") for p in tier.iterdir())
