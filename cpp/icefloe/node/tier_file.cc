@@ -48,13 +48,8 @@ arrow::Status Named(const arrow::Status& st, const std::string& path) {
 
 }  // namespace
 
-arrow::Result<std::shared_ptr<TierFile>> TierFile::Write(
-    const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
-    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
-    std::shared_ptr<MemoryBudget> disk) {
-  arrow::io::MockOutputStream counter;
-  ARROW_RETURN_NOT_OK(Named(WriteIpc(&counter, schema, batches), path));
-  ARROW_ASSIGN_OR_RAISE(const int64_t bytes, counter.Tell());
+arrow::Result<std::shared_ptr<TierFile>> TierFile::Charged(const std::string& path, int64_t bytes,
+                                                           std::shared_ptr<MemoryBudget> disk) {
   if (disk && !disk->TryReserve(bytes)) {
     return arrow::Status::OutOfMemory(
         "tier file ", path, " needs ", bytes, " bytes; the node's disk budget has ",
@@ -64,6 +59,17 @@ arrow::Result<std::shared_ptr<TierFile>> TierFile::Write(
   file->path_ = path;
   file->bytes_ = bytes;
   file->disk_ = std::move(disk);  // released by the destructor, on every path
+  return file;
+}
+
+arrow::Result<std::shared_ptr<TierFile>> TierFile::Write(
+    const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+    std::shared_ptr<MemoryBudget> disk) {
+  arrow::io::MockOutputStream counter;
+  ARROW_RETURN_NOT_OK(Named(WriteIpc(&counter, schema, batches), path));
+  ARROW_ASSIGN_OR_RAISE(const int64_t bytes, counter.Tell());
+  ARROW_ASSIGN_OR_RAISE(auto file, Charged(path, bytes, std::move(disk)));
   const std::string partial = path + ".partial";
   auto written = [&]() -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(auto out, arrow::io::FileOutputStream::Open(partial));
@@ -92,15 +98,7 @@ arrow::Result<std::shared_ptr<TierFile>> TierFile::Write(
 arrow::Result<std::shared_ptr<TierFile>> TierFile::Open(const std::string& path, int64_t bytes,
                                                         uint32_t crc32,
                                                         std::shared_ptr<MemoryBudget> disk) {
-  if (disk && !disk->TryReserve(bytes)) {
-    return arrow::Status::OutOfMemory(
-        "tier file ", path, " holds ", bytes, " bytes; the node's disk budget has ",
-        disk->available_bytes(), " of ", disk->limit_bytes(), " left");
-  }
-  std::shared_ptr<TierFile> file(new TierFile());
-  file->path_ = path;
-  file->bytes_ = bytes;
-  file->disk_ = std::move(disk);
+  ARROW_ASSIGN_OR_RAISE(auto file, Charged(path, bytes, std::move(disk)));
   file->crc32_ = crc32;
   ARROW_RETURN_NOT_OK(Named(file->Map(path), path));
   ARROW_RETURN_NOT_OK(file->Verify(crc32));

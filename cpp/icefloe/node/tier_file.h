@@ -70,6 +70,9 @@ class TierFile {
 
  private:
   TierFile() = default;
+  // A TierFile of `bytes` at `path`, charged to `disk`; OutOfMemory when it cannot be.
+  static arrow::Result<std::shared_ptr<TierFile>> Charged(const std::string& path, int64_t bytes,
+                                                          std::shared_ptr<MemoryBudget> disk);
   arrow::Status Map(const std::string& path);
 
   std::string path_;
