@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pytest
 from iceberg_util import Warehouse
 from test_heal import HEAD_ARGS, wait_for
+from test_metrics import nodes_total, scrape_nodes
 
 import icefloe
 
@@ -41,6 +42,9 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
             nodes = c.status()["nodes"]
             assert all(n["disk_limit_bytes"] == 512 << 20 for n in nodes)
             on_disk = sum(n["disk_used_bytes"] for n in nodes)
+            scrapes = scrape_nodes(cluster)
+            assert nodes_total(scrapes, "icefloe_node_disk_used_bytes") == on_disk
+            assert nodes_total(scrapes, "icefloe_node_disk_limit_bytes") == 2 * (512 << 20)
             in_memory = sum(n["memory_used_bytes"] for n in nodes)
             assert in_memory <= 2 * MEMORY
             assert on_disk >= 3 * in_memory, (on_disk, in_memory)  # most rows live on disk

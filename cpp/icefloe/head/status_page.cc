@@ -129,7 +129,7 @@ void Nodes(const json& status, std::string* out) {
   }
   *out +=
       "<table><tr><th>node</th><th>state</th><th>last heartbeat</th><th>memory</th>"
-      "<th>datasets</th></tr>\n";
+      "<th>disk tier</th><th>datasets</th></tr>\n";
   for (const auto& n : nodes) {
     const double used = Num(n, "memory_used_bytes"), limit = Num(n, "memory_limit_bytes");
     const double seen = n.contains("last_seen_s") ? Num(n, "last_seen_s") : -1;  // absent: never
@@ -140,9 +140,13 @@ void Nodes(const json& status, std::string* out) {
     } else {
       memory += " (no limit)";
     }
+    const double disk_used = Num(n, "disk_used_bytes"), disk_limit = Num(n, "disk_limit_bytes");
+    const std::string disk = disk_limit > 0 ? Bar(disk_used / disk_limit, 0.8, 0.95) +
+                                                  Bytes(disk_used) + " of " + Bytes(disk_limit)
+                                            : std::string("none");
     *out += "<tr><td>" + HtmlEscape(Str(n, "location")) + "</td>" + StateCell(Str(n, "state")) +
             "<td class=\"n\">" + (seen < 0 ? std::string("never") : Fixed(seen, 1) + " s ago") +
-            "</td><td>" + memory + "</td><td class=\"n\">" +
+            "</td><td>" + memory + "</td><td>" + disk + "</td><td class=\"n\">" +
             Count(static_cast<double>(Size(n, "datasets"))) + "</td></tr>\n";
   }
   *out += "</table>\n";

@@ -23,6 +23,8 @@ TEST(StatusPageTest, ShowsEverySectionAndEscapesNames) {
          {"state", "alive"},
          {"memory_used_bytes", 900},
          {"memory_limit_bytes", 1000},
+         {"disk_used_bytes", 5 * 1024 * 1024},
+         {"disk_limit_bytes", 20 * 1024 * 1024},
          {"last_seen_s", 0.4},
          {"datasets", json::array()}}}},
       {"jobs",
@@ -51,7 +53,8 @@ TEST(StatusPageTest, ShowsEverySectionAndEscapesNames) {
   EXPECT_NE(page.find("rank 3: 50.0 %"), std::string::npos);
   EXPECT_NE(page.find("3/10 files"), std::string::npos);
   EXPECT_NE(page.find("IOError: gone"), std::string::npos);
-  EXPECT_EQ(page.find("http://"), std::string::npos);  // no external assets
+  EXPECT_NE(page.find("5.0 MiB of 20.0 MiB"), std::string::npos);  // the node's disk tier
+  EXPECT_EQ(page.find("http://"), std::string::npos);              // no external assets
   EXPECT_EQ(page.find("https://"), std::string::npos);
 }
 

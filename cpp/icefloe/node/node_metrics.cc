@@ -65,6 +65,10 @@ NodeMetrics::NodeMetrics() {
       &r.Gauge("icefloe_node_memory_used_bytes", "Bytes charged to the memory budget.").Add({});
   memory_limit_ =
       &r.Gauge("icefloe_node_memory_limit_bytes", "The memory budget (0: unlimited).").Add({});
+  disk_used_ =
+      &r.Gauge("icefloe_node_disk_used_bytes", "Bytes the disk tier's files hold.").Add({});
+  disk_limit_ =
+      &r.Gauge("icefloe_node_disk_limit_bytes", "The disk tier's budget (0: no tier).").Add({});
   memory_staged_ = &r.Gauge("icefloe_node_memory_staged_bytes",
                             "Bytes of loads staged here, waiting for node.commit.")
                         .Add({});
@@ -78,6 +82,8 @@ NodeMetrics::NodeMetrics() {
 void NodeMetrics::SetStatus(const NodeStatus& status, int64_t gather_bytes) {
   memory_used_->Set(static_cast<double>(status.memory_used_bytes));
   memory_limit_->Set(static_cast<double>(status.memory_limit_bytes));
+  disk_used_->Set(static_cast<double>(status.disk_used_bytes));
+  disk_limit_->Set(static_cast<double>(status.disk_limit_bytes));
   gather_bytes_->Set(static_cast<double>(gather_bytes));
   datasets_->Set(static_cast<double>(status.datasets.size()));
   std::vector<std::pair<std::string, double>> bytes, rows;

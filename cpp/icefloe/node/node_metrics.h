@@ -70,6 +70,8 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* errors_;
   prometheus::Gauge* memory_used_;
   prometheus::Gauge* memory_limit_;
+  prometheus::Gauge* disk_used_;
+  prometheus::Gauge* disk_limit_;
   prometheus::Gauge* memory_staged_;
   prometheus::Gauge* gather_bytes_;
   prometheus::Gauge* datasets_;
