@@ -53,10 +53,25 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
                 batches = list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7))
                 in_order = in_order or pa.Table.from_batches(batches)
                 assert _by_id(batches).equals(source), shuffle
+                if shuffle == "block":
+                    _assert_prefetcher_followed(cluster, on_disk)
             rows = [0, ROWS - 1, 123_456, 77, 123_456]
             assert c.take("t", rows).equals(in_order.take(rows))
             c.evict("t")
             assert sum(n["disk_used_bytes"] for n in c.status()["nodes"]) == 0
+
+
+def _assert_prefetcher_followed(cluster, on_disk: int) -> None:
+    """After a `none` and a `block` epoch: each read every tier byte once,
+    counted by where it was (RAM or disk), and the prefetcher read ahead
+    within its working set (an eighth of the memory limit by default)."""
+    scrapes = scrape_nodes(cluster)
+    read = (nodes_total(scrapes, "icefloe_node_tier_read_bytes_total", **{"from": "ram"})
+            + nodes_total(scrapes, "icefloe_node_tier_read_bytes_total", **{"from": "disk"}))
+    assert read == pytest.approx(2 * on_disk, rel=0.02), (read, on_disk)
+    assert nodes_total(scrapes, "icefloe_node_prefetched_bytes_total") > 0
+    assert nodes_total(scrapes, "icefloe_node_prefetch_limit_bytes") == 2 * (MEMORY // 8)
+    assert 0 < nodes_total(scrapes, "icefloe_node_prefetch_bytes") <= 2 * (MEMORY // 8)
 
 
 def test_without_a_disk_tier_the_same_load_is_refused_naming_memory_and_disk(table, tmp_path):

@@ -34,6 +34,7 @@ struct Flags {
   bool share_memory = false;
   std::string disk_dir;
   int64_t disk_limit = 0;
+  int64_t prefetch_limit = -1;  // -1: not given
   std::string head;
   std::string parquet;
   std::string name = "default";
@@ -124,6 +125,14 @@ arrow::Status Run(const Flags& flags) {
     options.disk_dir = flags.disk_dir;
     options.disk_limit_bytes = flags.disk_limit;
   }
+  if (flags.prefetch_limit >= 0) {
+    if (flags.disk_dir.empty()) {
+      return arrow::Status::Invalid(
+          "--prefetch-limit needs --disk-dir (it sizes the disk tier's "
+          "RAM working set)");
+    }
+    options.prefetch_limit_bytes = flags.prefetch_limit;
+  }
   NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
@@ -190,6 +199,10 @@ int main(int argc, char** argv) {
   parser.Bytes("disk-limit", &flags.disk_limit,
                "Most bytes the disk tier may hold, e.g. 100GiB (needs --disk-dir).",
                "ICEFLOE_DISK_LIMIT");
+  parser.Bytes("prefetch-limit", &flags.prefetch_limit,
+               "RAM the disk tier's prefetcher may fill ahead of the streams, within "
+               "--memory-limit (default: an eighth of it; 0: no prefetch).",
+               "ICEFLOE_PREFETCH_LIMIT");
   parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
   parser.Bool("share-memory", &flags.share_memory,
               "Hold each dataset in a sealed memory file that readers on this host, running "

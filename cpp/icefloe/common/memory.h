@@ -19,6 +19,20 @@
 
 namespace icefloe {
 
+/// Memory that no pool owns and record batches are views of: a node's
+/// mapped tier file (node/tier_file.h). Copies keep such owners alive with
+/// their batches and ask them where the mapped bytes lie.
+class MappedRegion {
+ public:
+  virtual ~MappedRegion() = default;
+  /// The mapped bytes.
+  virtual const uint8_t* data() const = 0;
+  virtual int64_t size() const = 0;
+  bool Contains(const uint8_t* begin, const uint8_t* end) const {
+    return begin >= data() && end <= data() + size();
+  }
+};
+
 class MemoryBudget {
  public:
   /// `limit_bytes` <= 0 means unlimited.

@@ -45,7 +45,7 @@ struct LoadedTasks {
   std::vector<std::shared_ptr<arrow::MemoryPool>> kept_pools;
   /// Other owners of batches' memory (tier files a TaskHook wrote), kept
   /// alive with them.
-  std::vector<std::shared_ptr<const void>> held;
+  std::vector<std::shared_ptr<const MappedRegion>> held;
   int64_t bytes() const { return pool ? pool->bytes_allocated() : 0; }
 };
 

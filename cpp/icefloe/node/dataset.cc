@@ -1,6 +1,7 @@
 #include "icefloe/node/dataset.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -34,13 +35,26 @@ void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const voi
   if (data.dictionary) AddUniqueBuffers(*data.dictionary, seen, total);
 }
 
+// Widens [*begin, *end) to every buffer of `data` (children and dictionary too).
+void AddExtent(const arrow::ArrayData& data, const uint8_t** begin, const uint8_t** end) {
+  for (const auto& buf : data.buffers) {
+    if (!buf || buf->size() == 0) continue;
+    if (*begin == nullptr || buf->data() < *begin) *begin = buf->data();
+    if (buf->data() + buf->size() > *end) *end = buf->data() + buf->size();
+  }
+  for (const auto& child : data.child_data) AddExtent(*child, begin, end);
+  if (data.dictionary) AddExtent(*data.dictionary, begin, end);
+}
+
+std::atomic<uint64_t> next_serial{1};
+
 }  // namespace
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
     std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool,
     std::vector<std::shared_ptr<arrow::MemoryPool>> kept,
-    std::vector<std::shared_ptr<const void>> held) {
+    std::vector<std::shared_ptr<const MappedRegion>> held) {
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools;
   if (pool) pools.push_back(std::move(pool));
   const bool by_pools = !pools.empty() && kept.empty() && held.empty();
@@ -53,7 +67,8 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Make(
 
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
     const CachedDataset& base, std::vector<CachedBatch> more,
-    std::shared_ptr<arrow::MemoryPool> pool, std::vector<std::shared_ptr<const void>> held) {
+    std::shared_ptr<arrow::MemoryPool> pool,
+    std::vector<std::shared_ptr<const MappedRegion>> held) {
   std::vector<CachedBatch> all = base.batches_;
   all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   std::stable_sort(all.begin(), all.end(), [](const CachedBatch& a, const CachedBatch& b) {
@@ -72,7 +87,7 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::Extend(
 arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
     std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
     std::vector<CachedBatch> batches, std::vector<std::shared_ptr<arrow::MemoryPool>> pools,
-    bool size_by_pools, std::vector<std::shared_ptr<const void>> held) {
+    bool size_by_pools, std::vector<std::shared_ptr<const MappedRegion>> held) {
   auto ds = std::shared_ptr<CachedDataset>(new CachedDataset());
   ds->pools_ = std::move(pools);
   ds->held_ = std::move(held);
@@ -113,6 +128,24 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
   }
   ARROW_ASSIGN_OR_RAISE(ds->table_, arrow::Table::FromRecordBatches(ds->schema_, plain));
   ds->BuildIndex();
+  ds->serial_ = next_serial.fetch_add(1);
+  if (!ds->held_.empty()) {
+    ds->on_disk_.resize(ds->batches_.size());
+    for (size_t i = 0; i < ds->batches_.size(); ++i) {
+      const uint8_t* begin = nullptr;
+      const uint8_t* end = nullptr;
+      for (const auto& column : ds->batches_[i].batch->column_data()) {
+        AddExtent(*column, &begin, &end);
+      }
+      if (begin == nullptr) continue;
+      for (const auto& region : ds->held_) {
+        if (!region->Contains(begin, end)) continue;
+        ds->on_disk_[i] = {begin, end - begin};
+        ds->disk_bytes_ += end - begin;
+        break;
+      }
+    }
+  }
   return ds;
 }
 

@@ -18,6 +18,7 @@
 #include <arrow/result.h>
 #include <arrow/type_fwd.h>
 
+#include "icefloe/common/memory.h"
 #include "icefloe/common/row_range.h"
 
 namespace icefloe {
@@ -29,6 +30,12 @@ struct CachedBatch {
   uint64_t global_start = 0;  ///< Global row id of the batch's first row.
   std::shared_ptr<arrow::RecordBatch> batch;
   uint64_t global_stop() const { return global_start + static_cast<uint64_t>(batch->num_rows()); }
+};
+
+/// Bytes of a mapped tier file (dataset.h: CachedDataset::on_disk).
+struct MappedSpan {
+  const uint8_t* data = nullptr;
+  int64_t size = 0;  ///< 0: not on the tier
 };
 
 /// The order to read `rows` in storage order: empty when they already come in
@@ -54,14 +61,15 @@ class CachedDataset {
       std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
       std::vector<CachedBatch> batches, std::shared_ptr<arrow::MemoryPool> pool = nullptr,
       std::vector<std::shared_ptr<arrow::MemoryPool>> kept = {},
-      std::vector<std::shared_ptr<const void>> held = {});
+      std::vector<std::shared_ptr<const MappedRegion>> held = {});
   /// `base`'s batches plus `more` (rows of the same name and generation that
   /// `base` does not hold, e.g. a healed slice), as one dataset; `pool` (and
   /// `held`, as Make's) are `more`'s, kept alive beside base's. Invalid when
   /// rows overlap.
   static arrow::Result<std::shared_ptr<CachedDataset>> Extend(
       const CachedDataset& base, std::vector<CachedBatch> more,
-      std::shared_ptr<arrow::MemoryPool> pool, std::vector<std::shared_ptr<const void>> held = {});
+      std::shared_ptr<arrow::MemoryPool> pool,
+      std::vector<std::shared_ptr<const MappedRegion>> held = {});
 
   const std::string& name() const { return name_; }
   uint64_t generation() const { return generation_; }
@@ -73,7 +81,20 @@ class CachedDataset {
   const std::vector<std::shared_ptr<arrow::MemoryPool>>& pools() const { return pools_; }
   /// The other owners of batches' memory (Make's `held`): non-empty when
   /// some of the copy lives on the node's disk tier.
-  const std::vector<std::shared_ptr<const void>>& held() const { return held_; }
+  const std::vector<std::shared_ptr<const MappedRegion>>& held() const { return held_; }
+  /// Per cached batch (same indices as batches()), where its buffers lie in a
+  /// held tier file: from its first buffer to the end of its last (a tier
+  /// file's batch is contiguous). Size 0 for a batch in memory; empty when
+  /// no batch is on the tier.
+  const std::vector<MappedSpan>& on_disk() const { return on_disk_; }
+  /// Bytes of the copy's batches on the tier (the sum of on_disk's sizes).
+  int64_t disk_bytes() const { return disk_bytes_; }
+  /// A number no other copy made by this process has: names the copy's
+  /// batches (with their index) to the node's prefetcher.
+  uint64_t serial() const { return serial_; }
+  /// The index in batches() of the batch holding global row `row`, or
+  /// batches().size() when this copy holds none.
+  size_t BatchIndex(uint64_t row) const { return BatchOf(row); }
   /// The cached batch holding global row `row`, or null when this copy holds none.
   const CachedBatch* BatchHolding(uint64_t row) const;
   /// Held global row `row`'s index among the held rows (batch after batch):
@@ -132,10 +153,10 @@ class CachedDataset {
   static arrow::Result<std::shared_ptr<CachedDataset>> MakeWithPools(
       std::string name, uint64_t generation, std::shared_ptr<arrow::Schema> schema,
       std::vector<CachedBatch> batches, std::vector<std::shared_ptr<arrow::MemoryPool>> pools,
-      bool size_by_pools, std::vector<std::shared_ptr<const void>> held);
+      bool size_by_pools, std::vector<std::shared_ptr<const MappedRegion>> held);
   // Declared first: outlive the batches. One per load that added rows.
   std::vector<std::shared_ptr<arrow::MemoryPool>> pools_;
-  std::vector<std::shared_ptr<const void>> held_;
+  std::vector<std::shared_ptr<const MappedRegion>> held_;
   std::string name_;
   uint64_t generation_ = 0;
   std::shared_ptr<arrow::Schema> schema_;
@@ -163,6 +184,9 @@ class CachedDataset {
   std::vector<uint32_t> bucket_first_;
   std::shared_ptr<arrow::Table> table_;  // the batches as one table, for gathers
   std::shared_ptr<const SharedExport> shared_;
+  std::vector<MappedSpan> on_disk_;
+  int64_t disk_bytes_ = 0;
+  uint64_t serial_ = 0;
   int64_t num_rows_ = 0;
   int64_t nbytes_ = 0;
   bool by_pools_ = false;  // nbytes_ is what pools_ hold (no other copy shares them)

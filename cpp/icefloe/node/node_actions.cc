@@ -92,9 +92,7 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
 }
 
 TaskHook NodeServer::TierHook(TierSpill* spill) {
-  if (options_.disk_dir.empty() || options_.disk_limit_bytes <= 0 || budget_->limit_bytes() <= 0) {
-    return nullptr;
-  }
+  if (!TierEnabled()) return nullptr;
   return [this, spill](std::vector<std::shared_ptr<arrow::RecordBatch>> batches)
              -> arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> {
     if (batches.empty()) return batches;
@@ -108,12 +106,13 @@ TaskHook NodeServer::TierHook(TierSpill* spill) {
     // buffers and decoded columns at once: up to about 3x its rows, so 4x).
     // While more than that is free, rows stay in memory; after, each task
     // read goes to a tier file. A quarter of the budget stays free besides,
-    // for serving (gathers of shuffled batches and window spans).
+    // for serving (gathers of shuffled batches and window spans), and the
+    // prefetcher's working set.
     int64_t largest = spill->largest.load();
     while (bytes > largest && !spill->largest.compare_exchange_weak(largest, bytes)) {
     }
-    const int64_t reserve =
-        int64_t{4} * options_.load_threads * std::max(largest, bytes) + budget_->limit_bytes() / 4;
+    const int64_t reserve = int64_t{4} * options_.load_threads * std::max(largest, bytes) +
+                            budget_->limit_bytes() / 4 + PrefetchLimit();
     if (budget_->available_bytes() >= reserve) return batches;
     const std::string path =
         options_.disk_dir + "/" + std::to_string(tier_files_.fetch_add(1)) + ".arrow";

@@ -1,5 +1,6 @@
 #include "icefloe/node/node_metrics.h"
 
+#include <algorithm>
 #include <map>
 
 namespace icefloe {
@@ -69,6 +70,28 @@ NodeMetrics::NodeMetrics() {
       &r.Gauge("icefloe_node_disk_used_bytes", "Bytes the disk tier's files hold.").Add({});
   disk_limit_ =
       &r.Gauge("icefloe_node_disk_limit_bytes", "The disk tier's budget (0: no tier).").Add({});
+  auto& tier_read = r.Counter("icefloe_node_tier_read_bytes_total",
+                              "Bytes of disk-tier batches that plan streams read, by where "
+                              "they were: in RAM (prefetched, or still cached) or on disk (the "
+                              "stream waited for the read).");
+  tier_read_[0] = &tier_read.Add({{"from", "ram"}});
+  tier_read_[1] = &tier_read.Add({{"from", "disk"}});
+  disk_waits_ = &r.Counter("icefloe_node_tier_disk_waits_total",
+                           "Reads of a disk-tier batch by a plan stream that waited for the disk.")
+                     .Add({});
+  prefetched_ = &r.Counter("icefloe_node_prefetched_bytes_total",
+                           "Bytes the prefetcher read from the disk tier ahead of the streams.")
+                     .Add({});
+  prefetch_lead_ = &r.Gauge("icefloe_node_prefetch_lead_batches",
+                            "Of the plan streams the prefetcher follows, the fewest upcoming "
+                            "batches already in RAM (0: none followed).")
+                        .Add({});
+  prefetch_used_ = &r.Gauge("icefloe_node_prefetch_bytes",
+                            "Bytes of disk-tier batches the prefetcher holds in RAM.")
+                        .Add({});
+  prefetch_limit_ =
+      &r.Gauge("icefloe_node_prefetch_limit_bytes", "The prefetcher's RAM working set (0: none).")
+           .Add({});
   memory_staged_ = &r.Gauge("icefloe_node_memory_staged_bytes",
                             "Bytes of loads staged here, waiting for node.commit.")
                         .Add({});
@@ -77,6 +100,21 @@ NodeMetrics::NodeMetrics() {
   dataset_bytes_ = &r.Gauge("icefloe_node_dataset_bytes", "Bytes cached here, by dataset.");
   dataset_rows_ = &r.Gauge("icefloe_node_dataset_rows", "Rows cached here, by dataset.");
   loads_ = &r.Gauge("icefloe_node_loads", "Loads known here, by state.");
+}
+
+void NodeMetrics::SetPrefetch(const PrefetchStats& stats) {
+  MutexLock lock(&prefetch_mu_);
+  auto add = [](prometheus::Counter* c, int64_t now, int64_t* seen) {
+    if (now > *seen) c->Increment(static_cast<double>(now - *seen));
+    *seen = std::max(*seen, now);
+  };
+  add(tier_read_[0], stats.ram_bytes, &prefetch_seen_.ram_bytes);
+  add(tier_read_[1], stats.disk_bytes, &prefetch_seen_.disk_bytes);
+  add(disk_waits_, stats.disk_waits, &prefetch_seen_.disk_waits);
+  add(prefetched_, stats.prefetched_bytes, &prefetch_seen_.prefetched_bytes);
+  prefetch_lead_->Set(static_cast<double>(stats.lead_batches));
+  prefetch_used_->Set(static_cast<double>(stats.used_bytes));
+  prefetch_limit_->Set(static_cast<double>(stats.capacity_bytes));
 }
 
 void NodeMetrics::SetStatus(const NodeStatus& status, int64_t gather_bytes) {

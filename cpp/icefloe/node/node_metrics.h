@@ -17,6 +17,8 @@
 #include <arrow/status.h>
 
 #include "icefloe/common/metrics.h"
+#include "icefloe/common/mutex.h"
+#include "icefloe/node/prefetcher.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -37,6 +39,9 @@ class NodeMetrics {
   /// Sets the gauges from a status (memory, datasets, loads); `gather_bytes`
   /// is what gathers hold now. Call from a scrape hook.
   void SetStatus(const NodeStatus& status, int64_t gather_bytes);
+  /// Sets the disk tier's figures from its prefetcher (counters move by what
+  /// they moved since the last call). Call from a scrape hook.
+  void SetPrefetch(const PrefetchStats& stats);
   /// A dataset published by a load: `rows` and `bytes` now cached.
   void Published(int64_t rows, int64_t bytes);
   /// A failed RPC, by Arrow status code (a small fixed set of label values).
@@ -72,6 +77,14 @@ class NodeMetrics {
   prometheus::Gauge* memory_limit_;
   prometheus::Gauge* disk_used_;
   prometheus::Gauge* disk_limit_;
+  prometheus::Counter* tier_read_[2];  // from RAM, from disk
+  prometheus::Counter* disk_waits_;
+  prometheus::Counter* prefetched_;
+  prometheus::Gauge* prefetch_lead_;
+  prometheus::Gauge* prefetch_used_;
+  prometheus::Gauge* prefetch_limit_;
+  Mutex prefetch_mu_;
+  PrefetchStats prefetch_seen_ GUARDED_BY(prefetch_mu_);  // what the counters hold
   prometheus::Gauge* memory_staged_;
   prometheus::Gauge* gather_bytes_;
   prometheus::Gauge* datasets_;

@@ -103,13 +103,30 @@ NodeServer::NodeServer(NodeOptions options)
       loads_(options_.loads, [this](const NodeLoadRequest& request, LoadProgress* progress) {
         return LoadForManager(request, progress);
       }) {
-  metrics_->registry().OnScrape(
-      [this] { metrics_->SetStatus(Status(), gather_pool_->bytes_allocated()); });
+  if (TierEnabled()) prefetcher_ = std::make_shared<Prefetcher>(PrefetchLimit());
+  metrics_->registry().OnScrape([this] {
+    metrics_->SetStatus(Status(), gather_pool_->bytes_allocated());
+    if (prefetcher_ != nullptr) metrics_->SetPrefetch(prefetcher_->Stats());
+  });
 }
 
 NodeServer::~NodeServer() { StopBackground(); }
 
-void NodeServer::StopBackground() { loads_.Shutdown(); }
+void NodeServer::StopBackground() {
+  loads_.Shutdown();
+  if (prefetcher_ != nullptr) prefetcher_->Stop();
+}
+
+bool NodeServer::TierEnabled() const {
+  return !options_.disk_dir.empty() && options_.disk_limit_bytes > 0 &&
+         options_.memory_limit_bytes > 0;
+}
+
+int64_t NodeServer::PrefetchLimit() const {
+  if (!TierEnabled()) return 0;
+  return options_.prefetch_limit_bytes >= 0 ? options_.prefetch_limit_bytes
+                                            : options_.memory_limit_bytes / 8;
+}
 
 void NodeServer::set_advertised_location(std::string location) {
   MutexLock lock(&mu_);
@@ -288,9 +305,9 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
     const bool by_reference =
         wants_shared && dataset->shared() != nullptr &&
         (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock || mode == ShuffleMode::kWindow);
-    ARROW_ASSIGN_OR_RAISE(
-        *stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
-                                Meter(StreamKind::kPlan), std::move(columns), by_reference));
+    ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
+                                                  Meter(StreamKind::kPlan), std::move(columns),
+                                                  by_reference, prefetcher_));
     return arrow::Status::OK();
   }
   // A granted rows ticket (kind 04) is served exactly as a head-signed one.

@@ -37,6 +37,7 @@
 #include "icefloe/node/dataset.h"
 #include "icefloe/node/load_manager.h"
 #include "icefloe/node/node_metrics.h"
+#include "icefloe/node/prefetcher.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -63,6 +64,9 @@ struct NodeOptions {
   /// further task to a tier file and serves it mapped. 0: no tier.
   std::string disk_dir;
   int64_t disk_limit_bytes = 0;
+  /// The tier's RAM working set (prefetcher.h), kept free of loaded rows
+  /// within the memory limit; -1: an eighth of the memory limit; 0: none.
+  int64_t prefetch_limit_bytes = -1;
 };
 
 /// DoGet call header by which a same-host reader asks for a plan stream by
@@ -92,7 +96,9 @@ class NodeServer : public arrow::flight::FlightServerBase {
   std::pair<bool, std::string> Ready() const EXCLUDES(mu_);
   /// Prometheus text for /metrics (node_metrics.h).
   std::string Metrics() const;
-  /// Cancels loads and joins the load pool. Idempotent.
+  /// The disk tier's prefetcher (null without a tier).
+  const std::shared_ptr<Prefetcher>& prefetcher() const { return prefetcher_; }
+  /// Cancels loads, joins the load pool and the prefetcher. Idempotent.
   void StopBackground();
 
   arrow::Status ListFlights(const arrow::flight::ServerCallContext& context,
@@ -129,11 +135,15 @@ class NodeServer : public arrow::flight::FlightServerBase {
   struct TierSpill {
     std::atomic<int64_t> largest{0};  // bytes of the largest task read
     Mutex mu;
-    std::vector<std::shared_ptr<const void>> files GUARDED_BY(mu);
+    std::vector<std::shared_ptr<const MappedRegion>> files GUARDED_BY(mu);
   };
   // The hook that writes a load's tasks to the disk tier once memory runs
   // short (null without a tier or a memory limit).
   TaskHook TierHook(TierSpill* spill);
+  // A disk tier and a memory limit: rows may go to the tier.
+  bool TierEnabled() const;
+  // The prefetcher's working set (options' prefetch_limit_bytes resolved).
+  int64_t PrefetchLimit() const;
 
   const NodeOptions options_;
   const std::string ticket_key_;
@@ -143,8 +153,9 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
   std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;
-  std::shared_ptr<NodeMetrics> metrics_;  // shared with the streams it meters
-  mutable LogOnce refusals_;              // refused node actions already logged, per caller
+  std::shared_ptr<NodeMetrics> metrics_;    // shared with the streams it meters
+  std::shared_ptr<Prefetcher> prefetcher_;  // null without a tier; shared with the streams
+  mutable LogOnce refusals_;                // refused node actions already logged, per caller
   mutable Mutex mu_;
   std::string advertised_location_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);

@@ -438,7 +438,7 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
-    std::vector<int> columns, bool by_reference) {
+    std::vector<int> columns, bool by_reference, std::shared_ptr<Prefetcher> prefetcher) {
   ARROW_ASSIGN_OR_RAISE(auto schema, by_reference ? SharedSchema(*dataset, columns)
                                                   : ProjectedSchema(*dataset, columns));
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
@@ -454,7 +454,12 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   const CachedDataset* ds = dataset.get();
   const PieceTarget target{gather_pool.get(), by_reference};
   if (by_reference) columns.clear();  // the reader projects what it maps
-  auto producer = [ds, target, ticket = std::move(ticket), next_batch, cache,
+  // The prefetcher follows what the stream reads of a copy on the tier.
+  std::shared_ptr<Prefetcher::Follower> follower;
+  if (prefetcher != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(follower, prefetcher->Follow(dataset, ticket));
+  }
+  auto producer = [ds, target, ticket = std::move(ticket), next_batch, cache, follower,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
     uint64_t chunked = 0;
@@ -464,12 +469,13 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     } else {
       ARROW_ASSIGN_OR_RAISE(chunked, ChunkPiece(*ds, ticket, *next_batch, target, columns, out));
     }
-    if (chunked > 0) {
-      *next_batch += chunked;
-      return true;
+    if (chunked == 0) {
+      ARROW_RETURN_NOT_OK(BatchPieces(*ds, ticket, *next_batch, cache.get(), target, columns, out));
+      chunked = 1;
     }
-    ARROW_RETURN_NOT_OK(
-        BatchPieces(*ds, ticket, (*next_batch)++, cache.get(), target, columns, out));
+    *next_batch += chunked;
+    // The pieces are views of the copy: its pages are read as they are sent.
+    if (follower != nullptr) ARROW_RETURN_NOT_OK(follower->Reading(*next_batch));
     return true;
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),

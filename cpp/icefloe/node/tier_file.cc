@@ -1,5 +1,6 @@
 #include "icefloe/node/tier_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/ipc/writer.h>
+#include <arrow/util/byte_size.h>
 #include <arrow/util/crc32.h>
 
 namespace icefloe {
@@ -32,6 +34,25 @@ class Crc32Stream : public arrow::io::OutputStream {
   std::shared_ptr<arrow::io::OutputStream> inner_;
   uint32_t crc_ = 0;
 };
+
+// `batches` cut into slices of at most kTierBatchBytes (a row that alone is
+// more goes alone).
+arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> TierBatches(
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches) {
+  std::vector<std::shared_ptr<arrow::RecordBatch>> out;
+  for (const auto& batch : batches) {
+    ARROW_ASSIGN_OR_RAISE(const int64_t bytes, arrow::util::ReferencedBufferSize(*batch));
+    const int64_t rows = batch->num_rows();
+    if (bytes <= kTierBatchBytes || rows <= 1) {
+      out.push_back(batch);
+      continue;
+    }
+    const int64_t per_row = (bytes + rows - 1) / rows;
+    const int64_t step = std::max<int64_t>(1, kTierBatchBytes / per_row);
+    for (int64_t at = 0; at < rows; at += step) out.push_back(batch->Slice(at, step));
+  }
+  return out;
+}
 
 arrow::Status WriteIpc(arrow::io::OutputStream* out, const std::shared_ptr<arrow::Schema>& schema,
                        const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches) {
@@ -63,6 +84,14 @@ arrow::Result<std::shared_ptr<TierFile>> TierFile::Charged(const std::string& pa
 }
 
 arrow::Result<std::shared_ptr<TierFile>> TierFile::Write(
+    const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+    std::shared_ptr<MemoryBudget> disk) {
+  ARROW_ASSIGN_OR_RAISE(const auto cut, TierBatches(batches));
+  return WriteCut(path, schema, cut, std::move(disk));
+}
+
+arrow::Result<std::shared_ptr<TierFile>> TierFile::WriteCut(
     const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
     const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
     std::shared_ptr<MemoryBudget> disk) {
@@ -112,6 +141,7 @@ arrow::Status TierFile::Map(const std::string& path) {
   if (size != bytes_) {
     return arrow::Status::IOError("holds ", size, " bytes, not the ", bytes_, " written");
   }
+  ARROW_ASSIGN_OR_RAISE(region_, map_->ReadAt(0, size));  // a view, no copy
   ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(map_));
   batches_.clear();
   batches_.reserve(static_cast<size_t>(reader->num_record_batches()));
@@ -123,8 +153,7 @@ arrow::Status TierFile::Map(const std::string& path) {
 }
 
 arrow::Status TierFile::Verify(uint32_t crc32) const {
-  ARROW_ASSIGN_OR_RAISE(auto all, map_->ReadAt(0, bytes_));  // a view of the mapping
-  const uint32_t got = arrow::internal::crc32(0, all->data(), static_cast<size_t>(all->size()));
+  const uint32_t got = arrow::internal::crc32(0, data(), static_cast<size_t>(size()));
   if (got != crc32) {
     return arrow::Status::Invalid("tier file ", path_, " is corrupt: its CRC-32 is ", got,
                                   ", not the ", crc32, " written");

@@ -10,6 +10,11 @@
 // while writing (for a file found again after a restart). A missing,
 // truncated or corrupt file is an error naming the path, never wrong rows.
 //
+// Rows are written as record batches of about kTierBatchBytes at most (a
+// larger batch is cut into slices): the unit the node's prefetcher reads
+// ahead of its streams and evicts (prefetcher.h) is one such batch, whose
+// columns lie back to back in the file, so loading it is one contiguous read.
+//
 // The file must not change while mapped: a truncation under a live mapping
 // faults the reader (SIGBUS). Nothing but the node writes its --disk-dir.
 #pragma once
@@ -19,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <arrow/buffer.h>
 #include <arrow/io/file.h>
 #include <arrow/record_batch.h>
 #include <arrow/result.h>
@@ -32,7 +38,11 @@ namespace icefloe {
 /// again); returns how many. IOError naming the path.
 arrow::Result<int> PrepareTierDir(const std::string& dir);
 
-class TierFile {
+/// Arrow bytes of one record batch in a tier file: a larger batch is cut into
+/// slices of about this many (by its mean row size; a row never splits).
+inline constexpr int64_t kTierBatchBytes = int64_t{2} << 20;
+
+class TierFile : public MappedRegion {
  public:
   /// Writes `batches` (all of `schema`) to `path`, charging its bytes to
   /// `disk` (null: no budget) for as long as the TierFile lives, and maps it.
@@ -54,7 +64,7 @@ class TierFile {
 
   /// Removes the file (its mapping stays readable until the last view goes)
   /// and returns its bytes to the budget.
-  ~TierFile();
+  ~TierFile() override;
   TierFile(const TierFile&) = delete;
   TierFile& operator=(const TierFile&) = delete;
 
@@ -62,6 +72,9 @@ class TierFile {
   int64_t bytes() const { return bytes_; }
   /// CRC-32 (zlib's) of the file's bytes, as written (or proven by Open).
   uint32_t crc32() const { return crc32_; }
+  /// The mapping (MappedRegion): what the batches are views of.
+  const uint8_t* data() const override { return region_->data(); }
+  int64_t size() const override { return region_->size(); }
   /// The file's record batches: views of the mapping, which they keep alive.
   const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches() const { return batches_; }
 
@@ -70,6 +83,11 @@ class TierFile {
 
  private:
   TierFile() = default;
+  // Write, of batches already cut to kTierBatchBytes.
+  static arrow::Result<std::shared_ptr<TierFile>> WriteCut(
+      const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+      const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+      std::shared_ptr<MemoryBudget> disk);
   // A TierFile of `bytes` at `path`, charged to `disk`; OutOfMemory when it cannot be.
   static arrow::Result<std::shared_ptr<TierFile>> Charged(const std::string& path, int64_t bytes,
                                                           std::shared_ptr<MemoryBudget> disk);
@@ -81,6 +99,7 @@ class TierFile {
   uint32_t crc32_ = 0;
   std::shared_ptr<MemoryBudget> disk_;
   std::shared_ptr<arrow::io::MemoryMappedFile> map_;
+  std::shared_ptr<arrow::Buffer> region_;  // all of map_, viewed
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
 };
 

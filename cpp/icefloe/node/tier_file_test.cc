@@ -9,6 +9,7 @@
 #include <arrow/array/builder_binary.h>
 #include <arrow/array/builder_primitive.h>
 #include <arrow/memory_pool.h>
+#include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -47,6 +48,33 @@ class TierFileTest : public ::testing::Test {
   std::shared_ptr<arrow::Schema> schema_;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
 };
+
+// A batch larger than kTierBatchBytes is written as slices of about that
+// size (the prefetcher's unit), rows and values unchanged, strings included.
+TEST_F(TierFileTest, CutsALargeBatchIntoBatchesOfAboutTheTierBatchBytes) {
+  arrow::Int64Builder ids;
+  arrow::StringBuilder s;
+  const int64_t rows = 200000;  // about 7 MB: 8-byte ids, ~26-byte strings and offsets
+  for (int64_t i = 0; i < rows; ++i) {
+    ASSERT_TRUE(ids.Append(i).ok());
+    ASSERT_TRUE(
+        (i % 11 == 0 ? s.AppendNull() : s.Append("a string of row " + std::to_string(i))).ok());
+  }
+  auto big = arrow::RecordBatch::Make(schema_, rows, {*ids.Finish(), *s.Finish()});
+  auto file = TierFile::Write(Path("big.arrow"), schema_, {big}, nullptr);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const auto& written = (*file)->batches();
+  ASSERT_GE(written.size(), 3u);
+  int64_t at = 0;
+  for (const auto& b : written) {
+    auto bytes = arrow::util::ReferencedBufferSize(*b);
+    ASSERT_TRUE(bytes.ok());
+    EXPECT_LE(*bytes, kTierBatchBytes + kTierBatchBytes / 8);
+    EXPECT_TRUE(b->Equals(*big->Slice(at, b->num_rows())));
+    at += b->num_rows();
+  }
+  EXPECT_EQ(at, rows);
+}
 
 TEST_F(TierFileTest, WritesBatchesAndMapsThemBackWithoutACopy) {
   auto disk = std::make_shared<MemoryBudget>(int64_t{1} << 30);

@@ -64,7 +64,7 @@ uint64_t WorkingSet::NextRead(Unit unit) const {
   return next;
 }
 
-bool WorkingSet::MakeRoom(int64_t bytes, Unit keep) {
+bool WorkingSet::MakeRoom(int64_t bytes, Unit keep, std::vector<Unit>* evicted) {
   if (bytes > capacity_) return false;
   while (used_ + bytes > capacity_) {
     // LRU: the least recently used. Belady: the one read furthest ahead (or
@@ -82,14 +82,15 @@ bool WorkingSet::MakeRoom(int64_t bytes, Unit keep) {
     }
     if (victim == recent_.end()) return false;
     used_ -= resident_.at(*victim).bytes;
+    if (evicted != nullptr) evicted->push_back(*victim);
     resident_.erase(*victim);
     recent_.erase(victim);
   }
   return true;
 }
 
-arrow::Status WorkingSet::Insert(Unit unit, int64_t bytes) {
-  if (!MakeRoom(bytes, unit)) {
+arrow::Status WorkingSet::Insert(Unit unit, int64_t bytes, std::vector<Unit>* evicted) {
+  if (!MakeRoom(bytes, unit, evicted)) {
     return arrow::Status::Invalid("working set: unit ", unit, " of ", bytes,
                                   " bytes is larger than the set's ", capacity_);
   }
@@ -99,7 +100,7 @@ arrow::Status WorkingSet::Insert(Unit unit, int64_t bytes) {
   return arrow::Status::OK();
 }
 
-arrow::Result<bool> WorkingSet::Read(uint32_t stream) {
+arrow::Result<bool> WorkingSet::Read(uint32_t stream, std::vector<Unit>* evicted) {
   auto it = streams_.find(stream);
   if (it == streams_.end() || it->second.upcoming.empty()) {
     return arrow::Status::Invalid("working set: stream ", stream, " has no planned read");
@@ -119,7 +120,7 @@ arrow::Result<bool> WorkingSet::Read(uint32_t stream) {
     recent_.splice(recent_.begin(), recent_, held->second.recent);
     return true;
   }
-  ARROW_RETURN_NOT_OK(Insert(unit, bytes));
+  ARROW_RETURN_NOT_OK(Insert(unit, bytes, evicted));
   return false;
 }
 
@@ -145,13 +146,21 @@ std::optional<WorkingSet::Unit> WorkingSet::Prefetch() const {
   return room >= planned_.at(*best).bytes ? best : std::nullopt;
 }
 
-arrow::Status WorkingSet::Load(Unit unit) {
+arrow::Status WorkingSet::Load(Unit unit, std::vector<Unit>* evicted) {
   auto p = planned_.find(unit);
   if (p == planned_.end()) {
     return arrow::Status::Invalid("working set: no stream plans to read unit ", unit);
   }
   if (resident_.count(unit) != 0) return arrow::Status::OK();
-  return Insert(unit, p->second.bytes);
+  return Insert(unit, p->second.bytes, evicted);
+}
+
+void WorkingSet::Drop(Unit unit) {
+  auto held = resident_.find(unit);
+  if (held == resident_.end()) return;
+  used_ -= held->second.bytes;
+  recent_.erase(held->second.recent);
+  resident_.erase(held);
 }
 
 }  // namespace icefloe

@@ -36,6 +36,7 @@ class WorkingSet {
  public:
   enum class Policy { kBelady, kLru };
   using Unit = uint64_t;
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
   /// A set of at most `capacity_bytes` bytes of units.
   WorkingSet(int64_t capacity_bytes, Policy policy);
@@ -49,23 +50,26 @@ class WorkingSet {
   void End(uint32_t stream);
 
   /// Stream `stream` reads its next planned unit: whether it was resident (a
-  /// hit). A miss loads it, evicting as the policy says. Invalid when the
-  /// stream has nothing planned, or the unit alone is larger than the set.
-  arrow::Result<bool> Read(uint32_t stream);
+  /// hit). A miss loads it, evicting as the policy says (the units evicted
+  /// are appended to `evicted`, when given). Invalid when the stream has
+  /// nothing planned, or the unit alone is larger than the set.
+  arrow::Result<bool> Read(uint32_t stream, std::vector<Unit>* evicted = nullptr);
 
   /// The unit to load ahead of the streams (Policy::kBelady): the one not
   /// resident whose next read is soonest, when it fits without evicting a
   /// unit read sooner than it; nullopt when none. Load it with Load.
   std::optional<Unit> Prefetch() const;
-  /// Loads `unit` (planned by some stream), evicting as the policy says.
-  arrow::Status Load(Unit unit);
+  /// Loads `unit` (planned by some stream), evicting as the policy says
+  /// (into `evicted`, as Read).
+  arrow::Status Load(Unit unit, std::vector<Unit>* evicted = nullptr);
+  /// The unit is no longer held (its memory went): forgets it.
+  void Drop(Unit unit);
 
   bool Resident(Unit unit) const { return resident_.count(unit) != 0; }
   int64_t used_bytes() const { return used_; }
   int64_t capacity_bytes() const { return capacity_; }
 
  private:
-  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
   struct Stream {
     std::deque<Unit> upcoming;
     uint64_t reads = 0;  // reads made: the index of upcoming.front()
@@ -78,8 +82,8 @@ class WorkingSet {
   uint64_t NextRead(Unit unit) const;
   void Forget(uint32_t stream);  // its planned reads
   // Makes room for `bytes` more, evicting; false when it cannot.
-  bool MakeRoom(int64_t bytes, Unit keep);
-  arrow::Status Insert(Unit unit, int64_t bytes);
+  bool MakeRoom(int64_t bytes, Unit keep, std::vector<Unit>* evicted);
+  arrow::Status Insert(Unit unit, int64_t bytes, std::vector<Unit>* evicted);
 
   const int64_t capacity_;
   const Policy policy_;
