@@ -10,8 +10,12 @@ files, then ``POSIX_FADV_DONTNEED`` on the files, after ``sync``: mapped
 pages survive ``drop_caches`` and ``fadvise`` alone), and warm. The bytes the
 nodes read from disk come from ``/proc/<pid>/io`` (``read_bytes``); the
 disk's own sequential rate from ``dd`` with ``O_DIRECT`` on a file in the
-same directory. Prefetching by the epoch's plan is not built yet: a cold
-epoch here is the kernel's readahead on page faults.
+same directory. The tier is read with the nodes' prefetcher (its default
+working set, an eighth of the memory limit) and without it
+(``--prefetch-limit 0``: a cold epoch is then the kernel's readahead on page
+faults); the nodes' own count of tier bytes found in RAM and read from disk
+(``icefloe_node_tier_read_bytes_total``) is reported for each. The prefetcher
+follows ``none`` streams; ``window`` ones are the kernel's either way.
 """
 
 from __future__ import annotations
@@ -134,12 +138,22 @@ def run(env: Env) -> dict[str, Any]:
     got: dict[str, list[dict[str, float]]] = {}
     notes: dict[str, str] = {}
     disk_gbps = None
+    from test_metrics import nodes_total, scrape_nodes  # tests/ helpers
+
+    tier = {"memory_limit": str(memory), "disk_limit": str(2 * arrow_bytes)}
+    no_prefetch = [["--prefetch-limit", "0"] for _ in range(NODES)]
     for variant, kwargs in (("in memory", {"memory_limit": str(4 * arrow_bytes)}),
-                            ("disk tier", {"memory_limit": str(memory),
-                                           "disk_limit": str(2 * arrow_bytes)})):
+                            ("disk tier", tier),
+                            ("disk tier, no prefetch", {**tier, "node_args": no_prefetch})):
         with icefloe.LocalCluster(num_nodes=NODES, share_memory=False,
                                   log_dir=env.log_dir(NAME), **kwargs) as cluster, \
                 cluster.client() as client:
+
+            def tier_read() -> tuple[float, float]:
+                scrapes = scrape_nodes(cluster)
+                return tuple(nodes_total(scrapes, "icefloe_node_tier_read_bytes_total",
+                                         **{"from": f}) for f in ("ram", "disk"))
+
             client.load("t", table.metadata_location, batch_rows=BATCH)
             status = client.status()["nodes"]
             log(f"disk tier: {variant}: "
@@ -159,16 +173,21 @@ def run(env: Env) -> dict[str, Any]:
                             except OSError as exc:
                                 notes[key] = f"not measured: {exc}"
                                 continue
-                        before = _read_bytes(pids)
+                        before, counted = _read_bytes(pids), tier_read()
                         seconds, nbytes = _epoch(client, mode, seed=r)
                         disk = _read_bytes(pids) - before
+                        ram_mb, disk_wait_mb = ((b - a) / 1e6 for a, b in
+                                                zip(counted, tier_read(), strict=True))
                         got.setdefault(key, []).append(
                             {"gbps": nbytes / seconds / 1e9, "disk_mb": disk / 1e6,
-                             "seconds": seconds})
+                             "seconds": seconds, "tier_ram_mb": ram_mb,
+                             "tier_disk_mb": disk_wait_mb})
                         log(f"  {key}: {nbytes / seconds / 1e9:.3f} GB/s, "
-                            f"{disk / 1e6:.0f} MB read from disk")
+                            f"{disk / 1e6:.0f} MB read from disk; streams found "
+                            f"{ram_mb:.0f} MB in RAM, waited for {disk_wait_mb:.0f} MB")
     med = {k: common.median(x["gbps"] for x in v) for k, v in got.items()}
     disk_mb = {k: common.median(x["disk_mb"] for x in v) for k, v in got.items()}
+    waited_mb = {k: common.median(x["tier_disk_mb"] for x in v) for k, v in got.items()}
 
     def ratio(a: str, b: str) -> float | None:
         return med[a] / med[b] if a in med and b in med else None
@@ -183,8 +202,8 @@ def run(env: Env) -> dict[str, Any]:
         f"disk tier: {rows:,} rows ({arrow_bytes / 1e6:.0f} MB Arrow) on {NODES} nodes of "
         f"{memory / 1e6:.0f} MB memory each (4x), batch {BATCH}, loopback TCP; "
         f"disk O_DIRECT read {disk_gbps or 0:.2f} GB/s",
-        ["variant", "GB/s (median)", "MB read from disk"],
-        [[k, med[k], disk_mb[k]] for k in got])
+        ["variant", "GB/s (median)", "MB read from disk", "MB streams waited for"],
+        [[k, med[k], disk_mb[k], waited_mb[k]] for k in got])
     targets = []
     for mode in MODES:
         cold = f"disk tier {mode}, cold"
@@ -195,8 +214,11 @@ def run(env: Env) -> dict[str, Any]:
                                      ratio(cold, f"in memory {mode}"), note))
         targets.append(common.target(f"disk tier {mode}, warm / in memory", "report", 0,
                                      ratio(f"disk tier {mode}, warm", f"in memory {mode}")))
+        targets.append(common.target(f"disk tier {mode}, cold, prefetch / no prefetch", "report",
+                                     0, ratio(cold, f"disk tier, no prefetch {mode}, cold")))
     result = {"name": NAME, "rows": rows, "arrow_bytes": arrow_bytes, "memory_per_node": memory,
-              "runs": got, "median_gbps": med, "disk_mb": disk_mb, "disk_gbps": disk_gbps,
+              "runs": got, "median_gbps": med, "disk_mb": disk_mb, "waited_mb": waited_mb,
+              "disk_gbps": disk_gbps,
               "notes": notes, "targets": targets, "table": text}
     common.write_result(cfg, NAME, result)
     return result

@@ -16,6 +16,9 @@ namespace {
 // beyond the working set's bound (enough for Belady to see past it).
 constexpr uint64_t kHorizonBatches = 1024;
 constexpr int64_t kMinHorizonBytes = int64_t{64} << 20;
+// Units the thread takes in at once (their reads go to the disk together).
+constexpr size_t kRoundUnits = 16;
+constexpr int64_t kRoundBytes = int64_t{8} << 20;
 // The most the thread sleeps between looks when nothing wakes it.
 constexpr auto kIdleWait = std::chrono::milliseconds(200);
 
@@ -33,13 +36,16 @@ std::pair<uintptr_t, uintptr_t> Pages(const MappedSpan& span, bool outward) {
   return {(begin + page - 1) / page * page, end / page * page};
 }
 
-// Reads `span` into RAM: asks the kernel for it all at once, then touches
-// one byte per page, so that it is in when this returns.
-void LoadPages(const MappedSpan& span) {
+// Asks the kernel to read `span` (it reads in the background).
+void AskFor(const MappedSpan& span) {
   const auto [begin, end] = Pages(span, /*outward=*/true);
   if (end <= begin) return;
-  // Advice only: a failure leaves the touching below to fault the pages in.
+  // Advice only: a failure leaves LoadPages to fault the pages in.
   (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+// Touches one byte per page of `span`, so that it is in RAM when this returns.
+void LoadPages(const MappedSpan& span) {
   const auto page = static_cast<uintptr_t>(PageSize());
   const auto first = reinterpret_cast<uintptr_t>(span.data);
   const uintptr_t last = first + static_cast<uintptr_t>(span.size);
@@ -101,7 +107,7 @@ PrefetchStats Prefetcher::Stats() const {
     int64_t lead = 0;
     for (const PlannedBatch& b : followed.upcoming) {
       bool in = true;
-      for (const auto& access : b.units) in = in && set_.Resident(access.unit);
+      for (const auto& access : b.units) in = in && InRam(access.unit);
       if (!in) break;
       ++lead;
     }
@@ -177,6 +183,7 @@ void Prefetcher::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
 
 void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<Missed>* cold) {
   for (Unit unit : evicted) {
+    loading_.erase(unit);
     auto it = units_.find(unit);
     if (it == units_.end()) continue;
     if (auto owner = it->second.owner.lock()) cold->push_back({it->second.span, std::move(owner)});
@@ -199,7 +206,7 @@ void Prefetcher::Read(uint32_t stream, uint64_t end,
       // Where its bytes were as the stream came: in the working set, or
       // else where the kernel says (a miss is then read into the set).
       for (const auto& access : b.units) {
-        if (set_.Resident(access.unit)) {
+        if (InRam(access.unit)) {
           ram_bytes_ += access.bytes;
         } else {
           missed->push_back({access.span, owner, access.bytes});
@@ -237,38 +244,43 @@ void Prefetcher::CountMissed(const std::vector<Missed>& missed) {
 
 void Prefetcher::Run() {
   std::vector<Unit> evicted;
+  std::vector<std::pair<Unit, Missed>> round;  // units taken in, their reads in flight
   std::vector<Missed> cold;
   while (true) {
-    Missed load;
-    Unit unit = 0;
     {
       MutexLock lock(&mu_);
       if (!work_ && !stop_) wake_.WaitFor(&mu_, kIdleWait);
       if (stop_) return;
       work_ = false;
-      auto next = set_.Prefetch();
-      if (!next) continue;
-      unit = *next;
-      auto it = units_.find(unit);
-      if (it == units_.end()) continue;
-      load = {it->second.span, it->second.owner.lock()};
-      if (load.owner == nullptr) continue;  // the copy went
-    }
-    LoadPages(load.span);  // outside the lock: streams go on meanwhile
-    evicted.clear();
-    cold.clear();
-    {
-      MutexLock lock(&mu_);
-      // A stream may have read it meanwhile (then it is in already), or no
-      // longer plan it (then it is not kept).
-      if (!set_.Resident(unit) && set_.Load(unit, &evicted).ok()) {
-        prefetched_bytes_ += load.span.size;
+      // The units read soonest, taken into the set at once (it evicts as
+      // Belady says), so that their reads go to the disk together.
+      int64_t bytes = 0;
+      while (round.size() < kRoundUnits && bytes < kRoundBytes) {
+        auto next = set_.Prefetch();
+        if (!next) break;
+        auto it = units_.find(*next);
+        if (it == units_.end()) break;
+        auto owner = it->second.owner.lock();
+        if (owner == nullptr || !set_.Load(*next, &evicted).ok()) break;
+        loading_.insert(*next);
+        round.push_back({*next, {it->second.span, std::move(owner), 0}});
+        bytes += it->second.span.size;
       }
       Evicted(evicted, &cold);
-      work_ = true;  // look for the next one at once
+      evicted.clear();
     }
     for (const Missed& m : cold) MarkCold(m.span);
     cold.clear();  // holds the copies: they go when evicted
+    if (round.empty()) continue;
+    for (const auto& [unit, load] : round) AskFor(load.span);
+    for (const auto& [unit, load] : round) {
+      LoadPages(load.span);  // outside the lock: streams go on meanwhile
+      MutexLock lock(&mu_);
+      if (loading_.erase(unit) != 0) prefetched_bytes_ += load.span.size;
+    }
+    round.clear();
+    MutexLock lock(&mu_);
+    work_ = true;  // look for the next ones at once
   }
 }
 

@@ -9,9 +9,10 @@
 // a bounded horizon ahead, and as it reads them. One WorkingSet (Belady: the
 // unit read furthest ahead over all streams goes first) holds the units in
 // RAM, shared by every job reading the copy; the prefetcher's one thread
-// loads the unit read soonest whenever that evicts nothing read sooner
-// (madvise(MADV_WILLNEED), then one read per page so that it knows the unit
-// is in), and marks evicted units cold (MADV_COLD: the kernel reclaims them
+// loads the units read soonest whenever that evicts nothing read sooner, a
+// few at a time (madvise(MADV_WILLNEED) on all, so that their reads go to
+// the disk together, then one read per page so that it knows each is in),
+// and marks evicted units cold (MADV_COLD: the kernel reclaims them
 // first, and keeps them while memory allows).
 //
 // Streams never wait for it: a stream reads through the mapping, and a page
@@ -33,6 +34,7 @@
 #include <memory>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <arrow/result.h>
@@ -128,6 +130,10 @@ class Prefetcher {
   // Evicted units: forgotten unless planned; the live ones go to `cold`.
   void Evicted(const std::vector<Unit>& evicted, std::vector<Missed>* cold) REQUIRES(mu_);
   void CountMissed(const std::vector<Missed>& missed);
+  // In the working set and read in (not still being read).
+  bool InRam(Unit unit) const REQUIRES(mu_) {
+    return set_.Resident(unit) && loading_.count(unit) == 0;
+  }
 
   const int64_t capacity_;
   mutable Mutex mu_;
@@ -136,6 +142,7 @@ class Prefetcher {
   bool work_ GUARDED_BY(mu_) = false;
   WorkingSet set_ GUARDED_BY(mu_);
   std::unordered_map<Unit, UnitInfo> units_ GUARDED_BY(mu_);
+  std::unordered_set<Unit> loading_ GUARDED_BY(mu_);  // in the set, reads in flight
   std::unordered_map<uint32_t, Followed> streams_ GUARDED_BY(mu_);
   uint32_t next_stream_ GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> ram_bytes_{0}, disk_bytes_{0}, disk_waits_{0}, prefetched_bytes_{0};

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 // on this machine's disk, and ways to push its pages out of RAM.
 class PrefetcherTest : public ::testing::Test {
  protected:
-  static constexpr int64_t kRows = 3 << 20;  // int64 id + int64 value: 16 bytes a row
+  static constexpr int64_t kRows = 6 << 20;  // int64 id + int64 value: 16 bytes a row
 
   void SetUp() override {
     std::string pattern = (fs::temp_directory_path() / "icefloe-prefetch-XXXXXX").string();
