@@ -48,6 +48,7 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
             in_memory = sum(n["memory_used_bytes"] for n in nodes)
             assert in_memory <= 2 * MEMORY
             assert on_disk >= 3 * in_memory, (on_disk, in_memory)  # most rows live on disk
+            _assert_describe_says_which_rows_are_on_disk(c, nodes)
             in_order = None  # the copy's rows in global row order
             for shuffle in ("none", "block", "window", "sample"):
                 batches = list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7))
@@ -59,6 +60,31 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
             assert c.take("t", rows).equals(in_order.take(rows))
             c.evict("t")
             assert sum(n["disk_used_bytes"] for n in c.status()["nodes"]) == 0
+
+
+def _disk_rows(desc: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """Per node: the rows describe says it holds, and of those on its disk tier."""
+    held: dict[str, int] = {}
+    on_disk: dict[str, int] = {}
+    for s in desc["slices"]:
+        for node, n in zip(s["nodes"], s["disk_rows"], strict=True):
+            assert 0 <= n <= s["stop"] - s["start"], s
+            held[node] = held.get(node, 0) + s["stop"] - s["start"]
+            on_disk[node] = on_disk.get(node, 0) + n
+    return held, on_disk
+
+
+def _assert_describe_says_which_rows_are_on_disk(c, nodes: list[dict]) -> None:
+    """Per slice and node, describe's disk rows: on each node their share of
+    its rows is the share of its bytes its tier files hold (rows here are of
+    one size), and most rows are on disk."""
+    desc = wait_for(c, "t", lambda d: sum(_disk_rows(d)[1].values()) > 0, "disk rows reported")
+    held, on_disk = _disk_rows(desc)
+    assert sum(on_disk.values()) >= 0.7 * ROWS, on_disk
+    for n in nodes:
+        node = n["location"]
+        bytes_share = n["disk_used_bytes"] / (n["disk_used_bytes"] + n["memory_used_bytes"])
+        assert on_disk[node] / held[node] == pytest.approx(bytes_share, abs=0.08), (n, on_disk)
 
 
 def _assert_prefetcher_followed(cluster, on_disk: int) -> None:

@@ -54,7 +54,8 @@ DatasetDescription DatasetEntry::Description(bool with_slices) const {
   if (with_slices) {
     d.files = Files();
     d.slices.emplace();
-    for (const auto& s : this->slices) d.slices->push_back({s.start, s.stop, s.nodes});
+    for (const auto& s : this->slices)
+      d.slices->push_back({s.start, s.stop, s.nodes, std::nullopt});
   }
   return d;
 }

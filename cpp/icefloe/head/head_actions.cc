@@ -1,6 +1,9 @@
 // The head's DoAction: one typed message per action (protocol/actions.h,
 // protocol/messages.h), answered from the catalog, the coordinator and the
 // registry.
+#include <algorithm>
+#include <map>
+
 #include <arrow/flight/types.h>
 
 #include "icefloe/common/log.h"
@@ -13,6 +16,35 @@ namespace flight = arrow::flight;
 using json = nlohmann::json;
 
 namespace {
+
+// Per slice of `out` and node holding it, the rows that node's last status
+// puts on its disk tier (ReplySlice::disk_rows).
+void AddDiskRows(const DatasetEntry& entry, const std::vector<NodeInfo>& nodes,
+                 DatasetDescription* out) {
+  if (!out->slices) return;
+  std::map<std::string, const std::vector<RowRange>*> on_disk;
+  for (const NodeInfo& n : nodes) {
+    for (const auto& d : n.status.datasets) {
+      if (d.name == entry.storage_name && d.generation == entry.generation) {
+        on_disk[n.location] = &d.disk_ranges;
+      }
+    }
+  }
+  for (ReplySlice& slice : *out->slices) {
+    std::vector<uint64_t> rows;
+    for (const std::string& node : slice.nodes) {
+      uint64_t n = 0;
+      if (auto it = on_disk.find(node); it != on_disk.end()) {
+        for (const RowRange& r : *it->second) {
+          const uint64_t a = std::max(r.start, slice.start), b = std::min(r.stop, slice.stop);
+          if (a < b) n += b - a;
+        }
+      }
+      rows.push_back(n);
+    }
+    slice.disk_rows = std::move(rows);
+  }
+}
 
 std::unique_ptr<flight::ResultStream> JsonResult(const json& j) {
   std::vector<flight::Result> results(1);
@@ -122,7 +154,9 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
                 {{"dataset", request.name}, {"error", planned.status().ToString()}});
       }
     }
-    *result = JsonResult(entry->ToJson(true));
+    DatasetDescription described = entry->Description(true);
+    AddDiskRows(*entry, registry_.Snapshot(), &described);
+    *result = JsonResult(described.ToJson());
     return arrow::Status::OK();
   }
   if (type == "slice_map") {

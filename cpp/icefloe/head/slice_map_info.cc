@@ -17,7 +17,8 @@ arrow::Result<SliceMapReply> HeadServer::SliceMap(const std::string& name,
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name));
   ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry->schema, columns, "slice_map"));
   SliceMapReply reply;
-  for (const auto& s : entry->slices) reply.slices.push_back({s.start, s.stop, s.nodes});
+  for (const auto& s : entry->slices)
+    reply.slices.push_back({s.start, s.stop, s.nodes, std::nullopt});
   // The grant signs the storage name and generation, never rows: any rows of
   // this copy are as readable as with a range ticket the head signs for anyone
   // who asks. A reload makes a new generation, which the grant does not cover.

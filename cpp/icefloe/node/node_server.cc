@@ -88,6 +88,15 @@ arrow::MemoryPool* BasePool() {
   return arrow::default_memory_pool();
 }
 
+// Appends `r` to sorted `ranges`, merged with the last when they touch.
+void AppendRange(std::vector<RowRange>* ranges, RowRange r) {
+  if (!ranges->empty() && ranges->back().stop == r.start) {
+    ranges->back().stop = r.stop;
+  } else {
+    ranges->push_back(r);
+  }
+}
+
 }  // namespace
 
 NodeServer::NodeServer(NodeOptions options)
@@ -172,14 +181,15 @@ NodeStatus NodeServer::Status() const {
   status.location = advertised_location_;
   for (const auto& [name, ds] : datasets_) {
     // Every stream serving the copy holds it; so does this map.
-    NodeDatasetInfo info{name, ds->generation(), ds->num_rows(), ds->nbytes(), {}, 0, nullptr};
+    NodeDatasetInfo info{name, ds->generation(), ds->num_rows(), ds->nbytes(), {}, {}, 0, nullptr};
     info.readers = std::max<int64_t>(0, static_cast<int64_t>(ds.use_count()) - 1);
     if (auto r = records_.find(name); r != records_.end()) info.record = r->second;
-    for (const auto& b : ds->batches()) {
-      if (!info.ranges.empty() && info.ranges.back().stop == b.global_start) {
-        info.ranges.back().stop = b.global_stop();
-      } else {
-        info.ranges.push_back({b.global_start, b.global_stop()});
+    const auto& on_disk = ds->on_disk();
+    for (size_t i = 0; i < ds->batches().size(); ++i) {
+      const CachedBatch& b = ds->batches()[i];
+      AppendRange(&info.ranges, {b.global_start, b.global_stop()});
+      if (!on_disk.empty() && on_disk[i].size > 0) {
+        AppendRange(&info.disk_ranges, {b.global_start, b.global_stop()});
       }
     }
     status.datasets.push_back(std::move(info));

@@ -37,6 +37,9 @@ const Field<NodeDatasetInfo> kDatasetInfoFields[] = {
 const FieldSpec kDatasetRecord = ObjectField("record", kOptional);
 const FieldSpec kRanges = ObjectList("ranges", kOptional, Values(0, kMaxTasks));
 const FieldSpec kRangeBound = Uint("ranges", kRequired, Values(0, kMaxRows));
+// The rows of `ranges` the node holds on its disk tier (the rest in memory).
+const FieldSpec kDiskRanges = ObjectList("disk_ranges", kOptional, Values(0, kMaxTasks));
+const FieldSpec kDiskRangeBound = Uint("disk_ranges", kRequired, Values(0, kMaxRows));
 
 const Field<NodeLoadState> kLoadStateFields[] = {
     {kNodeDataset, &NodeLoadState::dataset},
@@ -174,6 +177,29 @@ arrow::Status ReadObjects(const JsonFields& in, const FieldSpec& spec, Fn read,
   return arrow::Status::OK();
 }
 
+// An optional list of [start, stop] row ranges, each bound checked by `bound`.
+arrow::Status ReadRanges(const JsonFields& in, const FieldSpec& spec, const FieldSpec& bound,
+                         std::vector<RowRange>* out) {
+  ARROW_ASSIGN_OR_RAISE(const json* ranges, in.Find(spec));
+  if (ranges == nullptr) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(const json* list, in.List(*ranges, spec));
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& pair = (*list)[i];
+    if (!pair.is_array() || pair.size() != 2) return in.Bad(spec, "[start, stop]", pair, i);
+    ARROW_ASSIGN_OR_RAISE(uint64_t a, in.Uint(pair[0], bound, i));
+    ARROW_ASSIGN_OR_RAISE(uint64_t b, in.Uint(pair[1], bound, i));
+    if (b < a) return in.Bad(spec, "[start, stop] with start <= stop", pair, i);
+    out->push_back({a, b});
+  }
+  return arrow::Status::OK();
+}
+
+json RangesJson(const std::vector<RowRange>& ranges) {
+  json out = json::array();
+  for (const auto& r : ranges) out.push_back({r.start, r.stop});
+  return out;
+}
+
 arrow::Result<NodeDatasetInfo> DatasetInfoFromJson(const json& j, std::string what) {
   JsonFields in(j, what);
   NodeDatasetInfo d;
@@ -183,17 +209,8 @@ arrow::Result<NodeDatasetInfo> DatasetInfoFromJson(const json& j, std::string wh
     ARROW_ASSIGN_OR_RAISE(record, in.Object(*record, kDatasetRecord));
     d.record = *record;
   }
-  ARROW_ASSIGN_OR_RAISE(const json* ranges, in.Find(kRanges));
-  if (ranges == nullptr) return d;
-  ARROW_ASSIGN_OR_RAISE(const json* list, in.List(*ranges, kRanges));
-  for (size_t i = 0; i < list->size(); ++i) {
-    const json& pair = (*list)[i];
-    if (!pair.is_array() || pair.size() != 2) return in.Bad(kRanges, "[start, stop]", pair, i);
-    ARROW_ASSIGN_OR_RAISE(uint64_t a, in.Uint(pair[0], kRangeBound, i));
-    ARROW_ASSIGN_OR_RAISE(uint64_t b, in.Uint(pair[1], kRangeBound, i));
-    if (b < a) return in.Bad(kRanges, "[start, stop] with start <= stop", pair, i);
-    d.ranges.push_back({a, b});
-  }
+  ARROW_RETURN_NOT_OK(ReadRanges(in, kRanges, kRangeBound, &d.ranges));
+  ARROW_RETURN_NOT_OK(ReadRanges(in, kDiskRanges, kDiskRangeBound, &d.disk_ranges));
   return d;
 }
 
@@ -203,9 +220,8 @@ arrow::Result<NodeDatasetInfo> DatasetInfoFromJson(const json& j, std::string wh
 
 json NodeDatasetInfo::ToJson() const {
   json j = Write<NodeDatasetInfo>(kDatasetInfoFields, *this, false);
-  json ranges = json::array();
-  for (const auto& r : this->ranges) ranges.push_back({r.start, r.stop});
-  j["ranges"] = std::move(ranges);
+  j["ranges"] = RangesJson(ranges);
+  if (!disk_ranges.empty()) j["disk_ranges"] = RangesJson(disk_ranges);
   if (record.is_object()) j["record"] = record;
   return j;
 }

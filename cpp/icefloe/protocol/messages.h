@@ -38,6 +38,8 @@ struct NodeDatasetInfo {
   int64_t rows = 0;
   int64_t bytes = 0;
   std::vector<RowRange> ranges;  ///< global rows held, sorted
+  /// Of those, the rows on the node's disk tier (sorted; none: all in memory).
+  std::vector<RowRange> disk_ranges;
   /// Streams and loads holding the copy now (a replaced copy is freed once
   /// none read it).
   int64_t readers = 0;

@@ -85,8 +85,9 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   NodeStatus s;
   s.location = "grpc://h:1";
   s.memory_limit_bytes = 100;
-  s.datasets.push_back({"d", 3, 10, 80, {{0, 5}, {7, 12}}, 2, json{{"storage_name", "d"}}});
-  s.datasets.push_back({"e", 4, 0, 0, {}, 0, nullptr});
+  s.datasets.push_back(
+      {"d", 3, 10, 80, {{0, 5}, {7, 12}}, {{8, 12}}, 2, json{{"storage_name", "d"}}});
+  s.datasets.push_back({"e", 4, 0, 0, {}, {}, 0, nullptr});
   NodeLoadState loading;
   loading.dataset = "e";
   loading.generation = 4;
@@ -97,6 +98,8 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   auto back = RegisterRequest::Parse(Dump(reg.ToJson()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->status.datasets[0].ranges[1], (RowRange{7, 12}));
+  EXPECT_EQ(back->status.datasets[0].disk_ranges, (std::vector<RowRange>{{8, 12}}));
+  EXPECT_TRUE(back->status.datasets[1].disk_ranges.empty());
   EXPECT_EQ(back->status.datasets[0].readers, 2);
   EXPECT_EQ(back->status.datasets[0].record, (json{{"storage_name", "d"}}));
   EXPECT_TRUE(back->status.datasets[1].record.is_null());  // none kept: none sent
@@ -208,7 +211,8 @@ DatasetDescription SampleDescription() {
   d.refresh = RefreshSummary{6, std::nullopt, 1, 2, 0, 10, 20, 0, 1, 0};
   d.heal_seconds = 1.5;
   d.files = std::vector<FileRun>{{"p", 0, 10}};
-  d.slices = std::vector<ReplySlice>{{0, 10, {"grpc://a:1"}}, {10, 10, {}}};
+  d.slices = std::vector<ReplySlice>{{0, 10, {"grpc://a:1"}, std::vector<uint64_t>{4}},
+                                     {10, 10, {}, std::vector<uint64_t>{}}};
   return d;
 }
 
@@ -221,7 +225,8 @@ std::vector<std::pair<std::string, json>> SampleReplies() {
   progress.name = "e";
   progress.phase = "planning";
   progress.seconds = 0.5;
-  SliceMapReply slice_map{"d", "d", 7, "ready", 10, "c2NoZW1h", {{0, 10, {"grpc://a:1"}}}, "Z3I="};
+  SliceMapReply slice_map{
+      "d", "d", 7, "ready", 10, "c2NoZW1h", {{0, 10, {"grpc://a:1"}, std::nullopt}}, "Z3I="};
   StatusReply status;
   status.datasets = {SampleDescription(), loading};
   status.datasets[0].slices_per_node = std::vector<NodeSlices>{{"grpc://a:1", 1}};
@@ -250,7 +255,7 @@ std::vector<std::pair<std::string, json>> SampleReplies() {
           {"status reply", status.ToJson()},
           {"epoch shape", shape.ToJson()},
           {"shared file", SharedFileReply{42, 7, 99, 4096, {2, 0}, "d", 3, {0, 10}}.ToJson()},
-          {"slice", ReplySlice{3, 5, {"grpc://a:1"}}.ToJson()}};
+          {"slice", ReplySlice{3, 5, {"grpc://a:1"}, std::vector<uint64_t>{2}}.ToJson()}};
 }
 
 TEST(MessagesTest, RepliesRoundTrip) {
@@ -262,7 +267,7 @@ TEST(MessagesTest, RepliesRoundTrip) {
   auto back = DatasetDescription::Parse(Dump(d.ToJson()));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(Dump(back->ToJson()), Dump(d.ToJson()));
-  EXPECT_EQ(back->slices->at(0), (ReplySlice{0, 10, {"grpc://a:1"}}));
+  EXPECT_EQ(back->slices->at(0), (ReplySlice{0, 10, {"grpc://a:1"}, std::vector<uint64_t>{4}}));
   EXPECT_EQ(back->heal_seconds, 1.5);
   // No snapshot, no transform, no slices: those fields are left out.
   DatasetDescription bare;
@@ -282,7 +287,7 @@ TEST(MessagesTest, RepliesRoundTrip) {
   auto progress_back = LoadProgressReply::Parse(Dump(progress.ToJson()));
   ASSERT_TRUE(progress_back.ok()) << progress_back.status();
   EXPECT_EQ(*progress_back, progress);
-  SliceMapReply slice_map{"d", "d@1", 1, "degraded", 4, "cw==", {{0, 4, {}}}, "Zw=="};
+  SliceMapReply slice_map{"d", "d@1", 1, "degraded", 4, "cw==", {{0, 4, {}, std::nullopt}}, "Zw=="};
   auto slice_map_back = SliceMapReply::Parse(Dump(slice_map.ToJson()));
   ASSERT_TRUE(slice_map_back.ok()) << slice_map_back.status();
   EXPECT_EQ(*slice_map_back, slice_map);
@@ -333,6 +338,15 @@ TEST(MessagesTest, RepliesRefuseMissingAndWrongTypedFields) {
   slice_map["slices"][0]["start"] = 1;
   st = ParseMessage("slice_map reply", Dump(slice_map));
   EXPECT_NE(st.message().find("'stop' 0 is before 'start' 1"), std::string::npos) << st;
+  // A description's disk rows: one count per node, none beyond the slice.
+  json described = SampleReplies()[7].second["datasets"][0];
+  described["slices"][0]["disk_rows"] = {4, 1};
+  st = ParseMessage("dataset description", Dump(described));
+  EXPECT_NE(st.message().find("'disk_rows' has 2 counts for 1 nodes"), std::string::npos) << st;
+  described["slices"][0]["disk_rows"] = {11};
+  st = ParseMessage("dataset description", Dump(described));
+  EXPECT_NE(st.message().find("'disk_rows' 11 is more than the slice's 10 rows"), std::string::npos)
+      << st;
   json progress = SampleReplies()[2].second;
   progress["seconds"] = true;
   st = ParseMessage("load progress", Dump(progress));

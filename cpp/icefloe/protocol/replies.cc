@@ -193,6 +193,13 @@ const Field<ReplySlice> kSliceFields[] = {
     {ListOf(FieldType::kStringList, "nodes", kRequired, Values(1, 4096), Values(0, 65536)),
      &ReplySlice::nodes},
 };
+// Optional, so outside the table (which has no optional lists).
+struct SliceDiskRows {
+  std::vector<uint64_t> rows;
+};
+const FieldSpec kSliceDiskRows =
+    ListOf(FieldType::kUintList, "disk_rows", kOptional, Values(0, kMaxRows), Values(0, 65536));
+const Field<SliceDiskRows> kSliceDiskRowsField[] = {{kSliceDiskRows, &SliceDiskRows::rows}};
 
 const Field<DatasetDescription> kDescriptionFields[] = {
     {kName, &DatasetDescription::name},
@@ -374,7 +381,11 @@ arrow::Result<LoadProgressReply> ProgressFromJson(const json& j, std::string wha
 
 // --- ReplySlice -----------------------------------------------------------------
 
-json ReplySlice::ToJson() const { return Write<ReplySlice>(kSliceFields, *this); }
+json ReplySlice::ToJson() const {
+  json j = Write<ReplySlice>(kSliceFields, *this);
+  if (disk_rows) j["disk_rows"] = *disk_rows;
+  return j;
+}
 
 arrow::Result<ReplySlice> ReplySlice::FromJson(const json& j, std::string what) {
   JsonFields in(j, std::move(what));
@@ -383,10 +394,27 @@ arrow::Result<ReplySlice> ReplySlice::FromJson(const json& j, std::string what) 
   if (s.stop < s.start) {
     return arrow::Status::Invalid(in.what(), ": 'stop' ", s.stop, " is before 'start' ", s.start);
   }
+  ARROW_ASSIGN_OR_RAISE(const json* disk, in.Find(kSliceDiskRows));
+  if (disk == nullptr) return s;
+  SliceDiskRows rows;
+  ARROW_RETURN_NOT_OK(ReadFields<SliceDiskRows>(in, kSliceDiskRowsField, &rows));
+  if (rows.rows.size() != s.nodes.size()) {
+    return arrow::Status::Invalid(in.what(), ": 'disk_rows' has ", rows.rows.size(), " counts for ",
+                                  s.nodes.size(), " nodes");
+  }
+  for (uint64_t n : rows.rows) {
+    if (n > s.stop - s.start) {
+      return arrow::Status::Invalid(in.what(), ": 'disk_rows' ", n, " is more than the slice's ",
+                                    s.stop - s.start, " rows");
+    }
+  }
+  s.disk_rows = std::move(rows.rows);
   return s;
 }
 
-MessageSpec ReplySlice::Spec() { return SpecOf<ReplySlice>("slice", kSliceFields); }
+MessageSpec ReplySlice::Spec() {
+  return SpecOf<ReplySlice>("slice", kSliceFields, {kSliceDiskRows});
+}
 
 // --- DatasetDescription ---------------------------------------------------------
 

@@ -32,6 +32,9 @@ struct ReplySlice {
   uint64_t start = 0;
   uint64_t stop = 0;
   std::vector<std::string> nodes;
+  /// describe only: per node of `nodes`, the slice's rows it holds on its
+  /// disk tier (0: all in memory; as its last status said).
+  std::optional<std::vector<uint64_t>> disk_rows;
 
   bool operator==(const ReplySlice&) const = default;
   nlohmann::json ToJson() const;
