@@ -16,6 +16,13 @@ working set, an eighth of the memory limit) and without it
 faults); the nodes' own count of tier bytes found in RAM and read from disk
 (``icefloe_node_tier_read_bytes_total``) is reported for each. The prefetcher
 follows ``none`` streams; ``window`` ones are the kernel's either way.
+
+Belady against LRU on the real nodes: two jobs (seeds 1 and 2) read
+``EPOCHS`` ``block`` epochs each at once, on the tier cold, with the nodes'
+working set under ``--prefetch-policy belady`` (reads ahead by the plans)
+and ``lru`` (the baseline cache, no prefetch); the hit ratio is the nodes'
+own count of reads that found their unit in the working set
+(``icefloe_node_prefetch_reads_total``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ NAME = "disk_tier"
 NODES = 2
 BATCH = 4096
 MODES = ("none", "window")
+EPOCHS = 3  # per job, in the policy comparison
 _SYS_PROCESS_MADVISE = 440  # x86_64 and aarch64
 _MADV_PAGEOUT = 21
 
@@ -117,6 +125,57 @@ def _table(env: Env, arrow_bytes: int) -> Any:
     return table, rows
 
 
+def _policy_run(env: Env, table: Any, tier: dict[str, str], policy: str, nodes_total: Any,
+                scrape_nodes: Any) -> dict[str, float]:
+    """Two jobs reading block epochs at once under one working-set policy."""
+    import threading
+
+    import icefloe
+
+    args = [["--prefetch-policy", policy] for _ in range(NODES)]
+    with icefloe.LocalCluster(num_nodes=NODES, share_memory=False, node_args=args,
+                              log_dir=env.log_dir(NAME), **tier) as cluster, \
+            cluster.client() as client:
+        client.load("t", table.metadata_location, batch_rows=BATCH)
+        _drop_tier_pages([n.popen.pid for n in cluster.nodes], cluster._tier_dir)
+        before = scrape_nodes(cluster)
+        nbytes = [0, 0]
+        errors: list[BaseException] = []
+
+        def job(k: int) -> None:
+            try:
+                with cluster.client() as c:
+                    for epoch in range(EPOCHS):
+                        for batch in c.iter_epoch("t", batch_size=BATCH, shuffle="block",
+                                                  seed=k + 1, epoch=epoch):
+                            nbytes[k] += batch.nbytes
+            except BaseException as exc:  # reported below, on the caller's thread
+                errors.append(exc)
+
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=job, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        seconds = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        after = scrape_nodes(cluster)
+
+    def moved(result: str) -> float:
+        return (nodes_total(after, "icefloe_node_prefetch_reads_total", result=result)
+                - nodes_total(before, "icefloe_node_prefetch_reads_total", result=result))
+
+    hits, misses = moved("hit"), moved("miss")
+    reads = hits + misses
+    out = {"hit_ratio": hits / reads if reads else 0.0, "reads": reads,
+           "gbps": sum(nbytes) / seconds / 1e9}
+    env.log(f"  policy {policy}: hit ratio {out['hit_ratio']:.3f} of {reads:,.0f} reads, "
+            f"{out['gbps']:.3f} GB/s")
+    return out
+
+
 def _epoch(client: Any, mode: str, seed: int) -> tuple[float, int]:
     n = 0
     t0 = time.perf_counter()
@@ -140,11 +199,11 @@ def run(env: Env) -> dict[str, Any]:
     disk_gbps = None
     from test_metrics import nodes_total, scrape_nodes  # tests/ helpers
 
-    tier = {"memory_limit": str(memory), "disk_limit": str(2 * arrow_bytes)}
+    tier_args = {"memory_limit": str(memory), "disk_limit": str(2 * arrow_bytes)}
     no_prefetch = [["--prefetch-limit", "0"] for _ in range(NODES)]
     for variant, kwargs in (("in memory", {"memory_limit": str(4 * arrow_bytes)}),
-                            ("disk tier", tier),
-                            ("disk tier, no prefetch", {**tier, "node_args": no_prefetch})):
+                            ("disk tier", tier_args),
+                            ("disk tier, no prefetch", {**tier_args, "node_args": no_prefetch})):
         with icefloe.LocalCluster(num_nodes=NODES, share_memory=False,
                                   log_dir=env.log_dir(NAME), **kwargs) as cluster, \
                 cluster.client() as client:
@@ -185,6 +244,8 @@ def run(env: Env) -> dict[str, Any]:
                         log(f"  {key}: {nbytes / seconds / 1e9:.3f} GB/s, "
                             f"{disk / 1e6:.0f} MB read from disk; streams found "
                             f"{ram_mb:.0f} MB in RAM, waited for {disk_wait_mb:.0f} MB")
+    policies = {policy: _policy_run(env, table, tier_args, policy, nodes_total, scrape_nodes)
+                for policy in ("belady", "lru")}
     med = {k: common.median(x["gbps"] for x in v) for k, v in got.items()}
     disk_mb = {k: common.median(x["disk_mb"] for x in v) for k, v in got.items()}
     waited_mb = {k: common.median(x["tier_disk_mb"] for x in v) for k, v in got.items()}
@@ -216,7 +277,14 @@ def run(env: Env) -> dict[str, Any]:
                                      ratio(f"disk tier {mode}, warm", f"in memory {mode}")))
         targets.append(common.target(f"disk tier {mode}, cold, prefetch / no prefetch", "report",
                                      0, ratio(cold, f"disk tier, no prefetch {mode}, cold")))
-    result = {"name": NAME, "rows": rows, "arrow_bytes": arrow_bytes, "memory_per_node": memory,
+    for policy, p in policies.items():
+        targets.append(common.target(f"two jobs, {EPOCHS} block epochs each: working-set hit "
+                                     f"ratio, {policy}", "report", 0, p["hit_ratio"],
+                                     f"{p['gbps']:.3f} GB/s in all"))
+    text += "\n" + "\n".join(f"policy {k}: hit ratio {v['hit_ratio']:.3f} of {v['reads']:,.0f} "
+                               f"reads, {v['gbps']:.3f} GB/s" for k, v in policies.items())
+    result = {"name": NAME, "policies": policies, "rows": rows, "arrow_bytes": arrow_bytes,
+              "memory_per_node": memory,
               "runs": got, "median_gbps": med, "disk_mb": disk_mb, "waited_mb": waited_mb,
               "disk_gbps": disk_gbps,
               "notes": notes, "targets": targets, "table": text}

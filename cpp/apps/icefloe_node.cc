@@ -35,6 +35,7 @@ struct Flags {
   std::string disk_dir;
   int64_t disk_limit = 0;
   int64_t prefetch_limit = -1;  // -1: not given
+  std::string prefetch_policy = "belady";
   std::string head;
   std::string parquet;
   std::string name = "default";
@@ -133,6 +134,12 @@ arrow::Status Run(const Flags& flags) {
     }
     options.prefetch_limit_bytes = flags.prefetch_limit;
   }
+  if (flags.prefetch_policy == "lru") {
+    options.prefetch_policy = WorkingSet::Policy::kLru;
+  } else if (flags.prefetch_policy != "belady") {
+    return arrow::Status::Invalid("--prefetch-policy: '", flags.prefetch_policy,
+                                  "' is neither belady nor lru");
+  }
   NodeServer server(options);
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
@@ -203,6 +210,11 @@ int main(int argc, char** argv) {
                "RAM the disk tier's prefetcher may fill ahead of the streams, within "
                "--memory-limit (default: an eighth of it; 0: no prefetch).",
                "ICEFLOE_PREFETCH_LIMIT");
+  parser.String("prefetch-policy", &flags.prefetch_policy,
+                "Which disk-tier batches the working set keeps: belady (the ones read furthest "
+                "ahead go first; reads ahead of the streams) or lru (the baseline; no "
+                "prefetch).",
+                "ICEFLOE_PREFETCH_POLICY");
   parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
   parser.Bool("share-memory", &flags.share_memory,
               "Hold each dataset in a sealed memory file that readers on this host, running "

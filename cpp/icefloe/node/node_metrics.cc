@@ -82,6 +82,11 @@ NodeMetrics::NodeMetrics() {
   prefetched_ = &r.Counter("icefloe_node_prefetched_bytes_total",
                            "Bytes the prefetcher read from the disk tier ahead of the streams.")
                      .Add({});
+  auto& set_reads = r.Counter("icefloe_node_prefetch_reads_total",
+                              "Reads of a disk-tier batch by a followed plan stream, by whether "
+                              "the prefetcher's working set held it (result=hit) or not.");
+  set_reads_[0] = &set_reads.Add({{"result", "hit"}});
+  set_reads_[1] = &set_reads.Add({{"result", "miss"}});
   prefetch_lead_ = &r.Gauge("icefloe_node_prefetch_lead_batches",
                             "Of the plan streams the prefetcher follows, the fewest upcoming "
                             "batches already in RAM (0: none followed).")
@@ -112,6 +117,8 @@ void NodeMetrics::SetPrefetch(const PrefetchStats& stats) {
   add(tier_read_[1], stats.disk_bytes, &prefetch_seen_.disk_bytes);
   add(disk_waits_, stats.disk_waits, &prefetch_seen_.disk_waits);
   add(prefetched_, stats.prefetched_bytes, &prefetch_seen_.prefetched_bytes);
+  add(set_reads_[0], stats.set_hits, &prefetch_seen_.set_hits);
+  add(set_reads_[1], stats.set_reads - stats.set_hits, &prefetch_misses_seen_);
   prefetch_lead_->Set(static_cast<double>(stats.lead_batches));
   prefetch_used_->Set(static_cast<double>(stats.used_bytes));
   prefetch_limit_->Set(static_cast<double>(stats.capacity_bytes));

@@ -80,11 +80,13 @@ class NodeMetrics {
   prometheus::Counter* tier_read_[2];  // from RAM, from disk
   prometheus::Counter* disk_waits_;
   prometheus::Counter* prefetched_;
+  prometheus::Counter* set_reads_[2];  // hit, miss
   prometheus::Gauge* prefetch_lead_;
   prometheus::Gauge* prefetch_used_;
   prometheus::Gauge* prefetch_limit_;
   Mutex prefetch_mu_;
   PrefetchStats prefetch_seen_ GUARDED_BY(prefetch_mu_);  // what the counters hold
+  int64_t prefetch_misses_seen_ GUARDED_BY(prefetch_mu_) = 0;
   prometheus::Gauge* memory_staged_;
   prometheus::Gauge* gather_bytes_;
   prometheus::Gauge* datasets_;

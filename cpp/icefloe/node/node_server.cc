@@ -112,7 +112,9 @@ NodeServer::NodeServer(NodeOptions options)
       loads_(options_.loads, [this](const NodeLoadRequest& request, LoadProgress* progress) {
         return LoadForManager(request, progress);
       }) {
-  if (TierEnabled()) prefetcher_ = std::make_shared<Prefetcher>(PrefetchLimit());
+  if (TierEnabled()) {
+    prefetcher_ = std::make_shared<Prefetcher>(PrefetchLimit(), options_.prefetch_policy);
+  }
   metrics_->registry().OnScrape([this] {
     metrics_->SetStatus(Status(), gather_pool_->bytes_allocated());
     if (prefetcher_ != nullptr) metrics_->SetPrefetch(prefetcher_->Stats());

@@ -67,6 +67,9 @@ struct NodeOptions {
   /// The tier's RAM working set (prefetcher.h), kept free of loaded rows
   /// within the memory limit; -1: an eighth of the memory limit; 0: none.
   int64_t prefetch_limit_bytes = -1;
+  /// Which units the working set keeps: Belady (with prefetch) or the LRU
+  /// baseline it is measured against (no prefetch).
+  WorkingSet::Policy prefetch_policy = WorkingSet::Policy::kBelady;
 };
 
 /// DoGet call header by which a same-host reader asks for a plan stream by

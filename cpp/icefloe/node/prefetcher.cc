@@ -98,6 +98,8 @@ PrefetchStats Prefetcher::Stats() const {
   stats.disk_bytes = disk_bytes_.load();
   stats.disk_waits = disk_waits_.load();
   stats.prefetched_bytes = prefetched_bytes_.load();
+  stats.set_reads = set_reads_.load();
+  stats.set_hits = set_hits_.load();
   MutexLock lock(&mu_);
   stats.used_bytes = set_.used_bytes();
   stats.capacity_bytes = set_.capacity_bytes();
@@ -213,8 +215,11 @@ void Prefetcher::Read(uint32_t stream, uint64_t end,
         }
       }
       for (Unit unit : b.reads) {
+        const bool in = InRam(unit);
         // Invalid only for a unit larger than the whole set: left to the kernel.
         (void)set_.Read(stream, &evicted);
+        ++set_reads_;
+        if (in) ++set_hits_;
         Unplan(unit);
       }
       upcoming.pop_front();

@@ -53,9 +53,14 @@ struct PrefetchStats {
   int64_t disk_bytes = 0;        ///< tier bytes streams waited for the disk to read
   int64_t disk_waits = 0;        ///< reads of a tier batch that waited for the disk
   int64_t prefetched_bytes = 0;  ///< bytes the prefetcher read ahead of the streams
-  int64_t used_bytes = 0;        ///< the working set now
-  int64_t capacity_bytes = 0;    ///< its bound
-  int64_t streams = 0;           ///< streams followed now
+  /// Reads of a unit the streams made (a unit read on by the next batch is
+  /// one read), and of those the ones that found it in the working set: the
+  /// policy's hit ratio (Belady with prefetch against LRU).
+  int64_t set_reads = 0;
+  int64_t set_hits = 0;
+  int64_t used_bytes = 0;      ///< the working set now
+  int64_t capacity_bytes = 0;  ///< its bound
+  int64_t streams = 0;         ///< streams followed now
   /// Of the streams followed, the fewest upcoming batches whose tier batches
   /// are all in the working set (0 when none is followed).
   int64_t lead_batches = 0;
@@ -146,6 +151,7 @@ class Prefetcher {
   std::unordered_map<uint32_t, Followed> streams_ GUARDED_BY(mu_);
   uint32_t next_stream_ GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> ram_bytes_{0}, disk_bytes_{0}, disk_waits_{0}, prefetched_bytes_{0};
+  std::atomic<int64_t> set_reads_{0}, set_hits_{0};
   std::thread thread_;  // last: started once the rest is
 };
 
