@@ -4,6 +4,9 @@ the rows that do not fit written to tier files and served memory-mapped
 
 from __future__ import annotations
 
+import re
+import time
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,6 +16,7 @@ from test_heal import HEAD_ARGS, wait_for
 from test_metrics import nodes_total, scrape_nodes
 
 import icefloe
+from icefloe._status_text import render
 
 ROWS = 3_600_000  # about 256 MB of Arrow, in data files of about 2 MB
 MEMORY = 32 << 20  # per node: the table is 4x the cluster's memory
@@ -56,6 +60,7 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
                 assert _by_id(batches).equals(source), shuffle
                 if shuffle == "block":
                     _assert_prefetcher_followed(cluster, on_disk)
+                    _assert_status_shows_the_tier_reads(c, on_disk)
             rows = [0, ROWS - 1, 123_456, 77, 123_456]
             assert c.take("t", rows).equals(in_order.take(rows))
             c.evict("t")
@@ -85,6 +90,21 @@ def _assert_describe_says_which_rows_are_on_disk(c, nodes: list[dict]) -> None:
         node = n["location"]
         bytes_share = n["disk_used_bytes"] / (n["disk_used_bytes"] + n["memory_used_bytes"])
         assert on_disk[node] / held[node] == pytest.approx(bytes_share, abs=0.08), (n, on_disk)
+
+
+def _assert_status_shows_the_tier_reads(c, on_disk: int) -> None:
+    """The head's status (from the nodes' heartbeats) and `icefloe status`
+    say what the streams read of the tier."""
+    deadline = time.monotonic() + 30
+    while True:
+        nodes = c.status()["nodes"]
+        read = sum(n["tier_ram_bytes"] + n["tier_disk_bytes"] for n in nodes)
+        if read >= 0.98 * 2 * on_disk or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert read == pytest.approx(2 * on_disk, rel=0.02), nodes
+    text = render(c.status())
+    assert re.search(r"read \d+\.\d% from RAM, .* waited for; \d+ batches ahead", text), text
 
 
 def _assert_prefetcher_followed(cluster, on_disk: int) -> None:

@@ -83,6 +83,11 @@ def render(status: dict[str, Any]) -> str:
         disk_used, disk_limit = n.get("disk_used_bytes", 0), n.get("disk_limit_bytes", 0)
         disk = (f"{_bar(disk_used / disk_limit)} {_bytes(disk_used)} of {_bytes(disk_limit)}"
                 if disk_limit > 0 else "no tier")
+        ram_read, disk_read = n.get("tier_ram_bytes", 0), n.get("tier_disk_bytes", 0)
+        if ram_read + disk_read > 0:
+            disk += (f"; read {100 * ram_read / (ram_read + disk_read):.1f}% from RAM, "
+                     f"{_bytes(disk_read)} waited for; "
+                     f"{n.get('prefetch_lead_batches', 0):,} batches ahead")
         seen = n.get("last_seen_s", -1)
         nodes.append([n.get("location", ""), n.get("state", ""),
                       "never" if seen < 0 else f"{seen:.1f}s ago", memory, disk])

@@ -235,7 +235,8 @@ std::vector<ClusterNode> NodeRegistry::Status() const {
     }
     nodes.push_back({n.location, NodeStateName(n.state), n.status.memory_limit_bytes,
                      n.status.memory_used_bytes, ago, n.last_error, n.refused, std::move(datasets),
-                     n.status.disk_limit_bytes, n.status.disk_used_bytes});
+                     n.status.disk_limit_bytes, n.status.disk_used_bytes, n.status.tier_ram_bytes,
+                     n.status.tier_disk_bytes, n.status.prefetch_lead_batches});
   }
   return nodes;
 }

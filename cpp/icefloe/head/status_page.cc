@@ -141,9 +141,15 @@ void Nodes(const json& status, std::string* out) {
       memory += " (no limit)";
     }
     const double disk_used = Num(n, "disk_used_bytes"), disk_limit = Num(n, "disk_limit_bytes");
-    const std::string disk = disk_limit > 0 ? Bar(disk_used / disk_limit, 0.8, 0.95) +
-                                                  Bytes(disk_used) + " of " + Bytes(disk_limit)
-                                            : std::string("none");
+    std::string disk = disk_limit > 0 ? Bar(disk_used / disk_limit, 0.8, 0.95) + Bytes(disk_used) +
+                                            " of " + Bytes(disk_limit)
+                                      : std::string("none");
+    const double ram_read = Num(n, "tier_ram_bytes"), disk_read = Num(n, "tier_disk_bytes");
+    if (ram_read + disk_read > 0) {
+      disk += "; read " + Fixed(100 * ram_read / (ram_read + disk_read), 1) + "% from RAM, " +
+              Bytes(disk_read) + " waited for; " + Count(Num(n, "prefetch_lead_batches")) +
+              " batches ahead";
+    }
     *out += "<tr><td>" + HtmlEscape(Str(n, "location")) + "</td>" + StateCell(Str(n, "state")) +
             "<td class=\"n\">" + (seen < 0 ? std::string("never") : Fixed(seen, 1) + " s ago") +
             "</td><td>" + memory + "</td><td>" + disk + "</td><td class=\"n\">" +

@@ -25,6 +25,9 @@ TEST(StatusPageTest, ShowsEverySectionAndEscapesNames) {
          {"memory_limit_bytes", 1000},
          {"disk_used_bytes", 5 * 1024 * 1024},
          {"disk_limit_bytes", 20 * 1024 * 1024},
+         {"tier_ram_bytes", 3 * 1024 * 1024},
+         {"tier_disk_bytes", 1024 * 1024},
+         {"prefetch_lead_batches", 12},
          {"last_seen_s", 0.4},
          {"datasets", json::array()}}}},
       {"jobs",
@@ -54,7 +57,10 @@ TEST(StatusPageTest, ShowsEverySectionAndEscapesNames) {
   EXPECT_NE(page.find("3/10 files"), std::string::npos);
   EXPECT_NE(page.find("IOError: gone"), std::string::npos);
   EXPECT_NE(page.find("5.0 MiB of 20.0 MiB"), std::string::npos);  // the node's disk tier
-  EXPECT_EQ(page.find("http://"), std::string::npos);              // no external assets
+  // ... and what its streams read of it: 3 of 4 MiB from RAM, 12 batches ahead.
+  EXPECT_NE(page.find("read 75.0% from RAM, 1.0 MiB waited for; 12 batches ahead"),
+            std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos);  // no external assets
   EXPECT_EQ(page.find("https://"), std::string::npos);
 }
 

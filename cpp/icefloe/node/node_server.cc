@@ -174,6 +174,12 @@ NodeStatus NodeServer::Status() const {
   status.memory_used_bytes = budget_->used_bytes();
   status.disk_limit_bytes = disk_budget_->limit_bytes();
   status.disk_used_bytes = disk_budget_->used_bytes();
+  if (prefetcher_ != nullptr) {
+    const PrefetchStats prefetch = prefetcher_->Stats();
+    status.tier_ram_bytes = prefetch.ram_bytes;
+    status.tier_disk_bytes = prefetch.disk_bytes;
+    status.prefetch_lead_batches = prefetch.lead_batches;
+  }
   for (const auto& l : loads_.States()) {
     if (l.state == "staged") ++status.staged;
     status.loads.push_back(l);

@@ -66,6 +66,9 @@ const Field<NodeStatus> kStatusFields[] = {
     {Uint("newest_generation", kOptional, Values(0, kU64Max)), &NodeStatus::newest_generation},
     {Count("disk_limit_bytes"), &NodeStatus::disk_limit_bytes},
     {Count("disk_used_bytes"), &NodeStatus::disk_used_bytes},
+    {Count("tier_ram_bytes"), &NodeStatus::tier_ram_bytes},
+    {Count("tier_disk_bytes"), &NodeStatus::tier_disk_bytes},
+    {Count("prefetch_lead_batches"), &NodeStatus::prefetch_lead_batches},
 };
 const FieldSpec kStatusDatasets = ObjectList("datasets", kOptional, Values(0, 65536));
 const FieldSpec kStatusLoads = ObjectList("loads", kOptional, Values(0, 65536));

@@ -83,6 +83,9 @@ const Field<ClusterNode> kNodeFields[] = {
     {Text("refused", kRequired), &ClusterNode::refused},
     {Count("disk_limit_bytes"), &ClusterNode::disk_limit_bytes},
     {Count("disk_used_bytes"), &ClusterNode::disk_used_bytes},
+    {Count("tier_ram_bytes"), &ClusterNode::tier_ram_bytes},
+    {Count("tier_disk_bytes"), &ClusterNode::tier_disk_bytes},
+    {Count("prefetch_lead_batches"), &ClusterNode::prefetch_lead_batches},
 };
 // NodeDatasetInfo::ToJson's objects; their `ranges` are [start, stop] pairs.
 const FieldSpec kNodeDatasets = ObjectList("datasets", kRequired, Values(0, kMaxItems));
