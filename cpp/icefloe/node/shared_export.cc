@@ -16,6 +16,8 @@
 #include <arrow/ipc/writer.h>
 #include <arrow/record_batch.h>
 
+#include "icefloe/node/ipc_file.h"
+
 namespace icefloe {
 namespace {
 
@@ -48,16 +50,9 @@ class ExportBuffer : public arrow::Buffer {
   std::shared_ptr<const SharedExport> owner_;
 };
 
-arrow::ipc::IpcWriteOptions WriteOptions() {
-  auto options = arrow::ipc::IpcWriteOptions::Defaults();
-  options.alignment = 64;  // every column buffer on a cache line, as Arrow allocates them
-  return options;
-}
-
 // Writes `all` as an IPC file of one record batch to `sink`.
 arrow::Status WriteFile(const arrow::RecordBatch& all, arrow::io::OutputStream* sink) {
-  ARROW_ASSIGN_OR_RAISE(auto writer,
-                        arrow::ipc::MakeFileWriter(sink, all.schema(), WriteOptions()));
+  ARROW_ASSIGN_OR_RAISE(auto writer, OpenIpcFile(sink, all.schema()));
   ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(all));
   return writer->Close();
 }

@@ -9,9 +9,10 @@
 #include <arrow/buffer.h>
 #include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
-#include <arrow/ipc/writer.h>
 #include <arrow/util/byte_size.h>
 #include <arrow/util/crc32.h>
+
+#include "icefloe/node/ipc_file.h"
 
 namespace icefloe {
 
@@ -56,8 +57,7 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> TierBatches(
 
 arrow::Status WriteIpc(arrow::io::OutputStream* out, const std::shared_ptr<arrow::Schema>& schema,
                        const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches) {
-  // Uncompressed (the default), so that a mapped buffer is the column itself.
-  ARROW_ASSIGN_OR_RAISE(auto writer, arrow::ipc::MakeFileWriter(out, schema));
+  ARROW_ASSIGN_OR_RAISE(auto writer, OpenIpcFile(out, schema));
   for (const auto& batch : batches) ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(*batch));
   return writer->Close();
 }
