@@ -107,7 +107,8 @@ tsan_tests() {
   # does not instrument: its per-thread heaps, reused across threads, read as
   # races in any test whose threads allocate. The system pool (malloc) is
   # instrumented, so reports are about our code.
-  ARROW_DEFAULT_MEMORY_POOL=system TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ARROW_DEFAULT_MEMORY_POOL=system \
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/cpp/tsan.supp" \
     "$VENV/bin/ctest" --test-dir "$dir" --output-on-failure -j2
 }
 
