@@ -18,7 +18,7 @@
 #include "icefloe/node/node_server.h"
 #include "icefloe/node/registration.h"
 #include "icefloe/node/shared_export.h"
-#include "icefloe/node/tier_file.h"
+#include "icefloe/node/tier_manifest.h"
 
 namespace icefloe {
 namespace {
@@ -119,10 +119,6 @@ arrow::Status Run(const Flags& flags) {
     if (flags.disk_limit <= 0) {
       return arrow::Status::Invalid("--disk-dir needs --disk-limit (the most bytes it may hold)");
     }
-    ARROW_ASSIGN_OR_RAISE(const int removed, PrepareTierDir(flags.disk_dir));
-    LogInfo("disk tier", {{"dir", flags.disk_dir},
-                          {"limit", FormatBytes(flags.disk_limit)},
-                          {"stale files removed", std::to_string(removed)}});
     options.disk_dir = flags.disk_dir;
     options.disk_limit_bytes = flags.disk_limit;
   }
@@ -141,6 +137,17 @@ arrow::Status Run(const Flags& flags) {
                                   "' is neither belady nor lru");
   }
   NodeServer server(options);
+  if (!flags.disk_dir.empty()) {
+    // What an earlier run left on the tier: copies proven intact, the rest removed.
+    ARROW_ASSIGN_OR_RAISE(TierAdoption adopted, server.AdoptTier());
+    LogInfo("disk tier", {{"dir", flags.disk_dir},
+                          {"limit", FormatBytes(flags.disk_limit)},
+                          {"copies adopted", std::to_string(adopted.copies.size())},
+                          {"files adopted", std::to_string(adopted.files_adopted)},
+                          {"files removed", std::to_string(adopted.files_removed)}});
+    for (const std::string& why : adopted.refused)
+      LogWarn("disk tier: not adopted", {{"why", why}});
+  }
   if (!flags.parquet.empty()) ARROW_RETURN_NOT_OK(PreloadParquet(&server, flags));
 
   ARROW_RETURN_NOT_OK(InitFlightServer(&server, settings));

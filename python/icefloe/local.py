@@ -218,8 +218,9 @@ class LocalCluster:
         self.nodes[i].kill()
 
     def restart_node(self, i: int, same_port: bool = False) -> None:
-        """Starts data node ``i`` again: a new process, empty, on a new port, or
-        with ``same_port=True`` on its old one (a pod replaced at the same address)."""
+        """Starts data node ``i`` again: a new process, on a new port, or with
+        ``same_port=True`` on its old one (a pod replaced at the same address).
+        It starts empty, but for what it can prove of its disk tier's files."""
         port = int(self.nodes[i].location.rsplit(":", 1)[1]) if same_port else 0
         self.nodes[i].stop()
         self.nodes[i] = self._start_node(i, port)

@@ -114,8 +114,8 @@ TaskHook NodeServer::TierHook(TierSpill* spill) {
     const int64_t reserve = int64_t{4} * options_.load_threads * std::max(largest, bytes) +
                             budget_->limit_bytes() / 4 + PrefetchLimit();
     if (budget_->available_bytes() >= reserve) return batches;
-    const std::string path =
-        options_.disk_dir + "/" + std::to_string(tier_files_.fetch_add(1)) + ".arrow";
+    const std::string path = options_.disk_dir + "/" + tier_prefix_ + "-" +
+                             std::to_string(tier_files_.fetch_add(1)) + ".arrow";
     ARROW_ASSIGN_OR_RAISE(auto file,
                           TierFile::Write(path, batches.front()->schema(), batches, disk_budget_));
     std::vector<std::shared_ptr<arrow::RecordBatch>> mapped = file->batches();
@@ -270,6 +270,7 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
                         {"bytes", FormatBytes(ds->nbytes())}});
   NodeCommitResult out{ds->num_rows(), ds->nbytes()};
   if (!base) Put(std::move(ds));
+  SyncTierManifest(commit.dataset);  // after its files are whole: a restart may adopt them
   return Dump(out.ToJson());
 }
 
@@ -289,6 +290,7 @@ arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
   const bool load_dropped = loads_.Drop(evict.dataset, evict.generation, evict.staged_only);
   NodeEvictResult out{dropped != nullptr || load_dropped, dropped ? dropped->nbytes() : 0};
   dropped.reset();  // memory returns once in-flight streams finish too
+  if (out.evicted) SyncTierManifest(evict.dataset);
   if (out.evicted) {
     LogInfo("evicted", {{"dataset", evict.dataset}, {"bytes", FormatBytes(out.bytes)}});
   }
@@ -297,13 +299,16 @@ arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
 
 arrow::Result<std::string> NodeServer::HandleRecord(const std::string& body) {
   ARROW_ASSIGN_OR_RAISE(NodeRecordRequest request, NodeRecordRequest::Parse(body));
-  MutexLock lock(&mu_);
-  auto it = datasets_.find(request.dataset);
-  if (it == datasets_.end() || it->second->generation() != request.generation) {
-    return arrow::Status::KeyError("node.record: this node holds no dataset '", request.dataset,
-                                   "' of generation ", request.generation);
+  {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(request.dataset);
+    if (it == datasets_.end() || it->second->generation() != request.generation) {
+      return arrow::Status::KeyError("node.record: this node holds no dataset '", request.dataset,
+                                     "' of generation ", request.generation);
+    }
+    records_[request.dataset] = std::move(request.record);
   }
-  records_[request.dataset] = std::move(request.record);
+  SyncTierManifest(request.dataset);  // a restarted node hands the record on
   return Dump(nlohmann::json::object());
 }
 

@@ -104,6 +104,8 @@ NodeServer::NodeServer(NodeOptions options)
       ticket_key_(options_.security.TicketKey()),
       budget_(std::make_shared<MemoryBudget>(options_.memory_limit_bytes)),
       disk_budget_(std::make_shared<MemoryBudget>(options_.disk_limit_bytes)),
+      tier_prefix_(std::to_string(std::chrono::system_clock::now().time_since_epoch() /
+                                  std::chrono::nanoseconds(1))),
       base_pool_(BasePool()),
       gather_pool_(std::make_shared<TrackingPool>(budget_, "gathers", base_pool_)),
       io_(options_.io),
@@ -126,6 +128,37 @@ NodeServer::~NodeServer() { StopBackground(); }
 void NodeServer::StopBackground() {
   loads_.Shutdown();
   if (prefetcher_ != nullptr) prefetcher_->Stop();
+}
+
+arrow::Result<TierAdoption> NodeServer::AdoptTier() {
+  if (options_.disk_dir.empty()) return TierAdoption{};
+  ARROW_ASSIGN_OR_RAISE(TierAdoption adopted, AdoptTierDir(options_.disk_dir, disk_budget_));
+  for (const auto& c : adopted.copies) {
+    Put(c.copy);
+    if (c.record.is_object()) {
+      MutexLock lock(&mu_);
+      records_[c.copy->name()] = c.record;
+    }
+    LogInfo("adopted from the disk tier", {{"dataset", c.copy->name()},
+                                           {"generation", std::to_string(c.copy->generation())},
+                                           {"rows", std::to_string(c.copy->num_rows())}});
+  }
+  return adopted;
+}
+
+void NodeServer::SyncTierManifest(const std::string& name) {
+  if (options_.disk_dir.empty()) return;
+  MutexLock serial(&manifest_mu_);
+  std::shared_ptr<const CachedDataset> copy;
+  nlohmann::json record;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = datasets_.find(name); it != datasets_.end()) copy = it->second;
+    if (auto it = records_.find(name); it != records_.end()) record = it->second;
+  }
+  const arrow::Status st = copy != nullptr ? SaveTierManifest(options_.disk_dir, *copy, record)
+                                           : RemoveTierManifest(options_.disk_dir, name);
+  if (!st.ok()) LogWarn("disk tier manifest", {{"dataset", name}, {"error", st.ToString()}});
 }
 
 bool NodeServer::TierEnabled() const {

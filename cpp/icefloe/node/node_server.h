@@ -38,6 +38,7 @@
 #include "icefloe/node/load_manager.h"
 #include "icefloe/node/node_metrics.h"
 #include "icefloe/node/prefetcher.h"
+#include "icefloe/node/tier_manifest.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -99,6 +100,10 @@ class NodeServer : public arrow::flight::FlightServerBase {
   std::pair<bool, std::string> Ready() const EXCLUDES(mu_);
   /// Prometheus text for /metrics (node_metrics.h).
   std::string Metrics() const;
+  /// Publishes the copies an earlier run left on the disk tier, their files
+  /// proven intact, and removes the rest there (tier_manifest.h). Call once,
+  /// before serving; nothing without a --disk-dir.
+  arrow::Result<TierAdoption> AdoptTier() EXCLUDES(mu_);
   /// The disk tier's prefetcher (null without a tier).
   const std::shared_ptr<Prefetcher>& prefetcher() const { return prefetcher_; }
   /// Cancels loads, joins the load pool and the prefetcher. Idempotent.
@@ -143,6 +148,9 @@ class NodeServer : public arrow::flight::FlightServerBase {
   // The hook that writes a load's tasks to the disk tier once memory runs
   // short (null without a tier or a memory limit).
   TaskHook TierHook(TierSpill* spill);
+  // Writes (or removes) the tier manifest of the copy published as `name`,
+  // from what is published now; a failure is logged (only a restart loses).
+  void SyncTierManifest(const std::string& name) EXCLUDES(mu_, manifest_mu_);
   // A disk tier and a memory limit: rows may go to the tier.
   bool TierEnabled() const;
   // The prefetcher's working set (options' prefetch_limit_bytes resolved).
@@ -153,6 +161,8 @@ class NodeServer : public arrow::flight::FlightServerBase {
   std::shared_ptr<MemoryBudget> budget_;
   std::shared_ptr<MemoryBudget> disk_budget_;  // the disk tier's; limit 0: no tier
   std::atomic<uint64_t> tier_files_{0};        // names of tier files, one each
+  const std::string tier_prefix_;              // ... after this run's own prefix
+  Mutex manifest_mu_;                          // one manifest write at a time
   arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
   std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;

@@ -120,7 +120,7 @@ arrow::Result<std::shared_ptr<TierFile>> TierFile::WriteCut(
     return Named(written, path);
   }
   file->owned_ = true;
-  ARROW_RETURN_NOT_OK(Named(file->Map(path), path));
+  ARROW_RETURN_NOT_OK(Named(file->Map(path, std::nullopt), path));
   return file;
 }
 
@@ -129,19 +129,20 @@ arrow::Result<std::shared_ptr<TierFile>> TierFile::Open(const std::string& path,
                                                         std::shared_ptr<MemoryBudget> disk) {
   ARROW_ASSIGN_OR_RAISE(auto file, Charged(path, bytes, std::move(disk)));
   file->crc32_ = crc32;
-  ARROW_RETURN_NOT_OK(Named(file->Map(path), path));
-  ARROW_RETURN_NOT_OK(file->Verify(crc32));
+  const arrow::Status mapped = file->Map(path, crc32);
+  if (!mapped.ok()) return mapped.IsInvalid() ? mapped : Named(mapped, path);
   file->owned_ = true;  // proven
   return file;
 }
 
-arrow::Status TierFile::Map(const std::string& path) {
+arrow::Status TierFile::Map(const std::string& path, std::optional<uint32_t> crc32) {
   ARROW_ASSIGN_OR_RAISE(map_, arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ));
   ARROW_ASSIGN_OR_RAISE(const int64_t size, map_->GetSize());
   if (size != bytes_) {
     return arrow::Status::IOError("holds ", size, " bytes, not the ", bytes_, " written");
   }
   ARROW_ASSIGN_OR_RAISE(region_, map_->ReadAt(0, size));  // a view, no copy
+  if (crc32) ARROW_RETURN_NOT_OK(Verify(*crc32));         // before anything reads it as IPC
   ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(map_));
   batches_.clear();
   batches_.reserve(static_cast<size_t>(reader->num_record_batches()));
@@ -159,24 +160,6 @@ arrow::Status TierFile::Verify(uint32_t crc32) const {
                                   ", not the ", crc32, " written");
   }
   return arrow::Status::OK();
-}
-
-arrow::Result<int> PrepareTierDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return arrow::Status::IOError("disk tier ", dir, ": ", ec.message());
-  int removed = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string ext = entry.path().extension().string();
-    if (ext != ".arrow" && ext != ".partial") continue;
-    if (!std::filesystem::remove(entry.path(), ec) || ec) {
-      return arrow::Status::IOError("disk tier: removing ", entry.path().string(), ": ",
-                                    ec.message());
-    }
-    ++removed;
-  }
-  if (ec) return arrow::Status::IOError("disk tier ", dir, ": ", ec.message());
-  return removed;
 }
 
 TierFile::~TierFile() {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,6 @@
 #include "icefloe/common/memory.h"
 
 namespace icefloe {
-
-/// Makes `dir` (and its parents) and removes the tier files an earlier run
-/// left there (tier files do not outlive their node: a restarted node loads
-/// again); returns how many. IOError naming the path.
-arrow::Result<int> PrepareTierDir(const std::string& dir);
 
 /// Arrow bytes of one record batch in a tier file: a larger batch is cut into
 /// slices of about this many (by its mean row size; a row never splits).
@@ -91,7 +87,9 @@ class TierFile : public MappedRegion {
   // A TierFile of `bytes` at `path`, charged to `disk`; OutOfMemory when it cannot be.
   static arrow::Result<std::shared_ptr<TierFile>> Charged(const std::string& path, int64_t bytes,
                                                           std::shared_ptr<MemoryBudget> disk);
-  arrow::Status Map(const std::string& path);
+  // Maps the file and reads its batches; with `crc32`, proves every byte
+  // first (Verify), so that nothing reads a corrupt file as IPC.
+  arrow::Status Map(const std::string& path, std::optional<uint32_t> crc32);
 
   std::string path_;
   bool owned_ = false;  // the file is whole and ours: removed with the TierFile
