@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from iceberg_util import Warehouse
+from test_head_restart import _node_status, _until
 from test_heal import HEAD_ARGS, wait_for
 from test_metrics import nodes_total, scrape, scrape_nodes
 
@@ -197,5 +198,30 @@ def test_a_node_restarted_on_its_tier_adopts_the_files_it_can_prove(table, tmp_p
                 cluster.nodes[victim].location, 0) > 0, "adopted rows described"))[1]
             assert on_disk[cluster.nodes[victim].location] > 0
             got = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000, seed=3,
+                                                          columns=["id"]))).sort_by("id")
+            assert got.equals(source)
+
+
+def test_a_head_restart_adopts_a_copy_on_the_tier(table, tmp_path):
+    """The head SIGKILLed and restarted: it adopts the copy from the nodes'
+    records (nothing read from the table, the tier files untouched), and a
+    window epoch over it reads every row exactly."""
+    source = table.scan(selected_fields=("id",)).to_arrow().sort_by("id")
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="512MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            loaded = c.load("t", table.metadata_location, batch_rows=4096)
+            files = sorted(p for p in cluster._tier_dir.rglob("*.arrow"))
+            # The head hands each node its catalog record on its next rounds.
+            _until("records on every node", lambda: all(
+                d.get("record") for n in cluster.nodes for d in _node_status(n)["datasets"]))
+            cluster.kill_head()
+            cluster.restart_head()
+        with cluster.client() as c:
+            desc = c.describe("t")
+            assert desc["generation"] == loaded["generation"]
+            assert desc["state"] == "ready"
+            assert sorted(p for p in cluster._tier_dir.rglob("*.arrow")) == files
+            got = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000, seed=5,
                                                           columns=["id"]))).sort_by("id")
             assert got.equals(source)
