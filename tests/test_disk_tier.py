@@ -121,6 +121,22 @@ def _assert_prefetcher_followed(cluster, on_disk: int) -> None:
     assert 0 < nodes_total(scrapes, "icefloe_node_prefetch_bytes") <= 2 * (MEMORY // 8)
 
 
+def test_many_load_threads_on_a_small_budget_load_through_the_tier(table, tmp_path):
+    """Sixteen reads in flight need more memory than a node of 32 MiB has: a
+    read that runs out waits for another to finish (its rows go to the tier)
+    and is tried again, so the load completes instead of failing."""
+    source = table.scan(selected_fields=("id",)).to_arrow().sort_by("id")
+    args = [["--load-threads", "16"] for _ in range(2)]
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="512MiB",
+                              node_args=args, log_dir=tmp_path) as cluster:
+        with cluster.client() as c:
+            assert c.load("t", table.metadata_location, batch_rows=4096)["rows"] == ROWS
+            got = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000, seed=2,
+                                                          shuffle="block",
+                                                          columns=["id"]))).sort_by("id")
+            assert got.equals(source)
+
+
 def test_without_a_disk_tier_the_same_load_is_refused_naming_memory_and_disk(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), log_dir=tmp_path) as cluster:
         with cluster.client() as c:

@@ -1,5 +1,7 @@
 #include "icefloe/loader/task_loader.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -56,10 +58,53 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   options.batch_rows = request.batch_rows;
   options.pool = pool.get();
 
+  const int32_t workers = std::max<int32_t>(1, std::min<int32_t>(threads, static_cast<int32_t>(n)));
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex error_mu;
   arrow::Status error;
+  // Reads in flight, and reads finished: with `keep`, a read that ran out of
+  // memory waits for another to finish (its rows may leave memory) and is
+  // tried again, at most once per other reader; alone, it fails.
+  std::mutex flight_mu;
+  std::condition_variable flight_cv;
+  int32_t in_flight = 0;
+  uint64_t finished = 0;
+  constexpr auto kRetryWait = std::chrono::seconds(30);
+  // Task i read (and transformed), retried as above.
+  auto read = [&](size_t i, iceberg::ReadStats* stats)
+      -> arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> {
+    std::unique_lock<std::mutex> lock(flight_mu);
+    ++in_flight;
+    uint64_t seen = 0;  // reads finished when the last try ran out of memory
+    for (int32_t attempt = 0;; ++attempt) {
+      if (attempt > 0) {  // the last try's memory is back: wait for another read to end
+        --in_flight;
+        flight_cv.wait_for(lock, kRetryWait, [&] { return finished != seen || failed.load(); });
+        ++in_flight;
+      }
+      lock.unlock();
+      *stats = iceberg::ReadStats{};
+      auto batches = iceberg::ReadScanTask(request.tasks[i].task, options, stats);
+      if (batches.ok() && transformer) {
+        batches = transformer->ApplyTask(*batches, request.batch_rows, pool.get());
+        if (!batches.ok()) {
+          batches = batches.status().WithMessage(request.tasks[i].task.data_file.file_path, ": ",
+                                                 batches.status().message());
+        }
+      }
+      lock.lock();
+      const bool retry = !batches.ok() && batches.status().IsOutOfMemory() && keep != nullptr &&
+                         attempt + 1 < workers && in_flight > 1 && !failed.load();
+      if (!retry) {
+        --in_flight;
+        ++finished;
+        flight_cv.notify_all();
+        return batches;
+      }
+      seen = finished;
+    }
+  };
   auto worker = [&] {
     while (!failed.load()) {
       if (progress->cancelled.load()) {
@@ -72,19 +117,16 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
       size_t i = next.fetch_add(1);
       if (i >= n) return;
       iceberg::ReadStats stats;
-      auto batches = iceberg::ReadScanTask(request.tasks[i].task, options, &stats);
-      if (batches.ok() && transformer) {
-        batches = transformer->ApplyTask(*batches, request.batch_rows, pool.get());
-        if (!batches.ok()) {
-          batches = batches.status().WithMessage(request.tasks[i].task.data_file.file_path, ": ",
-                                                 batches.status().message());
-        }
-      }
+      auto batches = read(i, &stats);
       if (batches.ok() && keep) batches = keep(std::move(*batches));
       if (!batches.ok()) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (error.ok()) error = batches.status();
-        failed = true;
+        {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (error.ok()) error = batches.status();
+          failed = true;
+        }
+        std::lock_guard<std::mutex> lock(flight_mu);
+        flight_cv.notify_all();  // a read waiting to retry stops
         return;
       }
       int64_t rows = 0;
@@ -98,7 +140,6 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
       progress->tasks_done += 1;
     }
   };
-  const int32_t workers = std::max<int32_t>(1, std::min<int32_t>(threads, static_cast<int32_t>(n)));
   std::vector<std::thread> pool_threads;
   for (int32_t t = 0; t < workers; ++t) pool_threads.emplace_back(worker);
   for (auto& t : pool_threads) t.join();

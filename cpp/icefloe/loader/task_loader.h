@@ -59,7 +59,11 @@ using TaskHook = std::function<arrow::Result<std::vector<std::shared_ptr<arrow::
 /// Reads every task of `request`. The first failing task stops the load; its
 /// error names the file (OutOfMemory when the budget is exhausted).
 /// progress->cancelled stops it too (Cancelled). `keep`, when set, sees each
-/// task's batches once read.
+/// task's batches once read; as it may take their rows out of memory, a read
+/// that runs out of memory while others are in flight then waits for one of
+/// them to finish (at most 30 s) and is tried again, at most once per other
+/// reader, so that many threads load within a small budget; a read that runs
+/// out alone fails as before.
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
                                      LoadProgress* progress, const TaskHook& keep = nullptr);
