@@ -1,4 +1,4 @@
-// Byte sizes: parsing "8GiB"-style flags and printing sizes for humans.
+// Bytes: parsing "8GiB"-style flags, printing sizes for humans, and hex.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +16,8 @@ arrow::Result<int64_t> ParseByteSize(std::string_view text);
 
 /// Formats a byte count with a binary suffix, e.g. 1536 -> "1.5 KiB".
 std::string FormatBytes(int64_t bytes);
+
+/// Lowercase hex of `bytes`, two digits each: "\x01\xab" -> "01ab".
+std::string HexEncode(std::string_view bytes);
 
 }  // namespace icefloe

@@ -29,4 +29,10 @@ TEST(FormatBytes, PicksAUnit) {
   EXPECT_EQ(FormatBytes(8LL << 30), "8.0 GiB");
 }
 
+TEST(HexEncode, TwoLowercaseDigitsPerByte) {
+  EXPECT_EQ(HexEncode(""), "");
+  EXPECT_EQ(HexEncode(std::string("\x00\x01\xab\xff", 4)), "0001abff");
+  EXPECT_EQ(HexEncode("clicks/v1"), "636c69636b732f7631");
+}
+
 }  // namespace icefloe

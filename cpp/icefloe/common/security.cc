@@ -12,6 +12,7 @@
 #include <arrow/flight/server_middleware.h>
 #include <arrow/flight/types.h>
 
+#include "icefloe/common/bytes.h"
 #include "icefloe/common/hmac.h"
 
 namespace icefloe {
@@ -67,13 +68,7 @@ arrow::Result<SecurityOptions> LoadSecurity(const SecurityFlags& flags) {
 
 std::string SignAction(const std::string& key, const std::string& type, const std::string& body) {
   HmacDigest d = HmacSha256(key, type + "\n" + body);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : d) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xF]);
-  }
-  return out;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
 }
 
 arrow::Status VerifyActionSignature(const std::string& key,

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "icefloe/common/bytes.h"
 #include "icefloe/node/tier_file.h"
 
 namespace icefloe {
@@ -22,18 +23,8 @@ constexpr const char* kManifestSuffix = ".manifest.json";
 // Manifests and the files they name are small and few; one larger is not ours.
 constexpr uintmax_t kMaxManifestBytes = uintmax_t{256} << 20;
 
-std::string Hex(const std::string& s) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
 fs::path ManifestPath(const std::string& dir, const std::string& dataset) {
-  return fs::path(dir) / (Hex(dataset) + kManifestSuffix);
+  return fs::path(dir) / (HexEncode(dataset) + kManifestSuffix);
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {

@@ -1,5 +1,6 @@
 #include "icefloe/protocol/data_file_json.h"
 
+#include "icefloe/common/bytes.h"
 #include "icefloe/iceberg/types.h"
 
 namespace icefloe {
@@ -38,16 +39,6 @@ const FieldSpec kValueId = Int("id", kRequired, Values(0, kInt32Max));
 const FieldSpec kValueType = Str("type", kRequired, Values(1, 64));
 const FieldSpec kValueHex = Str("value", kOptional, Values(0, 1024));
 
-std::string ToHex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
 arrow::Result<std::string> FromHex(const JsonFields& in, const json& v, std::string_view hex) {
   auto nibble = [](char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
@@ -68,7 +59,7 @@ arrow::Result<json> PartitionValuesToJson(const std::vector<iceberg::PartitionVa
     json item = {{"id", v.source_id}, {"type", v.type->ToString()}};
     if (!v.value.is_null()) {
       ARROW_ASSIGN_OR_RAISE(std::string bytes, iceberg::EncodeSingleValue(v.value, *v.type));
-      item["value"] = ToHex(bytes);
+      item["value"] = HexEncode(bytes);
     }
     out.push_back(std::move(item));
   }
