@@ -24,26 +24,14 @@
 namespace icefloe {
 namespace {
 
-// Adds the sizes of buffers not seen before: batches sliced from one chunk
-// share buffers, which must be counted once.
-void AddUniqueBuffers(const arrow::ArrayData& data, std::unordered_set<const void*>* seen,
-                      int64_t* total) {
+// Calls fn(buffer) for every buffer of `data`, its children and dictionary.
+template <typename Fn>
+void ForEachBuffer(const arrow::ArrayData& data, Fn&& fn) {
   for (const auto& buf : data.buffers) {
-    if (buf && seen->insert(buf->data()).second) *total += buf->size();
+    if (buf) fn(*buf);
   }
-  for (const auto& child : data.child_data) AddUniqueBuffers(*child, seen, total);
-  if (data.dictionary) AddUniqueBuffers(*data.dictionary, seen, total);
-}
-
-// Widens [*begin, *end) to every buffer of `data` (children and dictionary too).
-void AddExtent(const arrow::ArrayData& data, const uint8_t** begin, const uint8_t** end) {
-  for (const auto& buf : data.buffers) {
-    if (!buf || buf->size() == 0) continue;
-    if (*begin == nullptr || buf->data() < *begin) *begin = buf->data();
-    if (buf->data() + buf->size() > *end) *end = buf->data() + buf->size();
-  }
-  for (const auto& child : data.child_data) AddExtent(*child, begin, end);
-  if (data.dictionary) AddExtent(*data.dictionary, begin, end);
+  for (const auto& child : data.child_data) ForEachBuffer(*child, fn);
+  if (data.dictionary) ForEachBuffer(*data.dictionary, fn);
 }
 
 std::atomic<uint64_t> next_serial{1};
@@ -109,8 +97,11 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
     }
     prev_stop = b.global_stop();
     ds->num_rows_ += b.batch->num_rows();
+    // Batches sliced from one chunk share buffers: each is counted once.
     for (const auto& column : b.batch->column_data()) {
-      AddUniqueBuffers(*column, &seen, &ds->nbytes_);
+      ForEachBuffer(*column, [&](const arrow::Buffer& buf) {
+        if (seen.insert(buf.data()).second) ds->nbytes_ += buf.size();
+      });
     }
     ds->batches_.push_back(std::move(b));
   }
@@ -135,7 +126,11 @@ arrow::Result<std::shared_ptr<CachedDataset>> CachedDataset::MakeWithPools(
       const uint8_t* begin = nullptr;
       const uint8_t* end = nullptr;
       for (const auto& column : ds->batches_[i].batch->column_data()) {
-        AddExtent(*column, &begin, &end);
+        ForEachBuffer(*column, [&](const arrow::Buffer& buf) {
+          if (buf.size() == 0) return;
+          if (begin == nullptr || buf.data() < begin) begin = buf.data();
+          end = std::max(end, buf.data() + buf.size());
+        });
       }
       if (begin == nullptr) continue;
       for (const auto& region : ds->held_) {
@@ -178,7 +173,7 @@ void CachedDataset::BuildIndex() {
   }
 }
 
-size_t CachedDataset::BatchOf(uint64_t row) const {
+size_t CachedDataset::BatchIndex(uint64_t row) const {
   if (batches_.empty() || row < index_base_ || row >= batches_.back().global_stop()) {
     return batches_.size();
   }
@@ -194,7 +189,7 @@ size_t CachedDataset::BatchOf(uint64_t row) const {
 }
 
 const CachedBatch* CachedDataset::BatchHolding(uint64_t row) const {
-  const size_t i = BatchOf(row);
+  const size_t i = BatchIndex(row);
   return i == batches_.size() ? nullptr : &batches_[i];
 }
 
@@ -204,7 +199,7 @@ int64_t CachedDataset::LocalRow(uint64_t row) const {
 }
 
 std::optional<CachedDataset::HeldRow> CachedDataset::Locate(uint64_t row) const {
-  const size_t i = BatchOf(row);
+  const size_t i = BatchIndex(row);
   if (i == batches_.size()) return std::nullopt;
   const CachedBatch& b = batches_[i];
   return HeldRow{static_cast<uint64_t>(local_starts_[i]) + (row - b.global_start), b.global_stop()};

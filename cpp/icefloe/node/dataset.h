@@ -94,7 +94,7 @@ class CachedDataset {
   uint64_t serial() const { return serial_; }
   /// The index in batches() of the batch holding global row `row`, or
   /// batches().size() when this copy holds none.
-  size_t BatchIndex(uint64_t row) const { return BatchOf(row); }
+  size_t BatchIndex(uint64_t row) const;
   /// The cached batch holding global row `row`, or null when this copy holds none.
   const CachedBatch* BatchHolding(uint64_t row) const;
   /// Held global row `row`'s index among the held rows (batch after batch):
@@ -162,8 +162,6 @@ class CachedDataset {
   std::shared_ptr<arrow::Schema> schema_;
   std::vector<CachedBatch> batches_;
   void BuildIndex();
-  // The cached batch holding `row`, or batches_.size() when no batch does.
-  size_t BatchOf(uint64_t row) const;
   // Runs of `rows`, visited in `visit` order (null: rows' own order); output
   // row i is the i-th visited with `sorted_output`, else where rows has it
   // (dataset_gather.cc).

@@ -183,7 +183,7 @@ arrow::Status CachedDataset::PlanGather(const std::vector<uint64_t>& rows,
     const uint32_t at = visit != nullptr ? (*visit)[i] : static_cast<uint32_t>(i);
     const uint64_t r = rows[at];
     if (b == batches_.size() || r < batches_[b].global_start || r >= batches_[b].global_stop()) {
-      b = BatchOf(r);
+      b = BatchIndex(r);
       if (b == batches_.size()) return NotHeld(r);
       if (plan->batches.empty() || plan->batches.back() != b) plan->batches.push_back(b);
     } else if (sorted_output && i > 0 && r == prev + 1) {

@@ -181,7 +181,7 @@ void Prefetcher::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
   wake_.NotifyAll();
 }
 
-void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<Missed>* cold) {
+void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<SpanUse>* cold) {
   for (Unit unit : evicted) {
     loading_.erase(unit);
     auto it = units_.find(unit);
@@ -193,9 +193,9 @@ void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<Missed>* 
 
 void Prefetcher::Read(uint32_t stream, uint64_t end,
                       const std::shared_ptr<const CachedDataset>& owner,
-                      std::vector<Missed>* missed) {
+                      std::vector<SpanUse>* missed) {
   std::vector<Unit> evicted;
-  std::vector<Missed> cold;
+  std::vector<SpanUse> cold;
   {
     MutexLock lock(&mu_);
     auto it = streams_.find(stream);
@@ -226,11 +226,11 @@ void Prefetcher::Read(uint32_t stream, uint64_t end,
     work_ = true;
   }
   wake_.NotifyAll();
-  for (const Missed& m : cold) MarkCold(m.span);
+  for (const SpanUse& m : cold) MarkCold(m.span);
 }
 
-void Prefetcher::CountMissed(const std::vector<Missed>& missed) {
-  for (const Missed& m : missed) {
+void Prefetcher::CountSpanUse(const std::vector<SpanUse>& missed) {
+  for (const SpanUse& m : missed) {
     const int64_t in = ResidentBytes(m.span);
     if (in >= m.span.size) {
       ram_bytes_ += m.bytes;
@@ -247,8 +247,8 @@ void Prefetcher::CountMissed(const std::vector<Missed>& missed) {
 
 void Prefetcher::Run() {
   std::vector<Unit> evicted;
-  std::vector<std::pair<Unit, Missed>> round;  // units taken in, their reads in flight
-  std::vector<Missed> cold;
+  std::vector<std::pair<Unit, SpanUse>> round;  // units taken in, their reads in flight
+  std::vector<SpanUse> cold;
   while (true) {
     {
       MutexLock lock(&mu_);
@@ -272,7 +272,7 @@ void Prefetcher::Run() {
       Evicted(evicted, &cold);
       evicted.clear();
     }
-    for (const Missed& m : cold) MarkCold(m.span);
+    for (const SpanUse& m : cold) MarkCold(m.span);
     cold.clear();  // holds the copies: they go when evicted
     if (round.empty()) continue;
     for (const auto& [unit, load] : round) AskFor(load.span);
@@ -356,9 +356,9 @@ arrow::Status Prefetcher::Follower::Reading(uint64_t end) {
     planned_bytes_ -= planned_.front().second;
     planned_.pop_front();
   }
-  std::vector<Missed> missed;
+  std::vector<SpanUse> missed;
   owner_->Read(stream_, end, dataset_, &missed);
-  owner_->CountMissed(missed);
+  owner_->CountSpanUse(missed);
   return PlanAhead(end);
 }
 

@@ -111,12 +111,13 @@ class Prefetcher {
   struct Followed {
     std::deque<PlannedBatch> upcoming;
   };
-  // A read that was not in the working set: where it was is asked of the
-  // kernel (mincore), after the lock.
-  struct Missed {
+  // A unit's span, its copy held while the span is touched outside the
+  // lock: a read missed in the working set (the kernel is asked where it
+  // was), a unit being loaded, or one evicted to mark cold.
+  struct SpanUse {
     MappedSpan span;
     std::shared_ptr<const CachedDataset> owner;
-    int64_t bytes = 0;  // what the stream read of it
+    int64_t bytes = 0;  // a missed read: what the stream read of it
   };
 
   void Run() EXCLUDES(mu_);
@@ -128,13 +129,13 @@ class Prefetcher {
   // The follower's stream reads its planned batches before `end`: the units
   // not in the working set go to `missed` (asked of the kernel after).
   void Read(uint32_t stream, uint64_t end, const std::shared_ptr<const CachedDataset>& owner,
-            std::vector<Missed>* missed) EXCLUDES(mu_);
+            std::vector<SpanUse>* missed) EXCLUDES(mu_);
   // One fewer planned read of `unit`: forgotten when none is left and it is
   // not resident.
   void Unplan(Unit unit) REQUIRES(mu_);
   // Evicted units: forgotten unless planned; the live ones go to `cold`.
-  void Evicted(const std::vector<Unit>& evicted, std::vector<Missed>* cold) REQUIRES(mu_);
-  void CountMissed(const std::vector<Missed>& missed);
+  void Evicted(const std::vector<Unit>& evicted, std::vector<SpanUse>* cold) REQUIRES(mu_);
+  void CountSpanUse(const std::vector<SpanUse>& missed);
   // In the working set and read in (not still being read).
   bool InRam(Unit unit) const REQUIRES(mu_) {
     return set_.Resident(unit) && loading_.count(unit) == 0;

@@ -155,12 +155,4 @@ arrow::Status WorkingSet::Load(Unit unit, std::vector<Unit>* evicted) {
   return Insert(unit, p->second.bytes, evicted);
 }
 
-void WorkingSet::Drop(Unit unit) {
-  auto held = resident_.find(unit);
-  if (held == resident_.end()) return;
-  used_ -= held->second.bytes;
-  recent_.erase(held->second.recent);
-  resident_.erase(held);
-}
-
 }  // namespace icefloe

@@ -62,8 +62,6 @@ class WorkingSet {
   /// Loads `unit` (planned by some stream), evicting as the policy says
   /// (into `evicted`, as Read).
   arrow::Status Load(Unit unit, std::vector<Unit>* evicted = nullptr);
-  /// The unit is no longer held (its memory went): forgets it.
-  void Drop(Unit unit);
 
   bool Resident(Unit unit) const { return resident_.count(unit) != 0; }
   int64_t used_bytes() const { return used_; }
