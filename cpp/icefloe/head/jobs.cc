@@ -52,6 +52,10 @@ bool JobTable::Report(const JobReport& report, Clock::time_point now) {
 
 std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
   MutexLock lock(&mu_);
+  // The caller reads the clock before the lock, so a report taken in between
+  // is stamped after `now`. The snapshot is as of the later of the two: such a
+  // report is part of it, with age 0, and no age comes out negative.
+  for (const auto& [name, job] : jobs_) now = std::max(now, job.last);
   std::vector<JobStatus> out;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
