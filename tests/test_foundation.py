@@ -34,6 +34,8 @@ def test_binaries_print_help():
         (["--health-port=abc"], "--health-port: 'abc' is not an integer"),
         (["--port", "70000"], "port 70000 is out of range"),
         (["--parquet", "/nonexistent/file.parquet"], "/nonexistent/file.parquet"),
+        (["--load-threads", "0"], "--load-threads must be in 1..64, got 0"),
+        (["--load-threads", "65"], "--load-threads must be in 1..64, got 65"),
     ],
 )
 def test_bad_flags_exit_non_zero_with_a_clear_message(args, message):

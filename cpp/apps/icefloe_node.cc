@@ -27,7 +27,8 @@ struct Flags {
   ServerFlags server;
   std::string default_dataset;
   int64_t memory_limit = 0;
-  int64_t load_threads = std::max(1u, std::thread::hardware_concurrency());
+  // One per core, at most 64 (what --load-threads accepts).
+  int64_t load_threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
   int64_t max_loads = 2;
   int64_t staged_lease_ms = 30'000;
   bool kubeflow = false;  // started as `worker`
@@ -90,7 +91,10 @@ arrow::Status Run(const Flags& flags) {
   NodeOptions options;
   options.security = settings.security;
   options.memory_limit_bytes = flags.memory_limit;
-  options.load_threads = static_cast<int32_t>(std::clamp<int64_t>(flags.load_threads, 1, 64));
+  if (flags.load_threads < 1 || flags.load_threads > 64) {
+    return arrow::Status::Invalid("--load-threads must be in 1..64, got ", flags.load_threads);
+  }
+  options.load_threads = static_cast<int32_t>(flags.load_threads);
   if (flags.max_loads < 1 || flags.max_loads > 64) {
     return arrow::Status::Invalid("--max-loads must be in 1..64, got ", flags.max_loads);
   }
@@ -215,14 +219,16 @@ int main(int argc, char** argv) {
                "ICEFLOE_DISK_LIMIT");
   parser.Bytes("prefetch-limit", &flags.prefetch_limit,
                "RAM the disk tier's prefetcher may fill ahead of the streams, within "
-               "--memory-limit (default: an eighth of it; 0: no prefetch).",
+               "--memory-limit (default: an eighth of it; 0: no prefetch, and window and "
+               "sample epochs read the tier on page faults only).",
                "ICEFLOE_PREFETCH_LIMIT");
   parser.String("prefetch-policy", &flags.prefetch_policy,
                 "Which disk-tier batches the working set keeps: belady (the ones read furthest "
                 "ahead go first; reads ahead of the streams) or lru (the baseline; no "
                 "prefetch).",
                 "ICEFLOE_PREFETCH_POLICY");
-  parser.Int("load-threads", &flags.load_threads, "Files one load reads in parallel.");
+  parser.Int("load-threads", &flags.load_threads,
+             "Files one load reads in parallel (1..64; default: one per core, at most 64).");
   parser.Bool("share-memory", &flags.share_memory,
               "Hold each dataset in a sealed memory file that readers on this host, running "
               "as this user, map instead of streaming it (docs/protocol.md).");
