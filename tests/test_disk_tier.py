@@ -137,6 +137,25 @@ def test_many_load_threads_on_a_small_budget_load_through_the_tier(table, tmp_pa
             assert got.equals(source)
 
 
+def test_rows_kept_in_memory_do_not_depend_on_the_load_threads(table, tmp_path):
+    """A load keeps in memory what its budget holds besides room for its reads
+    in flight, and narrows its reads to that room: with 16 load threads a node
+    of 128 MiB kept no rows in memory (room was kept for 16 reads at their
+    peak), with 1 it kept half of its budget."""
+    kept = {}
+    for threads in (1, 16):
+        args = [["--load-threads", str(threads)] for _ in range(2)]
+        with icefloe.LocalCluster(num_nodes=2, memory_limit=str(4 * MEMORY),
+                                  disk_limit="512MiB", node_args=args,
+                                  log_dir=tmp_path / str(threads)) as cluster:
+            with cluster.client() as c:
+                assert c.load("t", table.metadata_location, batch_rows=4096)["rows"] == ROWS
+                kept[threads] = [n["memory_used_bytes"] for n in c.status()["nodes"]]
+    for threads, used in kept.items():
+        assert all(u >= MEMORY for u in used), (threads, kept)  # a quarter of the budget
+    assert sum(kept[16]) == pytest.approx(sum(kept[1]), rel=0.25), kept
+
+
 def test_without_a_disk_tier_the_same_load_is_refused_naming_memory_and_disk(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), log_dir=tmp_path) as cluster:
         with cluster.client() as c:

@@ -17,7 +17,8 @@ namespace icefloe {
 
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
-                                     LoadProgress* progress, const TaskHook& keep) {
+                                     LoadProgress* progress, const TaskHook& keep,
+                                     const std::function<int32_t()>& max_reads) {
   ARROW_RETURN_NOT_OK(transform::RegisterFunctions());
   ARROW_ASSIGN_OR_RAISE(iceberg::Schema schema, iceberg::ParseSchema(request.schema));
   std::optional<arrow::compute::Expression> filter;
@@ -75,6 +76,11 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   auto read = [&](size_t i, iceberg::ReadStats* stats)
       -> arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> {
     std::unique_lock<std::mutex> lock(flight_mu);
+    // Not past max_reads: while that many are in flight, one of them ends
+    // (and notifies) before this one starts. The wait is bounded by theirs.
+    if (max_reads) {
+      flight_cv.wait(lock, [&] { return in_flight < std::max(1, max_reads()) || failed.load(); });
+    }
     ++in_flight;
     uint64_t seen = 0;  // reads finished when the last try ran out of memory
     for (int32_t attempt = 0;; ++attempt) {

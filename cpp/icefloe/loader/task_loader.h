@@ -63,9 +63,13 @@ using TaskHook = std::function<arrow::Result<std::vector<std::shared_ptr<arrow::
 /// that runs out of memory while others are in flight then waits for one of
 /// them to finish (at most 30 s) and is tried again, at most once per other
 /// reader, so that many threads load within a small budget; a read that runs
-/// out alone fails as before.
+/// out alone fails as before. `max_reads`, when set, says how many reads may
+/// be in flight now (asked as each read starts, which waits while that many
+/// are; fewer than 1 counts as 1): how a budget that has run short narrows
+/// the load's parallelism rather than have its reads run out of memory.
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
-                                     LoadProgress* progress, const TaskHook& keep = nullptr);
+                                     LoadProgress* progress, const TaskHook& keep = nullptr,
+                                     const std::function<int32_t()>& max_reads = nullptr);
 
 }  // namespace icefloe

@@ -91,6 +91,19 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
   return arrow::Status::OK();
 }
 
+int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() / 4 + PrefetchLimit(); }
+
+std::function<int32_t()> NodeServer::ReadsInFlight(const TierSpill* spill) const {
+  if (!TierEnabled()) return nullptr;
+  return [this, spill]() -> int32_t {
+    const int64_t largest = spill->largest.load();
+    if (largest == 0) return options_.load_threads;  // no task read yet: its size is unknown
+    const int64_t room = budget_->available_bytes() - TierReserve();
+    return static_cast<int32_t>(
+        std::clamp<int64_t>(room / (kReadPeak * largest), 1, options_.load_threads));
+  };
+}
+
 TaskHook NodeServer::TierHook(TierSpill* spill) {
   if (!TierEnabled()) return nullptr;
   return [this, spill](std::vector<std::shared_ptr<arrow::RecordBatch>> batches)
@@ -101,18 +114,18 @@ TaskHook NodeServer::TierHook(TierSpill* spill) {
       ARROW_ASSIGN_OR_RAISE(int64_t n, arrow::util::ReferencedBufferSize(*b));
       bytes += n;
     }
-    // Memory for the reads in flight: the load's threads, each reading a task
-    // the size of the largest so far, at its peak (pages, decompressed
-    // buffers and decoded columns at once: up to about 3x its rows, so 4x).
-    // While more than that is free, rows stay in memory; after, each task
-    // read goes to a tier file. A quarter of the budget stays free besides,
-    // for serving (gathers of shuffled batches and window spans), and the
-    // prefetcher's working set.
+    // Rows stay in memory while there is room besides for two reads at
+    // their peak (pages, decompressed buffers and decoded columns at once:
+    // up to about 3x a task's rows, so 4x the largest task so far), a quarter
+    // of the budget for serving (gathers of shuffled batches and window
+    // spans) and the prefetcher's working set; after, each task read goes to
+    // a tier file. ReadsInFlight narrows the load's parallelism to what that
+    // room holds, so the rows kept do not depend on how many load threads
+    // there are.
     int64_t largest = spill->largest.load();
     while (bytes > largest && !spill->largest.compare_exchange_weak(largest, bytes)) {
     }
-    const int64_t reserve = int64_t{4} * options_.load_threads * std::max(largest, bytes) +
-                            budget_->limit_bytes() / 4 + PrefetchLimit();
+    const int64_t reserve = TierReserve() + 2 * kReadPeak * std::max(largest, bytes);
     if (budget_->available_bytes() >= reserve) return batches;
     const std::string path = options_.disk_dir + "/" + tier_prefix_ + "-" +
                              std::to_string(tier_files_.fetch_add(1)) + ".arrow";
@@ -150,8 +163,8 @@ arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& req
   }
   auto pool = NewPool("dataset '" + request.dataset + "'");
   TierSpill spill;
-  auto read =
-      LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress, TierHook(&spill));
+  auto read = LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress,
+                        TierHook(&spill), ReadsInFlight(&spill));
   base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
   if (read.ok()) {
     MutexLock lock(&spill.mu);

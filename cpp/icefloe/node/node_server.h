@@ -148,6 +148,14 @@ class NodeServer : public arrow::flight::FlightServerBase {
   // The hook that writes a load's tasks to the disk tier once memory runs
   // short (null without a tier or a memory limit).
   TaskHook TierHook(TierSpill* spill);
+  // Reads a load may have in flight now, given the room its budget has left
+  // (LoadTasks' max_reads; null without a tier or a memory limit).
+  std::function<int32_t()> ReadsInFlight(const TierSpill* spill) const;
+  // Memory a load with a tier leaves free besides its reads: a quarter of
+  // the budget for serving, and the prefetcher's working set.
+  int64_t TierReserve() const;
+  // A task's read at its peak, in multiples of its rows' bytes.
+  static constexpr int64_t kReadPeak = 4;
   // Writes (or removes) the tier manifest of the copy published as `name`,
   // from what is published now; a failure is logged (only a restart loses).
   void SyncTierManifest(const std::string& name) EXCLUDES(mu_, manifest_mu_);
