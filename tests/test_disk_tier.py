@@ -68,6 +68,52 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
             assert sum(n["disk_used_bytes"] for n in c.status()["nodes"]) == 0
 
 
+def _shards(c, shuffle: str) -> dict:
+    """The id batches of an epoch read by 2 ranks of 2 DataLoader workers,
+    and by each rank resumed after 5 steps (one worker)."""
+    plan = {"batch_size": 1000, "shuffle": shuffle, "seed": 3, "world_size": 2,
+            "columns": ["id"]}
+    out = {}
+    for r in range(2):
+        for w in range(2):
+            out[r, w] = [b.column("id").to_numpy() for b in
+                         c.iter_epoch("t", rank=r, num_workers=2, worker=w, **plan)]
+        out[r, "resumed"] = [b.column("id").to_numpy() for b in
+                             c.iter_epoch("t", rank=r, start=5 * 2 * 1000, **plan)]
+    return out
+
+
+def test_ranks_workers_and_resume_read_a_tier_copy_as_one_in_memory(table, tmp_path):
+    """Sharding over ranks and DataLoader workers, and an epoch resumed
+    mid-way, read the very batches from a copy on the tier that they read
+    from the same table held in memory: each rank's batches are its workers'
+    taken in turn, every row is read once (less padding), and the resumed
+    rank reads what the uninterrupted one read after its first 5 steps."""
+    got = {}
+    for where, kwargs in (("tier", {"memory_limit": str(MEMORY), "disk_limit": "512MiB"}),
+                          ("memory", {})):
+        with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / where, **kwargs) as cluster:
+            with cluster.client() as c:
+                c.load("t", table.metadata_location, batch_rows=4096)
+                on_disk = sum(n["disk_used_bytes"] for n in c.status()["nodes"])
+                assert (on_disk > 0) == (where == "tier")
+                got[where] = {shuffle: _shards(c, shuffle) for shuffle in ("block", "window")}
+    for shuffle, shards in got["tier"].items():
+        memory = got["memory"][shuffle]
+        assert shards.keys() == memory.keys()
+        for key, batches in shards.items():
+            assert len(batches) == len(memory[key]), (shuffle, key)
+            for a, b in zip(batches, memory[key], strict=True):
+                np.testing.assert_array_equal(a, b, err_msg=f"{shuffle} {key}")
+        ids = np.concatenate([np.concatenate(shards[r, w]) for r in range(2) for w in range(2)])
+        assert np.array_equal(np.unique(ids), np.arange(ROWS)) and len(ids) - ROWS <= 1
+        for r in range(2):
+            steps = [shards[r, s % 2][s // 2] for s in range(len(shards[r, 0]) + len(shards[r, 1]))]
+            assert len(shards[r, "resumed"]) == len(steps) - 5
+            for a, b in zip(shards[r, "resumed"], steps[5:], strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
 def _disk_rows(desc: dict) -> tuple[dict[str, int], dict[str, int]]:
     """Per node: the rows describe says it holds, and of those on its disk tier."""
     held: dict[str, int] = {}
