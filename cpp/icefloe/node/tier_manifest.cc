@@ -22,6 +22,8 @@ namespace {
 constexpr const char* kManifestSuffix = ".manifest.json";
 // Manifests and the files they name are small and few; one larger is not ours.
 constexpr uintmax_t kMaxManifestBytes = uintmax_t{256} << 20;
+// The manifest's format ("v"): a node adopts only the version it writes.
+constexpr uint64_t kManifestVersion = 1;
 
 fs::path ManifestPath(const std::string& dir, const std::string& dataset) {
   return fs::path(dir) / (HexEncode(dataset) + kManifestSuffix);
@@ -79,7 +81,7 @@ arrow::Status SaveTierManifest(const std::string& dir, const CachedDataset& copy
                      {"starts", std::move(batch_starts)}});
   }
   if (files.empty()) return RemoveTierManifest(dir, copy.name());
-  const json manifest = {{"v", 1},
+  const json manifest = {{"v", kManifestVersion},
                          {"dataset", copy.name()},
                          {"generation", copy.generation()},
                          {"record", record},
@@ -122,6 +124,14 @@ std::optional<TierAdoption::Copy> AdoptManifest(
   std::stringstream text;
   text << in.rdbuf();
   const json m = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // A manifest another version wrote may mean other things by its fields.
+  uint64_t version = 0;
+  if (m.is_object() && (!Unsigned(m, "v", &version) || version != kManifestVersion)) {
+    const auto v = m.find("v");
+    refused->push_back(where + ": version " + (v == m.end() ? "none" : v->dump()) +
+                       ", this node reads version " + std::to_string(kManifestVersion));
+    return std::nullopt;
+  }
   uint64_t generation = 0;
   const bool has_generation = Unsigned(m, "generation", &generation);
   auto dataset = m.is_object() ? m.find("dataset") : m.end();

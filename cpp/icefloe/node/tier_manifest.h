@@ -11,7 +11,8 @@
 // generation: the rows it held in memory are gone, and the head heals them
 // as for any node that lost rows (head/heal.h: a tier file is one task's
 // rows). A file that fails its proof, or that no manifest names, is removed:
-// its rows are loaded again from the table, never read wrong.
+// its rows are loaded again from the table, never read wrong. So is every
+// file of a manifest of another format version ("v").
 //
 // A manifest is written after its files are whole and renamed (a crash in
 // between leaves files no manifest names: removed), and written to a

@@ -124,6 +124,28 @@ TEST_F(TierManifestTest, AMalformedManifestIsRefusedAndWhatItNamedIsRemoved) {
   EXPECT_TRUE(Files(Run2()).empty());
 }
 
+// A manifest another version of the node wrote is not read as this one's:
+// its copy is refused, by version, and its files are removed.
+TEST_F(TierManifestTest, AManifestOfAnotherVersionIsRefusedByItsVersion) {
+  for (const auto& e : fs::directory_iterator(Run2())) {
+    if (!e.path().string().ends_with(".manifest.json")) continue;
+    std::ifstream in(e.path());
+    nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(m.is_object());
+    ASSERT_EQ(m["v"], 1);
+    m["v"] = 2;
+    in.close();
+    std::ofstream(e.path()) << m.dump();
+  }
+  auto adopted = AdoptTierDir(Run2(), nullptr);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(adopted->copies.empty());
+  ASSERT_EQ(adopted->refused.size(), 1u);
+  EXPECT_NE(adopted->refused[0].find("version 2, this node reads version 1"), std::string::npos)
+      << adopted->refused[0];
+  EXPECT_TRUE(Files(Run2()).empty());
+}
+
 TEST_F(TierManifestTest, ACopyWithNothingOnTheTierHasNoManifest) {
   auto in_memory = CachedDataset::Make("clicks/v1", 8, schema_, {copy_->batches()[0]});
   ASSERT_TRUE(in_memory.ok());
