@@ -80,6 +80,8 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
     // (and notifies) before this one starts. The wait is bounded by theirs.
     if (max_reads) {
       flight_cv.wait(lock, [&] { return in_flight < std::max(1, max_reads()) || failed.load(); });
+      // Another task failed meanwhile: its error ends the load, not this read.
+      if (failed.load()) return arrow::Status::Cancelled("load of '", request.dataset, "' stopped");
     }
     ++in_flight;
     uint64_t seen = 0;  // reads finished when the last try ran out of memory
