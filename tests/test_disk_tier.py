@@ -240,6 +240,43 @@ def test_a_node_killed_with_rows_on_disk_heals_and_its_restart_clears_the_tier(t
                 time.sleep(0.2)
 
 
+def test_a_node_back_before_the_head_saw_it_die_takes_the_heal_of_its_replicas(tmp_path):
+    """Replication 2 on 3 nodes whose rows live on their tiers. A node killed
+    and restarted at once adopts its old rows and registers at a new address
+    before the head has seen the old one die (heartbeat timeout 5 s): the head
+    drops the adopted rows as stray (node.evict with stray), then, once it
+    sees the death, heals the lost replicas onto that same node. Evicting the
+    strays used to close their generation on the node, which then refused the
+    heal for good: the copy stayed one replica short."""
+    ids = np.arange(1_000_000, dtype=np.int64)
+    table = Warehouse(tmp_path / "wh").create(
+        "t", pa.table({"id": ids, "x": ids * 3.0}),
+        properties={"write.target-file-size-bytes": str(1 << 20)})
+    with icefloe.LocalCluster(num_nodes=3, memory_limit="8MiB", disk_limit="256MiB",
+                              log_dir=tmp_path / "logs") as cluster:
+        with cluster.client() as c:
+            c.load("t", table.metadata_location, replication=2)
+            assert sum(n["disk_used_bytes"] for n in c.status()["nodes"]) > 0
+            gone = cluster.nodes[1].location
+            cluster.kill_node(1)
+            cluster.restart_node(1)  # adopts its tier; a new address
+
+            def replicated() -> bool:
+                alive = {n["location"] for n in c.status()["nodes"] if n["state"] == "alive"}
+                desc = c.describe("t")
+                return gone not in alive and desc["state"] == "ready" and all(
+                    len(set(s["nodes"]) & alive) >= 2 for s in desc["slices"])
+
+            deadline = time.monotonic() + 45
+            while not replicated():
+                assert time.monotonic() < deadline, (c.describe("t").get("heal_error"),
+                                                     cluster.logs()[-3000:])
+                time.sleep(0.25)
+            got = pa.Table.from_batches(list(c.iter_epoch("t", batch_size=1000, seed=4,
+                                                          columns=["id"]))).sort_by("id")
+            assert np.array_equal(got.column("id").to_numpy(), ids)
+
+
 def test_a_node_restarted_on_its_tier_adopts_the_files_it_can_prove(table, tmp_path):
     """A node SIGKILLed and restarted at once on its directory maps again the
     tier files it can prove intact (size and CRC-32): it serves those rows

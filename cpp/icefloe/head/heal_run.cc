@@ -137,7 +137,9 @@ void LoadCoordinator::CheckHealth() {
                 {{"dataset", e->storage_name},
                  {"generation", std::to_string(e->generation)},
                  {"nodes", std::to_string(strays.size())}});
-        EvictOnNodes(e->storage_name, e->generation, strays);
+        NodeEvict stray;
+        stray.stray = true;
+        EvictOnNodes(e->storage_name, e->generation, strays, stray);
       }
     }
     if (h.replicas_missing > 0 && !healing && due) {
@@ -313,7 +315,11 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(
     return arrow::Status::OutOfMemory("cannot heal '", task->name, "': ", why);
   }
   arrow::Status st = RepairOnNodes(&run);
-  if (!st.ok()) EvictOnNodes(task->storage, task->generation, run.nodes, /*staged_only=*/true);
+  if (!st.ok()) {
+    NodeEvict staged_only;
+    staged_only.staged_only = true;
+    EvictOnNodes(task->storage, task->generation, run.nodes, staged_only);
+  }
 
   // The slice map from what the nodes now report (a partly failed commit
   // still counts where it landed).

@@ -154,10 +154,10 @@ class LoadCoordinator {
   arrow::Status WaitForNodes(Run* run);
   arrow::Status CommitOnNodes(Run* run);
   /// Evicts (storage, generation) on `nodes` in parallel within the evict
-  /// timeout; returns the nodes that did not confirm.
+  /// timeout; returns the nodes that did not confirm. `how` sets
+  /// staged_only or stray (NodeEvict); its dataset and generation are these.
   std::vector<std::string> EvictOnNodes(const std::string& storage, uint64_t generation,
-                                        const std::vector<std::string>& nodes,
-                                        bool staged_only = false);
+                                        const std::vector<std::string>& nodes, NodeEvict how = {});
   void Publish(Run* run);
   /// Runs the SetAfterPublish callback, if any (never under mu_).
   void AfterPublish() EXCLUDES(mu_);

@@ -285,11 +285,13 @@ void LoadCoordinator::Publish(Run* run) {
 std::vector<std::string> LoadCoordinator::EvictOnNodes(const std::string& storage,
                                                        uint64_t generation,
                                                        const std::vector<std::string>& nodes,
-                                                       bool staged_only) {
+                                                       NodeEvict how) {
   std::set<std::string> unique(nodes.begin(), nodes.end());
   const std::vector<std::string> targets(unique.begin(), unique.end());
   NodeRpc* rpc = rpc_;
-  const NodeEvict req{storage, generation, staged_only};
+  NodeEvict req = std::move(how);
+  req.dataset = storage;
+  req.generation = generation;
   const double timeout_s = options_.evict_timeout_s;
   auto results = FanOut<NodeEvictResult>(
       calls_, targets.size(),

@@ -300,7 +300,10 @@ arrow::Result<std::string> NodeServer::HandleEvict(const std::string& body) {
       records_.erase(evict.dataset);
     }
   }
-  const bool load_dropped = loads_.Drop(evict.dataset, evict.generation, evict.staged_only);
+  // A stray copy's generation stays open: the head may heal it onto this
+  // node later (LoadManager refuses an extend of an evicted generation).
+  const bool load_dropped =
+      !evict.stray && loads_.Drop(evict.dataset, evict.generation, evict.staged_only);
   NodeEvictResult out{dropped != nullptr || load_dropped, dropped ? dropped->nbytes() : 0};
   dropped.reset();  // memory returns once in-flight streams finish too
   if (out.evicted) SyncTierManifest(evict.dataset);

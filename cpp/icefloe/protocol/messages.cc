@@ -134,6 +134,8 @@ const Field<NodeEvict> kEvictFields[] = {
     {Uint("generation", kOptional, Values(0, kU64Max)), &NodeEvict::generation},
     // Heal clean-up (issue 14): only the load, not the published copy.
     {Flag("staged_only"), &NodeEvict::staged_only},
+    // A copy the slice map does not place here: the generation may heal here later.
+    {Flag("stray"), &NodeEvict::stray},
 };
 const Field<NodeEvictResult> kEvictResultFields[] = {
     {Flag("evicted"), &NodeEvictResult::evicted},

@@ -201,6 +201,10 @@ struct NodeEvict {
   uint64_t generation = 0;
   /// Heal clean-up: drop only a staged or running load, never the published copy.
   bool staged_only = false;
+  /// Rows the head's slice map does not place on this node (a restarted
+  /// node's adopted copy, a copy healed around): drop the published copy
+  /// only, and leave the generation open to a later heal onto this node.
+  bool stray = false;
 
   nlohmann::json ToJson() const;
   static arrow::Result<NodeEvict> Parse(std::string_view body);
