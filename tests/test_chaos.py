@@ -38,12 +38,24 @@ SECONDS = float(os.environ.get("ICEFLOE_CHAOS_SECONDS", "30"))
 MAX_KILLS = 50
 
 
-@pytest.fixture(scope="module")
-def table(tmp_path_factory):
+def _columns() -> pa.Table:
     rng = np.random.default_rng(7)
     columns = {"id": np.arange(N, dtype=np.int64)}
     columns.update({f"f{i}": rng.standard_normal(N) for i in range(3)})
-    return Warehouse(tmp_path_factory.mktemp("chaos") / "wh").create("t", pa.table(columns))
+    return pa.table(columns)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    return Warehouse(tmp_path_factory.mktemp("chaos") / "wh").create("t", _columns())
+
+
+@pytest.fixture(scope="module")
+def small_files(tmp_path_factory):
+    """The same rows in data files of about 1 MB: one read of each fits a
+    node of 8 MiB, so nearly every row of such a node goes to its disk tier."""
+    return Warehouse(tmp_path_factory.mktemp("chaos-tier") / "wh").create(
+        "t", _columns(), properties={"write.target-file-size-bytes": str(1 << 20)})
 
 
 def _seed() -> int:
@@ -83,13 +95,15 @@ def _consume(cluster, rank: int, want: dict, stop: threading.Event, results: dic
     results[rank] = (done, errors)
 
 
-def _chaos(tmp_path, table, *, num_nodes: int, replication: int, healing: bool) -> None:
-    """Kills and restarts nodes for SECONDS while four consumers read epochs."""
+def _chaos(tmp_path, table, *, num_nodes: int, replication: int, healing: bool,
+           **cluster: str) -> None:
+    """Kills and restarts nodes for SECONDS while four consumers read epochs;
+    ``cluster``: more LocalCluster arguments (a disk tier)."""
     rng = random.Random(_seed())
     failovers = _Count()
     logging.getLogger("icefloe").addHandler(failovers)
     try:
-        _run(tmp_path, table, rng, num_nodes, replication, healing, failovers)
+        _run(tmp_path, table, rng, num_nodes, replication, healing, failovers, cluster)
     finally:
         logging.getLogger("icefloe").removeHandler(failovers)
 
@@ -106,10 +120,15 @@ class _Count(logging.Handler):
             self.count += 1
 
 
-def _run(tmp_path, table, rng, num_nodes, replication, healing, failovers) -> None:
-    with icefloe.LocalCluster(num_nodes=num_nodes, log_dir=tmp_path / "logs") as cluster:
+def _run(tmp_path, table, rng, num_nodes, replication, healing, failovers, kwargs) -> None:
+    with icefloe.LocalCluster(num_nodes=num_nodes, log_dir=tmp_path / "logs",
+                              **kwargs) as cluster:
         with cluster.client() as client:
             client.load("t", table.metadata_location, replication=replication)
+            if "disk_limit" in kwargs:  # most rows are read from the tier
+                nodes = client.status()["nodes"]
+                assert sum(n["disk_used_bytes"] for n in nodes) > \
+                    2 * sum(n["memory_used_bytes"] for n in nodes), nodes
             want = {(r, e): _ids(client, r, e) for r in range(CONSUMERS) for e in range(EPOCHS)}
         for e in range(EPOCHS):
             rows = sorted(i for r in range(CONSUMERS) for i in want[r, e])
@@ -208,3 +227,11 @@ def test_chaos_replicas(tmp_path, table):
 
 def test_chaos_heals(tmp_path, table):
     _chaos(tmp_path, table, num_nodes=3, replication=2, healing=True)
+
+
+def test_chaos_heals_on_the_disk_tier(tmp_path, small_files):
+    """The same with nodes of 8 MiB memory: copies, failovers and heals land
+    on the nodes' disk tiers (issue 29: all guarantees hold for copies on
+    disk)."""
+    _chaos(tmp_path, small_files, num_nodes=3, replication=2, healing=True,
+           memory_limit="8MiB", disk_limit="256MiB")
