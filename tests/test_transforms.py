@@ -350,3 +350,29 @@ def test_a_transformed_copy_is_adopted_after_a_head_restart_and_heals_after(tmp_
             # Another client's second job with the same spec joins the copy at once.
             assert client.load("r2", t.metadata_location, transform=spec,
                                batch_rows=500)["generation"] == loaded["generation"]
+
+
+@pytest.mark.parametrize("op", ["+", "*"])
+def test_a_long_chain_of_operators_is_refused_and_the_head_keeps_serving(tmp_path, corpus, op):
+    """Issue 42: `stars+1+1+...` of 32,000 terms (64 KB) is a tree 32,000 levels
+    deep; binding it overflowed the head's stack (SIGSEGV). Refused by depth,
+    naming the column; the head serves the next load."""
+    t, oracle, _, _ = corpus
+    deep = "stars" + (op + "1") * 31999
+    assert len(deep) < 65536  # under the text limit: the depth bound refuses it
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        with pytest.raises(icefloe.InvalidArgument) as refused:
+            client.load("deep", t.metadata_location,
+                        transform={"columns": [{"name": "deep", "expr": deep}]})
+        message = str(refused.value)
+        assert "column 'deep'" in message
+        assert "deeper than 64 levels" in message
+        assert len(message) < 2000  # the 64 KB expression is not echoed whole
+        assert cluster.head.popen.poll() is None, cluster.logs()
+        spec = {"keep": ["review_id"], "columns": [{"name": "label", "expr": "stars - 1"}]}
+        client.load("ok", t.metadata_location, transform=spec)
+        assert [d["name"] for d in client.datasets()] == ["ok"]
+        got = client.read("ok")
+    assert got["label"].to_pylist() == [s - 1 for s in oracle["stars"].to_pylist()]
+

@@ -31,6 +31,16 @@ arrow::Status Unknown(const std::string& what, const std::string& column,
                                 "' (the loaded columns are: ", Names(input), ")");
 }
 
+// An expression as errors quote it: whole up to 80 bytes, else its start and
+// its size (an expression may be 64 KB; an error does not echo it whole).
+std::string Quoted(const std::string& expr) {
+  constexpr size_t kShownBytes = 80;
+  if (expr.size() <= kShownBytes) return "'" + expr + "'";
+  size_t n = kShownBytes;
+  while (n > 0 && (static_cast<unsigned char>(expr[n]) & 0xC0) == 0x80) --n;  // a UTF-8 start
+  return "'" + expr.substr(0, n) + "...' (" + std::to_string(expr.size()) + " bytes)";
+}
+
 bool IsTokenList(const arrow::DataType& type) {
   if (type.id() != arrow::Type::LIST && type.id() != arrow::Type::LARGE_LIST) return false;
   return type.field(0)->type()->id() == arrow::Type::INT32;
@@ -52,8 +62,8 @@ arrow::Result<std::vector<std::string>> InputColumns(const TransformSpec& spec) 
     }
     auto parsed = ParseValueExpr(*c.expr);
     if (!parsed.ok()) {
-      return arrow::Status::Invalid("transform: column '", c.name, "' ('", *c.expr,
-                                    "'): ", parsed.status().message());
+      return arrow::Status::Invalid("transform: column '", c.name, "' (", Quoted(*c.expr),
+                                    "): ", parsed.status().message());
     }
     for (const auto& name : ColumnsOf(*parsed)) add(name);
   }
@@ -82,7 +92,7 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
     Column c;
     c.name = spec_column.name;
     if (spec_column.expr) {
-      c.what = "column '" + c.name + "' ('" + *spec_column.expr + "')";
+      c.what = "column '" + c.name + "' (" + Quoted(*spec_column.expr) + ")";
       auto parsed = ParseValueExpr(*spec_column.expr);
       if (!parsed.ok()) {
         return arrow::Status::Invalid("transform: ", c.what, ": ", parsed.status().message());

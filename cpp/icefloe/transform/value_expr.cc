@@ -2,6 +2,7 @@
 // lexer (iceberg/expr_lex.h), building Arrow compute expressions.
 #include "icefloe/transform/value_expr.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <mutex>
@@ -54,6 +55,14 @@ arrow::Result<std::shared_ptr<arrow::DataType>> CastTarget(const std::string& na
                                 "large_string, binary, date32)");
 }
 
+// A parsed subexpression and its height in the tree: 0 for a column or a
+// literal, one more than its highest argument for an operator or a call.
+// Arrow's Bind recurses once per level, so the height is what is bounded.
+struct Node {
+  cp::Expression expr;
+  int height = 0;
+};
+
 class Parser {
  public:
   Parser(std::string_view text, std::vector<Token> tokens)
@@ -61,13 +70,13 @@ class Parser {
 
   arrow::Result<cp::Expression> Run() {
     if (Peek().kind == Token::Kind::kEnd) return Error(Peek(), "the expression is empty");
-    ARROW_ASSIGN_OR_RAISE(cp::Expression e, ParseOr(0));
+    ARROW_ASSIGN_OR_RAISE(Node e, ParseOr(0));
     if (Peek().kind == Token::Kind::kRParen) return Error(Peek(), "unmatched ')'");
     if (Peek().kind != Token::Kind::kEnd) {
       return Error(Peek(),
                    "expected an operator or the end of the expression, found " + Describe(Peek()));
     }
-    return e;
+    return std::move(e.expr);
   }
 
  private:
@@ -88,46 +97,60 @@ class Parser {
     return iceberg::internal::SyntaxError(
         text_, at.offset, at.kind == Token::Kind::kError ? at.text : message, "expression");
   }
+  // Bounds the parser's own recursion (parentheses nest it, add no level).
   arrow::Status CheckDepth(const Token& at, int depth) const {
     if (depth <= kMaxExprDepth) return arrow::Status::OK();
-    return Error(at, "the expression nests deeper than " + std::to_string(kMaxExprDepth));
+    return Error(at, "the expression nests deeper than " + std::to_string(kMaxExprDepth) +
+                         " levels of parentheses, calls and operators");
+  }
+  // `call` (the operator or call at `at`) over arguments at most `below`
+  // high; refused past kMaxExprDepth.
+  arrow::Result<Node> Level(const Token& at, int below, cp::Expression call) const {
+    if (below < kMaxExprDepth) return Node{std::move(call), below + 1};
+    return Error(at, "the expression is deeper than " + std::to_string(kMaxExprDepth) +
+                         " levels of operators and calls (each operator of a chain such as "
+                         "a + b + c is a level; grouping, (a + b) + (c + d), is shallower)");
   }
 
-  // A left-associative chain of binary operators at one precedence level.
+  // A left-associative chain of binary operators at one precedence level:
+  // one tree level per operator, so its length counts against the height.
   template <typename Operand, typename Match>
-  arrow::Result<cp::Expression> Chain(int depth, Operand operand, Match match) {
-    ARROW_ASSIGN_OR_RAISE(cp::Expression left, operand(depth));
+  arrow::Result<Node> Chain(int depth, Operand operand, Match match) {
+    ARROW_ASSIGN_OR_RAISE(Node left, operand(depth));
     while (true) {
       std::string function = match(Peek());
       if (function.empty()) return left;
       if (function == "%") return Error(Peek(), "'%' is not supported");
       const Token& op = Take();
       ARROW_RETURN_NOT_OK(CheckDepth(op, depth + 1));
-      ARROW_ASSIGN_OR_RAISE(cp::Expression right, operand(depth + 1));
-      left = cp::call(function, {std::move(left), std::move(right)});
+      ARROW_ASSIGN_OR_RAISE(Node right, operand(depth + 1));
+      ARROW_ASSIGN_OR_RAISE(
+          left, Level(op, std::max(left.height, right.height),
+                      cp::call(function, {std::move(left.expr), std::move(right.expr)})));
     }
   }
 
-  arrow::Result<cp::Expression> ParseOr(int depth) {
+  arrow::Result<Node> ParseOr(int depth) {
     return Chain(
         depth, [this](int d) { return ParseAnd(d); },
         [](const Token& t) { return IsKeyword(t, "OR") ? "or_kleene" : ""; });
   }
-  arrow::Result<cp::Expression> ParseAnd(int depth) {
+  arrow::Result<Node> ParseAnd(int depth) {
     return Chain(
         depth, [this](int d) { return ParseNot(d); },
         [](const Token& t) { return IsKeyword(t, "AND") ? "and_kleene" : ""; });
   }
-  arrow::Result<cp::Expression> ParseNot(int depth) {
+  arrow::Result<Node> ParseNot(int depth) {
     if (IsKeyword(Peek(), "NOT")) {
-      ARROW_RETURN_NOT_OK(CheckDepth(Take(), depth + 1));
-      ARROW_ASSIGN_OR_RAISE(cp::Expression inner, ParseNot(depth + 1));
-      return cp::call("invert", {std::move(inner)});
+      const Token& op = Take();
+      ARROW_RETURN_NOT_OK(CheckDepth(op, depth + 1));
+      ARROW_ASSIGN_OR_RAISE(Node inner, ParseNot(depth + 1));
+      return Level(op, inner.height, cp::call("invert", {std::move(inner.expr)}));
     }
     return ParseComparison(depth);
   }
-  arrow::Result<cp::Expression> ParseComparison(int depth) {
-    ARROW_ASSIGN_OR_RAISE(cp::Expression left, ParseSum(depth));
+  arrow::Result<Node> ParseComparison(int depth) {
+    ARROW_ASSIGN_OR_RAISE(Node left, ParseSum(depth));
     const Token& t = Peek();
     if (IsKeyword(t, "IS")) {
       Take();
@@ -138,7 +161,8 @@ class Parser {
                                  ", found " + Describe(Peek()));
       }
       Take();
-      return cp::call(negated ? "is_valid" : "is_null", {std::move(left)});
+      return Level(t, left.height,
+                   cp::call(negated ? "is_valid" : "is_null", {std::move(left.expr)}));
     }
     if (t.kind != Token::Kind::kOp) return left;
     static const std::pair<std::string_view, std::string_view> kComparisons[] = {
@@ -147,12 +171,13 @@ class Parser {
     for (const auto& [op, function] : kComparisons) {
       if (t.text != op) continue;
       Take();
-      ARROW_ASSIGN_OR_RAISE(cp::Expression right, ParseSum(depth + 1));
-      return cp::call(std::string(function), {std::move(left), std::move(right)});
+      ARROW_ASSIGN_OR_RAISE(Node right, ParseSum(depth + 1));
+      return Level(t, std::max(left.height, right.height),
+                   cp::call(std::string(function), {std::move(left.expr), std::move(right.expr)}));
     }
     return left;
   }
-  arrow::Result<cp::Expression> ParseSum(int depth) {
+  arrow::Result<Node> ParseSum(int depth) {
     return Chain(
         depth, [this](int d) { return ParseProduct(d); },
         [this](const Token& t) -> std::string {
@@ -161,7 +186,7 @@ class Parser {
           return "";
         });
   }
-  arrow::Result<cp::Expression> ParseProduct(int depth) {
+  arrow::Result<Node> ParseProduct(int depth) {
     return Chain(
         depth, [this](int d) { return ParseUnary(d); },
         [this](const Token& t) -> std::string {
@@ -171,7 +196,7 @@ class Parser {
           return "";
         });
   }
-  arrow::Result<cp::Expression> ParseUnary(int depth) {
+  arrow::Result<Node> ParseUnary(int depth) {
     const Token& t = Peek();
     if (IsOp(t, "%")) return Error(t, "'%' is not supported");
     if (IsOp(t, "-") || IsOp(t, "+")) {
@@ -179,13 +204,18 @@ class Parser {
       ARROW_RETURN_NOT_OK(CheckDepth(Take(), depth + 1));
       if (minus && Peek().kind == Token::Kind::kNumber) {
         // A negative literal: -9223372036854775808 must not overflow on the way.
-        return Number(Take(), true);
+        return Leaf(Number(Take(), true));
       }
-      ARROW_ASSIGN_OR_RAISE(cp::Expression inner, ParseUnary(depth + 1));
+      ARROW_ASSIGN_OR_RAISE(Node inner, ParseUnary(depth + 1));
       if (!minus) return inner;
-      return cp::call("negate_checked", {std::move(inner)});
+      return Level(t, inner.height, cp::call("negate_checked", {std::move(inner.expr)}));
     }
     return ParsePrimary(depth);
+  }
+
+  static arrow::Result<Node> Leaf(arrow::Result<cp::Expression> e) {
+    ARROW_ASSIGN_OR_RAISE(cp::Expression expr, std::move(e));
+    return Node{std::move(expr), 0};
   }
 
   arrow::Result<cp::Expression> Number(const Token& t, bool negative) {
@@ -206,18 +236,18 @@ class Parser {
     return cp::literal(v);
   }
 
-  arrow::Result<cp::Expression> ParsePrimary(int depth) {
+  arrow::Result<Node> ParsePrimary(int depth) {
     const Token& t = Peek();
     switch (t.kind) {
       case Token::Kind::kNumber:
-        return Number(Take(), false);
+        return Leaf(Number(Take(), false));
       case Token::Kind::kString:
-        return cp::literal(Take().text);
+        return Leaf(cp::literal(Take().text));
       case Token::Kind::kQuotedIdent:
-        return cp::field_ref(Take().text);
+        return Leaf(cp::field_ref(Take().text));
       case Token::Kind::kLParen: {
         ARROW_RETURN_NOT_OK(CheckDepth(Take(), depth + 1));
-        ARROW_ASSIGN_OR_RAISE(cp::Expression inner, ParseOr(depth + 1));
+        ARROW_ASSIGN_OR_RAISE(Node inner, ParseOr(depth + 1));
         if (Peek().kind != Token::Kind::kRParen) {
           return Error(Peek(), "expected ')', found " + Describe(Peek()));
         }
@@ -231,26 +261,28 @@ class Parser {
                      "expected a column, a literal, a function call or '(', found " + Describe(t));
     }
     if (IsKeyword(t, "TRUE") || IsKeyword(t, "FALSE"))
-      return cp::literal(IsKeyword(Take(), "TRUE"));
+      return Leaf(cp::literal(IsKeyword(Take(), "TRUE")));
     if (IsKeyword(t, "NULL")) {
       Take();
-      return cp::literal(arrow::MakeNullScalar(arrow::null()));
+      return Leaf(cp::literal(arrow::MakeNullScalar(arrow::null())));
     }
     const Token& name = Take();
-    if (Peek().kind != Token::Kind::kLParen) return cp::field_ref(name.text);
+    if (Peek().kind != Token::Kind::kLParen) return Leaf(cp::field_ref(name.text));
     return ParseCall(name, depth);
   }
 
-  arrow::Result<cp::Expression> ParseCall(const Token& name, int depth) {
+  arrow::Result<Node> ParseCall(const Token& name, int depth) {
     const Token& open = Take();
     ARROW_RETURN_NOT_OK(CheckDepth(open, depth + 1));
     std::vector<cp::Expression> args;
     std::vector<const Token*> starts;
+    int below = 0;
     if (Peek().kind != Token::Kind::kRParen) {
       while (true) {
         starts.push_back(&Peek());
-        ARROW_ASSIGN_OR_RAISE(cp::Expression arg, ParseOr(depth + 1));
-        args.push_back(std::move(arg));
+        ARROW_ASSIGN_OR_RAISE(Node arg, ParseOr(depth + 1));
+        below = std::max(below, arg.height);
+        args.push_back(std::move(arg.expr));
         if (Peek().kind == Token::Kind::kRParen) break;
         if (Peek().kind != Token::Kind::kComma) {
           return Error(Peek(), "expected ',' or ')' in the arguments of " + name.text + ", found " +
@@ -263,7 +295,8 @@ class Parser {
     std::string function;
     for (char c : name.text)
       function += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    return Call(name, function, std::move(args), starts);
+    ARROW_ASSIGN_OR_RAISE(cp::Expression call, Call(name, function, std::move(args), starts));
+    return Level(name, below, std::move(call));
   }
 
   // The literal argument `i` of `name`, of type T.

@@ -27,11 +27,15 @@ namespace icefloe::transform {
 
 /// Longest expression text.
 inline constexpr size_t kMaxExprBytes = 65536;
-/// Deepest nesting of parentheses, calls and operators.
+/// Deepest expression tree: each operator and call is a level, and a chain
+/// is a level per operator (`a + b + c` is two). Also the deepest nesting of
+/// parentheses, calls and operators in the text. Arrow's Bind recurses once
+/// per level: a 32,000-term chain overflowed the stack (issue 42).
 inline constexpr int kMaxExprDepth = 64;
 
 /// Parses `text` (unbound). Invalid with the position and a caret on a
-/// syntax error, an unknown function or a wrong literal argument.
+/// syntax error, an unknown function, a wrong literal argument or a tree
+/// deeper than kMaxExprDepth.
 arrow::Result<arrow::compute::Expression> ParseValueExpr(std::string_view text);
 
 /// The column names `expr` reads, in first-use order.

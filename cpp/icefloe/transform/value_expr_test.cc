@@ -118,6 +118,44 @@ TEST(ValueExpr, ErrorsNameWhatIsWrong) {
   EXPECT_NE(Json("stars % 2").find("'%' is not supported"), std::string::npos) << Json("stars % 2");
 }
 
+// A chain of operators is one tree level per operator: `stars+1+1+...` of
+// 32,000 terms once overflowed the stack in Arrow's Bind (issue 42). The
+// bound is the tree's depth, whatever mix of chains, calls and parentheses.
+TEST(ValueExpr, ALongChainOfOperatorsIsRefusedByDepth) {
+  for (const char* op : {"+", "*", "-", "/", " AND ", " OR "}) {
+    std::string text = "stars";
+    for (int i = 1; i < 32000 && text.size() + 8 < kMaxExprBytes; ++i)
+      text += op + std::string("1");
+    auto parsed = ParseValueExpr(text);
+    ASSERT_FALSE(parsed.ok()) << op;
+    EXPECT_NE(parsed.status().message().find("deeper than 64 levels"), std::string::npos)
+        << parsed.status().ToString();
+  }
+  auto chain = [](int ops) {
+    std::string text = "stars";
+    for (int i = 0; i < ops; ++i) text += "+1";
+    return text;
+  };
+  // Exactly at the bound: 64 operators bind and evaluate; 65 are refused at
+  // the 65th operator.
+  ASSERT_OK_AND_ASSIGN(auto at_bound, Eval(chain(64)));
+  EXPECT_EQ(at_bound->ToString(), ArrayFromJSON(arrow::int64(), "[65, 69, 67]")->ToString());
+  auto over = ParseValueExpr(chain(65));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("position 134"), std::string::npos)
+      << over.status().ToString();
+  // Calls and parenthesized chains add up: 10 calls over a chain of 55 is 65.
+  std::string calls = chain(55);
+  for (int i = 0; i < 10; ++i) calls = "abs(" + calls + ")";
+  EXPECT_FALSE(ParseValueExpr(calls).ok());
+  EXPECT_FALSE(ParseValueExpr("(" + chain(40) + ")" + chain(25).substr(5)).ok());
+  ASSERT_OK(ParseValueExpr("(" + chain(40) + ")" + chain(24).substr(5)).status());
+  // Grouping keeps a long sum shallow: ((1+1)+(1+1))+... is log2(n) deep.
+  std::string balanced = "stars";
+  for (int i = 0; i < 12; ++i) balanced = "(" + balanced + ")+(" + balanced + ")";
+  ASSERT_OK(ParseValueExpr(balanced).status());
+}
+
 TEST(ValueExpr, ColumnsOfListsEachReadColumnOnce) {
   ASSERT_OK_AND_ASSIGN(auto e,
                        ParseValueExpr("if_else(stars > 3, price, price * stars + \"user_id\")"));
