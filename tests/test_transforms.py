@@ -376,3 +376,24 @@ def test_a_long_chain_of_operators_is_refused_and_the_head_keeps_serving(tmp_pat
         got = client.read("ok")
     assert got["label"].to_pylist() == [s - 1 for s in oracle["stars"].to_pylist()]
 
+
+def test_literal_types_on_an_int32_column_are_those_the_docs_give(tmp_path, corpus):
+    """docs/transforms.md, "Types" (issue 42: the docs said `stars - 1` was
+    int64; Arrow narrows the literal to the column's type)."""
+    t, oracle, _, _ = corpus
+    assert oracle.schema.field("stars").type == pa.int32()
+    stars = oracle["stars"].to_pylist()
+    spec = {"columns": [{"name": "minus", "expr": "stars - 1"},
+                        {"name": "wide", "expr": "cast(stars, 'int64') * 1000000000"}]}
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        with pytest.raises(icefloe.InvalidArgument,
+                           match=r"column 'times' \('stars \* 1000000000'\): overflow"):
+            client.load("narrow", t.metadata_location,
+                        transform={"columns": [{"name": "times", "expr": "stars * 1000000000"}]})
+        client.load("typed", t.metadata_location, transform=spec)
+        got = client.read("typed")
+    assert got.schema.field("minus").type == pa.int32()
+    assert got["minus"].to_pylist() == [s - 1 for s in stars]
+    assert got.schema.field("wide").type == pa.int64()
+    assert got["wide"].to_pylist() == [s * 1000000000 for s in stars]

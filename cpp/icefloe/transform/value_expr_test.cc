@@ -58,6 +58,24 @@ TEST(ValueExpr, Arithmetic) {
   ASSERT_ARRAYS_EQUAL(*ArrayFromJSON(arrow::int32(), "[4, 12, 8]"), *prec);
 }
 
+// docs/transforms.md, "Types" (issue 42: the docs said `stars - 1` was
+// int64). Where a call has no kernel for the literal's own type, Arrow's Bind
+// narrows the literal to the smallest type that holds its value, then
+// promotes the arguments to their common type.
+TEST(ValueExpr, ALiteralTakesTheSmallestTypeThatHoldsItsValue) {
+  EXPECT_EQ(Json("stars - 1"), "int32 [\n  0,\n  4,\n  2\n]");
+  EXPECT_EQ(Json("stars * 1000000000"), "error: Invalid: overflow");
+  EXPECT_EQ(Json("cast(stars, 'int64') * 1000000000"),
+            "int64 [\n  1000000000,\n  5000000000,\n  3000000000\n]");
+  EXPECT_EQ(Json("stars * 3000000000"), "int64 [\n  3000000000,\n  15000000000,\n  9000000000\n]");
+  EXPECT_EQ(Json("stars + 1.5"), "float [\n  2.5,\n  6.5,\n  4.5\n]");
+  EXPECT_EQ(Json("stars + 0.1").substr(0, 7), "double ");
+  EXPECT_EQ(Json("cast(stars, 'float64') + 1.5").substr(0, 7), "double ");
+  EXPECT_EQ(Json("user_id - 1").substr(0, 6), "int64 ");
+  EXPECT_EQ(Json("if_else(stars >= 4, 1, 0)").substr(0, 6), "int64 ");
+  EXPECT_EQ(Json("hash_bucket(stars, 16)").substr(0, 6), "int32 ");
+}
+
 TEST(ValueExpr, ComparisonsLogicAndIfElse) {
   ASSERT_OK_AND_ASSIGN(auto a, Eval("if_else(stars >= 4, 1, 0)"));
   ASSERT_ARRAYS_EQUAL(*ArrayFromJSON(arrow::int64(), "[0, 1, 0]"), *a);
