@@ -176,6 +176,30 @@ def test_deleted_metadata_is_an_error_in_status_and_the_copy_keeps_serving(clust
         assert "FOLLOWING" in text and "gone" in text and "errors, last" in text
 
 
+def test_a_refresh_failing_every_period_is_logged_once(cluster, warehouse):
+    """Issue 42, defect 7: a new snapshot whose data file is gone fails its
+    refresh every period; the head says so once, not once a period."""
+    table = warehouse.create("lost", rows(400))
+    data = Path(urllib.parse.urlparse(table.location()).path) / "data"
+    before = set(data.rglob("*.parquet"))
+    with cluster.client() as c:
+        c.load("lost", table.location())
+        table.append(rows(100, start=400))
+        added = set(data.rglob("*.parquet")) - before
+        assert len(added) == 1
+        added.pop().unlink()
+        wait_for("three failed refreshes", lambda: followed(c, "lost").get("errors", 0) >= 3)
+        record = followed(c, "lost")
+        assert "parquet" in record["last_error"].lower(), record
+        log = (cluster.log_dir / "head.log").read_text()
+        failed = [line for line in log.splitlines()
+                  if 'msg="load failed"' in line and "dataset=lost" in line]
+        # Once per distinct error (the node that failed is part of it).
+        errors = [line.split(" error=", 1)[1] for line in failed]
+        assert failed and len(errors) == len(set(errors)), "\n".join(failed)
+        assert c.describe("lost")["state"] == "ready"  # the cached copy keeps serving
+
+
 def test_a_branch_is_followed_and_a_tag_is_not(cluster, warehouse):
     table = warehouse.create("branched", rows(200))
     first = table.current_snapshot().snapshot_id

@@ -19,21 +19,46 @@ arrow::Result<std::shared_ptr<flight::FlightClient>> FlightNodeRpc::Client(
   return shared;
 }
 
-arrow::Result<std::string> FlightNodeRpc::Call(const std::string& node, const std::string& type,
-                                               const std::string& body, double timeout_s) {
-  auto result = CallOnce(node, type, body, timeout_s);
-  if (!result.ok()) return PeerError(result.status(), node);
-  return result;
+void FlightNodeRpc::Drop(const std::string& node,
+                         const std::shared_ptr<flight::FlightClient>& client) {
+  MutexLock lock(&mu_);
+  auto it = clients_.find(node);
+  if (it != clients_.end() && it->second == client) clients_.erase(it);
 }
 
-arrow::Result<std::string> FlightNodeRpc::CallOnce(const std::string& node, const std::string& type,
+void FlightNodeRpc::Reconnect(const std::string& node) {
+  std::shared_ptr<flight::FlightClient> old;
+  {
+    MutexLock lock(&mu_);
+    auto it = clients_.find(node);
+    if (it == clients_.end()) return;
+    old = std::move(it->second);
+    clients_.erase(it);
+  }
+  // Closed here, outside the lock, unless a call in flight still holds it.
+}
+
+arrow::Result<std::string> FlightNodeRpc::Call(const std::string& node, const std::string& type,
+                                               const std::string& body, double timeout_s) {
+  auto client = Client(node);
+  if (!client.ok()) return PeerError(client.status(), node);
+  auto result = CallOnce(**client, node, type, body, timeout_s);
+  if (result.ok()) return result;
+  arrow::Status error = PeerError(result.status(), node);
+  // Its channel may now sit in a reconnect backoff of seconds: the next call
+  // dials afresh.
+  if (IsPeerUnavailable(error) && !IsBadNodeReply(error)) Drop(node, *client);
+  return error;
+}
+
+arrow::Result<std::string> FlightNodeRpc::CallOnce(flight::FlightClient& client,
+                                                   const std::string& node, const std::string& type,
                                                    const std::string& body, double timeout_s) {
-  ARROW_ASSIGN_OR_RAISE(auto client, Client(node));
   auto options = CallOptions(security_, timeout_s);
   if (!key_.empty())
     options.headers.emplace_back(kActionSignatureHeader, SignAction(key_, type, body));
   flight::Action action{type, arrow::Buffer::FromString(body)};
-  ARROW_ASSIGN_OR_RAISE(auto stream, client->DoAction(options, action));
+  ARROW_ASSIGN_OR_RAISE(auto stream, client.DoAction(options, action));
   ARROW_ASSIGN_OR_RAISE(auto result, stream->Next());
   ARROW_RETURN_NOT_OK(stream->Drain());
   if (!result || !result->body) {

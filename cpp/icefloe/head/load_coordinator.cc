@@ -155,9 +155,18 @@ std::vector<LoadProgressReply> LoadCoordinator::Loads() const {
 
 void LoadCoordinator::RunJob(std::shared_ptr<LoadJob> job) {
   auto result = Execute(job.get());
+  // The follower retries a failing refresh every period (and a client may
+  // retry a load): each error is said once per dataset, and again once a
+  // load of the dataset has succeeded. The caller gets every error.
+  const std::string& name = job->request().name;
   if (!result.ok()) {
-    LogWarn("load failed",
-            {{"dataset", job->request().name}, {"error", result.status().ToString()}});
+    const std::string error = result.status().ToString();
+    if (failures_logged_.First(name, error)) {
+      LogWarn("load failed",
+              {{"dataset", name}, {"error", error}, {"logged", "once per dataset and error"}});
+    }
+  } else {
+    failures_logged_.Forget(name);
   }
   {
     MutexLock lock(&mu_);

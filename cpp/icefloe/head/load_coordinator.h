@@ -33,6 +33,7 @@
 #include <arrow/result.h>
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/log_once.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/catalog.h"
@@ -196,7 +197,8 @@ class LoadCoordinator {
   std::map<std::string, std::shared_ptr<HealTask>> heals_ GUARDED_BY(mu_);  // by storage name
   std::map<std::string, HealBackoff> heal_backoff_ GUARDED_BY(mu_);         // by storage name
   bool stopping_ GUARDED_BY(mu_) = false;
-  ThreadPool pool_;  // last: its threads stop before the members they use go
+  LogOnce failures_logged_;  // "load failed", by dataset name and error
+  ThreadPool pool_;          // last: its threads stop before the members they use go
 };
 
 }  // namespace icefloe

@@ -628,5 +628,38 @@ TEST_F(LoadCoordinatorTest, ATaskWithoutALiveHolderIsReadAgain) {
   EXPECT_EQ(diff.holders[0].size(), 1u);
 }
 
+// How many times `text` (captured stderr) holds `needle`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The follower retries a failing refresh every period: the same failure is
+// logged once, another failure is logged, and after a load of the name
+// succeeded the old failure is news again (issue 42, defect 7).
+TEST_F(LoadCoordinatorTest, ALoadFailingTheSameWayAgainIsLoggedOnce) {
+  auto fail_with = [this](std::string why) {
+    nodes_.SetHook([why](const std::string&, const std::string& a) -> std::optional<arrow::Status> {
+      if (a == "node.load") return arrow::Status::IOError(why);
+      return std::nullopt;
+    });
+  };
+  auto logged_failures = [this](int loads) {
+    testing::internal::CaptureStderr();
+    for (int i = 0; i < loads; ++i) EXPECT_FALSE(LoadAndWait(Request("d")).ok());
+    return Occurrences(testing::internal::GetCapturedStderr(), "msg=\"load failed\"");
+  };
+  fail_with("reading Parquet file s3://t/gone.parquet: not found");
+  EXPECT_EQ(logged_failures(3), 1);
+  fail_with("reading Parquet file s3://t/other.parquet: not found");
+  EXPECT_EQ(logged_failures(2), 1);
+  nodes_.SetHook(nullptr);
+  ASSERT_TRUE(LoadAndWait(Request("d")).ok());
+  ASSERT_TRUE(coordinator_->Evict("d").ok());
+  fail_with("reading Parquet file s3://t/gone.parquet: not found");
+  EXPECT_EQ(logged_failures(2), 1);
+}
+
 }  // namespace
 }  // namespace icefloe

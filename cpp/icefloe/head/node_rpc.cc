@@ -21,6 +21,8 @@ arrow::Status NodeRpc::Record(const std::string& node, const NodeRecordRequest&,
   return arrow::Status::NotImplemented("node.record to ", node);
 }
 
+void NodeRpc::Reconnect(const std::string&) {}
+
 bool IsBadNodeReply(const arrow::Status& status) {
   return IsPeerUnavailable(status) && status.message().find(kMalformed) != std::string::npos;
 }

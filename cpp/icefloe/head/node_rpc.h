@@ -41,6 +41,12 @@ class NodeRpc {
   /// Not every fake needs it: NotImplemented unless overridden.
   virtual arrow::Status Record(const std::string& node, const NodeRecordRequest& request,
                                double timeout_s);
+  /// The node at `node` registered again after the head failed to reach it
+  /// (a pod restarted under its old name, maybe at a new IP): forgets any
+  /// connection kept to it, so the next call dials afresh instead of waiting
+  /// out the old connection's reconnect backoff. Calls in flight finish on
+  /// the old one. Default: nothing (fakes keep no connections).
+  virtual void Reconnect(const std::string& node);
 };
 
 /// The error for a node whose reply to `action` did not parse: names the node

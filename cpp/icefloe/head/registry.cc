@@ -72,7 +72,21 @@ void NodeRegistry::Update(const std::string& location, const NodeStatus& status,
   n.status_requested_at = requested_at;
 }
 
+bool BackAfterFailure(const NodeInfo& before) {
+  return before.state == NodeState::kDead || !before.last_error.empty();
+}
+
+// A node that registers after the head failed to reach it was restarted (or
+// its network healed): the head's old connection to it may be waiting out a
+// reconnect backoff, so it is replaced before the node counts as alive.
 void NodeRegistry::Heartbeat(const std::string& location, const NodeStatus& status) {
+  bool back = false;
+  {
+    MutexLock lock(&mu_);
+    auto it = nodes_.find(location);
+    back = it != nodes_.end() && BackAfterFailure(it->second);
+  }
+  if (back) rpc_->Reconnect(location);
   Update(location, status, Clock::time_point{});
 }
 

@@ -74,6 +74,12 @@ struct RegistryOptions {
   double refused_backoff_max_s = 8.0;  ///< longest wait between polls of a refusing node
 };
 
+/// Whether a heartbeat from a node the registry holds as `before` is a
+/// re-registration after a failure (it was dead, or a poll or call failed
+/// since its last good report): the head then reconnects to it
+/// (NodeRpc::Reconnect).
+bool BackAfterFailure(const NodeInfo& before);
+
 /// Seconds before polling again a node that refused `refusals` polls in a row
 /// (>= 1): poll_interval_s doubled each time, at most refused_backoff_max_s.
 double RefusedPollDelay(const RegistryOptions& options, int refusals);
@@ -86,7 +92,8 @@ class NodeRegistry {
 
   /// Adds a node the head should poll (static list).
   void AddStatic(const std::string& location) EXCLUDES(mu_);
-  /// Records a node's (already parsed) self-registration or heartbeat.
+  /// Records a node's (already parsed) self-registration or heartbeat; one
+  /// back after a failure (BackAfterFailure) gets a new connection first.
   void Heartbeat(const std::string& location, const NodeStatus& status) EXCLUDES(mu_);
   /// Marks a node dead at once (a call to it failed); a malformed reply also
   /// keeps it out for quarantine_s.

@@ -57,6 +57,70 @@ class RefusingNode : public NodeRpc {
   }
 };
 
+// A node that can be taken down and brought back: while down, node.status
+// fails as FlightNodeRpc reports a refused connection. Counts reconnects.
+class RestartingNode : public RefusingNode {
+ public:
+  std::atomic<bool> down{false};
+  std::atomic<int> reconnects{0};
+
+  arrow::Result<NodeStatus> Status(const std::string& node, double) override {
+    if (down) {
+      return PeerError(arrow::flight::MakeFlightError(arrow::flight::FlightStatusCode::Unavailable,
+                                                      "failed to connect: Connection refused"),
+                       node);
+    }
+    NodeStatus s;
+    s.location = node;
+    return s;
+  }
+  void Reconnect(const std::string&) override { ++reconnects; }
+};
+
+TEST(BackAfterFailureTest, ADeadNodeOrOneWithAFailureSinceItsLastReport) {
+  NodeInfo n;
+  n.state = NodeState::kAlive;
+  EXPECT_FALSE(BackAfterFailure(n));  // a heartbeat of a healthy node
+  n.last_error = "node grpc://n:1 is unreachable: Connection refused";
+  EXPECT_TRUE(BackAfterFailure(n));  // back before the head held it dead
+  n.last_error.clear();
+  n.state = NodeState::kDead;
+  EXPECT_TRUE(BackAfterFailure(n));
+  n.state = NodeState::kUnknown;  // a static node never heard from
+  EXPECT_FALSE(BackAfterFailure(n));
+}
+
+// Issue 42, defect 3: a node restarted at its old address registers again;
+// the head drops its connection to it then (not at every heartbeat).
+TEST(RegistryReconnectTest, ANodeRegisteringAfterAFailureIsReconnected) {
+  RestartingNode rpc;
+  ThreadPool calls("calls", 2, 16);
+  NodeRegistry registry(&rpc, &calls, RegistryOptions{});
+  NodeStatus status;
+  status.location = kNode;
+  registry.Heartbeat(kNode, status);  // first registration: nothing to reset
+  registry.PollAll();
+  registry.Heartbeat(kNode, status);  // healthy heartbeats: the connection stays
+  EXPECT_EQ(rpc.reconnects.load(), 0);
+
+  rpc.down = true;  // SIGKILLed: the head's poll fails
+  registry.PollAll();
+  EXPECT_FALSE(registry.Snapshot()[0].last_error.empty());
+  rpc.down = false;  // restarted at the same address: it registers again
+  registry.Heartbeat(kNode, status);
+  EXPECT_EQ(rpc.reconnects.load(), 1);
+  auto n = registry.Snapshot()[0];
+  EXPECT_EQ(n.state, NodeState::kAlive);
+  EXPECT_TRUE(n.last_error.empty());
+  registry.Heartbeat(kNode, status);  // its next heartbeat is an ordinary one
+  EXPECT_EQ(rpc.reconnects.load(), 1);
+
+  // A node held dead (a load's call failed) is reconnected when it is back.
+  registry.MarkDead(kNode, arrow::Status::IOError("node.load failed"));
+  registry.Heartbeat(kNode, status);
+  EXPECT_EQ(rpc.reconnects.load(), 2);
+}
+
 TEST(RefusedPollDelayTest, DoublesFromThePollIntervalUpToTheBound) {
   RegistryOptions options;
   options.poll_interval_s = 1.0;
