@@ -26,6 +26,7 @@ struct Flags {
   std::string default_dataset;
   std::vector<std::string> nodes;
   int64_t heartbeat_timeout_ms = 5000;
+  int64_t poll_ms = 1000;
   int64_t max_loads = 4;
   int64_t max_queued_loads = 16;
   int64_t load_timeout_s = 3600;
@@ -55,7 +56,9 @@ arrow::Status Run(const Flags& flags) {
   ARROW_RETURN_NOT_OK(Positive("max-queued-loads", flags.max_queued_loads, 65536));
   ARROW_RETURN_NOT_OK(Positive("load-timeout-s", flags.load_timeout_s, 7 * 24 * 3600));
   ARROW_RETURN_NOT_OK(Positive("evict-timeout-ms", flags.evict_timeout_ms, 3'600'000));
+  ARROW_RETURN_NOT_OK(Positive("poll-ms", flags.poll_ms, 3'600'000));
   options.registry.dead_after_s = static_cast<double>(flags.heartbeat_timeout_ms) / 1000.0;
+  options.registry.poll_interval_s = static_cast<double>(flags.poll_ms) / 1000.0;
   if (flags.recover_ms < 0 || flags.recover_ms > 600'000) {
     return arrow::Status::Invalid("--recover-ms must be in 0..600000, got ", flags.recover_ms);
   }
@@ -249,6 +252,9 @@ int main(int argc, char** argv) {
               "ICEFLOE_NODES");
   parser.Int("heartbeat-timeout-ms", &flags.heartbeat_timeout_ms,
              "A node silent this long is marked dead.");
+  parser.Int("poll-ms", &flags.poll_ms,
+             "How often the head asks every node for its status, checks its copies' health "
+             "(and starts heals) and adopts what the nodes report.");
   parser.Int("recover-ms", &flags.recover_ms,
              "After a start, how long the head waits for its nodes' reports (to adopt the "
              "datasets they hold) before it serves catalog reads and loads; 0: at once.");

@@ -5,7 +5,10 @@ A read that breaks asks the head again where its data lives and resumes at
 the exact point it reached (an epoch at its first incomplete batch; a range
 or a random-access read whole, since it hands out nothing before it is
 complete). The first retry is immediate: with replication the head names
-another replica. When every replica of some rows fails, the reader waits,
+another replica. A node that answers that it does not hold all the rows it is
+asked for (:class:`RowsNotHeld`: restarted with part of its copy, before the
+head has seen what it lost) counts as a break too, and is tried last for the
+rest of that read. When every replica of some rows fails, the reader waits,
 bounded by ``timeout_s`` and ``attempts``, while the head may still bring the
 rows back: the dataset is ``degraded`` or ``healing``, or the head has not yet
 noticed that the node died. Otherwise it raises :class:`DataUnavailable`
@@ -25,6 +28,7 @@ from .errors import (
     Cancelled,
     DataUnavailable,
     Error,
+    RowsNotHeld,
     ServerError,
     StreamBroken,
     Timeout,
@@ -57,6 +61,22 @@ def is_break(err: BaseException) -> bool:
     if isinstance(err, (ServerError, Cancelled)):
         return any(m in str(err) for m in _TRANSPORT_MARKERS)
     return False
+
+
+def is_refusal(err: BaseException | None) -> bool:
+    """Whether ``err`` (or what it wraps) is a node's :class:`RowsNotHeld`."""
+    for _ in range(8):  # a short chain: StreamBroken -> RowsNotHeld -> Flight error
+        if err is None:
+            return False
+        if isinstance(err, RowsNotHeld):
+            return True
+        err = err.__cause__
+    return False
+
+
+def ordered(uris: list[str], refused: set[str] | frozenset[str]) -> list[str]:
+    """``uris`` in order, those of nodes that refused rows in this read last."""
+    return [u for u in uris if u not in refused] + [u for u in uris if u in refused]
 
 
 def named(err: Error, dataset: str, nodes: list[str]) -> Error:
@@ -94,15 +114,19 @@ class ReplicaAttempts:
     node (and the dataset, when known). :meth:`exhausted` is the
     :class:`StreamBroken` to raise when no replica is left."""
 
-    def __init__(self, dataset: str = "") -> None:
+    def __init__(self, dataset: str = "", refused: set[str] | None = None) -> None:
         self.dataset = dataset
         self.tried: list[str] = []
         self.last_error: BaseException | None = None
+        # Nodes that said they lack rows (RowsNotHeld), shared with the read's Recovery.
+        self.refused = refused if refused is not None else set()
 
     def failed(self, exc: Error, uri: str) -> None:
         """Records a break of ``uri``'s stream; raises ``exc`` if it is none."""
         if not is_break(exc):
             raise named(exc, self.dataset, [uri]) if self.dataset else at_node(exc, uri)
+        if isinstance(exc, RowsNotHeld):
+            self.refused.add(uri)
         self.tried.append(uri)
         self.last_error = exc
 
@@ -145,10 +169,15 @@ class Recovery:
         self._position = -1
         self._failures = 0  # consecutive, at the same position
         self._gave_dead_a_chance: set[str] = set()
+        # Nodes that answered RowsNotHeld in this read: tried last from then on.
+        self.refused: set[str] = set()
 
     def broken(self, exc: BaseException, position: int,
                stop: threading.Event | None = None) -> None:
         nodes = list(getattr(exc, "nodes", []) or [])
+        refusal = is_refusal(exc)
+        if refusal:
+            self.refused.update(nodes)
         now = time.monotonic()
         self.breaks += 1
         if position > self._position:  # progress since the last break: a new episode
@@ -167,11 +196,16 @@ class Recovery:
                 self.attempts)
         if self._failures == 1:
             return  # at once: the head lists another replica first
-        self._wait_for_head(exc, nodes, stop)
+        self._wait_for_head(exc, nodes, stop, refusal)
 
     def _wait_for_head(self, exc: BaseException, nodes: list[str],
-                       stop: threading.Event | None) -> None:
-        """Returns once the head may serve the rows again; raises if it will not."""
+                       stop: threading.Event | None, refusal: bool = False) -> None:
+        """Returns once the head may serve the rows again; raises if it will not.
+
+        After a refusal (``refusal``: the nodes answer but lack rows) a dataset
+        the head calls ``ready`` is tried again after each pause, backing off
+        with the failures in a row: the head repairs the rows once it has polled
+        the node, and may not pass through ``degraded`` where a poll sees it."""
         assert self._deadline is not None
         polls = 0
         missing_first: int | None = None
@@ -183,7 +217,10 @@ class Recovery:
             alive = {n.get("location") for n in self._status().get("nodes", [])
                      if n.get("state") == "alive"}
             heal_error = desc.get("heal_error")
-            if state == "ready":
+            retry_after_pause = False
+            if state == "ready" and refusal:
+                retry_after_pause = True
+            elif state == "ready":
                 unnoticed = [n for n in nodes if n in alive]
                 if not unnoticed:
                     # The head knows these nodes are gone and calls the dataset
@@ -209,7 +246,8 @@ class Recovery:
             if now >= self._deadline:
                 detail = f"waited {now - started:.0f} s; the dataset is {state!r}"
                 if state == "ready":
-                    detail += " and the head still lists the node alive"
+                    detail += (" and the head still lists the node for them" if refusal
+                               else " and the head still lists the node alive")
                 if heal_error:
                     detail += f"; the head cannot repair it: {heal_error}"
                 raise self._give_up(exc, nodes, detail)
@@ -220,7 +258,8 @@ class Recovery:
                             desc.get("slices_missing", "?"),
                             f", {heal_error}" if heal_error else "", now - started,
                             self.timeout_s)
-            delay = min(_POLL_S[min(polls, len(_POLL_S) - 1)], self._deadline - now)
+            step = max(polls, self._failures - 2) if retry_after_pause else polls
+            delay = min(_POLL_S[min(step, len(_POLL_S) - 1)], self._deadline - now)
             polls += 1
             if stop is not None:
                 if stop.wait(delay):
@@ -228,14 +267,22 @@ class Recovery:
                                        nodes=nodes, dataset=self.dataset)
             else:
                 time.sleep(delay)
+            if retry_after_pause:
+                return
 
     def _give_up(self, exc: BaseException, nodes: list[str], why: str) -> DataUnavailable:
         where = ", ".join(nodes) or "unknown"
+        if is_refusal(exc):
+            advice = ("No node answered with all of them: a node restarted with part of its "
+                      "copy holds the rest only once the head has polled it and healed the "
+                      "copy. Retry later, or reload the dataset (evict, then load)")
+        else:
+            advice = ("No live node holds a copy. Restart the node so the head can repair "
+                      "the dataset, or reload it (evict, then load)")
         err = DataUnavailable(
             f"dataset {self.dataset!r}: rows held by node {where} cannot be read ({why}; "
-            f"last error: {first_line(exc)}). No live node holds a copy. Restart the node so "
-            f"the head can repair the dataset, or reload it (evict, then load); load it with "
-            f"replication >= 2 to survive losing a node", nodes=nodes, dataset=self.dataset)
+            f"last error: {first_line(exc)}). {advice}; load it with replication >= 2 to "
+            f"survive losing a node", nodes=nodes, dataset=self.dataset)
         err.__cause__ = exc
         return err
 

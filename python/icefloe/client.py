@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import threading
 import warnings
 from collections import OrderedDict
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from . import _kubeflow, _malloc, _shared, _stall
-from ._failover import Recovery, ReplicaAttempts, retry_head
+from ._failover import Recovery, ReplicaAttempts, ordered, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, decode, decode_reply, encode
 from ._shared import is_local
@@ -32,6 +33,8 @@ from .errors import (
     Error,
     InvalidArgument,
     NotFound,
+    ProtocolError,
+    RowsNotHeld,
     StreamBroken,
     Unavailable,
     mapped_errors,
@@ -326,17 +329,19 @@ class Client:
 
     def _failover(self, endpoint: flight.FlightEndpoint,
                   use: Callable[[flight.FlightStreamReader, str], T], dataset: str = "",
-                  shared: bool = False) -> T:
+                  shared: bool = False, refused: set[str] | None = None) -> T:
         """``use(reader, location)`` applied to a DoGet of the endpoint's
         ticket on its first location that answers: replicas are tried in
-        order while a node's connection fails (also in the middle of ``use``);
-        when all fail, :class:`StreamBroken` names them; any other error,
-        mapped and naming the dataset and node, is raised at once. With
-        ``shared`` (a plan stream), a node on this host is asked for the
-        stream by reference to its shared memory (icefloe._shared)."""
-        attempts = ReplicaAttempts(dataset)
-        for location in endpoint.locations:
-            uri = location.uri.decode()
+        order while a node's connection fails or it does not hold all the
+        rows (:class:`RowsNotHeld`; also in the middle of ``use``); when all
+        fail, :class:`StreamBroken` names them; any other error, mapped and
+        naming the dataset and node, is raised at once. With ``shared`` (a
+        plan stream), a node on this host is asked for the stream by
+        reference to its shared memory (icefloe._shared). ``refused``: the
+        read's nodes that refused rows before, tried last (and added to)."""
+        attempts = ReplicaAttempts(dataset, refused)
+        uris = [location.uri.decode() for location in endpoint.locations]
+        for uri in ordered(uris, attempts.refused):
             try:
                 with mapped_errors():
                     reader = track(self._do_get(endpoint.ticket, uri, shared))
@@ -345,25 +350,51 @@ class Client:
                 attempts.failed(exc, uri)
         raise attempts.exhausted()
 
-    def read_endpoint(self, endpoint: flight.FlightEndpoint, dataset: str = "") -> pa.Table:
-        """Reads one endpoint, trying its replicas in order."""
-        return self._failover(endpoint, lambda reader, _: reader.read_all(), dataset)
+    def read_endpoint(self, endpoint: flight.FlightEndpoint, dataset: str = "",
+                      refused: set[str] | None = None) -> pa.Table:
+        """Reads one endpoint, trying its replicas in order. A range ticket's
+        rows are counted: a node that sends fewer (or more) rows than the
+        ticket's range is a :class:`RowsNotHeld`, and the next replica is
+        asked."""
+        rows = _range_of(endpoint.ticket.ticket)
+
+        def read_all(reader: flight.FlightStreamReader, uri: str) -> pa.Table:
+            table = reader.read_all()
+            if rows is not None and table.num_rows != rows[1] - rows[0]:
+                raise RowsNotHeld(f"node {uri} sent {table.num_rows} rows for the "
+                                  f"{rows[1] - rows[0]} rows [{rows[0]}, {rows[1]}) it was "
+                                  f"asked for; they are not all held by this node")
+            return table
+
+        return self._failover(endpoint, read_all, dataset, refused=refused)
 
     def read(self, name: str, start: int = 0, stop: int | None = None,
              columns: list[str] | None = None) -> pa.Table:
         """Global rows ``[start, stop)`` of dataset ``name``, in order; with
-        ``columns``, only those columns, in that order (projected by the nodes)."""
+        ``columns``, only those columns, in that order (projected by the nodes).
+
+        Every row exactly, or an error: a node that does not hold all the rows
+        it is listed for (restarted with part of its copy) is failed over like
+        an unreachable one, and the rows assembled are counted against the
+        range asked for (:class:`icefloe.ProtocolError` if they differ)."""
         recovery = self._recovery(name, "read")
         while True:  # bounded by recovery
             info = self.flight_info(name, start, stop, columns)
             endpoints = list(info.endpoints)
-            if not endpoints:
-                return info.schema.empty_table()
             try:
-                return pa.concat_tables(self._all(
-                    [lambda e=e: self.read_endpoint(e, name) for e in endpoints]))
+                tables = self._all([lambda e=e: self.read_endpoint(e, name, recovery.refused)
+                                    for e in endpoints])
             except StreamBroken as exc:  # nothing handed out yet: read it all again
                 recovery.broken(exc, 0)
+                continue
+            table = pa.concat_tables(tables) if tables else info.schema.empty_table()
+            # The head answers for exactly [start, stop) (total_records).
+            if info.total_records >= 0 and table.num_rows != info.total_records:
+                raise ProtocolError(
+                    f"dataset {name!r}: reading rows [{start}, {stop if stop is not None else ''}"
+                    f") assembled {table.num_rows} rows from {len(endpoints)} endpoint(s), but "
+                    f"the head's reply covers {info.total_records}")
+            return table
 
     # -- epochs and random access -------------------------------------------
 
@@ -382,12 +413,12 @@ class Client:
         info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
         return info, decode("epoch shape", info.app_metadata)
 
-    def _endpoint_reader(self, endpoint: flight.FlightEndpoint,
-                         dataset: str) -> Callable[[], Any]:
-        """Opens the endpoint's stream on first use, failing over to replicas;
-        returns (reader, the node's location)."""
+    def _endpoint_reader(self, endpoint: flight.FlightEndpoint, dataset: str,
+                         refused: set[str] | None = None) -> Callable[[], Any]:
+        """Opens the endpoint's stream on first use, failing over to replicas
+        (those in ``refused`` last); returns (reader, the node's location)."""
         return lambda: self._failover(endpoint, lambda reader, uri: (reader, uri), dataset,
-                                      shared=True)
+                                      shared=True, refused=refused)
 
     def _do_get(self, ticket: flight.Ticket, uri: str, shared: bool) -> Any:
         """A DoGet of ``ticket`` on node ``uri``; with ``shared``, by reference
@@ -491,7 +522,7 @@ class Client:
                     raise StreamBroken(f"dataset {name!r}: {exc}", nodes=[],
                                        dataset=name) from exc
                 _check_same_epoch(name, shape, again)
-            return [self._endpoint_reader(e, name) for e in fresh.endpoints]
+            return [self._endpoint_reader(e, name, recovery.refused) for e in fresh.endpoints]
 
         recovery = self._recovery(name, "epoch")
         meter = self._stall_meter(name, job, plan, info)
@@ -658,6 +689,19 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _range_of(ticket: bytes) -> tuple[int, int] | None:
+    """``[start, stop)`` of a native range ticket (docs/protocol.md, "Native
+    tickets": magic, version 1, kind 01; the body is its last 16 bytes, before
+    the 32-byte signature when flag bit 0 says signed); None for another."""
+    if len(ticket) < 6 + 16 or ticket[:4] != b"\xffIF\x01" or ticket[4] != 0x01:
+        return None
+    end = len(ticket) - (32 if ticket[5] & 0x01 else 0)
+    if end < 6 + 16:
+        return None
+    start, stop = struct.unpack_from("<QQ", ticket, end - 16)
+    return (start, stop) if start <= stop else None
 
 
 def _is_stale(err: Error) -> bool:

@@ -76,6 +76,15 @@ class DataUnavailable(Unavailable):
         self.dataset = dataset
 
 
+class RowsNotHeld(Unavailable):
+    """A data node was asked for rows it does not all hold: it was restarted
+    with part of its copy (what it kept on its disk tier) and the head has not
+    yet seen what it lost, or a client counted fewer rows than it asked a node
+    for. Another replica may hold them: the client fails over on it as on an
+    unreachable node; it reaches a caller only inside a :class:`StreamBroken`
+    or :class:`DataUnavailable` when no replica had the rows."""
+
+
 class Busy(Unavailable):
     """The server is at a bound (e.g. too many loads queued); retry later."""
 
@@ -110,6 +119,7 @@ _EXTRA_INFO: dict[bytes, type[Error]] = {
     b"icefloe:Busy": Busy,
     b"icefloe:Cancelled": Cancelled,
     b"icefloe:Internal": ServerError,
+    b"icefloe:RowsNotHeld": RowsNotHeld,
 }
 
 

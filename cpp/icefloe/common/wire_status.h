@@ -6,8 +6,9 @@
 // arrive as a generic server error. Those are sent as FlightStatusCode::Failed
 // with extra_info naming the kind ("icefloe:OutOfMemory", "icefloe:IOError",
 // "icefloe:NodeUnavailable", "icefloe:AlreadyExists", "icefloe:Busy",
-// "icefloe:Cancelled"), which the Python client maps to icefloe.OutOfMemory,
-// StorageError, Unavailable, AlreadyExists, Busy and Cancelled.
+// "icefloe:Cancelled", "icefloe:RowsNotHeld"), which the Python client maps to
+// icefloe.OutOfMemory, StorageError, Unavailable, AlreadyExists, Busy,
+// Cancelled and RowsNotHeld.
 #pragma once
 
 #include <string>
@@ -23,6 +24,9 @@ inline constexpr const char* kErrorAlreadyExists = "icefloe:AlreadyExists";
 inline constexpr const char* kErrorBusy = "icefloe:Busy";
 inline constexpr const char* kErrorCancelled = "icefloe:Cancelled";
 inline constexpr const char* kErrorInternal = "icefloe:Internal";
+/// A node asked for rows it does not all hold (a node restarted with part of
+/// its copy): another replica may hold them, so readers fail over on it.
+inline constexpr const char* kErrorRowsNotHeld = "icefloe:RowsNotHeld";
 
 arrow::Status ToWireStatus(const arrow::Status& status);
 

@@ -282,16 +282,29 @@ arrow::Status NodeServer::ListFlights(const flight::ServerCallContext&, const fl
   ARROW_ASSIGN_OR_RAISE(auto location, flight::Location::Parse(advertised));
   std::vector<flight::FlightInfo> infos;
   for (const auto& ds : snapshot) {
-    uint64_t first = ds->batches().empty() ? 0 : ds->batches().front().global_start;
-    uint64_t last = ds->batches().empty() ? 0 : ds->batches().back().global_stop();
-    flight::FlightEndpoint endpoint;
-    endpoint.ticket.ticket = EncodeNativeTicket({TicketKind::kRange, ds->name(), ds->generation()},
-                                                EncodeRangeBody({first, last}), ticket_key_);
-    endpoint.locations.push_back(location);
+    // One range ticket per run of rows held back to back: a range ticket is
+    // served only whole (ServeTicket), and a node may hold slices apart.
+    std::vector<RowRange> runs;
+    for (const auto& b : ds->batches()) {
+      if (!runs.empty() && runs.back().stop == b.global_start) {
+        runs.back().stop = b.global_stop();
+      } else {
+        runs.push_back({b.global_start, b.global_stop()});
+      }
+    }
+    if (runs.empty()) runs.push_back({0, 0});
+    std::vector<flight::FlightEndpoint> endpoints;
+    for (const auto& run : runs) {
+      flight::FlightEndpoint endpoint;
+      endpoint.ticket.ticket = EncodeNativeTicket(
+          {TicketKind::kRange, ds->name(), ds->generation()}, EncodeRangeBody(run), ticket_key_);
+      endpoint.locations.push_back(location);
+      endpoints.push_back(std::move(endpoint));
+    }
     ARROW_ASSIGN_OR_RAISE(
         auto info,
         flight::FlightInfo::Make(*ds->schema(), flight::FlightDescriptor::Path({ds->name()}),
-                                 {endpoint}, ds->num_rows(), ds->nbytes()));
+                                 endpoints, ds->num_rows(), ds->nbytes()));
     infos.push_back(std::move(info));
   }
   *listings = std::make_unique<flight::SimpleFlightListing>(std::move(infos));
@@ -346,6 +359,9 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
   std::vector<int> columns(ticket.header.columns.begin(), ticket.header.columns.end());
   if (ticket.header.kind == TicketKind::kPlan) {
     ARROW_ASSIGN_OR_RAISE(PlanTicket plan, DecodePlanBody(ticket.body));
+    // A node restarted with part of its copy is refused at once, before a
+    // batch goes out: the reader fails over to another replica of the rows.
+    for (const auto& owned : plan.owned) ARROW_RETURN_NOT_OK(CheckHeld(*dataset, owned));
     // By reference where the reader's part is slices (none, block) or runs
     // of blocks (window: the reader scatters them from the file to their
     // positions in one native pass, two threads; 0.58 against 0.52 GB/s
@@ -373,6 +389,9 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(RowRange range, DecodeRangeBody(ticket.body));
+  // Every row of the range, or an error a reader fails over on: never the
+  // part of it this node holds (a node restarted with part of its copy).
+  ARROW_RETURN_NOT_OK(CheckHeld(*dataset, range));
   ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   auto batches = dataset->Slice(range);
   if (!columns.empty()) {  // zero-copy: the slices' column arrays, fewer of them

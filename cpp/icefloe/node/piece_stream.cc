@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <sstream>
 
 #include <arrow/buffer.h>
 #include <arrow/ipc/writer.h>
@@ -15,6 +16,7 @@
 
 #include <unistd.h>
 
+#include "icefloe/common/wire_status.h"
 #include "icefloe/node/piece.h"
 #include "icefloe/node/shared_export.h"
 #include "icefloe/node/window_pieces.h"
@@ -278,13 +280,12 @@ arrow::Status BatchPieces(const CachedDataset& dataset, const PlanTicket& ticket
     offset += run.size();
   }
   if (subruns.empty()) return arrow::Status::OK();
+  // Checked before the stream starts too; a copy does not lose rows while
+  // its node serves, but a wrong answer must never go out as a short batch.
+  for (const auto& s : subruns) ARROW_RETURN_NOT_OK(CheckHeld(dataset, s.rows));
 
   if (subruns.size() <= kMaxSlicePieces) {
     for (const auto& s : subruns) {
-      if (dataset.CountRows(s.rows) != s.rows.size()) {
-        return arrow::Status::KeyError("rows [", s.rows.start, ", ", s.rows.stop, ") of dataset '",
-                                       dataset.name(), "' are not all held by this node");
-      }
       if (target.by_reference) {  // one run of the export, whichever batches hold it
         Piece piece{nullptr,
                     {batch, batch_size, {{s.offset, static_cast<uint32_t>(s.rows.size())}}}};
@@ -399,6 +400,16 @@ arrow::Status GatheredPiece(const CachedDataset& dataset, PieceInfo where,
   where.positions = InReadOrder(offsets, order);
   out->push_back({std::move(gathered), std::move(where), /*gathered=*/true});
   return arrow::Status::OK();
+}
+
+arrow::Status CheckHeld(const CachedDataset& dataset, RowRange rows) {
+  const uint64_t held = dataset.CountRows(rows);
+  if (held == rows.size()) return arrow::Status::OK();
+  std::ostringstream words;
+  words << "rows [" << rows.start << ", " << rows.stop << ") of dataset '" << dataset.name()
+        << "' generation " << dataset.generation() << " are not all held by this node (it holds "
+        << held << " of " << rows.size() << "); another replica may hold them";
+  return flight::MakeFlightError(flight::FlightStatusCode::Failed, words.str(), kErrorRowsNotHeld);
 }
 
 arrow::Result<std::shared_ptr<arrow::Schema>> ProjectedSchema(const CachedDataset& dataset,

@@ -23,8 +23,9 @@
 namespace icefloe {
 
 /// The stream for a plan ticket: every batch in [batch_begin, batch_end) of
-/// the consumer, restricted to the ticket's owned ranges. KeyError when the
-/// node lacks owned rows it is asked for (a stale or misrouted ticket).
+/// the consumer, restricted to the ticket's owned ranges. RowsNotHeld (see
+/// CheckHeld) when the node does not hold every row of the owned ranges
+/// (checked before the stream starts, and again as each batch is cut).
 /// Gathered rows are allocated from `gather_pool` (the node's budget), which
 /// the stream keeps alive. `meter` (may be null) hears of every batch sent.
 /// `columns` (indices into the dataset's schema, checked by the caller;
@@ -53,6 +54,14 @@ arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
     std::vector<int> columns = {}, bool by_reference = false);
+
+/// OK when `dataset` holds every row of `rows`. Otherwise the error a reader
+/// fails over on: a Flight error, extra_info kErrorRowsNotHeld
+/// (common/wire_status.h), naming the rows, the dataset and its generation
+/// and how many of them the node holds. A node restarted with part of its
+/// copy (the rows it adopted from its disk tier) answers it until the head
+/// has seen what it holds; it never serves fewer rows than it is asked for.
+arrow::Status CheckHeld(const CachedDataset& dataset, RowRange rows);
 
 /// The dataset's schema projected onto `columns` (empty: the schema itself).
 arrow::Result<std::shared_ptr<arrow::Schema>> ProjectedSchema(const CachedDataset& dataset,

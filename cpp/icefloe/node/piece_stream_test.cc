@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "icefloe/common/memory.h"
+#include "icefloe/common/wire_status.h"
 
 namespace icefloe {
 namespace {
@@ -43,6 +44,25 @@ RowsTicket EveryOtherRow(uint64_t rows) {
   }
   t.total = static_cast<uint32_t>(t.rows.size());
   return t;
+}
+
+// A node restarted with part of its copy says which rows it lacks, with the
+// Flight kind readers fail over on, instead of serving the rows it has.
+TEST(PieceStream, RowsNotAllHeldAreRefusedNamingThem) {
+  auto held = *CachedDataset::Make(
+      "d", 7, Dataset(100)->schema(),
+      {{0, Dataset(100)->batches()[0].batch}, {200, Dataset(50)->batches()[0].batch}});
+  EXPECT_TRUE(CheckHeld(*held, {0, 100}).ok());
+  EXPECT_TRUE(CheckHeld(*held, {210, 250}).ok());
+  const arrow::Status st = CheckHeld(*held, {50, 230});
+  ASSERT_FALSE(st.ok());
+  auto detail = arrow::flight::FlightStatusDetail::UnwrapStatus(st);
+  ASSERT_NE(detail, nullptr);
+  EXPECT_EQ(detail->extra_info(), kErrorRowsNotHeld);
+  EXPECT_NE(st.message().find("rows [50, 230) of dataset 'd' generation 7 are not all held by "
+                              "this node (it holds 80 of 180)"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST(PieceStream, GathersAreChargedToTheBudget) {
