@@ -25,8 +25,10 @@ const char* NodeStateName(NodeState state) {
 
 int64_t NodeInfo::available_bytes() const {
   if (status.memory_limit_bytes <= 0) return int64_t{1} << 60;
-  return std::max<int64_t>(0, status.memory_limit_bytes - status.memory_used_bytes) +
-         disk_available_bytes();
+  // The node's own rule for the rows it keeps in memory (the rest go to its
+  // tier), not recomputed here: placement and the node agree by construction.
+  const int64_t rows = status.row_memory_bytes.value_or(status.memory_limit_bytes);
+  return std::max<int64_t>(0, rows - status.memory_used_bytes) + disk_available_bytes();
 }
 
 int64_t NodeInfo::disk_available_bytes() const {

@@ -60,7 +60,8 @@ struct NodeInfo {
   std::chrono::steady_clock::time_point next_poll_at{};
 
   /// Bytes this node can still take, in memory and on its disk tier (a large
-  /// number when it has no memory limit).
+  /// number when it has no memory limit): in memory, what its status says a
+  /// load fills with rows (row_memory_bytes) less what it uses.
   int64_t available_bytes() const;
   /// Of those, on its disk tier.
   int64_t disk_available_bytes() const;

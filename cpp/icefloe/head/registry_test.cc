@@ -206,5 +206,46 @@ TEST(RegistryRefusalTest, ARefusedLoadCallCountsAsARefusal) {
   EXPECT_EQ(n.refused, kWords);
 }
 
+// Placement counts a tier node's memory as the node's own rule does: the
+// rows it keeps in memory (row_memory_bytes, its limit less what it keeps
+// free for serving and prefetch), not its whole limit; the rest goes to disk.
+TEST(NodeCapacityTest, ATierNodeOffersTheRowsItKeepsInMemoryAndItsFreeDisk) {
+  NodeInfo n;
+  n.status.memory_limit_bytes = 16 << 20;
+  n.status.row_memory_bytes = 10 << 20;
+  n.status.memory_used_bytes = 4 << 20;
+  n.status.disk_limit_bytes = 3 << 20;
+  n.status.disk_used_bytes = 1 << 20;
+  EXPECT_EQ(n.disk_available_bytes(), 2 << 20);
+  EXPECT_EQ(n.available_bytes(), (6 << 20) + (2 << 20));
+  n.status.memory_used_bytes = 12 << 20;  // past its rows' share (serving, a gather)
+  EXPECT_EQ(n.available_bytes(), 2 << 20);
+}
+
+// A node that does not say (one of a version before row_memory_bytes) keeps
+// rows in all of its memory, as such nodes did.
+TEST(NodeCapacityTest, ANodeThatDoesNotSayOffersItsWholeFreeMemory) {
+  NodeInfo n;
+  n.status.memory_limit_bytes = 16 << 20;
+  n.status.memory_used_bytes = 4 << 20;
+  EXPECT_EQ(n.available_bytes(), 12 << 20);
+  n.status.memory_limit_bytes = 0;  // no limit
+  EXPECT_EQ(n.available_bytes(), int64_t{1} << 60);
+}
+
+// The field as a node sends it reaches the registry.
+TEST(NodeCapacityTest, RowMemoryBytesTravelsInTheNodesStatus) {
+  NodeStatus s;
+  s.memory_limit_bytes = 16 << 20;
+  s.row_memory_bytes = 10 << 20;
+  auto back = NodeStatus::Parse(s.ToJson().dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->row_memory_bytes, 10 << 20);
+  auto old = NodeStatus::Parse(R"({"memory_limit_bytes": 100})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->row_memory_bytes.has_value());
+  EXPECT_FALSE(NodeStatus::Parse(R"({"row_memory_bytes": -1})").ok());
+}
+
 }  // namespace
 }  // namespace icefloe

@@ -91,7 +91,13 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
   return arrow::Status::OK();
 }
 
-int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() / 4 + PrefetchLimit(); }
+int64_t NodeServer::RowMemory() const {
+  const int64_t limit = budget_->limit_bytes();
+  if (!TierEnabled()) return limit;  // rows stay in memory, or the load fails
+  return std::max<int64_t>(0, limit - limit / 4 - PrefetchLimit());
+}
+
+int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() - RowMemory(); }
 
 std::function<int32_t()> NodeServer::ReadsInFlight(const TierSpill* spill) const {
   if (!TierEnabled()) return nullptr;

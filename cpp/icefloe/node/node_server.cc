@@ -205,6 +205,7 @@ NodeStatus NodeServer::Status() const {
   NodeStatus status;
   status.memory_limit_bytes = budget_->limit_bytes();
   status.memory_used_bytes = budget_->used_bytes();
+  status.row_memory_bytes = RowMemory();
   status.disk_limit_bytes = disk_budget_->limit_bytes();
   status.disk_used_bytes = disk_budget_->used_bytes();
   if (prefetcher_ != nullptr) {

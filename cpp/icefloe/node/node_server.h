@@ -151,8 +151,14 @@ class NodeServer : public arrow::flight::FlightServerBase {
   // Reads a load may have in flight now, given the room its budget has left
   // (LoadTasks' max_reads; null without a tier or a memory limit).
   std::function<int32_t()> ReadsInFlight(const TierSpill* spill) const;
-  // Memory a load with a tier leaves free besides its reads: a quarter of
-  // the budget for serving, and the prefetcher's working set.
+  // The node's one rule for rows in memory: of its memory budget, the most a
+  // load fills with rows before it writes them to the tier (less the room
+  // its reads take, TierHook): the budget less a quarter for serving and the
+  // prefetcher's working set; the whole budget without a tier. node.status
+  // reports it (row_memory_bytes) and the head's placement counts it as is.
+  int64_t RowMemory() const;
+  // Memory a load with a tier leaves free besides its reads: the budget less
+  // RowMemory().
   int64_t TierReserve() const;
   // A task's read at its peak, in multiples of its rows' bytes.
   static constexpr int64_t kReadPeak = 4;

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <arrow/util/crc32.h>
+
 #include "icefloe/common/bytes.h"
 #include "icefloe/node/tier_file.h"
 
@@ -23,7 +25,16 @@ constexpr const char* kManifestSuffix = ".manifest.json";
 // Manifests and the files they name are small and few; one larger is not ours.
 constexpr uintmax_t kMaxManifestBytes = uintmax_t{256} << 20;
 // The manifest's format ("v"): a node adopts only the version it writes.
-constexpr uint64_t kManifestVersion = 1;
+// Version 2 added manifest_crc32; version 1 manifests are refused by version.
+constexpr uint64_t kManifestVersion = 2;
+// The manifest's own checksum: CRC-32 of the rest of it, as nlohmann::json
+// dumps it compactly (keys sorted), so key order and spacing do not count.
+constexpr const char* kChecksumKey = "manifest_crc32";
+
+uint32_t ContentCrc32(const json& manifest_without_checksum) {
+  const std::string text = manifest_without_checksum.dump();
+  return arrow::internal::crc32(0, text.data(), text.size());
+}
 
 fs::path ManifestPath(const std::string& dir, const std::string& dataset) {
   return fs::path(dir) / (HexEncode(dataset) + kManifestSuffix);
@@ -81,11 +92,12 @@ arrow::Status SaveTierManifest(const std::string& dir, const CachedDataset& copy
                      {"starts", std::move(batch_starts)}});
   }
   if (files.empty()) return RemoveTierManifest(dir, copy.name());
-  const json manifest = {{"v", kManifestVersion},
-                         {"dataset", copy.name()},
-                         {"generation", copy.generation()},
-                         {"record", record},
-                         {"files", std::move(files)}};
+  json manifest = {{"v", kManifestVersion},
+                   {"dataset", copy.name()},
+                   {"generation", copy.generation()},
+                   {"record", record},
+                   {"files", std::move(files)}};
+  manifest[kChecksumKey] = ContentCrc32(manifest);
   const fs::path path = ManifestPath(dir, copy.name());
   const std::string partial = path.string() + ".partial";
   {
@@ -131,6 +143,22 @@ std::optional<TierAdoption::Copy> AdoptManifest(
     refused->push_back(where + ": version " + (v == m.end() ? "none" : v->dump()) +
                        ", this node reads version " + std::to_string(kManifestVersion));
     return std::nullopt;
+  }
+  // The data files prove themselves; this proves which rows they hold (a
+  // manifest edited into other valid JSON would serve rows at wrong ids).
+  if (m.is_object()) {
+    uint64_t checksum = 0;
+    if (!Unsigned(m, kChecksumKey, &checksum)) {
+      refused->push_back(where + ": no " + kChecksumKey);
+      return std::nullopt;
+    }
+    json content = m;
+    content.erase(kChecksumKey);
+    if (ContentCrc32(content) != checksum) {
+      refused->push_back(where + ": its content does not match its checksum (" + kChecksumKey +
+                         " " + std::to_string(checksum) + "): edited or corrupt");
+      return std::nullopt;
+    }
   }
   uint64_t generation = 0;
   const bool has_generation = Unsigned(m, "generation", &generation);

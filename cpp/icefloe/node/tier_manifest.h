@@ -5,14 +5,19 @@
 // rows on the tier (`<hex of the dataset name>.manifest.json`): the copy's
 // name and generation, the head's catalog record of it (node.record), and
 // per tier file its name, size, CRC-32 and the global row id of each of its
-// record batches. A node started on the same directory maps again every
-// file a manifest names after proving it (TierFile::Open: its size and
-// every byte's CRC-32), and publishes those rows as the copy of that
-// generation: the rows it held in memory are gone, and the head heals them
-// as for any node that lost rows (head/heal.h: a tier file is one task's
-// rows). A file that fails its proof, or that no manifest names, is removed:
-// its rows are loaded again from the table, never read wrong. So is every
-// file of a manifest of another format version ("v").
+// record batches, and a CRC-32 of all that ("manifest_crc32": which rows the
+// files hold is proven as well as their bytes). A node started on the same
+// directory maps again every file a manifest names after proving it
+// (TierFile::Open: its size and every byte's CRC-32), and publishes those
+// rows as the copy of that generation: the rows it held in memory are gone,
+// and the head heals them as for any node that lost rows (head/heal.h: a
+// tier file is one task's rows). A file that fails its proof, or that no manifest names, is
+// removed: its rows are loaded again from the table, never read wrong. So is every file of a
+// manifest that fails its own checksum, or of another format version ("v"; version 1, before the
+// checksum, included).
+//
+// A file is proven when adopted, not while it is served: one overwritten in
+// place while mapped serves what it then holds (docs/kubernetes.md).
 //
 // A manifest is written after its files are whole and renamed (a crash in
 // between leaves files no manifest names: removed), and written to a

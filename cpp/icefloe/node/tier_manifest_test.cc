@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <arrow/array/builder_primitive.h>
 #include <gtest/gtest.h>
@@ -124,26 +125,95 @@ TEST_F(TierManifestTest, AMalformedManifestIsRefusedAndWhatItNamedIsRemoved) {
   EXPECT_TRUE(Files(Run2()).empty());
 }
 
-// A manifest another version of the node wrote is not read as this one's:
-// its copy is refused, by version, and its files are removed.
-TEST_F(TierManifestTest, AManifestOfAnotherVersionIsRefusedByItsVersion) {
-  for (const auto& e : fs::directory_iterator(Run2())) {
+// The one manifest in `dir`, parsed; `edit` changes it and it is written back
+// as valid JSON.
+void EditManifest(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  int found = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
     if (!e.path().string().ends_with(".manifest.json")) continue;
+    ++found;
     std::ifstream in(e.path());
     nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     ASSERT_TRUE(m.is_object());
-    ASSERT_EQ(m["v"], 1);
-    m["v"] = 2;
     in.close();
+    edit(m);
     std::ofstream(e.path()) << m.dump();
   }
+  ASSERT_EQ(found, 1);
+}
+
+// A manifest another version of the node wrote is not read as this one's:
+// its copy is refused, by version, and its files are removed. So is one of
+// version 1, written before manifests carried their own checksum.
+TEST_F(TierManifestTest, AManifestOfAnotherVersionIsRefusedByItsVersion) {
+  for (const int other : {1, 3}) {
+    SCOPED_TRACE(other);
+    fs::remove_all(Run2());
+    fs::copy(root_ / "run1", Run2());
+    EditManifest(Run2(), [&](nlohmann::json& m) {
+      ASSERT_EQ(m["v"], 2);
+      m["v"] = other;
+    });
+    auto adopted = AdoptTierDir(Run2(), nullptr);
+    ASSERT_TRUE(adopted.ok()) << adopted.status();
+    EXPECT_TRUE(adopted->copies.empty());
+    ASSERT_EQ(adopted->refused.size(), 1u);
+    EXPECT_NE(adopted->refused[0].find("version " + std::to_string(other) +
+                                       ", this node reads version 2"),
+              std::string::npos)
+        << adopted->refused[0];
+    EXPECT_TRUE(Files(Run2()).empty());
+  }
+}
+
+// Only the data files carried a CRC: a manifest whose batch starts were
+// swapped (valid JSON, each file intact) served rows at the wrong row ids.
+// The manifest's own checksum refuses it, naming it, and its files go.
+TEST_F(TierManifestTest, AManifestWithSwappedBatchStartsIsRefusedByItsChecksum) {
+  EditManifest(Run2(), [](nlohmann::json& m) {
+    nlohmann::json& starts = m["files"][0]["starts"];
+    ASSERT_EQ(starts, (nlohmann::json{0, 1500}));  // two batches of 1500 rows
+    starts = {1500, 0};
+  });
   auto adopted = AdoptTierDir(Run2(), nullptr);
   ASSERT_TRUE(adopted.ok()) << adopted.status();
   EXPECT_TRUE(adopted->copies.empty());
   ASSERT_EQ(adopted->refused.size(), 1u);
-  EXPECT_NE(adopted->refused[0].find("version 2, this node reads version 1"), std::string::npos)
+  EXPECT_NE(adopted->refused[0].find(".manifest.json: its content does not match its checksum"),
+            std::string::npos)
       << adopted->refused[0];
   EXPECT_TRUE(Files(Run2()).empty());
+}
+
+TEST_F(TierManifestTest, AManifestWithoutItsChecksumIsRefused) {
+  EditManifest(Run2(), [](nlohmann::json& m) { m.erase("manifest_crc32"); });
+  auto adopted = AdoptTierDir(Run2(), nullptr);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(adopted->copies.empty());
+  ASSERT_EQ(adopted->refused.size(), 1u);
+  EXPECT_NE(adopted->refused[0].find(".manifest.json: no manifest_crc32"), std::string::npos)
+      << adopted->refused[0];
+  EXPECT_TRUE(Files(Run2()).empty());
+}
+
+// The checksum covers the content, not its spelling: the same manifest
+// written with its keys in another order and spaces is adopted.
+TEST_F(TierManifestTest, AManifestRewrittenWithTheSameContentIsAdopted) {
+  for (const auto& e : fs::directory_iterator(Run2())) {
+    if (!e.path().string().ends_with(".manifest.json")) continue;
+    std::ifstream in(e.path());
+    nlohmann::ordered_json m = nlohmann::ordered_json::parse(in);
+    in.close();
+    nlohmann::ordered_json reversed;
+    std::vector<std::string> keys;
+    for (auto it = m.begin(); it != m.end(); ++it) keys.push_back(it.key());
+    for (auto k = keys.rbegin(); k != keys.rend(); ++k) reversed[*k] = m[*k];
+    std::ofstream(e.path()) << reversed.dump(2);
+  }
+  auto adopted = AdoptTierDir(Run2(), nullptr);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(adopted->refused.empty()) << adopted->refused[0];
+  EXPECT_EQ(adopted->copies.size(), 1u);
 }
 
 TEST_F(TierManifestTest, ACopyWithNothingOnTheTierHasNoManifest) {

@@ -62,6 +62,7 @@ const Field<NodeStatus> kStatusFields[] = {
     {Str("location", kOptional, Values(0, 1024)), &NodeStatus::location},
     {Count("memory_limit_bytes"), &NodeStatus::memory_limit_bytes},
     {Count("memory_used_bytes"), &NodeStatus::memory_used_bytes},
+    {Count("row_memory_bytes"), &NodeStatus::row_memory_bytes},
     {Uint("staged", kOptional, Values(0, kMaxTasks)), &NodeStatus::staged},
     {Uint("newest_generation", kOptional, Values(0, kU64Max)), &NodeStatus::newest_generation},
     {Count("disk_limit_bytes"), &NodeStatus::disk_limit_bytes},

@@ -86,6 +86,11 @@ struct NodeStatus {
   std::string location;
   int64_t memory_limit_bytes = 0;  ///< 0: unlimited
   int64_t memory_used_bytes = 0;
+  /// Of memory_limit_bytes, the most a load fills with rows before it writes
+  /// them to the disk tier (NodeServer::RowMemory: the node's rule, which the
+  /// head's placement uses as is). Absent (a node of an earlier version):
+  /// the whole limit.
+  std::optional<int64_t> row_memory_bytes;
   std::vector<NodeDatasetInfo> datasets;
   std::vector<NodeLoadState> loads;
   uint64_t staged = 0;
