@@ -213,7 +213,8 @@ def test_a_stream_naming_its_file_wrongly_is_refused():
     fd, _ = _own_export(10)
     st = os.fstat(fd)
     good = {"pid": os.getpid(), "fd": fd, "inode": st.st_ino, "size": st.st_size,
-            "columns": [], "dataset": "t", "generation": 1, "held": [0, 4, 6, 12]}
+            "columns": [], "dataset": "t", "generation": 1, "held": [0, 4, 6, 12],
+            "segments": []}
 
     class Named:  # a stream whose schema names a file
         def __init__(self, **desc):
@@ -226,7 +227,8 @@ def test_a_stream_naming_its_file_wrongly_is_refused():
         for desc, words in (({"held": [0, 4, 6]}, "'held' must hold (start, stop) pairs"),
                             ({"held": [6, 12, 0, 4]}, "'held' range 1 [0, 4) is empty or before"),
                             ({"fd": -1}, "'fd'"), ({"columns": "0,1"}, "'columns'"),
-                            ({"held": [0, 11]}, "holds 10 rows, not the 11 it named")):
+                            ({"held": [0, 11]}, "holds 10 rows, not the 11 it named"),
+                            ({"segments": [fd, st.st_ino]}, "(fd, inode, size) triples")):
             with pytest.raises(icefloe.ProtocolError, match=re.escape(words)):
                 _shared.shared_reader(Named(**desc))
         with pytest.raises(icefloe.ProtocolError, match="shared file: not JSON"):

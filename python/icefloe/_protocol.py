@@ -239,6 +239,14 @@ def _check_reply(message: str, what: str, body: Any) -> None:
             if held[i] >= held[i + 1] or (i and held[i] < held[i - 1]):
                 raise ProtocolError(f"{what}: 'held' range {i // 2} [{held[i]}, {held[i + 1]}) "
                                     "is empty or before the one before it")
+        more = body["segments"]
+        if len(more) % 3:
+            raise ProtocolError(f"{what}: 'segments' must hold (fd, inode, size) triples; "
+                                f"got {len(more)} numbers")
+        for i in range(0, len(more), 3):
+            if more[i] > 2**31 - 1 or more[i + 2] == 0:
+                raise ProtocolError(f"{what}: 'segments' segment {i // 3 + 1} has fd {more[i]} "
+                                    f"and size {more[i + 2]} (fd 0..2^31-1, size 1 or more)")
 
 
 def check_reply(action: str, reply: Any) -> Any:

@@ -1,13 +1,16 @@
 """Reading a node's rows from shared memory (docs/protocol.md, "Shared memory").
 
-A node started with ``--share-memory`` holds each copy as an Arrow IPC file
-of one record batch in a sealed memfd. Asked by reference (DoGet header
-``icefloe-shared``), it names the file in the stream's schema ("shared file")
-and each piece's header names its rows in the file instead of carrying them.
-The reader maps ``/proc/<pid>/fd/<fd>`` private and copy-on-write (what a
-training loop writes into its zero-copy tensors stays in its own pages; the
-rows outlive the node's copy until the last view goes) and hands the file to
-the merge with each message, which decides how the rows are read.
+A node started with ``--share-memory`` holds each copy as segments, each an
+Arrow IPC file of one record batch in a sealed memfd (a refresh reuses the
+segments of the tasks it keeps). Asked by reference (DoGet header
+``icefloe-shared``), it names the file's segments in the stream's schema
+("shared file") and each piece's header names its rows in the file (the
+segments laid end to end; one piece's rows lie in one segment) instead of
+carrying them. The reader maps each ``/proc/<pid>/fd/<fd>`` private and
+copy-on-write (what a training loop writes into its zero-copy tensors stays in
+its own pages; the rows outlive the node's copy until the last view goes) and
+hands the merge each message with its segment, its source runs counted from
+the segment's first row; the merge decides how the rows are read.
 """
 
 from __future__ import annotations
@@ -33,9 +36,34 @@ class Unshareable(Exception):
     namespace, another user): read the endpoint over the wire instead."""
 
 
+def _map(pid: int, fd: int, inode: int, size: int) -> tuple[str, mmap.mmap, pa.RecordBatch]:
+    """A node's segment ``/proc/<pid>/fd/<fd>``, checked to be the one named
+    and mapped private: its path, mapping and record batch."""
+    path = f"/proc/{pid}/fd/{fd}"
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Unshareable(f"cannot open {path}: {exc}") from exc
+    try:
+        st = os.fstat(handle)
+        if st.st_ino != inode or st.st_size != size:
+            raise Unshareable(f"{path} is not the node's file (inode {st.st_ino}, "
+                              f"{st.st_size} bytes; expected {inode}, {size})")
+        view = mmap.mmap(handle, size, flags=mmap.MAP_PRIVATE,
+                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(handle)
+    reader = pa.ipc.open_file(pa.py_buffer(view))
+    if reader.num_record_batches != 1:  # nodes write each segment as one batch
+        raise InvalidArgument(f"{path}: a node's shared file holds "
+                              f"{reader.num_record_batches} record batches, not 1")
+    return path, view, reader.get_batch(0)
+
+
 class Export:
-    """One node's shared file, mapped (private, copy-on-write) for one stream
-    and read as record batches, zero-copy. ``dataset``, ``generation`` and
+    """One node's shared file, its segments mapped (private, copy-on-write)
+    for one stream and read as record batches, zero-copy: the file's rows
+    are its segments' laid end to end. ``dataset``, ``generation`` and
     ``held`` (the global rows the file holds, in its order, as (start, stop)
     ranges) say which rows it is, for takes from it later (:meth:`take`)."""
 
@@ -44,43 +72,33 @@ class Export:
     held: tuple[tuple[int, int], ...] = ()
     _SMALL_TAKE = 16  # rows up to which a take copies row slices (a take kernel costs ~70 us)
 
-    def __init__(self, pid: int, fd: int, inode: int, size: int) -> None:
-        path = self._path = f"/proc/{pid}/fd/{fd}"
-        self._inode = inode
-        try:
-            handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise Unshareable(f"cannot open {path}: {exc}") from exc
-        try:
-            st = os.fstat(handle)
-            if st.st_ino != inode or st.st_size != size:
-                raise Unshareable(f"{path} is not the node's file (inode {st.st_ino}, "
-                                  f"{st.st_size} bytes; expected {inode}, {size})")
-            view = mmap.mmap(handle, size, flags=mmap.MAP_PRIVATE,
-                             prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(handle)
-        self._view_bytes = view
-        reader = pa.ipc.open_file(pa.py_buffer(view))
-        if reader.num_record_batches != 1:  # nodes write their copy as one batch
-            raise InvalidArgument(f"{path}: a node's shared file holds "
-                                  f"{reader.num_record_batches} record batches, not 1")
-        self.batch = reader.get_batch(0)
-        self.num_rows = self.batch.num_rows
+    def __init__(self, pid: int, fd: int, inode: int, size: int,
+                 segments: tuple[tuple[int, int, int], ...] = ()) -> None:
+        mapped = [_map(pid, fd, inode, size)] + [_map(pid, *s) for s in segments]
+        self._paths = [(path, ino) for (path, _, _), (_, ino, _) in
+                       zip(mapped, ((fd, inode, size), *segments), strict=True)]
+        self._views = [view for _, view, _ in mapped]
+        self.batches = [batch for _, _, batch in mapped]
+        self.batch = self.batches[0]
+        sizes = [b.num_rows for b in self.batches]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._start_list = self.starts.tolist()
+        self.num_rows = int(self.starts[-1])
         self._index = np.int32 if self.num_rows < 2**31 else np.int64  # take indices
-        self._projected: dict[tuple[int, ...], pa.RecordBatch] = {(): self.batch}
+        self._projected: dict[tuple[int, ...], list[pa.RecordBatch]] = {(): self.batches}
 
     def prefault(self) -> None:
         """Maps every page of the file into this process now (one read per
         page: the kernel maps its neighbours too), so that takes of random
         rows later do not pay a page fault per row and column."""
-        np.frombuffer(self._view_bytes, dtype=np.uint8)[::mmap.PAGESIZE].max(initial=0)
+        for view in self._views:
+            np.frombuffer(view, dtype=np.uint8)[::mmap.PAGESIZE].max(initial=0)
 
     def alive(self) -> bool:
-        """Whether the node still holds this file (one stat: it has not died,
-        dropped or replaced the copy)."""
+        """Whether the node still holds this file (a stat per segment: it has
+        not died or dropped every copy that holds one)."""
         try:
-            return os.stat(self._path).st_ino == self._inode
+            return all(os.stat(path).st_ino == inode for path, inode in self._paths)
         except OSError:
             return False
 
@@ -115,27 +133,51 @@ class Export:
         take's rows are the caller's to write into: the mapping is kept for
         later takes), with ``columns`` (names; None: all)."""
         names = self.batch.schema.names
-        batch = self.view(() if columns is None else tuple(names.index(c) for c in columns))
+        batches = self.view(() if columns is None else tuple(names.index(c) for c in columns))
+        if len(batches) == 1:
+            return self._take(batches[0], rows)
+        segment = np.searchsorted(self.starts, rows, side="right") - 1
+        order = np.argsort(segment, kind="stable")
+        parts = []
+        for k in np.unique(segment).tolist():
+            mine = rows[order[segment[order] == k]] - self.starts[k]
+            parts.append(self._take(batches[k], mine))
+        if len(parts) == 1:
+            return parts[0]
+        grouped = pa.concat_batches(parts)  # rows by segment; put back in order
+        return grouped.take(pa.array(np.argsort(order, kind="stable").astype(self._index)))
+
+    def _take(self, batch: pa.RecordBatch, rows: np.ndarray) -> pa.RecordBatch:
         if 0 < len(rows) <= self._SMALL_TAKE:  # a copy of row slices
             return pa.concat_batches([batch.slice(r, 1) for r in rows.tolist()])
         return pc.take(batch, pa.array(rows.astype(self._index, copy=False)), boundscheck=False)
 
-    def view(self, columns: tuple[int, ...]) -> pa.RecordBatch:
-        """The file's batch with ``columns`` (indices; empty: all), kept."""
+    def view(self, columns: tuple[int, ...]) -> list[pa.RecordBatch]:
+        """Each segment's batch with ``columns`` (indices; empty: all), kept."""
         got = self._projected.get(columns)
         if got is None:
-            got = self._projected[columns] = self.batch.select(list(columns))
+            got = self._projected[columns] = [b.select(list(columns)) for b in self.batches]
         return got
+
+    def segment_of(self, row: int) -> int:
+        """The segment holding the file's row ``row``."""
+        return bisect.bisect_right(self._start_list, row) - 1
+
+
+_RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # a source run (docs/protocol.md)
+_HEADER_BYTES = 36  # a piece header's fixed part
+
 
 class _Chunk:
     """What ``FlightStreamReader.read_chunk`` returns, for pieces by reference:
-    the node's file (``data``, projected), the piece's metadata, and the rows
-    it holds there (``rows``), which its header's source runs name."""
+    the node's file's segment that holds its rows (``data``, projected), the
+    piece's metadata (source runs counted from that segment's first row), and
+    the rows it holds there (``rows``), which its header's source runs name."""
 
     __slots__ = ("data", "app_metadata", "rows")
     holds = _native.ROWS_IN_FILE  # how the merge reads them
 
-    def __init__(self, data: pa.RecordBatch, app_metadata: pa.Buffer, rows: int) -> None:
+    def __init__(self, data: pa.RecordBatch, app_metadata: Any, rows: int) -> None:
         self.data = data
         self.app_metadata = app_metadata
         self.rows = rows
@@ -143,18 +185,47 @@ class _Chunk:
 
 class SharedReader:
     """A plan stream by reference, read like the stream it stands for:
-    ``read_chunk`` returns each piece with the node's file its rows are in."""
+    ``read_chunk`` returns each piece with the node's segment its rows are in."""
 
     by_reference = True  # what merged_batches asks a stream
 
     def __init__(self, reader: Any, export: Export, columns: tuple[int, ...]) -> None:
         self._reader = reader
         self.export = export
-        self._file = export.view(columns)
+        self._files = export.view(columns)
 
     def read_chunk(self) -> _Chunk:
         chunk = self._reader.read_chunk()
-        return _Chunk(self._file, chunk.app_metadata, chunk.data.num_rows)
+        metadata = chunk.app_metadata
+        if len(self._files) == 1 or metadata is None:
+            return _Chunk(self._files[0], metadata, chunk.data.num_rows)
+        segment, metadata = self._in_segment(metadata)
+        return _Chunk(self._files[segment], metadata, chunk.data.num_rows)
+
+    def _in_segment(self, metadata: Any) -> tuple[int, Any]:
+        """The segment a piece's source runs lie in, and its header with the
+        runs counted from that segment's first row. A header the merge will
+        refuse anyway (too short, lengths that do not add up) goes as it is."""
+        raw = bytearray(metadata)
+        if len(raw) < _HEADER_BYTES:
+            return 0, metadata
+        flags = raw[5]
+        entries, sources = np.frombuffer(raw, dtype="<u4", count=2, offset=28).tolist()
+        at = _HEADER_BYTES + entries * (4 if flags & 1 else 8)
+        if sources == 0 or len(raw) != at + 12 * sources:
+            return 0, metadata
+        runs = np.frombuffer(raw, dtype=_RUN, count=sources, offset=at).copy()
+        starts = runs["start"].astype(np.int64)
+        segment = self.export.segment_of(int(starts[0]))
+        if segment < 0:
+            return 0, metadata
+        base, stop = self.export.starts[segment], self.export.starts[segment + 1]
+        if bool(np.any(starts < base)) or bool(np.any(starts + runs["length"] > stop)):
+            raise ProtocolError("a node sent a piece by reference whose rows lie in more "
+                                "than one segment of its shared file")
+        runs["start"] -= np.uint64(base)
+        raw[at:] = runs.tobytes()
+        return segment, pa.py_buffer(bytes(raw))
 
     def __iter__(self) -> Any:
         while True:
@@ -176,7 +247,9 @@ def shared_reader(reader: Any) -> Any:
         return reader
     desc = _protocol.decode("shared file", text)
     held = tuple(zip(desc["held"][::2], desc["held"][1::2], strict=True))
-    export = Export(desc["pid"], desc["fd"], desc["inode"], desc["size"])
+    more = desc["segments"]  # triples: checked by decode
+    segments = tuple(zip(more[::3], more[1::3], more[2::3], strict=True))
+    export = Export(desc["pid"], desc["fd"], desc["inode"], desc["size"], segments)
     if held and sum(z - a for a, z in held) != export.num_rows:
         raise ProtocolError(f"a node's shared file holds {export.num_rows} rows, not the "
                             f"{sum(z - a for a, z in held)} it named")

@@ -267,10 +267,28 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
     // The copy as views of a sealed memory file for same-host readers; on
     // failure (memory, dictionaries the IPC file format cannot hold) a
     // private copy is published and every reader streams it.
-    Shared shared = ExportShared(std::move(ds), budget_);
+    // Segments of the copies shared now (a refresh's source, a heal's base)
+    // that runs of its batches still view are the new copy's too.
+    std::vector<std::shared_ptr<const SharedExport>> reusable;
+    {
+      MutexLock lock(&mu_);
+      for (const auto& [name, held] : datasets_) {
+        if (held->shared() != nullptr) reusable.push_back(held->shared());
+      }
+    }
+    std::vector<uint64_t> cuts = commit.task_starts;
+    std::sort(cuts.begin(), cuts.end());
+    Shared shared = ExportShared(std::move(ds), budget_, reusable, cuts);
+    reusable.clear();
     ds = std::move(shared.dataset);
     if (!shared.status.ok()) {
       LogWarn("not shared", {{"dataset", commit.dataset}, {"error", shared.status.ToString()}});
+    } else {
+      const SharedExport& file = *ds->shared();
+      LogInfo("shared", {{"dataset", commit.dataset},
+                         {"segments", std::to_string(file.segments().size())},
+                         {"written", FormatBytes(file.bytes_written())},
+                         {"reused", FormatBytes(file.size() - file.bytes_written())}});
     }
   }
   std::shared_ptr<const CachedDataset> published = ds;

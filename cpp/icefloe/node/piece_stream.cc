@@ -35,6 +35,61 @@ constexpr size_t kRowsPerPiece = 64 * 1024;
 // Rows of a chunk of whole batches (one message; its bytes: kMaxChunkBytes).
 constexpr uint64_t kMaxChunkRows = 64 * 1024;
 
+// A piece by reference as pieces whose source runs each lie in one segment
+// of `file` (a reader reads each from its segment): the piece itself when
+// they do; else its rows cut where they change segment, each part with the
+// positions of its rows, the same batches and shape (the merge takes
+// several pieces of a batch or span from one stream). A whole piece (a
+// chunk) never crosses a segment (ReferenceChunk).
+std::vector<PieceInfo> BySegment(PieceInfo piece, const SharedExport& file) {
+  const auto& starts = file.starts();
+  auto crosses = [&](const SourceRun& r) {
+    const size_t k = file.SegmentOf(static_cast<int64_t>(r.start));
+    return static_cast<int64_t>(r.start + r.length) > starts[k + 1];
+  };
+  bool one = true;
+  if (file.segments().size() > 1 && !piece.source.empty()) {
+    const size_t first = file.SegmentOf(static_cast<int64_t>(piece.source[0].start));
+    for (const auto& r : piece.source) {
+      one = one && !crosses(r) && file.SegmentOf(static_cast<int64_t>(r.start)) == first;
+    }
+  }
+  if (one || piece.whole) return {std::move(piece)};
+  std::vector<uint32_t> positions = piece.positions;  // one per row, in the piece's order
+  if (positions.empty()) {
+    for (const auto& run : piece.runs) {
+      for (uint32_t i = 0; i < run.length; ++i) positions.push_back(run.offset + i);
+    }
+  }
+  std::vector<PieceInfo> parts;
+  size_t row = 0;
+  for (const auto& whole_run : piece.source) {
+    SourceRun r = whole_run;
+    while (r.length > 0) {
+      const size_t k = file.SegmentOf(static_cast<int64_t>(r.start));
+      const auto room = static_cast<uint64_t>(starts[k + 1]) - r.start;
+      const auto n = static_cast<uint32_t>(std::min<uint64_t>(room, r.length));
+      const bool same = !parts.empty() && !parts.back().source.empty() &&
+                        file.SegmentOf(static_cast<int64_t>(parts.back().source.back().start)) == k;
+      if (!same) {
+        PieceInfo part = piece;
+        part.runs.clear();
+        part.positions.clear();
+        part.source.clear();
+        parts.push_back(std::move(part));
+      }
+      PieceInfo& part = parts.back();
+      part.source.push_back({r.start, n});
+      part.positions.insert(part.positions.end(), positions.begin() + static_cast<ptrdiff_t>(row),
+                            positions.begin() + static_cast<ptrdiff_t>(row + n));
+      row += n;
+      r.start += n;
+      r.length -= n;
+    }
+  }
+  return parts;
+}
+
 // A FlightDataStream over pieces produced on demand by `next_`: each call
 // appends the pieces of one more unit of work, or returns false at the end.
 class PieceStream : public flight::FlightDataStream {
@@ -115,6 +170,18 @@ class PieceStream : public flight::FlightDataStream {
     if (by_reference_) {
       ARROW_ASSIGN_OR_RAISE(referenced_bytes, ReferencedBytes(piece));
       ARROW_ASSIGN_OR_RAISE(piece, AsReference(std::move(piece)));
+      std::vector<PieceInfo> parts = BySegment(std::move(piece.info), *dataset_->shared());
+      if (parts.size() > 1) {
+        for (size_t i = parts.size(); i-- > 1;) {  // the others next, in order
+          pending_.push_front({nullptr, std::move(parts[i]), piece.gathered});
+        }
+        piece.batch = nullptr;
+        piece.info = std::move(parts[0]);
+        ARROW_ASSIGN_OR_RAISE(referenced_bytes, ReferencedBytes(piece));
+        ARROW_ASSIGN_OR_RAISE(piece, AsReference(std::move(piece)));
+      } else {
+        piece.info = std::move(parts[0]);
+      }
     }
     flight::FlightPayload payload;
     ARROW_RETURN_NOT_OK(
@@ -178,6 +245,11 @@ arrow::Result<uint64_t> ReferenceChunk(const CachedDataset& dataset, const PlanT
     if (range == owned.end() || range->start > r.start || range->stop < r.stop) break;
     if (dataset.CountRows(r) != r.size()) break;  // held whole: its export rows follow each other
     const SourceRun run = ReferenceRun(dataset, r);
+    // A chunk's runs lie in one segment of the file (a reader slices it).
+    const SharedExport& file = *dataset.shared();
+    const size_t segment = file.SegmentOf(static_cast<int64_t>(run.start));
+    if (static_cast<int64_t>(run.start + run.length) > file.starts()[segment + 1]) break;
+    if (!source.empty() && file.SegmentOf(static_cast<int64_t>(source[0].start)) != segment) break;
     if (!source.empty() && source.back().start + source.back().length == run.start &&
         uint64_t{source.back().length} + run.length <= UINT32_MAX) {
       source.back().length += run.length;
@@ -434,14 +506,20 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
     return arrow::Status::Invalid("dataset '", dataset.name(), "' is not shared on this node");
   }
   ARROW_RETURN_NOT_OK(ProjectedSchema(dataset, columns).status());  // checks the indices
+  const auto& segments = shared->segments();
   SharedFileReply file{.pid = getpid(),
-                       .fd = shared->fd(),
-                       .inode = shared->inode(),
-                       .size = static_cast<uint64_t>(shared->size()),
+                       .fd = segments[0]->fd(),
+                       .inode = segments[0]->inode(),
+                       .size = static_cast<uint64_t>(segments[0]->size()),
                        .columns = {columns.begin(), columns.end()},
                        .dataset = dataset.name(),
                        .generation = dataset.generation(),
                        .held = shared->held()};
+  for (size_t i = 1; i < segments.size(); ++i) {
+    file.segments.push_back(static_cast<uint64_t>(segments[i]->fd()));
+    file.segments.push_back(segments[i]->inode());
+    file.segments.push_back(static_cast<uint64_t>(segments[i]->size()));
+  }
   auto metadata = arrow::key_value_metadata({"icefloe.shared"}, {file.ToJson().dump()});
   return arrow::schema(arrow::FieldVector{}, std::move(metadata));
 }

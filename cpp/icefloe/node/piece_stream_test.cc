@@ -526,10 +526,12 @@ TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
     EXPECT_EQ(held->batch_stop, 9800u);  // the end of the cached batch of 700 holding it
     EXPECT_FALSE(shared.dataset->Locate(16000).has_value());
     EXPECT_EQ(exported->held(), (std::vector<uint64_t>{0, 5000, 9100, 16000}));
-    const int seals = fcntl(exported->fd(), F_GET_SEALS);
+    ASSERT_EQ(exported->segments().size(), 1u);
+    const int fd = exported->segments()[0]->fd();
+    const int seals = fcntl(fd, F_GET_SEALS);
     EXPECT_EQ(seals, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
     // Nothing can change the rows: not a write through a new descriptor...
-    const std::string path = "/proc/self/fd/" + std::to_string(exported->fd());
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
     const int rw = open(path.c_str(), O_RDWR);
     ASSERT_GE(rw, 0);
     const char byte = 1;
@@ -545,16 +547,12 @@ TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
   EXPECT_TRUE(refused.status.IsOutOfMemory()) << refused.status.ToString();
   EXPECT_EQ(refused.dataset, source);
   EXPECT_EQ(small->used_bytes(), 0);
-  // Room for the rows in one batch but not for the file beside them: that
-  // batch is served, privately.
+  // Room for the rows in one batch but not for the file beside them: the
+  // copy given is served, privately.
   auto one_copy = std::make_shared<MemoryBudget>(12000 * 8 + 4096);
-  Shared compact = ExportShared(Gappy(), one_copy);
+  Shared compact = ExportShared(source, one_copy);
   EXPECT_TRUE(compact.status.IsOutOfMemory()) << compact.status.ToString();
-  ASSERT_NE(compact.dataset, nullptr);
-  EXPECT_EQ(compact.dataset->shared(), nullptr);
-  EXPECT_EQ(LocalIds(*compact.dataset), LocalIds(*source));
-  EXPECT_GT(one_copy->used_bytes(), 0);
-  compact.dataset.reset();
+  EXPECT_EQ(compact.dataset, source);
   EXPECT_EQ(one_copy->used_bytes(), 0);
 }
 
@@ -682,11 +680,65 @@ TEST(SharedExport, AsksForHugePagesWhereTheKernelGivesThemOnRequest) {
       *CachedDataset::Make("d", 1, whole->schema(), std::vector<CachedBatch>(whole->batches())),
       nullptr);
   ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
-  const auto& file = shared.dataset->shared();
+  const auto& file = shared.dataset->shared()->segments()[0];
   int64_t sum = 0;
   for (int64_t at = 0; at < file->size(); at += 4096) sum += file->data()[at];
   EXPECT_GE(sum, 0);
   EXPECT_GE(ShmemPmdMappedKb(file->data()), 8 << 10) << "fewer than half the file in huge pages";
+}
+
+// A refresh's copy whose first batches are views of the copy before it
+// (reused tasks) names that copy's segment again and writes only its new
+// rows; its streams by reference name each piece's rows in one segment.
+TEST(SharedExport, ARefreshReusesTheSegmentsItsBatchesView) {
+  auto budget = std::make_shared<MemoryBudget>(1 << 20);
+  auto low = Cached(5000, 700);
+  Shared old = ExportShared(
+      *CachedDataset::Make("d", 1, low->schema(), std::vector<CachedBatch>(low->batches())),
+      budget);
+  ASSERT_TRUE(old.status.ok()) << old.status.ToString();
+  const int64_t old_bytes = budget->used_bytes();
+  std::vector<CachedBatch> batches = old.dataset->batches();
+  auto high = Cached(16000, 700);
+  for (const auto& b : high->batches()) {
+    if (b.global_start >= 9100) batches.push_back(b);
+  }
+  auto next = *CachedDataset::Make("d", 2, low->schema(), std::move(batches));
+  Shared shared = ExportShared(next, budget, {old.dataset->shared()}, {0, 9100});
+  ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+  const SharedExport& file = *shared.dataset->shared();
+  ASSERT_EQ(file.segments().size(), 2u);
+  EXPECT_EQ(file.segments()[0], old.dataset->shared()->segments()[0]);
+  EXPECT_EQ(file.bytes_written(), file.segments()[1]->size());
+  EXPECT_EQ(budget->used_bytes(), old_bytes + file.bytes_written());
+  EXPECT_EQ(file.starts(), (std::vector<int64_t>{0, 5000, 11900}));
+  EXPECT_EQ(file.held(), (std::vector<uint64_t>{0, 5000, 9100, 16000}));
+  EXPECT_EQ(LocalIds(*shared.dataset), LocalIds(*Gappy()));
+
+  std::shared_ptr<const CachedDataset> mapped = shared.dataset;
+  const std::vector<RowRange> owned = {{0, 5000}, {9100, 16000}};
+  for (const auto& ticket :
+       {Epoch(16000, 1000, owned), Epoch(16000, 300, owned, 3),
+        Epoch(16000, 1000, owned, 1, ShuffleMode::kBlock), WindowEpoch(16000, 1000, owned)}) {
+    auto by_reference = ReadAll(mapped, ticket, /*by_reference=*/true);
+    EXPECT_EQ(Placed(ReadAll(mapped, ticket)), Placed(by_reference));
+    for (const Message& m : by_reference) {
+      const PieceInfo piece = Decoded(m.metadata);
+      ASSERT_FALSE(piece.source.empty());
+      const size_t k = file.SegmentOf(static_cast<int64_t>(piece.source[0].start));
+      for (const auto& run : piece.source) {
+        EXPECT_GE(static_cast<int64_t>(run.start), file.starts()[k]);
+        EXPECT_LE(static_cast<int64_t>(run.start + run.length), file.starts()[k + 1]);
+      }
+    }
+  }
+  // The old copy freed: its segment stays while the new copy names it.
+  old.dataset.reset();
+  next.reset();
+  EXPECT_EQ(budget->used_bytes(), old_bytes + file.bytes_written());
+  mapped.reset();
+  shared.dataset.reset();
+  EXPECT_EQ(budget->used_bytes(), 0);
 }
 
 }  // namespace

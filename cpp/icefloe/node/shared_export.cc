@@ -5,16 +5,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <unordered_map>
 #include <vector>
 
+#include <arrow/array/data.h>
 #include <arrow/buffer.h>
 #include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/ipc/writer.h>
 #include <arrow/record_batch.h>
+#include <arrow/util/byte_size.h>
 
 #include "icefloe/node/ipc_file.h"
 
@@ -39,15 +43,15 @@ arrow::Status SysError(const char* call, const std::string& dataset) {
                                 "': ", std::strerror(errno));
 }
 
-// The whole mapping as a Buffer that keeps the export alive: every batch
+// The whole mapping as a Buffer that keeps the segment alive: every batch
 // read from it (zero-copy slices) holds it.
-class ExportBuffer : public arrow::Buffer {
+class SegmentBuffer : public arrow::Buffer {
  public:
-  explicit ExportBuffer(std::shared_ptr<const SharedExport> owner)
+  explicit SegmentBuffer(std::shared_ptr<const SharedSegment> owner)
       : arrow::Buffer(owner->data(), owner->size()), owner_(std::move(owner)) {}
 
  private:
-  std::shared_ptr<const SharedExport> owner_;
+  std::shared_ptr<const SharedSegment> owner_;
 };
 
 // Writes `all` as an IPC file of one record batch to `sink`.
@@ -57,35 +61,15 @@ arrow::Status WriteFile(const arrow::RecordBatch& all, arrow::io::OutputStream* 
   return writer->Close();
 }
 
-// `like`'s batches (their global ids) cut again from `all`, its rows batch
-// after batch, as a dataset; `pool` (may be null) holds `all`'s buffers.
-arrow::Result<std::shared_ptr<CachedDataset>> CutLike(
-    const std::string& name, uint64_t generation, const std::shared_ptr<arrow::Schema>& schema,
-    const std::vector<std::pair<uint64_t, int64_t>>& cuts,
-    const std::shared_ptr<arrow::RecordBatch>& all, std::shared_ptr<arrow::MemoryPool> pool) {
-  std::vector<CachedBatch> batches;
-  batches.reserve(cuts.size());
-  int64_t offset = 0;
-  for (const auto& [global_start, rows] : cuts) {
-    batches.push_back({global_start, all->Slice(offset, rows)});
-    offset += rows;
-  }
-  if (offset != all->num_rows()) {
-    return arrow::Status::UnknownError("dataset '", name, "': ", all->num_rows(),
-                                       " rows shared for ", offset);
-  }
-  return CachedDataset::Make(name, generation, schema, std::move(batches), std::move(pool));
-}
-
 // The global rows `cuts` (each batch's first global id and rows, in file
 // order) hold, as SharedExport::held() names them.
-std::vector<uint64_t> HeldRanges(const std::vector<std::pair<uint64_t, int64_t>>& cuts) {
+std::vector<uint64_t> HeldRanges(const std::vector<CachedBatch>& batches) {
   std::vector<uint64_t> held;
-  for (size_t i = 0; i < cuts.size();) {
-    const uint64_t start = cuts[i].first;
-    uint64_t stop = start + static_cast<uint64_t>(cuts[i].second);
-    for (++i; i < cuts.size() && cuts[i].first == stop; ++i) {
-      stop += static_cast<uint64_t>(cuts[i].second);
+  for (size_t i = 0; i < batches.size();) {
+    const uint64_t start = batches[i].global_start;
+    uint64_t stop = batches[i].global_stop();
+    for (++i; i < batches.size() && batches[i].global_start == stop; ++i) {
+      stop = batches[i].global_stop();
     }
     held.push_back(start);
     held.push_back(stop);
@@ -93,36 +77,111 @@ std::vector<uint64_t> HeldRanges(const std::vector<std::pair<uint64_t, int64_t>>
   return held;
 }
 
+// What identifies the memory a batch's first column views: the address of
+// its first buffer (the same in every slice of a segment's batch, whichever
+// read of the segment made it).
+const uint8_t* Key(const arrow::RecordBatch& batch) {
+  if (batch.num_columns() == 0) return nullptr;
+  for (const auto& b : batch.column_data(0)->buffers) {
+    if (b != nullptr) return b->data();
+  }
+  return nullptr;
+}
+
+// Buffers at the same address (or both none).
+bool SameMemory(const std::shared_ptr<arrow::Buffer>& a, const std::shared_ptr<arrow::Buffer>& b) {
+  if (a == nullptr || b == nullptr) return a == b;
+  return a->data() == b->data() && a->size() == b->size();
+}
+
+// Reads the one record batch of the IPC file in `file`.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> ReadOnly(const std::string& name,
+                                                            std::shared_ptr<arrow::Buffer> file) {
+  auto in = std::make_shared<arrow::io::BufferReader>(std::move(file));
+  ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(in));
+  if (reader->num_record_batches() != 1) {
+    return arrow::Status::UnknownError("sharing dataset '", name, "': the file holds ",
+                                       reader->num_record_batches(), " batches, not 1");
+  }
+  return reader->ReadRecordBatch(0);
+}
+
+// Whether `batch` is rows [offset, offset + rows) of `segment`'s batch.
+bool ViewsSegment(const arrow::RecordBatch& batch, const SharedSegment& segment, int64_t offset) {
+  const arrow::RecordBatch& m = *segment.mapped();
+  if (batch.num_columns() != m.num_columns()) return false;
+  for (int c = 0; c < batch.num_columns(); ++c) {
+    const arrow::ArrayData& a = *batch.column_data(c);
+    const arrow::ArrayData& b = *m.column_data(c);
+    if (a.offset != b.offset + offset || a.buffers.size() != b.buffers.size()) return false;
+    for (size_t k = 0; k < a.buffers.size(); ++k) {
+      if (!SameMemory(a.buffers[k], b.buffers[k])) return false;
+    }
+  }
+  return true;
+}
+
+// How many of batches[i..] are exactly `segment`, in order (0: they are not).
+size_t Tiles(const std::vector<CachedBatch>& batches, size_t i, const SharedSegment& segment) {
+  int64_t offset = 0;
+  for (size_t j = i; j < batches.size() && offset < segment.num_rows(); ++j) {
+    if (!ViewsSegment(*batches[j].batch, segment, offset)) return 0;
+    if (j > i && batches[j].global_start != batches[j - 1].global_stop()) return 0;
+    offset += batches[j].batch->num_rows();
+    if (offset == segment.num_rows()) return j - i + 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
-SharedExport::~SharedExport() {
+SharedSegment::~SharedSegment() {
+  mapped_.reset();  // views of the mapping that own nothing
   if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   if (fd_ >= 0) close(fd_);
   if (budget_ && charged_ > 0) budget_->Release(charged_);
 }
 
-// The file's part of ExportShared: `all` written to a sealed memfd, mapped
+SharedExport::SharedExport(std::vector<std::shared_ptr<const SharedSegment>> segments,
+                           std::vector<uint64_t> held, int64_t bytes_written)
+    : segments_(std::move(segments)), held_(std::move(held)), bytes_written_(bytes_written) {
+  starts_.reserve(segments_.size() + 1);
+  int64_t at = 0;
+  for (const auto& s : segments_) {
+    starts_.push_back(at);
+    at += s->num_rows();
+  }
+  starts_.push_back(at);
+}
+
+size_t SharedExport::SegmentOf(int64_t row) const {
+  auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, row);
+  return static_cast<size_t>(it - starts_.begin()) - 1;
+}
+
+int64_t SharedExport::size() const {
+  int64_t n = 0;
+  for (const auto& s : segments_) n += s->size();
+  return n;
+}
+
+// A segment's part of ExportShared: `all` written to a sealed memfd, mapped
 // read-only, read back as one record batch of views.
 struct Sharing {
-  struct Written {
-    std::shared_ptr<const SharedExport> file;
-    std::shared_ptr<arrow::RecordBatch> mapped;
-  };
-  static arrow::Result<Written> Write(const std::string& name, const arrow::RecordBatch& all,
-                                      std::vector<uint64_t> held,
-                                      std::shared_ptr<MemoryBudget> budget) {
+  static arrow::Result<std::shared_ptr<const SharedSegment>> Write(
+      const std::string& name, const arrow::RecordBatch& all,
+      const std::shared_ptr<MemoryBudget>& budget) {
     arrow::io::MockOutputStream counter;
     ARROW_RETURN_NOT_OK(WriteFile(all, &counter));
     ARROW_ASSIGN_OR_RAISE(const int64_t size, counter.Tell());
-    std::shared_ptr<SharedExport> out(new SharedExport());
-    out->held_ = std::move(held);
+    std::shared_ptr<SharedSegment> out(new SharedSegment());
     if (budget) {
       if (!budget->TryReserve(size)) {
         return arrow::Status::OutOfMemory("sharing dataset '", name, "' needs ", size,
                                           " bytes beside its copy; the memory budget has ",
                                           budget->available_bytes());
       }
-      out->budget_ = std::move(budget);
+      out->budget_ = budget;
       out->charged_ = size;
     }
     const std::string label = "icefloe:" + name;
@@ -151,47 +210,95 @@ struct Sharing {
     if (ro == MAP_FAILED) return SysError("mmap", name);
     out->data_ = static_cast<const uint8_t*>(ro);
     out->size_ = size;
-    auto file = std::make_shared<arrow::io::BufferReader>(std::make_shared<ExportBuffer>(out));
-    ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(file));
-    if (reader->num_record_batches() != 1) {
-      return arrow::Status::UnknownError("sharing dataset '", name, "': the file holds ",
-                                         reader->num_record_batches(), " batches, not 1");
-    }
-    ARROW_ASSIGN_OR_RAISE(auto mapped, reader->ReadRecordBatch(0));
-    if (mapped->num_rows() != all.num_rows()) {
+    // The segment's own batch views the mapping without owning it (no
+    // cycle); the batches handed out own it (Views).
+    ARROW_ASSIGN_OR_RAISE(out->mapped_,
+                          ReadOnly(name, std::make_shared<arrow::Buffer>(out->data_, size)));
+    if (out->mapped_->num_rows() != all.num_rows()) {
       return arrow::Status::UnknownError("sharing dataset '", name, "': wrote ", all.num_rows(),
-                                         " rows but read back ", mapped->num_rows());
+                                         " rows but read back ", out->mapped_->num_rows());
     }
-    return Written{std::move(out), std::move(mapped)};
+    out->rows_ = all.num_rows();
+    return out;
   }
 };
 
-Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget) {
+Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget,
+                    const std::vector<std::shared_ptr<const SharedExport>>& reusable,
+                    const std::vector<uint64_t>& cuts) {
   const std::string name = dataset->name();
-  const uint64_t generation = dataset->generation();
-  const auto schema = dataset->schema();
-  std::vector<std::pair<uint64_t, int64_t>> cuts;  // each batch's first global id and rows
-  std::vector<std::shared_ptr<arrow::RecordBatch>> parts;
-  for (const auto& b : dataset->batches()) {
-    cuts.emplace_back(b.global_start, b.batch->num_rows());
-    parts.push_back(b.batch);
-  }
-  if (parts.empty()) {
+  const auto& batches = dataset->batches();
+  if (batches.empty()) {
     return {std::move(dataset), arrow::Status::Invalid("dataset '", name, "' has no rows")};
   }
+  // The segments a run of batches may be: those its first column's buffers name.
+  std::unordered_map<const uint8_t*, std::shared_ptr<const SharedSegment>> known;
+  for (const auto& e : reusable) {
+    if (e == nullptr) continue;
+    for (const auto& s : e->segments()) {
+      if (const uint8_t* key = Key(*s->mapped())) known.emplace(key, s);
+    }
+  }
+  auto reused_at = [&](size_t i) -> std::pair<std::shared_ptr<const SharedSegment>, size_t> {
+    const uint8_t* key = Key(*batches[i].batch);
+    auto it = key == nullptr ? known.end() : known.find(key);
+    if (it == known.end() || !it->second->mapped()->schema()->Equals(*dataset->schema(), false)) {
+      return {nullptr, 0};
+    }
+    return {it->second, Tiles(batches, i, *it->second)};
+  };
+  std::vector<std::shared_ptr<const SharedSegment>> segments;
+  std::vector<CachedBatch> views;
+  views.reserve(batches.size());
+  int64_t written = 0;
   auto pool = std::make_shared<TrackingPool>(budget ? budget : std::make_shared<MemoryBudget>(0),
                                              "sharing dataset '" + name + "'");
-  auto all = arrow::ConcatenateRecordBatches(parts, pool.get());
-  parts.clear();
-  if (!all.ok()) return {std::move(dataset), all.status()};
-  auto compact = CutLike(name, generation, schema, cuts, *all, pool);
-  if (!compact.ok()) return {std::move(dataset), compact.status()};
-  dataset.reset();  // the rows now live in `all` alone (when the caller let go too)
-  auto written = Sharing::Write(name, **all, HeldRanges(cuts), std::move(budget));
-  if (!written.ok()) return {std::move(*compact), written.status()};
-  auto shared = CutLike(name, generation, schema, cuts, written->mapped, nullptr);
-  if (!shared.ok()) return {std::move(*compact), shared.status()};
-  (*shared)->AttachShared(std::move(written->file));
+  for (size_t i = 0; i < batches.size();) {
+    auto [segment, n] = reused_at(i);
+    if (n > 0) {  // the batches already view it: they stay as they are
+      for (size_t j = i; j < i + n; ++j) views.push_back(batches[j]);
+      segments.push_back(std::move(segment));
+      i += n;
+      continue;
+    }
+    // A new segment: batches up to the next reusable run, or a task's start
+    // once it holds kMinSegmentBytes.
+    std::vector<std::shared_ptr<arrow::RecordBatch>> parts;
+    int64_t bytes = 0;
+    size_t j = i;
+    for (; j < batches.size(); ++j) {
+      if (j > i) {
+        const bool cut = std::binary_search(cuts.begin(), cuts.end(), batches[j].global_start);
+        if ((cut && bytes >= kMinSegmentBytes) || reused_at(j).second > 0) break;
+      }
+      parts.push_back(batches[j].batch);
+      auto size = arrow::util::ReferencedBufferSize(*batches[j].batch);
+      bytes += size.ok() ? *size : 0;
+    }
+    auto all = arrow::ConcatenateRecordBatches(parts, pool.get());
+    parts.clear();
+    if (!all.ok()) return {std::move(dataset), all.status()};
+    auto made = Sharing::Write(name, **all, budget);
+    all->reset();
+    if (!made.ok()) return {std::move(dataset), made.status()};
+    // Views that own the segment: every buffer's parent is its mapping.
+    auto owned = ReadOnly(name, std::make_shared<SegmentBuffer>(*made));
+    if (!owned.ok()) return {std::move(dataset), owned.status()};
+    int64_t offset = 0;
+    for (; i < j; ++i) {
+      const int64_t rows = batches[i].batch->num_rows();
+      views.push_back({batches[i].global_start, (*owned)->Slice(offset, rows)});
+      offset += rows;
+    }
+    written += (*made)->size();
+    segments.push_back(std::move(*made));
+  }
+  auto held = HeldRanges(views);
+  auto shared = CachedDataset::Make(name, dataset->generation(), dataset->schema(),
+                                    std::move(views), nullptr);
+  if (!shared.ok()) return {std::move(dataset), shared.status()};
+  (*shared)->AttachShared(
+      std::make_shared<SharedExport>(std::move(segments), std::move(held), written));
   return {std::move(*shared), arrow::Status::OK()};
 }
 

@@ -11,6 +11,8 @@ namespace {
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kMaxItems = uint64_t{1} << 24;
+// Segments one shared file names: bounded by the node's open files.
+constexpr uint64_t kMaxSegments = uint64_t{1} << 20;
 constexpr std::string_view kDatasetStates[] = {"loading", "ready", "degraded", "healing", "failed"};
 constexpr std::string_view kLoading[] = {"loading"};
 constexpr std::string_view kPhases[] = {"queued", "planning", "loading", "committing", "finished"};
@@ -169,6 +171,9 @@ const Field<SharedFileReply> kSharedFileFields[] = {
     {Uint("generation", kRequired, Values(0, kU64Max)), &SharedFileReply::generation},
     {ListOf(FieldType::kUintList, "held", kRequired, Values(0, kMaxRows), Values(0, kMaxItems)),
      &SharedFileReply::held},
+    {ListOf(FieldType::kUintList, "segments", kRequired, Values(0, kU64Max),
+            Values(0, 3 * kMaxSegments)),
+     &SharedFileReply::segments},
 };
 
 const Field<EpochShapeReply> kShapeFields[] = {
@@ -685,6 +690,18 @@ arrow::Result<SharedFileReply> SharedFileReply::Parse(std::string_view body) {
     if (f.held[i] >= f.held[i + 1] || (i > 0 && f.held[i] < f.held[i - 1])) {
       return arrow::Status::Invalid("shared file: 'held' range ", i / 2, " [", f.held[i], ", ",
                                     f.held[i + 1], ") is empty or before the one before it");
+    }
+  }
+  if (f.segments.size() % 3 != 0) {
+    return arrow::Status::Invalid(
+        "shared file: 'segments' must hold (fd, inode, size) triples; got ", f.segments.size(),
+        " numbers");
+  }
+  for (size_t i = 0; i < f.segments.size(); i += 3) {
+    if (f.segments[i] > static_cast<uint64_t>(kInt32Max) || f.segments[i + 2] == 0) {
+      return arrow::Status::Invalid("shared file: 'segments' segment ", i / 3 + 1, " has fd ",
+                                    f.segments[i], " and size ", f.segments[i + 2],
+                                    " (fd 0..2^31-1, size 1 or more)");
     }
   }
   return f;

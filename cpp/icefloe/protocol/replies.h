@@ -354,6 +354,7 @@ struct EpochShapeReply {
 /// it later.
 struct SharedFileReply {
   int64_t pid = 0;
+  /// The file's first segment (the whole file when it has one).
   int64_t fd = 0;
   uint64_t inode = 0;
   uint64_t size = 0;
@@ -363,6 +364,8 @@ struct SharedFileReply {
   /// The global rows the file holds, in its order: ranges [held[2i],
   /// held[2i + 1]), each non-empty and after the one before.
   std::vector<uint64_t> held;
+  /// The file's further segments, in its order: (fd, inode, size) triples.
+  std::vector<uint64_t> segments = {};
 
   bool operator==(const SharedFileReply&) const = default;
   nlohmann::json ToJson() const;
