@@ -25,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from benchmarks import common  # noqa: E402
 
 BENCHMARKS = ["wire", "epoch", "random_access", "stall", "cold_load", "memory", "scale_out",
-              "concurrency", "failover", "heal", "demo", "tokenization", "refresh", "disk_tier"]
+              "concurrency", "failover", "heal", "demo", "tokenization", "refresh", "disk_tier",
+              "bounded_load"]
 
 
 def _fmt(x: Any) -> str:

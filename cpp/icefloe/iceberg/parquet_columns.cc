@@ -16,9 +16,11 @@
 #include <arrow/type.h>
 #include <arrow/util/key_value_metadata.h>
 #include <parquet/arrow/schema.h>
+#include <parquet/exception.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 #include <parquet/properties.h>
+#include <parquet/size_statistics.h>
 #include <parquet/statistics.h>
 
 #include "icefloe/iceberg/expr.h"
@@ -349,11 +351,9 @@ arrow::Status CheckParquetFormat(const std::string& file_format, const std::stri
                                        ": only Parquet files are supported");
 }
 
-arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& open,
-                                                            const std::string& location,
-                                                            int64_t batch_rows,
-                                                            arrow::MemoryPool* pool,
-                                                            const NameMapping* name_mapping) {
+arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(
+    const FileOpener& open, const std::string& location, int64_t batch_rows,
+    arrow::MemoryPool* pool, const NameMapping* name_mapping, const ParquetIo& io) {
   if (!open) return arrow::Status::Invalid("no FileOpener to open ", location);
   auto input = open(location);
   if (!input.ok()) {
@@ -362,19 +362,47 @@ arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(const FileOpener& op
   auto with_location = [&](const arrow::Status& st) {
     return st.WithMessage("reading Parquet file ", location, ": ", st.message());
   };
+  parquet::ReaderProperties read_properties(pool);
+  std::shared_ptr<parquet::FileMetaData> metadata;
+  int64_t stream_buffer = 0;
+  if (io.coalesce_limit_bytes >= 0) {
+    // The footer first: whether the largest row group may be held whole.
+    auto read = [&]() -> arrow::Status {
+      PARQUET_CATCH_NOT_OK(metadata = parquet::ReadMetaData(*input));
+      return arrow::Status::OK();
+    }();
+    if (!read.ok()) return with_location(read);
+    int64_t largest = 0;
+    for (int rg = 0; rg < metadata->num_row_groups(); ++rg) {
+      largest = std::max(largest, metadata->RowGroup(rg)->total_compressed_size());
+    }
+    if (largest > io.coalesce_limit_bytes) {
+      constexpr int64_t kSmallestBuffer = 16 << 10;
+      stream_buffer = std::max(io.stream_buffer_bytes, kSmallestBuffer);
+      if (io.stream_budget_bytes > 0 && metadata->num_columns() > 0) {
+        stream_buffer =
+            std::min(stream_buffer,
+                     std::max(kSmallestBuffer, io.stream_budget_bytes / metadata->num_columns()));
+      }
+      read_properties.enable_buffered_stream();
+      read_properties.set_buffer_size(stream_buffer);
+    }
+  }
   parquet::ArrowReaderProperties properties;
   properties.set_batch_size(batch_rows);
   properties.set_use_threads(false);
-  // Reads each row group's column chunks in a few coalesced requests.
-  properties.set_pre_buffer(true);
+  // Reads each row group's column chunks in a few coalesced requests, unless
+  // they are too large to hold whole (then they stream, above).
+  properties.set_pre_buffer(stream_buffer == 0);
   // Iceberg timestamps are microseconds; INT96 appears in imported files.
   properties.set_coerce_int96_timestamp_unit(arrow::TimeUnit::MICRO);
   parquet::arrow::FileReaderBuilder builder;
-  arrow::Status st = builder.Open(*input, parquet::ReaderProperties(pool));
+  arrow::Status st = builder.Open(*input, read_properties, metadata);
   if (!st.ok()) return with_location(st);
   auto file = std::make_unique<ParquetFile>();
   file->location = location;
   file->name_mapping = name_mapping;
+  file->stream_buffer_bytes = stream_buffer;
   auto reader = builder.memory_pool(pool)->properties(properties)->Build();
   if (!reader.ok()) return with_location(reader.status());
   file->reader = std::move(*reader);
@@ -475,6 +503,71 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
     arrays.push_back(arrow::MakeArray(std::move(data)));
   }
   return arrow::RecordBatch::Make(schema, rows, std::move(arrays));
+}
+
+int64_t DecodedBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves) {
+  auto metadata = file.reader->parquet_reader()->metadata()->RowGroup(row_group);
+  const int64_t rows = metadata->num_rows();
+  int64_t bytes = 0;
+  for (int leaf : leaves) {
+    auto chunk = metadata->ColumnChunk(leaf);
+    const int64_t values = chunk->num_values();
+    // Validity bitmaps, and offsets of each nesting level at most once per value.
+    int64_t leaf_bytes = (values + rows) / 8 + 2;
+    switch (chunk->type()) {
+      case parquet::Type::BOOLEAN:
+        leaf_bytes += values / 8 + 1;
+        break;
+      case parquet::Type::INT32:
+      case parquet::Type::FLOAT:
+        leaf_bytes += 4 * values;
+        break;
+      case parquet::Type::INT64:
+      case parquet::Type::DOUBLE:
+      case parquet::Type::INT96:  // read as 8-byte timestamps
+        leaf_bytes += 8 * values;
+        break;
+      case parquet::Type::FIXED_LEN_BYTE_ARRAY:
+        leaf_bytes +=
+            int64_t{
+                file.reader->parquet_reader()->metadata()->schema()->Column(leaf)->type_length()} *
+            values;
+        break;
+      default: {  // BYTE_ARRAY: offsets and the values' bytes
+        int64_t data = chunk->total_uncompressed_size();
+        auto sizes = chunk->size_statistics();
+        if (sizes && sizes->unencoded_byte_array_data_bytes) {
+          data = std::max(data, *sizes->unencoded_byte_array_data_bytes);
+        }
+        leaf_bytes += 8 * values + data;
+      }
+    }
+    if (chunk->num_values() != rows) leaf_bytes += 8 * rows;  // list offsets
+    bytes += leaf_bytes;
+  }
+  return bytes;
+}
+
+int64_t PageBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves) {
+  constexpr int64_t kPageBytes = int64_t{1} << 20;  // Arrow's and parquet-java's default
+  auto metadata = file.reader->parquet_reader()->metadata()->RowGroup(row_group);
+  int64_t bytes = 0;
+  for (int leaf : leaves) {
+    auto chunk = metadata->ColumnChunk(leaf);
+    const int64_t whole = chunk->total_uncompressed_size();
+    bytes += std::min(whole, kPageBytes);
+    if (chunk->has_dictionary_page() &&
+        chunk->data_page_offset() > chunk->dictionary_page_offset()) {
+      // Its compressed size is known: scaled by the chunk's compression.
+      const double ratio = static_cast<double>(whole) / static_cast<double>(std::max<int64_t>(
+                                                            1, chunk->total_compressed_size()));
+      const double dictionary =
+          static_cast<double>(chunk->data_page_offset() - chunk->dictionary_page_offset()) *
+          std::max(1.0, ratio);
+      bytes += std::min(whole, static_cast<int64_t>(std::min(dictionary, 1e15)));
+    }
+  }
+  return bytes;
 }
 
 int64_t ColumnChunkBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves) {

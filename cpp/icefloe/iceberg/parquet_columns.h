@@ -48,6 +48,24 @@ struct ParquetFile {
   bool has_field_ids = false;
   /// The table's name mapping (not owned; may be null).
   const NameMapping* name_mapping = nullptr;
+  /// Column chunks stream through buffers of this many bytes each (0: each
+  /// row group's are read whole; see ParquetIo).
+  int64_t stream_buffer_bytes = 0;
+};
+
+/// How a Parquet file's column chunks come off storage.
+struct ParquetIo {
+  /// A file whose largest row group holds at most this many compressed
+  /// bytes reads each row group's chunks in a few coalesced requests, held
+  /// whole while the row group is decoded (the fewest requests to object
+  /// storage); a larger one streams each column chunk through a buffer of
+  /// `stream_buffer_bytes`, so that a row group of any size reads in bounded
+  /// memory. Negative: always coalesced.
+  int64_t coalesce_limit_bytes = -1;
+  int64_t stream_buffer_bytes = int64_t{1} << 20;
+  /// When positive, the stream buffers of all of a file's columns together
+  /// stay within this (each at least 16 KiB): wide files get smaller ones.
+  int64_t stream_budget_bytes = 0;
 };
 
 /// Opens `location` as Parquet, reading batches of at most `batch_rows` rows.
@@ -57,7 +75,8 @@ struct ParquetFile {
 /// not Parquet or its footer is corrupt.
 arrow::Result<std::unique_ptr<ParquetFile>> OpenParquetFile(
     const FileOpener& open, const std::string& location, int64_t batch_rows,
-    arrow::MemoryPool* pool, const NameMapping* name_mapping = nullptr);
+    arrow::MemoryPool* pool, const NameMapping* name_mapping = nullptr,
+    const ParquetIo& io = ParquetIo{});
 
 /// NotImplemented naming the file unless `file_format` is PARQUET (any case).
 arrow::Status CheckParquetFormat(const std::string& file_format, const std::string& location);
@@ -120,6 +139,18 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(
 arrow::Result<bool> RowGroupMayMatch(const ParquetFile& file, int row_group,
                                      const std::vector<ColumnMatch>& columns,
                                      const arrow::compute::Expression& bound_filter);
+
+/// Bytes the `leaves` of `row_group` take once decoded as Arrow arrays (an
+/// estimate from the footer: values times their width, and for strings
+/// and binaries the unencoded bytes the writer recorded, else the
+/// uncompressed size).
+int64_t DecodedBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves);
+
+/// Bytes of the pages of `leaves` in `row_group` that a reader holds
+/// decompressed at once: per column a data page of the writers' default
+/// page size (1 MiB; the footer does not say page sizes) at most, and its
+/// dictionary page (its compressed size scaled by the chunk's compression).
+int64_t PageBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves);
 
 /// Compressed bytes of the column chunks of `leaves` in `row_group`.
 int64_t ColumnChunkBytes(const ParquetFile& file, int row_group, const std::vector<int>& leaves);

@@ -93,6 +93,7 @@ class ScanTaskReaderImpl : public ScanTaskReader {
   std::shared_ptr<arrow::Schema> schema() const override { return output_schema_; }
   arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* out) override;
   const ReadStats& stats() const override { return stats_; }
+  int64_t read_bytes() const override { return read_bytes_; }
 
  private:
   // Starts the next row group worth reading; leaves current_ null at the end.
@@ -126,6 +127,7 @@ class ScanTaskReaderImpl : public ScanTaskReader {
   int64_t pending_rows_ = 0;
   bool exhausted_ = false;
   ReadStats stats_;
+  int64_t read_bytes_ = 0;
 };
 
 arrow::Status ScanTaskReaderImpl::Init(const ScanTask& task, const ReadOptions& options) {
@@ -147,7 +149,7 @@ arrow::Status ScanTaskReaderImpl::Init(const ScanTask& task, const ReadOptions& 
   if (options.filter) ARROW_RETURN_NOT_OK(AddFilterFields(schema, *options.filter, &fields));
 
   ARROW_ASSIGN_OR_RAISE(file_, OpenParquetFile(options.open, data_file.file_path, batch_rows_, pool,
-                                               options.name_mapping));
+                                               options.name_mapping, options.io));
   ARROW_ASSIGN_OR_RAISE(
       deletes_, LoadDeletes(task, schema, options.open, batch_rows_, pool, options.name_mapping));
   stats_.delete_bytes_read = deletes_.bytes_read;
@@ -195,6 +197,25 @@ arrow::Status ScanTaskReaderImpl::Init(const ScanTask& task, const ReadOptions& 
           ? total
           : std::min<int64_t>(total, int64_t{task.first_row_group} + task.row_groups));
   stats_.row_groups_total = end_row_group_ - next_row_group_;
+
+  // The peak of one ReadNext: a batch of the widest rows decoded, the
+  // pages being decoded, and the row group's chunks held whole or one stream
+  // buffer per column.
+  int64_t task_rows = 0;
+  int64_t row_bytes = 0;  // decoded bytes per row, rounded up, of the widest row group
+  int64_t held = 0;
+  for (int rg = next_row_group_; rg < end_row_group_; ++rg) {
+    const int64_t rows = metadata->RowGroup(rg)->num_rows();
+    if (rows == 0) continue;
+    task_rows += rows;
+    row_bytes = std::max(row_bytes, (DecodedBytes(*file_, rg, leaves_) + rows - 1) / rows);
+    held =
+        std::max(held, PageBytes(*file_, rg, leaves_) +
+                           (file_->stream_buffer_bytes > 0
+                                ? file_->stream_buffer_bytes * static_cast<int64_t>(leaves_.size())
+                                : ColumnChunkBytes(*file_, rg, leaves_)));
+  }
+  read_bytes_ = kDecodePeak * row_bytes * std::min(batch_rows_, task_rows) + held;
   return arrow::Status::OK();
 }
 

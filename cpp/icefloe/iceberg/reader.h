@@ -55,6 +55,9 @@ struct ReadOptions {
   int64_t batch_rows = 64 * 1024;
   /// Where batches are allocated; nullptr = arrow::default_memory_pool().
   arrow::MemoryPool* pool = nullptr;
+  /// How data files' column chunks come off storage: coalesced per row
+  /// group, or streamed when a row group is too large to hold whole.
+  ParquetIo io;
 };
 
 /// What a read did, for tests and metrics.
@@ -84,6 +87,15 @@ class ScanTaskReader : public arrow::RecordBatchReader {
 
   /// Counters so far; complete once ReadNext has returned the end.
   virtual const ReadStats& stats() const = 0;
+
+  /// Memory one ReadNext may hold at its peak, estimated from the data
+  /// file's footer before any row is decoded: a batch of `batch_rows` of the
+  /// task's widest rows decoded (kDecodePeak times: the decoded columns,
+  /// their conformed, filtered and re-cut copies), the pages being decoded,
+  /// and the column chunks of a row group held whole or one stream buffer
+  /// per column. What a load reserves before each read.
+  virtual int64_t read_bytes() const = 0;
+  static constexpr int64_t kDecodePeak = 3;
 };
 
 /// Reads a whole scan task: every batch of ScanTaskReader, in order. `stats`

@@ -6,6 +6,8 @@
 #include <optional>
 #include <thread>
 
+#include <arrow/util/byte_size.h>
+
 #include "icefloe/iceberg/expr.h"
 #include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/reader.h"
@@ -17,8 +19,7 @@ namespace icefloe {
 
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
-                                     LoadProgress* progress, const TaskHook& keep,
-                                     const std::function<int32_t()>& max_reads) {
+                                     LoadProgress* progress, const LoadPlan& plan) {
   ARROW_RETURN_NOT_OK(transform::RegisterFunctions());
   ARROW_ASSIGN_OR_RAISE(iceberg::Schema schema, iceberg::ParseSchema(request.schema));
   std::optional<arrow::compute::Expression> filter;
@@ -58,60 +59,108 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   options.filter = filter;
   options.batch_rows = request.batch_rows;
   options.pool = pool.get();
+  options.io = plan.io;
 
   const int32_t workers = std::max<int32_t>(1, std::min<int32_t>(threads, static_cast<int32_t>(n)));
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex error_mu;
   arrow::Status error;
-  // Reads in flight, and reads finished: with `keep`, a read that ran out of
-  // memory waits for another to finish (its rows may leave memory) and is
-  // tried again, at most once per other reader; alone, it fails.
-  std::mutex flight_mu;
-  std::condition_variable flight_cv;
-  int32_t in_flight = 0;
-  uint64_t finished = 0;
-  constexpr auto kRetryWait = std::chrono::seconds(30);
-  // Task i read (and transformed), retried as above.
+  ReadRoom* room = plan.room != nullptr && plan.room->available ? plan.room : nullptr;
+  // Reads in flight, by their estimates: a read starts when its estimate
+  // fits the room left, or when no other read is in flight. A read that ends
+  // notifies; memory freed otherwise (rows leaving for the disk tier, a
+  // stream ending) is seen at the next periodic look.
+  std::mutex room_mu;
+  std::condition_variable room_cv;
+  constexpr auto kRoomLook = std::chrono::milliseconds(50);
+  auto admit = [&](int64_t bytes) -> bool {
+    if (room == nullptr) return true;
+    std::unique_lock<std::mutex> lock(room_mu);
+    while (!failed.load() && !progress->cancelled.load()) {
+      const int64_t held = room->reserved.load();
+      if (held == 0 || held + bytes <= room->available()) {
+        room->reserved += bytes;
+        return true;
+      }
+      room_cv.wait_for(lock, kRoomLook);
+    }
+    return false;
+  };
+  auto release = [&](int64_t bytes) {
+    if (room == nullptr) return;
+    std::lock_guard<std::mutex> lock(room_mu);
+    room->reserved -= bytes;
+    room_cv.notify_all();
+  };
+  auto stopped = [&]() -> arrow::Status {
+    if (progress->cancelled.load()) {
+      return arrow::Status::Cancelled("load of '", request.dataset, "' cancelled");
+    }
+    return arrow::Status::Cancelled("load of '", request.dataset, "' stopped");
+  };
+  // Task i streamed from its file through the transform into its sink.
   auto read = [&](size_t i, iceberg::ReadStats* stats)
       -> arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> {
-    std::unique_lock<std::mutex> lock(flight_mu);
-    // Not past max_reads: while that many are in flight, one of them ends
-    // (and notifies) before this one starts. The wait is bounded by theirs.
-    if (max_reads) {
-      flight_cv.wait(lock, [&] { return in_flight < std::max(1, max_reads()) || failed.load(); });
-      // Another task failed meanwhile: its error ends the load, not this read.
-      if (failed.load()) return arrow::Status::Cancelled("load of '", request.dataset, "' stopped");
-    }
-    ++in_flight;
-    uint64_t seen = 0;  // reads finished when the last try ran out of memory
-    for (int32_t attempt = 0;; ++attempt) {
-      if (attempt > 0) {  // the last try's memory is back: wait for another read to end
-        --in_flight;
-        flight_cv.wait_for(lock, kRetryWait, [&] { return finished != seen || failed.load(); });
-        ++in_flight;
+    const std::string& path = request.tasks[i].task.data_file.file_path;
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          iceberg::ScanTaskReader::Open(request.tasks[i].task, options));
+    // A transform's output (tokens, packed rows) is held beside its input.
+    const int64_t bytes = reader->read_bytes() + (transformer ? reader->read_bytes() / 2 : 0);
+    if (room != nullptr) {
+      if (bytes > room->most) {
+        return arrow::Status::OutOfMemory(
+            "reading ", path, " needs about ", bytes, " bytes of memory at once (batches of ",
+            request.batch_rows,
+            " rows, as its footer estimates them); the node's memory budget is ", room->most,
+            " bytes: lower batch_rows or raise --memory-limit");
       }
-      lock.unlock();
-      *stats = iceberg::ReadStats{};
-      auto batches = iceberg::ReadScanTask(request.tasks[i].task, options, stats);
-      if (batches.ok() && transformer) {
-        batches = transformer->ApplyTask(*batches, request.batch_rows, pool.get());
-        if (!batches.ok()) {
-          batches = batches.status().WithMessage(request.tasks[i].task.data_file.file_path, ": ",
-                                                 batches.status().message());
+      int64_t largest = room->largest.load();
+      while (bytes > largest && !room->largest.compare_exchange_weak(largest, bytes)) {
+      }
+    }
+    std::unique_ptr<TaskSink> sink = plan.sink ? plan.sink() : nullptr;
+    std::vector<std::shared_ptr<arrow::RecordBatch>> kept;  // without a sink
+    auto put = [&](std::shared_ptr<arrow::RecordBatch> b) -> arrow::Status {
+      if (b->num_rows() == 0) return arrow::Status::OK();
+      if (sink) return sink->Add(std::move(b));
+      if (room != nullptr) {
+        ARROW_ASSIGN_OR_RAISE(const int64_t size, arrow::util::ReferencedBufferSize(*b));
+        room->kept += size;
+      }
+      kept.push_back(std::move(b));
+      return arrow::Status::OK();
+    };
+    auto stream = transformer ? transformer->Stream(request.batch_rows, pool.get()) : nullptr;
+    auto named = [&](const arrow::Status& st) {
+      return st.ok() ? st : st.WithMessage(path, ": ", st.message());
+    };
+    // The reader holds its row group's state (pages, buffers) between
+    // batches: a read holds its room from its first batch to its last.
+    if (!admit(bytes)) return stopped();
+    auto streamed = [&]() -> arrow::Status {
+      while (true) {
+        if (progress->cancelled.load() || failed.load()) return stopped();
+        std::shared_ptr<arrow::RecordBatch> batch;
+        ARROW_RETURN_NOT_OK(reader->ReadNext(&batch));
+        std::vector<std::shared_ptr<arrow::RecordBatch>> out;
+        if (stream) {
+          ARROW_RETURN_NOT_OK(named(batch ? stream->Add(*batch, &out) : stream->Finish(&out)));
         }
+        if (batch == nullptr) {
+          for (auto& b : out) ARROW_RETURN_NOT_OK(put(std::move(b)));
+          return arrow::Status::OK();
+        }
+        if (!stream) out.push_back(std::move(batch));
+        for (auto& b : out) ARROW_RETURN_NOT_OK(put(std::move(b)));
       }
-      lock.lock();
-      const bool retry = !batches.ok() && batches.status().IsOutOfMemory() && keep != nullptr &&
-                         attempt + 1 < workers && in_flight > 1 && !failed.load();
-      if (!retry) {
-        --in_flight;
-        ++finished;
-        flight_cv.notify_all();
-        return batches;
-      }
-      seen = finished;
-    }
+    }();
+    *stats = reader->stats();
+    reader.reset();  // its buffers go before its room does
+    release(bytes);
+    ARROW_RETURN_NOT_OK(streamed);
+    if (sink) return sink->Finish();
+    return kept;
   };
   auto worker = [&] {
     while (!failed.load()) {
@@ -126,15 +175,16 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
       if (i >= n) return;
       iceberg::ReadStats stats;
       auto batches = read(i, &stats);
-      if (batches.ok() && keep) batches = keep(std::move(*batches));
       if (!batches.ok()) {
         {
           std::lock_guard<std::mutex> lock(error_mu);
-          if (error.ok()) error = batches.status();
+          if (error.ok() || (error.IsCancelled() && !batches.status().IsCancelled())) {
+            error = batches.status();
+          }
           failed = true;
         }
-        std::lock_guard<std::mutex> lock(flight_mu);
-        flight_cv.notify_all();  // a read waiting to retry stops
+        std::lock_guard<std::mutex> lock(room_mu);
+        room_cv.notify_all();  // a read waiting for room stops
         return;
       }
       int64_t rows = 0;

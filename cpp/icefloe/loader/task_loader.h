@@ -17,6 +17,7 @@
 
 #include "icefloe/common/memory.h"
 #include "icefloe/iceberg/file_io.h"
+#include "icefloe/iceberg/parquet_columns.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -29,8 +30,8 @@ struct LoadProgress {
   std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
   std::atomic<int64_t> row_groups_total{0};
   std::atomic<int64_t> row_groups_read{0};  ///< the others were pruned by statistics
-  /// Set by the caller to stop the load at the next task (it then fails with
-  /// Cancelled); a task already being read finishes first.
+  /// Set by the caller to stop the load at its next batch (it then fails
+  /// with Cancelled).
   std::atomic<bool> cancelled{false};
 };
 
@@ -43,33 +44,62 @@ struct LoadedTasks {
   /// Refresh: the pools of the held copy whose batches reused tasks share
   /// (they own those batches' buffers; kept alive with them).
   std::vector<std::shared_ptr<arrow::MemoryPool>> kept_pools;
-  /// Other owners of batches' memory (tier files a TaskHook wrote), kept
+  /// Other owners of batches' memory (tier files a TaskSink wrote), kept
   /// alive with them.
   std::vector<std::shared_ptr<const MappedRegion>> held;
   int64_t bytes() const { return pool ? pool->bytes_allocated() : 0; }
 };
 
-/// Called on a loader thread with each task's batches as read (in `pool`):
-/// the batches to keep instead (e.g. the same rows written to the node's disk
-/// tier, their memory returned; the caller keeps what owns them, in
-/// LoadedTasks::held). May run on several threads at once.
-using TaskHook = std::function<arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>>(
-    std::vector<std::shared_ptr<arrow::RecordBatch>> batches)>;
+/// Where one task's rows go as they stream out of the reader (the node's
+/// memory, or its disk tier). Add sees each of the task's output batches in
+/// order; Finish returns the batches to keep, views of whatever now holds
+/// them (LoadedTasks::held keeps those owners). One per task, used on one
+/// loader thread.
+class TaskSink {
+ public:
+  virtual ~TaskSink() = default;
+  virtual arrow::Status Add(std::shared_ptr<arrow::RecordBatch> batch) = 0;
+  virtual arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Finish() = 0;
+};
 
-/// Reads every task of `request`. The first failing task stops the load; its
-/// error names the file (OutOfMemory when the budget is exhausted).
-/// progress->cancelled stops it too (Cancelled). `keep`, when set, sees each
-/// task's batches once read; as it may take their rows out of memory, a read
-/// that runs out of memory while others are in flight then waits for one of
-/// them to finish (at most 30 s) and is tried again, at most once per other
-/// reader, so that many threads load within a small budget; a read that runs
-/// out alone fails as before. `max_reads`, when set, says how many reads may
-/// be in flight now (asked as each read starts, which waits while that many
-/// are; fewer than 1 counts as 1): how a budget that has run short narrows
-/// the load's parallelism rather than have its reads run out of memory.
+/// The memory a load's reads may take, shared between the loader (which
+/// reserves before each read) and the node's sinks (which say what rows they
+/// keep in memory).
+struct ReadRoom {
+  /// Bytes the reads may hold at once now (the budget less what the node
+  /// keeps free, what others use and the rows this load keeps). Null: no
+  /// limit (nothing is reserved).
+  std::function<int64_t()> available;
+  /// The most one read may take (the whole budget): a read that needs more
+  /// is refused, naming its file and this. A read alone proceeds though
+  /// `available` is less.
+  int64_t most = 0;
+  std::atomic<int64_t> reserved{0};  ///< estimates of the reads in flight
+  std::atomic<int64_t> largest{0};   ///< the largest read estimated so far
+  std::atomic<int64_t> kept{0};      ///< bytes of the load's rows kept in memory
+};
+
+/// How a load reads: Parquet I/O, memory admission and where rows go.
+struct LoadPlan {
+  iceberg::ParquetIo io;
+  ReadRoom* room = nullptr;  ///< null: reads are not admitted by memory
+  /// A sink per task, for its output schema (null: batches stay as read).
+  std::function<std::unique_ptr<TaskSink>()> sink;
+};
+
+/// Reads every task of `request`, each streamed batch by batch (at most
+/// `batch_rows` rows) from its file through deletes, filter and transform
+/// into its sink, so a task of any size is never held whole. Before each
+/// batch is read its peak memory is reserved from `plan.room` as the file's
+/// footer estimates it (ScanTaskReader::read_bytes): a read waits while the
+/// reads in flight hold the room, so the reads in flight adapt to the room
+/// left, and a read alone always proceeds. A read whose estimate exceeds
+/// `room->most` fails before it reads with OutOfMemory naming the file,
+/// the estimate and the budget. The first failing task stops the load; its error
+/// names the file. progress->cancelled stops it too (Cancelled), at the next
+/// batch.
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
-                                     LoadProgress* progress, const TaskHook& keep = nullptr,
-                                     const std::function<int32_t()>& max_reads = nullptr);
+                                     LoadProgress* progress, const LoadPlan& plan = LoadPlan{});
 
 }  // namespace icefloe

@@ -11,6 +11,7 @@
 #include "icefloe/node/node_server.h"
 #include "icefloe/node/shared_export.h"
 #include "icefloe/node/tier_file.h"
+#include "icefloe/node/tier_sink.h"
 
 namespace icefloe {
 
@@ -99,49 +100,45 @@ int64_t NodeServer::RowMemory() const {
 
 int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() - RowMemory(); }
 
-std::function<int32_t()> NodeServer::ReadsInFlight(const TierSpill* spill) const {
-  if (!TierEnabled()) return nullptr;
-  return [this, spill]() -> int32_t {
-    const int64_t largest = spill->largest.load();
-    if (largest == 0) return options_.load_threads;  // no task read yet: its size is unknown
-    const int64_t room = budget_->available_bytes() - TierReserve();
-    return static_cast<int32_t>(
-        std::clamp<int64_t>(room / (kReadPeak * largest), 1, options_.load_threads));
+LoadPlan NodeServer::PlanLoad(LoadSpill* spill, const TrackingPool* pool) {
+  LoadPlan plan;
+  if (options_.memory_limit_bytes <= 0) return plan;  // unlimited: nothing to admit
+  ReadRoom* room = &spill->room;
+  // Reads and rows take what the budget has besides TierReserve (RowMemory);
+  // one read alone may take all of it.
+  const int64_t reads = RowMemory();
+  room->most = budget_->limit_bytes();
+  // What the rest of the node holds: the budget's use less this load's pool
+  // (the rows it keeps and its reads' buffers).
+  auto others = [this, pool] { return budget_->used_bytes() - pool->bytes_allocated(); };
+  room->available = [room, others, reads] { return reads - others() - room->kept.load(); };
+  plan.room = room;
+  // A row group whose chunks take more than an eighth of the reads' room
+  // streams them, through buffers that together take at most another.
+  plan.io.coalesce_limit_bytes = reads / 8;
+  plan.io.stream_budget_bytes = reads / 8;
+  if (!TierEnabled()) return plan;
+  plan.sink = [this, spill, room, others, reads]() -> std::unique_ptr<TaskSink> {
+    // Rows stay in memory while room for two reads at their peak is left.
+    auto keep = [room, others, reads](int64_t bytes) {
+      if (others() + room->kept.load() + bytes > reads - 2 * room->largest.load()) {
+        return false;
+      }
+      room->kept += bytes;
+      return true;
+    };
+    auto open = [this](const std::shared_ptr<arrow::Schema>& schema) {
+      const std::string path = options_.disk_dir + "/" + tier_prefix_ + "-" +
+                               std::to_string(tier_files_.fetch_add(1)) + ".arrow";
+      return TierFileWriter::Open(path, schema, disk_budget_);
+    };
+    auto hold = [spill](std::shared_ptr<TierFile> file) {
+      MutexLock lock(&spill->mu);
+      spill->files.push_back(std::move(file));
+    };
+    return std::make_unique<TierSink>(keep, open, hold);
   };
-}
-
-TaskHook NodeServer::TierHook(TierSpill* spill) {
-  if (!TierEnabled()) return nullptr;
-  return [this, spill](std::vector<std::shared_ptr<arrow::RecordBatch>> batches)
-             -> arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> {
-    if (batches.empty()) return batches;
-    int64_t bytes = 0;
-    for (const auto& b : batches) {
-      ARROW_ASSIGN_OR_RAISE(int64_t n, arrow::util::ReferencedBufferSize(*b));
-      bytes += n;
-    }
-    // Rows stay in memory while there is room besides for two reads at
-    // their peak (pages, decompressed buffers and decoded columns at once:
-    // up to about 3x a task's rows, so 4x the largest task so far), a quarter
-    // of the budget for serving (gathers of shuffled batches and window
-    // spans) and the prefetcher's working set; after, each task read goes to
-    // a tier file. ReadsInFlight narrows the load's parallelism to what that
-    // room holds, so the rows kept do not depend on how many load threads
-    // there are.
-    int64_t largest = spill->largest.load();
-    while (bytes > largest && !spill->largest.compare_exchange_weak(largest, bytes)) {
-    }
-    const int64_t reserve = TierReserve() + 2 * kReadPeak * std::max(largest, bytes);
-    if (budget_->available_bytes() >= reserve) return batches;
-    const std::string path = options_.disk_dir + "/" + tier_prefix_ + "-" +
-                             std::to_string(tier_files_.fetch_add(1)) + ".arrow";
-    ARROW_ASSIGN_OR_RAISE(auto file,
-                          TierFile::Write(path, batches.front()->schema(), batches, disk_budget_));
-    std::vector<std::shared_ptr<arrow::RecordBatch>> mapped = file->batches();
-    MutexLock lock(&spill->mu);
-    spill->files.push_back(std::move(file));
-    return mapped;  // the rows read return to the memory budget as `batches` goes
-  };
+  return plan;
 }
 
 arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& request,
@@ -168,9 +165,9 @@ arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& req
                                   ", which this node does not hold");
   }
   auto pool = NewPool("dataset '" + request.dataset + "'");
-  TierSpill spill;
-  auto read = LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress,
-                        TierHook(&spill), ReadsInFlight(&spill));
+  LoadSpill spill;
+  const LoadPlan plan = PlanLoad(&spill, pool.get());
+  auto read = LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress, plan);
   base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
   if (read.ok()) {
     MutexLock lock(&spill.mu);

@@ -139,29 +139,30 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::Result<std::string> HandleEvict(const std::string& body);
   arrow::Result<std::string> HandleRecord(const std::string& body);
   arrow::Result<LoadedTasks> LoadForManager(const NodeLoadRequest& request, LoadProgress* progress);
-  // One load's tier files, written by its TierHook on its loader threads.
-  struct TierSpill {
-    std::atomic<int64_t> largest{0};  // bytes of the largest task read
+  // One load on this node: the room its reads are admitted by, and the tier
+  // files its tasks' sinks wrote (on its loader threads).
+  struct LoadSpill {
+    ReadRoom room;
     Mutex mu;
     std::vector<std::shared_ptr<const MappedRegion>> files GUARDED_BY(mu);
   };
-  // The hook that writes a load's tasks to the disk tier once memory runs
-  // short (null without a tier or a memory limit).
-  TaskHook TierHook(TierSpill* spill);
-  // Reads a load may have in flight now, given the room its budget has left
-  // (LoadTasks' max_reads; null without a tier or a memory limit).
-  std::function<int32_t()> ReadsInFlight(const TierSpill* spill) const;
+  // How a load into `pool` reads on this node (LoadTasks' plan). With a
+  // memory limit, reads are admitted by the room the budget leaves besides
+  // TierReserve, what the rest of the node holds and the rows the load
+  // keeps, and row groups too large to hold whole stream their columns.
+  // With a disk tier, each task's rows stay in memory while room for two
+  // reads at their peak is left besides; the rest of the task streams to a
+  // tier file.
+  LoadPlan PlanLoad(LoadSpill* spill, const TrackingPool* pool);
   // The node's one rule for rows in memory: of its memory budget, the most a
   // load fills with rows before it writes them to the tier (less the room
-  // its reads take, TierHook): the budget less a quarter for serving and the
+  // its reads take, PlanLoad): the budget less a quarter for serving and the
   // prefetcher's working set; the whole budget without a tier. node.status
   // reports it (row_memory_bytes) and the head's placement counts it as is.
   int64_t RowMemory() const;
-  // Memory a load with a tier leaves free besides its reads: the budget less
-  // RowMemory().
+  // Memory a load leaves free besides its reads: the budget less
+  // RowMemory() (0 without a tier).
   int64_t TierReserve() const;
-  // A task's read at its peak, in multiples of its rows' bytes.
-  static constexpr int64_t kReadPeak = 4;
   // Writes (or removes) the tier manifest of the copy published as `name`,
   // from what is published now; a failure is logged (only a restart loses).
   void SyncTierManifest(const std::string& name) EXCLUDES(mu_, manifest_mu_);

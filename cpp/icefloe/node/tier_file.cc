@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include <arrow/buffer.h>
 #include <arrow/io/memory.h>
@@ -160,6 +161,100 @@ arrow::Status TierFile::Verify(uint32_t crc32) const {
                                   ", not the ", crc32, " written");
   }
   return arrow::Status::OK();
+}
+
+// Forwards writes to the partial file, each charged to the disk budget
+// first, keeping the CRC-32 of every byte.
+class TierFileWriter::Stream : public arrow::io::OutputStream {
+ public:
+  Stream(std::shared_ptr<arrow::io::OutputStream> inner, std::string path,
+         std::shared_ptr<MemoryBudget> disk)
+      : inner_(std::move(inner)), path_(std::move(path)), disk_(std::move(disk)) {}
+  ~Stream() override {
+    if (disk_ && charged_ > 0) disk_->Release(charged_);
+  }
+  arrow::Status Write(const void* data, int64_t nbytes) override {
+    if (disk_ && !disk_->TryReserve(nbytes)) {
+      return arrow::Status::OutOfMemory("tier file ", path_, " needs ", charged_ + nbytes,
+                                        " bytes so far; the node's disk budget has ",
+                                        disk_->available_bytes(), " of ", disk_->limit_bytes(),
+                                        " left");
+    }
+    charged_ += nbytes;
+    crc_ = arrow::internal::crc32(crc_, data, static_cast<size_t>(nbytes));
+    return inner_->Write(data, nbytes);
+  }
+  arrow::Status Close() override { return inner_->Close(); }
+  bool closed() const override { return inner_->closed(); }
+  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
+  uint32_t crc() const { return crc_; }
+  // The bytes charged, handed to the finished TierFile.
+  int64_t TakeCharge() { return std::exchange(charged_, 0); }
+
+ private:
+  std::shared_ptr<arrow::io::OutputStream> inner_;
+  std::string path_;
+  std::shared_ptr<MemoryBudget> disk_;
+  int64_t charged_ = 0;
+  uint32_t crc_ = 0;
+};
+
+arrow::Result<std::unique_ptr<TierFileWriter>> TierFileWriter::Open(
+    const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+    std::shared_ptr<MemoryBudget> disk) {
+  std::unique_ptr<TierFileWriter> w(new TierFileWriter());
+  w->path_ = path;
+  w->disk_ = disk;
+  auto opened = [&]() -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(w->file_, arrow::io::FileOutputStream::Open(path + ".partial"));
+    w->stream_ = std::make_shared<Stream>(w->file_, path, std::move(disk));
+    ARROW_ASSIGN_OR_RAISE(w->writer_, OpenIpcFile(w->stream_.get(), schema));
+    return arrow::Status::OK();
+  }();
+  ARROW_RETURN_NOT_OK(Named(opened, path));
+  return w;
+}
+
+arrow::Status TierFileWriter::Append(const std::shared_ptr<arrow::RecordBatch>& batch) {
+  if (finished_) return arrow::Status::Invalid("tier file ", path_, " is finished");
+  ARROW_ASSIGN_OR_RAISE(const auto cut, TierBatches({batch}));
+  for (const auto& b : cut) {
+    const arrow::Status st = writer_->WriteRecordBatch(*b);
+    if (!st.ok()) return st.IsOutOfMemory() ? st : Named(st, path_);
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::shared_ptr<TierFile>> TierFileWriter::Finish() {
+  if (finished_) return arrow::Status::Invalid("tier file ", path_, " is finished");
+  finished_ = true;
+  const std::string partial = path_ + ".partial";
+  auto closed = [&]() -> arrow::Status {
+    ARROW_RETURN_NOT_OK(writer_->Close());
+    ARROW_RETURN_NOT_OK(stream_->Close());
+    if (std::rename(partial.c_str(), path_.c_str()) != 0) {
+      return arrow::Status::IOError("renaming ", partial, ": ", std::strerror(errno));
+    }
+    return arrow::Status::OK();
+  }();
+  if (!closed.ok()) {
+    std::remove(partial.c_str());
+    return closed.IsOutOfMemory() ? closed : Named(closed, path_);
+  }
+  std::shared_ptr<TierFile> file(new TierFile());
+  file->path_ = path_;
+  file->crc32_ = stream_->crc();
+  file->bytes_ = stream_->TakeCharge();  // the file's bytes, charged as written
+  file->disk_ = disk_;
+  file->owned_ = true;
+  ARROW_RETURN_NOT_OK(Named(file->Map(path_, std::nullopt), path_));
+  return file;
+}
+
+TierFileWriter::~TierFileWriter() {
+  if (finished_) return;
+  if (file_) (void)file_->Close();
+  std::remove((path_ + ".partial").c_str());
 }
 
 TierFile::~TierFile() {

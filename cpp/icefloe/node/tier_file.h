@@ -27,6 +27,7 @@
 
 #include <arrow/buffer.h>
 #include <arrow/io/file.h>
+#include <arrow/ipc/writer.h>
 #include <arrow/record_batch.h>
 #include <arrow/result.h>
 
@@ -78,6 +79,7 @@ class TierFile : public MappedRegion {
   arrow::Status Verify(uint32_t crc32) const;
 
  private:
+  friend class TierFileWriter;
   TierFile() = default;
   // Write, of batches already cut to kTierBatchBytes.
   static arrow::Result<std::shared_ptr<TierFile>> WriteCut(
@@ -99,6 +101,40 @@ class TierFile : public MappedRegion {
   std::shared_ptr<arrow::io::MemoryMappedFile> map_;
   std::shared_ptr<arrow::Buffer> region_;  // all of map_, viewed
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
+};
+
+/// Writes one tier file batch by batch, as a load streams a task's rows to
+/// the tier: each batch is cut to kTierBatchBytes, charged to the disk
+/// budget and written as it comes, so no task is held whole in memory.
+/// Finish closes, renames and maps the file. A writer destroyed unfinished
+/// removes its partial file and returns its bytes to the budget.
+class TierFileWriter {
+ public:
+  /// Starts `path` (written as `path`.partial until Finish). IOError naming
+  /// the path.
+  static arrow::Result<std::unique_ptr<TierFileWriter>> Open(
+      const std::string& path, const std::shared_ptr<arrow::Schema>& schema,
+      std::shared_ptr<MemoryBudget> disk);
+  ~TierFileWriter();
+  TierFileWriter(const TierFileWriter&) = delete;
+  TierFileWriter& operator=(const TierFileWriter&) = delete;
+
+  /// Writes `batch` (of the schema). OutOfMemory naming the path when the
+  /// disk budget cannot hold it; IOError naming it when the disk cannot.
+  arrow::Status Append(const std::shared_ptr<arrow::RecordBatch>& batch);
+  /// The file, whole, renamed and mapped: its batches are views of the map.
+  arrow::Result<std::shared_ptr<TierFile>> Finish();
+
+ private:
+  class Stream;
+  TierFileWriter() = default;
+
+  std::string path_;
+  std::shared_ptr<MemoryBudget> disk_;
+  std::shared_ptr<arrow::io::FileOutputStream> file_;
+  std::shared_ptr<Stream> stream_;  // charges and checksums what file_ is sent
+  std::shared_ptr<arrow::ipc::RecordBatchWriter> writer_;
+  bool finished_ = false;
 };
 
 }  // namespace icefloe

@@ -170,5 +170,57 @@ TEST_F(TierFileTest, AMissingTruncatedOrCorruptFileIsAnErrorNamingIt) {
   EXPECT_TRUE(fs::exists(Path("bad.arrow")));
 }
 
+// A task streamed to the tier: the writer's file holds the same bytes as
+// one written whole, charged to the disk budget as it grew, proven by the
+// same CRC-32 when opened again.
+TEST_F(TierFileTest, AWriterStreamsBatchesIntoTheSameFileAsAWholeWrite) {
+  auto disk = std::make_shared<MemoryBudget>(int64_t{1} << 30);
+  auto whole = TierFile::Write(Path("whole.arrow"), schema_, batches_, disk);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto writer = TierFileWriter::Open(Path("streamed.arrow"), schema_, disk);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (const auto& b : batches_) {
+    ASSERT_TRUE((*writer)->Append(b).ok());
+    EXPECT_GT(disk->used_bytes(), (*whole)->bytes());  // charged as written
+  }
+  auto file = (*writer)->Finish();
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->bytes(), (*whole)->bytes());
+  EXPECT_EQ((*file)->crc32(), (*whole)->crc32());
+  EXPECT_EQ(disk->used_bytes(), 2 * (*whole)->bytes());
+  ASSERT_EQ((*file)->batches().size(), batches_.size());
+  for (size_t i = 0; i < batches_.size(); ++i) {
+    EXPECT_TRUE((*file)->batches()[i]->Equals(*batches_[i]));
+  }
+  const int64_t bytes = (*file)->bytes();
+  const uint32_t crc = (*file)->crc32();
+  file->reset();  // removes the file; opened again it would be refused
+  auto again = TierFile::Open(Path("whole.arrow"), bytes, crc, disk);
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// A disk budget that runs out mid-task fails the write naming the file and
+// what is left, and leaves neither file nor charge behind.
+TEST_F(TierFileTest, AWriterOutOfDiskBudgetLeavesNothingBehind) {
+  auto whole = TierFile::Write(Path("whole.arrow"), schema_, batches_, nullptr);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto disk = std::make_shared<MemoryBudget>((*whole)->bytes() / 2);
+  whole->reset();
+  {
+    auto writer = TierFileWriter::Open(Path("t.arrow"), schema_, disk);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    arrow::Status st;
+    for (const auto& b : batches_) {
+      st = (*writer)->Append(b);
+      if (!st.ok()) break;
+    }
+    ASSERT_TRUE(st.IsOutOfMemory()) << st;
+    EXPECT_NE(st.message().find("tier file " + Path("t.arrow")), std::string::npos) << st;
+    EXPECT_NE(st.message().find("disk budget has"), std::string::npos) << st;
+  }
+  EXPECT_EQ(disk->used_bytes(), 0);
+  EXPECT_TRUE(Files().empty());
+}
+
 }  // namespace
 }  // namespace icefloe

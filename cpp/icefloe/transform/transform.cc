@@ -1,5 +1,6 @@
 #include "icefloe/transform/transform.h"
 
+#include <limits>
 #include <set>
 
 #include <arrow/array/concatenate.h>
@@ -213,112 +214,164 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> Transform::Apply(const arrow:
   return arrow::RecordBatch::Make(columns_schema_, batch.num_rows(), std::move(out));
 }
 
-arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Transform::ApplyTask(
-    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
-    arrow::MemoryPool* pool) const {
-  std::vector<std::shared_ptr<arrow::RecordBatch>> out;
-  out.reserve(batches.size());
-  for (const auto& b : batches) {
-    ARROW_ASSIGN_OR_RAISE(auto applied, Apply(*b, pool));
-    out.push_back(std::move(applied));
+// Without pack: each batch transformed, row for row.
+class Transform::RowStream : public Transform::TaskStream {
+ public:
+  RowStream(const Transform* t, arrow::MemoryPool* pool) : t_(t), pool_(pool) {}
+  arrow::Status Add(const arrow::RecordBatch& batch,
+                    std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
+    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_));
+    out->push_back(std::move(applied));
+    return arrow::Status::OK();
   }
-  if (!spec_.pack) return out;
-  return Pack(out, batch_rows, pool);
-}
+  arrow::Status Finish(std::vector<std::shared_ptr<arrow::RecordBatch>>*) override {
+    return arrow::Status::OK();
+  }
+
+ private:
+  const Transform* t_;
+  arrow::MemoryPool* pool_;
+};
 
 namespace {
 
 template <typename ListArray>
-void ForEachDocument(const arrow::Array& array,
-                     const std::function<void(const int32_t*, int64_t)>& fn) {
+arrow::Status ForEachDocument(const arrow::Array& array,
+                              const std::function<arrow::Status(const int32_t*, int64_t)>& fn) {
   const auto& list = static_cast<const ListArray&>(array);
   const auto& values = static_cast<const arrow::Int32Array&>(*list.values());
   for (int64_t i = 0; i < list.length(); ++i) {
     if (list.IsNull(i)) continue;
-    fn(values.raw_values() + list.value_offset(i), list.value_length(i));
+    ARROW_RETURN_NOT_OK(fn(values.raw_values() + list.value_offset(i), list.value_length(i)));
   }
+  return arrow::Status::OK();
 }
 
 }  // namespace
 
-arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Transform::Pack(
-    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
-    arrow::MemoryPool* pool) const {
-  const PackSpec& p = *spec_.pack;
-  const int column = columns_schema_->GetFieldIndex(p.column);
-  auto each_document = [&](const std::function<void(const int32_t*, int64_t)>& fn) {
-    for (const auto& b : batches) {
-      const arrow::Array& a = *b->column(column);
-      if (a.type_id() == arrow::Type::LIST) {
-        ForEachDocument<arrow::ListArray>(a, fn);
-      } else {
-        ForEachDocument<arrow::LargeListArray>(a, fn);
+// With pack: the task's documents (and separators) laid end to end and cut
+// into rows of seq_len tokens; a batch goes out each time batch_rows rows
+// are full, so at most one batch of packed tokens is held.
+class Transform::PackStream : public Transform::TaskStream {
+ public:
+  PackStream(const Transform* t, int64_t batch_rows, arrow::MemoryPool* pool)
+      : t_(t),
+        p_(*t->spec_.pack),
+        column_(t->columns_schema_->GetFieldIndex(p_.column)),
+        batch_rows_(batch_rows),
+        batch_tokens_(batch_rows * p_.seq_len),
+        with_mask_(p_.tail == "pad"),
+        pool_(pool),
+        ids_(pool),
+        mask_(pool),
+        positions_(pool) {}
+
+  arrow::Status Add(const arrow::RecordBatch& batch,
+                    std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
+    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_));
+    const arrow::Array& a = *applied->column(column_);
+    auto document = [&](const int32_t* doc, int64_t n) -> arrow::Status {
+      const int64_t sep = p_.eos ? 1 : 0;
+      if (p_.position_ids && n + sep > std::numeric_limits<int32_t>::max()) {
+        return arrow::Status::Invalid("transform: 'pack': a document of ", n,
+                                      " tokens has positions beyond int32 (position_ids)");
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        ARROW_RETURN_NOT_OK(Put(doc[k], static_cast<int32_t>(k), out));  // < 2^31: checked
+      }
+      if (p_.eos)
+        ARROW_RETURN_NOT_OK(Put(static_cast<int32_t>(*p_.eos), static_cast<int32_t>(n), out));
+      return arrow::Status::OK();
+    };
+    if (a.type_id() == arrow::Type::LIST) return ForEachDocument<arrow::ListArray>(a, document);
+    return ForEachDocument<arrow::LargeListArray>(a, document);
+  }
+
+  arrow::Status Finish(std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
+    const int64_t s = p_.seq_len;
+    if (with_mask_) {  // tail "pad": the last row filled with the pad id
+      while (held_ % s != 0) {
+        ARROW_RETURN_NOT_OK(Reserve());
+        ids_.UnsafeAppend(static_cast<int32_t>(p_.pad));
+        mask_.UnsafeAppend(0);
+        if (p_.position_ids) positions_.UnsafeAppend(0);
+        ++held_;
       }
     }
-  };
-  // Tokens in the task (documents and separators), then how many rows.
-  const int64_t sep = p.eos ? 1 : 0;
-  int64_t total = 0;
-  int64_t longest = 0;
-  each_document([&](const int32_t*, int64_t n) {
-    total += n + sep;
-    longest = std::max(longest, n);
-  });
-  if (p.position_ids && longest + sep > std::numeric_limits<int32_t>::max()) {
-    return arrow::Status::Invalid("transform: 'pack': a document of ", longest,
-                                  " tokens has positions beyond int32 (position_ids)");
+    return Flush(held_ / s, out);  // tail "drop": a partial row is not flushed
   }
-  const int64_t s = p.seq_len;
-  const int64_t rows = p.tail == "pad" ? (total + s - 1) / s : total / s;
-  const int64_t kept = rows * s;
 
-  arrow::Int32Builder ids(pool);
-  arrow::Int8Builder mask(pool);
-  arrow::Int32Builder positions(pool);
-  const bool with_mask = p.tail == "pad";
-  ARROW_RETURN_NOT_OK(ids.Reserve(kept));
-  if (with_mask) ARROW_RETURN_NOT_OK(mask.Reserve(kept));
-  if (p.position_ids) ARROW_RETURN_NOT_OK(positions.Reserve(kept));
-  int64_t written = 0;
-  auto put = [&](int32_t id, int32_t position) {
-    if (written >= kept) return;
-    ids.UnsafeAppend(id);
-    if (with_mask) mask.UnsafeAppend(1);
-    if (p.position_ids) positions.UnsafeAppend(position);
-    ++written;
-  };
-  each_document([&](const int32_t* doc, int64_t n) {
-    for (int64_t k = 0; k < n; ++k) put(doc[k], static_cast<int32_t>(k));  // < 2^31: checked above
-    if (p.eos) put(static_cast<int32_t>(*p.eos), static_cast<int32_t>(n));
-  });
-  while (written < kept) {  // tail "pad"
-    ids.UnsafeAppend(static_cast<int32_t>(p.pad));
-    mask.UnsafeAppend(0);
-    if (p.position_ids) positions.UnsafeAppend(0);
-    ++written;
-  }
-  arrow::ArrayVector columns;
-  auto fixed = [&](arrow::ArrayBuilder* b,
-                   const std::shared_ptr<arrow::DataType>& type) -> arrow::Status {
-    ARROW_ASSIGN_OR_RAISE(auto values, b->Finish());
-    ARROW_ASSIGN_OR_RAISE(auto list, arrow::FixedSizeListArray::FromArrays(values, type));
-    columns.push_back(std::move(list));
+ private:
+  // Room for the next token: the builders grow together, doubling, up to
+  // one batch of packed rows.
+  arrow::Status Reserve() {
+    if (ids_.length() < ids_.capacity()) return arrow::Status::OK();
+    const int64_t more = std::min(batch_tokens_ - held_, std::max<int64_t>(held_, 4096));
+    ARROW_RETURN_NOT_OK(ids_.Reserve(more));
+    if (with_mask_) ARROW_RETURN_NOT_OK(mask_.Reserve(more));
+    if (p_.position_ids) ARROW_RETURN_NOT_OK(positions_.Reserve(more));
     return arrow::Status::OK();
-  };
-  // In output_schema_'s order: the ids, then the mask and the positions.
-  int next_field = 0;
-  ARROW_RETURN_NOT_OK(fixed(&ids, output_schema_->field(next_field++)->type()));
-  if (with_mask) ARROW_RETURN_NOT_OK(fixed(&mask, output_schema_->field(next_field++)->type()));
-  if (p.position_ids) {
-    ARROW_RETURN_NOT_OK(fixed(&positions, output_schema_->field(next_field++)->type()));
   }
+
+  arrow::Status Put(int32_t id, int32_t position,
+                    std::vector<std::shared_ptr<arrow::RecordBatch>>* out) {
+    ARROW_RETURN_NOT_OK(Reserve());
+    ids_.UnsafeAppend(id);
+    if (with_mask_) mask_.UnsafeAppend(1);
+    if (p_.position_ids) positions_.UnsafeAppend(position);
+    if (++held_ == batch_tokens_) return Flush(batch_rows_, out);
+    return arrow::Status::OK();
+  }
+
+  // The first `rows` rows held go out as one batch; the builders start over.
+  arrow::Status Flush(int64_t rows, std::vector<std::shared_ptr<arrow::RecordBatch>>* out) {
+    arrow::ArrayVector columns;
+    auto fixed = [&](arrow::ArrayBuilder* b,
+                     const std::shared_ptr<arrow::DataType>& type) -> arrow::Status {
+      ARROW_ASSIGN_OR_RAISE(auto values, b->Finish());
+      ARROW_ASSIGN_OR_RAISE(auto list, arrow::FixedSizeListArray::FromArrays(
+                                           values->Slice(0, rows * p_.seq_len), type));
+      columns.push_back(std::move(list));
+      return arrow::Status::OK();
+    };
+    // In output_schema_'s order: the ids, then the mask and the positions.
+    const auto& schema = t_->output_schema_;
+    int next_field = 0;
+    ARROW_RETURN_NOT_OK(fixed(&ids_, schema->field(next_field++)->type()));
+    if (with_mask_) ARROW_RETURN_NOT_OK(fixed(&mask_, schema->field(next_field++)->type()));
+    if (p_.position_ids)
+      ARROW_RETURN_NOT_OK(fixed(&positions_, schema->field(next_field++)->type()));
+    held_ = 0;
+    if (rows > 0) out->push_back(arrow::RecordBatch::Make(schema, rows, std::move(columns)));
+    return arrow::Status::OK();
+  }
+
+  const Transform* t_;
+  const PackSpec& p_;
+  const int column_;
+  const int64_t batch_rows_;
+  const int64_t batch_tokens_;
+  const bool with_mask_;
+  arrow::MemoryPool* pool_;
+  arrow::Int32Builder ids_;
+  arrow::Int8Builder mask_;
+  arrow::Int32Builder positions_;
+  int64_t held_ = 0;  // tokens in the builders
+};
+
+std::unique_ptr<Transform::TaskStream> Transform::Stream(int64_t batch_rows,
+                                                         arrow::MemoryPool* pool) const {
+  if (spec_.pack) return std::make_unique<PackStream>(this, batch_rows, pool);
+  return std::make_unique<RowStream>(this, pool);
+}
+
+arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Transform::ApplyTask(
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
+    arrow::MemoryPool* pool) const {
   std::vector<std::shared_ptr<arrow::RecordBatch>> out;
-  for (int64_t start = 0; start < rows; start += batch_rows) {
-    const int64_t n = std::min(batch_rows, rows - start);
-    arrow::ArrayVector slices;
-    for (const auto& c : columns) slices.push_back(c->Slice(start, n));
-    out.push_back(arrow::RecordBatch::Make(output_schema_, n, std::move(slices)));
-  }
+  auto stream = Stream(batch_rows, pool);
+  for (const auto& b : batches) ARROW_RETURN_NOT_OK(stream->Add(*b, &out));
+  ARROW_RETURN_NOT_OK(stream->Finish(&out));
   return out;
 }
 

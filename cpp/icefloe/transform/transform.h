@@ -46,10 +46,31 @@ class Transform {
   /// Each tokenize model's SHA-256 (hex), in column order.
   const std::vector<std::string>& model_sha256() const { return model_sha256_; }
 
+  /// One scan task's output, batch by batch, as a load streams its rows: no
+  /// task is held whole. Not thread-safe; one per task, used while the
+  /// Transform lives.
+  class TaskStream {
+   public:
+    virtual ~TaskStream() = default;
+    /// The output of the task's next input `batch` that is ready, appended
+    /// to `out`: without pack, the same rows transformed; with pack, each
+    /// batch of `batch_rows` packed rows completed so far. Errors name the
+    /// output column.
+    virtual arrow::Status Add(const arrow::RecordBatch& batch,
+                              std::vector<std::shared_ptr<arrow::RecordBatch>>* out) = 0;
+    /// The rest, after the task's last batch: with pack, the last rows (a
+    /// partial row padded or dropped by `tail`).
+    virtual arrow::Status Finish(std::vector<std::shared_ptr<arrow::RecordBatch>>* out) = 0;
+  };
+  /// A stream of one task's output in batches of at most `batch_rows` rows
+  /// (buffers from `pool`). Packed rows never depend on where the input's
+  /// batches are cut.
+  std::unique_ptr<TaskStream> Stream(int64_t batch_rows, arrow::MemoryPool* pool) const;
+
   /// The output of one scan task's batches (in order), cut into batches of
-  /// at most `batch_rows` rows. Without pack, row for row; with pack, the
-  /// task's documents packed into rows of seq_len tokens. Buffers come from
-  /// `pool`. Errors name the output column.
+  /// at most `batch_rows` rows: Stream's, all at once. Without pack, row for
+  /// row; with pack, the task's documents packed into rows of seq_len
+  /// tokens. Buffers come from `pool`. Errors name the output column.
   arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ApplyTask(
       const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
       arrow::MemoryPool* pool) const;
@@ -66,9 +87,8 @@ class Transform {
 
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Apply(const arrow::RecordBatch& batch,
                                                            arrow::MemoryPool* pool) const;
-  arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> Pack(
-      const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t batch_rows,
-      arrow::MemoryPool* pool) const;
+  class RowStream;
+  class PackStream;
 
   TransformSpec spec_;
   std::shared_ptr<arrow::Schema> input_schema_;

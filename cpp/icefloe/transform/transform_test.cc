@@ -189,6 +189,41 @@ TEST_F(TransformTest, PackCutsDocumentsIntoFixedRowsWithSeparatorsAndPositions) 
   EXPECT_TRUE(empty.empty());
 }
 
+// A load streams a task through the transform: packed rows go out as each
+// batch of them fills (so a task is never held whole), and do not depend on
+// where the task's input batches were cut.
+TEST_F(TransformTest, PackStreamsFullBatchesOutWhateverTheInputCuts) {
+  auto schema = arrow::schema({arrow::field("toks", arrow::list(arrow::int32()))});
+  arrow::ListBuilder docs(arrow::default_memory_pool(), std::make_shared<arrow::Int32Builder>());
+  auto* values = static_cast<arrow::Int32Builder*>(docs.value_builder());
+  for (int32_t d = 0; d < 500; ++d) {
+    ASSERT_TRUE(docs.Append().ok());
+    for (int32_t k = 0; k < d % 37; ++k) ASSERT_TRUE(values->Append(d * 100 + k).ok());
+  }
+  ASSERT_OK_AND_ASSIGN(auto array, docs.Finish());
+  auto batch = arrow::RecordBatch::Make(schema, array->length(), {array});
+  ASSERT_OK_AND_ASSIGN(auto spec, TransformSpec::FromJson(nlohmann::json::parse(
+                                      R"j({"keep": ["toks"], "pack": {"column": "toks",
+                                      "seq_len": 16, "eos": 1, "position_ids": true,
+                                      "tail": "pad", "pad": 3}})j")));
+  ASSERT_OK_AND_ASSIGN(auto t, Transform::Make(spec, schema, Reader("")));
+  ASSERT_OK_AND_ASSIGN(auto whole, t->ApplyTask({batch}, 64, arrow::default_memory_pool()));
+  ASSERT_OK_AND_ASSIGN(auto table, arrow::Table::FromRecordBatches(whole));
+  for (int64_t cut : {1, 7, 64, 499}) {
+    auto stream = t->Stream(64, arrow::default_memory_pool());
+    std::vector<std::shared_ptr<arrow::RecordBatch>> out;
+    for (int64_t at = 0; at < batch->num_rows(); at += cut) {
+      ASSERT_TRUE(stream->Add(*batch->Slice(at, cut), &out).ok());
+    }
+    EXPECT_EQ(out.size(), whole.size() - 1) << cut;  // all but the last, before Finish
+    ASSERT_TRUE(stream->Finish(&out).ok());
+    ASSERT_EQ(out.size(), whole.size());
+    for (const auto& b : out) EXPECT_LE(b->num_rows(), 64);
+    ASSERT_OK_AND_ASSIGN(auto got, arrow::Table::FromRecordBatches(out));
+    EXPECT_TRUE(got->Equals(*table)) << cut;
+  }
+}
+
 TEST_F(TransformTest, BadSpecsAreRefusedNamingTheColumn) {
   auto error = [](const arrow::Result<std::shared_ptr<const Transform>>& r) {
     return r.ok() ? std::string("ok") : r.status().ToString();
