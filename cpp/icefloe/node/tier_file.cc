@@ -19,24 +19,6 @@ namespace icefloe {
 
 namespace {
 
-// Forwards writes to `inner`, keeping the CRC-32 of every byte written.
-class Crc32Stream : public arrow::io::OutputStream {
- public:
-  explicit Crc32Stream(std::shared_ptr<arrow::io::OutputStream> inner) : inner_(std::move(inner)) {}
-  arrow::Status Write(const void* data, int64_t nbytes) override {
-    crc_ = arrow::internal::crc32(crc_, data, static_cast<size_t>(nbytes));
-    return inner_->Write(data, nbytes);
-  }
-  arrow::Status Close() override { return inner_->Close(); }
-  bool closed() const override { return inner_->closed(); }
-  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
-  uint32_t crc() const { return crc_; }
-
- private:
-  std::shared_ptr<arrow::io::OutputStream> inner_;
-  uint32_t crc_ = 0;
-};
-
 // `batches` cut into slices of at most kTierBatchBytes (a row that alone is
 // more goes alone).
 arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> TierBatches(
@@ -69,6 +51,42 @@ arrow::Status Named(const arrow::Status& st, const std::string& path) {
 }
 
 }  // namespace
+
+// Forwards writes to a tier file being written, keeping the CRC-32 of every
+// byte; with `disk`, each write is charged to that budget first.
+class TierFileWriter::Stream : public arrow::io::OutputStream {
+ public:
+  Stream(std::shared_ptr<arrow::io::OutputStream> inner, std::string path,
+         std::shared_ptr<MemoryBudget> disk)
+      : inner_(std::move(inner)), path_(std::move(path)), disk_(std::move(disk)) {}
+  ~Stream() override {
+    if (disk_ && charged_ > 0) disk_->Release(charged_);
+  }
+  arrow::Status Write(const void* data, int64_t nbytes) override {
+    if (disk_ && !disk_->TryReserve(nbytes)) {
+      return arrow::Status::OutOfMemory("tier file ", path_, " needs ", charged_ + nbytes,
+                                        " bytes so far; the node's disk budget has ",
+                                        disk_->available_bytes(), " of ", disk_->limit_bytes(),
+                                        " left");
+    }
+    charged_ += nbytes;
+    crc_ = arrow::internal::crc32(crc_, data, static_cast<size_t>(nbytes));
+    return inner_->Write(data, nbytes);
+  }
+  arrow::Status Close() override { return inner_->Close(); }
+  bool closed() const override { return inner_->closed(); }
+  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
+  uint32_t crc() const { return crc_; }
+  // The bytes charged, handed to the finished TierFile.
+  int64_t TakeCharge() { return std::exchange(charged_, 0); }
+
+ private:
+  std::shared_ptr<arrow::io::OutputStream> inner_;
+  std::string path_;
+  std::shared_ptr<MemoryBudget> disk_;
+  int64_t charged_ = 0;
+  uint32_t crc_ = 0;
+};
 
 arrow::Result<std::shared_ptr<TierFile>> TierFile::Charged(const std::string& path, int64_t bytes,
                                                            std::shared_ptr<MemoryBudget> disk) {
@@ -103,7 +121,7 @@ arrow::Result<std::shared_ptr<TierFile>> TierFile::WriteCut(
   const std::string partial = path + ".partial";
   auto written = [&]() -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(auto out, arrow::io::FileOutputStream::Open(partial));
-    Crc32Stream crc(out);
+    TierFileWriter::Stream crc(out, path, nullptr);  // charged above, whole
     arrow::Status st = WriteIpc(&crc, schema, batches);
     if (st.ok()) st = crc.Close();
     if (!st.ok()) {
@@ -162,42 +180,6 @@ arrow::Status TierFile::Verify(uint32_t crc32) const {
   }
   return arrow::Status::OK();
 }
-
-// Forwards writes to the partial file, each charged to the disk budget
-// first, keeping the CRC-32 of every byte.
-class TierFileWriter::Stream : public arrow::io::OutputStream {
- public:
-  Stream(std::shared_ptr<arrow::io::OutputStream> inner, std::string path,
-         std::shared_ptr<MemoryBudget> disk)
-      : inner_(std::move(inner)), path_(std::move(path)), disk_(std::move(disk)) {}
-  ~Stream() override {
-    if (disk_ && charged_ > 0) disk_->Release(charged_);
-  }
-  arrow::Status Write(const void* data, int64_t nbytes) override {
-    if (disk_ && !disk_->TryReserve(nbytes)) {
-      return arrow::Status::OutOfMemory("tier file ", path_, " needs ", charged_ + nbytes,
-                                        " bytes so far; the node's disk budget has ",
-                                        disk_->available_bytes(), " of ", disk_->limit_bytes(),
-                                        " left");
-    }
-    charged_ += nbytes;
-    crc_ = arrow::internal::crc32(crc_, data, static_cast<size_t>(nbytes));
-    return inner_->Write(data, nbytes);
-  }
-  arrow::Status Close() override { return inner_->Close(); }
-  bool closed() const override { return inner_->closed(); }
-  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
-  uint32_t crc() const { return crc_; }
-  // The bytes charged, handed to the finished TierFile.
-  int64_t TakeCharge() { return std::exchange(charged_, 0); }
-
- private:
-  std::shared_ptr<arrow::io::OutputStream> inner_;
-  std::string path_;
-  std::shared_ptr<MemoryBudget> disk_;
-  int64_t charged_ = 0;
-  uint32_t crc_ = 0;
-};
 
 arrow::Result<std::unique_ptr<TierFileWriter>> TierFileWriter::Open(
     const std::string& path, const std::shared_ptr<arrow::Schema>& schema,

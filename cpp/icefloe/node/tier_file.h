@@ -126,6 +126,7 @@ class TierFileWriter {
   arrow::Result<std::shared_ptr<TierFile>> Finish();
 
  private:
+  friend class TierFile;  // its whole writes checksum through a Stream too
   class Stream;
   TierFileWriter() = default;
 
