@@ -1,0 +1,88 @@
+#include "icefloe/transform/hf_components.h"
+
+#include <limits>
+
+#include "icefloe/transform/bert.h"
+#include "icefloe/transform/unicode.h"
+#include "icefloe/transform/wordpiece.h"
+
+namespace icefloe::transform::hf {
+
+namespace {
+
+std::string Quoted(const std::string& token) {
+  return Json(token).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+arrow::Result<Vocab> ReadVocab(const Json& j, const std::string& path) {
+  if (!j.is_object()) return Refuse(path, "must be an object of token: id, got ", j.type_name());
+  const size_t n = j.size();
+  if (n == 0) return Refuse(path, "is empty");
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return Refuse(path, n, " tokens, more than int32 ids hold");
+  }
+  Vocab vocab;
+  vocab.reserve(n);
+  std::vector<const std::string*> by_id(n, nullptr);
+  for (const auto& [token, id] : j.items()) {
+    const std::string at = path + "[" + Quoted(token) + "]";
+    if (!id.is_number_integer()) return Refuse(at, "must be an integer id, got ", id.dump());
+    const bool negative = !id.is_number_unsigned() && id.get<int64_t>() < 0;
+    if (negative || id.get<uint64_t>() >= n) {
+      return Refuse(at, "id ", id.dump(), " is outside 0..", n - 1, " (the ids of a vocabulary of ",
+                    n, " tokens)");
+    }
+    const auto k = id.get<size_t>();
+    if (by_id[k] != nullptr) {
+      return Refuse(at, "id ", k, " is also the id of ", Quoted(*by_id[k]),
+                    " (each id must be given once)");
+    }
+    auto [it, inserted] = vocab.emplace(token, static_cast<int32_t>(k));
+    by_id[k] = &it->first;
+  }
+  // n distinct ids in 0..n-1: no holes.
+  return vocab;
+}
+
+arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
+                                                              const std::string& path) {
+  if (j == nullptr || j->is_null()) return nullptr;
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
+  if (type == "BertNormalizer") {
+    ARROW_ASSIGN_OR_RAISE(bool clean_text, o.Bool("clean_text", true));
+    ARROW_ASSIGN_OR_RAISE(bool chinese, o.Bool("handle_chinese_chars", true));
+    ARROW_ASSIGN_OR_RAISE(std::optional<bool> strip_accents, o.OptionalBool("strip_accents"));
+    ARROW_ASSIGN_OR_RAISE(bool lowercase, o.Bool("lowercase", true));
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<BertNormalizer>(clean_text, chinese, strip_accents.value_or(lowercase),
+                                            lowercase);
+  }
+  return Refuse(path, type, " is not supported");
+}
+
+arrow::Result<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const Json* j,
+                                                                  const std::string& path) {
+  if (j == nullptr || j->is_null()) return nullptr;
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
+  if (type == "BertPreTokenizer") {
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<BertPreTokenizer>();
+  }
+  return Refuse(path, type, " is not supported");
+}
+
+arrow::Result<std::unique_ptr<Model>> ModelFromJson(const Json& j, const std::string& path) {
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
+  if (type == "WordPiece") {
+    ARROW_ASSIGN_OR_RAISE(auto m, WordPiece::FromJson(&o));
+    return std::unique_ptr<Model>(std::move(m));
+  }
+  return Refuse(path, type, " is not supported");
+}
+
+}  // namespace icefloe::transform::hf
