@@ -84,11 +84,11 @@ def bert_json() -> str:
 
 def train_wordpiece(path: Path, texts: list[str], normalizer, *, prefix: str = "##",
                     max_chars: int | None = None, added: list | None = None,
-                    post: str = "template") -> str:
+                    post: str = "template", pre_tokenizer=None) -> str:
     model = tk.models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=prefix)
     tok = tk.Tokenizer(model)
     tok.normalizer = normalizer
-    tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+    tok.pre_tokenizer = pre_tokenizer or tk.pre_tokenizers.BertPreTokenizer()
     trainer = tk.trainers.WordPieceTrainer(vocab_size=1500, special_tokens=SPECIALS,
                                            continuing_subword_prefix=prefix)
     tok.train_from_iterator(texts, trainer)
@@ -132,6 +132,14 @@ def models(tmp_path_factory, texts, bert_json) -> dict[str, str]:
             prefix="@@", max_chars=8, post="bert"),
         # No normalizer, no post-processor.
         "bare": train_wordpiece(root / "bare.json", sample, None, post="none"),
+        # Sequences of normalizers and of pre-tokenizers.
+        "sequence": train_wordpiece(
+            root / "sequence.json", sample, tk.normalizers.Sequence([
+                tk.normalizers.BertNormalizer(lowercase=False, strip_accents=False),
+                tk.normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False,
+                                              strip_accents=True, lowercase=True)]),
+            pre_tokenizer=tk.pre_tokenizers.Sequence([tk.pre_tokenizers.BertPreTokenizer(),
+                                                      tk.pre_tokenizers.BertPreTokenizer()])),
     }
 
 
@@ -150,7 +158,7 @@ def test_ids_equal_the_tokenizers_package_on_text_in_many_languages(tmp_path, te
         "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
     columns = [("bert", True, None), ("bert", False, None), ("bert", True, 128),
                ("bert", False, 7), ("cased", True, None), ("cased", False, None),
-               ("accents", True, None), ("bare", True, 16)]
+               ("accents", True, None), ("bare", True, 16), ("sequence", True, None)]
     spec = {"keep": ["id"], "columns": []}
     for name, special, max_tokens in columns:
         tok = {"column": "text", "model": models[name], "special_tokens": special}
@@ -222,6 +230,11 @@ def _set(doc, keys, value):
     (lambda d: "{}", {}, r"is JSON but not a Hugging Face tokenizer.json \(no \"model\" object\)"),
     (lambda d: _set(d, ["pre_tokenizer"], {"type": "UnicodeScripts"}), {},
      r"'.*bad_tokenizer.json': pre_tokenizer: UnicodeScripts is not supported"),
+    (lambda d: _set(d, ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [
+        {"type": "BertPreTokenizer"}, {"type": "UnicodeScripts"}]}), {},
+     r"pre_tokenizer.pretokenizers\[1\]: UnicodeScripts is not supported"),
+    (lambda d: _set(d, ["normalizer"], {"type": "Sequence", "normalizers": [
+        {"type": "NFKC"}]}), {}, r"normalizer.normalizers\[0\]: NFKC is not supported"),
     (lambda d: _set(d, ["model", "type"], "Unigram"), {}, r"model: Unigram is not supported"),
     (lambda d: _set(d, ["model", "dropout"], 0.1), {}, r"model.dropout: option not supported"),
     (lambda d: _set(d, ["normalizer", "lowercase"], "yes"), {},

@@ -14,6 +14,60 @@ std::string Quoted(const std::string& token) {
   return Json(token).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// `Sequence`: each stage in turn.
+class NormalizerSequence final : public Normalizer {
+ public:
+  explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> stages)
+      : stages_(std::move(stages)) {}
+  void Normalize(std::string_view in, std::string* out) const override {
+    std::string a(in), b;
+    for (const auto& s : stages_) {
+      b.clear();
+      s->Normalize(a, &b);
+      a.swap(b);
+    }
+    out->append(a);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> stages_;
+};
+
+// `Sequence`: each stage splits every word of the stage before.
+class PreTokenizerSequence final : public PreTokenizer {
+ public:
+  explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> stages)
+      : stages_(std::move(stages)) {}
+  void Split(std::string_view in, std::vector<std::string_view>* words) const override {
+    std::vector<std::string_view> current{in}, next;
+    for (const auto& s : stages_) {
+      next.clear();
+      for (std::string_view w : current) s->Split(w, &next);
+      current.swap(next);
+    }
+    words->insert(words->end(), current.begin(), current.end());
+  }
+
+ private:
+  std::vector<std::unique_ptr<PreTokenizer>> stages_;
+};
+
+// The stages of a `Sequence` at `o`'s `field`, each read by `read`.
+template <typename T, typename Read>
+arrow::Result<std::vector<std::unique_ptr<T>>> Stages(JsonObject* o, const std::string& field,
+                                                      Read read) {
+  const Json* list = o->Find(field);
+  if (list == nullptr || !list->is_array()) return Refuse(o->PathOf(field), "must be a list");
+  std::vector<std::unique_ptr<T>> stages;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string at = o->PathOf(field) + "[" + std::to_string(i) + "]";
+    if ((*list)[i].is_null()) return Refuse(at, "must be an object");
+    ARROW_ASSIGN_OR_RAISE(auto stage, read(&(*list)[i], at));
+    stages.push_back(std::move(stage));
+  }
+  return stages;
+}
+
 }  // namespace
 
 arrow::Result<Vocab> ReadVocab(const Json& j, const std::string& path) {
@@ -60,6 +114,11 @@ arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
     return std::make_unique<BertNormalizer>(clean_text, chinese, strip_accents.value_or(lowercase),
                                             lowercase);
   }
+  if (type == "Sequence") {
+    ARROW_ASSIGN_OR_RAISE(auto stages, Stages<Normalizer>(&o, "normalizers", NormalizerFromJson));
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<NormalizerSequence>(std::move(stages));
+  }
   return Refuse(path, type, " is not supported");
 }
 
@@ -71,6 +130,12 @@ arrow::Result<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const Json* j,
   if (type == "BertPreTokenizer") {
     ARROW_RETURN_NOT_OK(o.Done());
     return std::make_unique<BertPreTokenizer>();
+  }
+  if (type == "Sequence") {
+    ARROW_ASSIGN_OR_RAISE(auto stages,
+                          Stages<PreTokenizer>(&o, "pretokenizers", PreTokenizerFromJson));
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<PreTokenizerSequence>(std::move(stages));
   }
   return Refuse(path, type, " is not supported");
 }

@@ -5,7 +5,7 @@
 // truncates). Encode only: the `decoder` section is not read.
 //
 // Supported: added tokens; normalizer BertNormalizer; pre-tokenizer
-// BertPreTokenizer; model WordPiece; post-processors TemplateProcessing and
+// BertPreTokenizer; Sequence of either; model WordPiece; post-processors TemplateProcessing and
 // BertProcessing. Anything else is refused at load, naming its JSON path.
 #pragma once
 
