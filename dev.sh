@@ -30,10 +30,12 @@ PY="$VENV/bin/python"
 #   openssl              its TLS certificate
 #   prometheus-cpp-dev   /metrics: the servers' Prometheus registry and text format
 #   libsentencepiece-dev tokenize transforms on the data nodes (SentencePiece C++)
+#   libutf8proc-dev      tokenizer.json transforms: Unicode categories and normalization
+#   libonig-dev          tokenizer.json transforms: the files' regexes (Oniguruma, as `tokenizers`)
 #   chromium             the status page test renders the page headless (tests/test_status_page.py)
 APT_PACKAGES=(g++ pkgconf libgtest-dev nlohmann-json3-dev libssl-dev libcpp-httplib-dev
               clang-format clang libclang-rt-14-dev iperf3 debootstrap umoci iproute2 openssl
-              prometheus-cpp-dev libsentencepiece-dev chromium)
+              prometheus-cpp-dev libsentencepiece-dev libutf8proc-dev libonig-dev chromium)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 

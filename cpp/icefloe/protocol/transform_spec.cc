@@ -31,6 +31,7 @@ const Field<TokenizeSpec> kTokenizeFields[] = {
     {Str("model", kRequired, Values(1, 4096)), &TokenizeSpec::model},
     {Flag("bos"), &TokenizeSpec::bos},
     {Flag("eos"), &TokenizeSpec::eos},
+    {Flag("special_tokens"), &TokenizeSpec::special_tokens},
     {Int("max_tokens", kOptional, Values(1, kMaxTokens)), &TokenizeSpec::max_tokens},
 };
 

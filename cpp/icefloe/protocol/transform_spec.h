@@ -4,7 +4,8 @@
 // A spec lists the output columns: source columns passed through (`keep`),
 // columns computed by an expression over the loaded columns (`expr`, the
 // filter language plus arithmetic and Arrow compute functions) and string
-// columns tokenized into token ids (`tokenize`, a SentencePiece model). An
+// columns tokenized into token ids (`tokenize`, a SentencePiece model or a
+// Hugging Face tokenizer.json). An
 // optional `pack` then cuts one token column into rows of exactly `seq_len`
 // tokens. This file only parses and checks the spec's shape (every field
 // typed and bounded, names unique, exactly one of expr/tokenize per column);
@@ -33,11 +34,15 @@ inline constexpr int64_t kMaxTokens = int64_t{1} << 24;
 /// `tokenize`: a string column to list<int32> token ids.
 struct TokenizeSpec {
   std::string column;  ///< the source string column
-  std::string model;   ///< SentencePiece model: local path or s3:// (as the table)
-  bool bos = false;    ///< prepend the model's BOS id
-  bool eos = false;    ///< append the model's EOS id
-  /// At most this many ids per row, BOS/EOS included: the text's ids are cut
-  /// at the end, then BOS/EOS added. Absent: no limit.
+  /// A SentencePiece .model or a Hugging Face tokenizer.json: local path,
+  /// file:// or s3:// (as the table)
+  std::string model;
+  bool bos = false;  ///< SentencePiece: prepend the model's BOS id
+  bool eos = false;  ///< SentencePiece: append the model's EOS id
+  /// tokenizer.json: its post-processor's special tokens ([CLS] ... [SEP])
+  bool special_tokens = true;
+  /// At most this many ids per row, special ids included: the text's ids are
+  /// cut at the end, then the special ids added. Absent: no limit.
   std::optional<int64_t> max_tokens;
 
   bool operator==(const TokenizeSpec&) const = default;

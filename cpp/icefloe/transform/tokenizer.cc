@@ -1,19 +1,14 @@
 #include "icefloe/transform/tokenizer.h"
 
-#include <vector>
+#include <algorithm>
 
 #include <arrow/builder.h>
 #include <openssl/sha.h>
-#include <sentencepiece_processor.h>
+
+#include "icefloe/transform/hf_tokenizer.h"
+#include "icefloe/transform/sentencepiece_tokenizer.h"
 
 namespace icefloe::transform {
-
-struct Tokenizer::Impl {
-  sentencepiece::SentencePieceProcessor processor;
-};
-
-Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
-Tokenizer::~Tokenizer() = default;
 
 namespace {
 
@@ -25,24 +20,37 @@ bool LooksLikeJson(const std::string& bytes) {
   return false;
 }
 
+}  // namespace
+
+arrow::Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::string& bytes,
+                                                                const std::string& location) {
+  if (LooksLikeJson(bytes)) {
+    ARROW_ASSIGN_OR_RAISE(auto t, HfTokenizer::Load(bytes, location));
+    return std::shared_ptr<const Tokenizer>(std::move(t));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto t, SentencePieceTokenizer::Load(bytes, location));
+  return std::shared_ptr<const Tokenizer>(std::move(t));
+}
+
+// Each row: the framing's prefix, the text's ids cut to the room max_tokens
+// leaves, the suffix; the whole never longer than max_tokens (a SentencePiece
+// BOS is kept before an EOS when max_tokens leaves room for one only).
 template <typename StringArray>
-arrow::Status EncodeAll(const sentencepiece::SentencePieceProcessor& sp, const StringArray& strings,
-                        const TokenizeOptions& options, int32_t bos, int32_t eos,
-                        arrow::ListBuilder* builder, arrow::Int32Builder* values,
-                        const std::string& location) {
-  std::vector<int> ids;
-  const int64_t extra = (options.bos ? 1 : 0) + (options.eos ? 1 : 0);
+arrow::Status Tokenizer::EncodeAll(const StringArray& strings, const TokenizeOptions& options,
+                                   arrow::ListBuilder* builder, arrow::Int32Builder* values) const {
+  std::vector<int32_t> prefix, suffix, ids;
+  Framing(options, &prefix, &suffix);
+  const auto extra = static_cast<int64_t>(prefix.size() + suffix.size());
   for (int64_t i = 0; i < strings.length(); ++i) {
     if (strings.IsNull(i)) {
       ARROW_RETURN_NOT_OK(builder->AppendNull());
       continue;
     }
-    std::string_view text = strings.GetView(i);
     ids.clear();
-    auto st = sp.Encode(text, &ids);
+    auto st = EncodeText(strings.GetView(i), &ids);
     if (!st.ok()) {
-      return arrow::Status::Invalid("tokenizing row ", i, " with '", location,
-                                    "': ", st.ToString());
+      return arrow::Status::Invalid("tokenizing row ", i, " with '", location_,
+                                    "': ", st.message());
     }
     size_t keep = ids.size();
     if (options.max_tokens) {
@@ -54,43 +62,21 @@ arrow::Status EncodeAll(const sentencepiece::SentencePieceProcessor& sp, const S
     const int64_t cap = options.max_tokens ? std::min(total, *options.max_tokens) : total;
     ARROW_RETURN_NOT_OK(values->Reserve(cap));
     int64_t written = 0;
-    if (options.bos && written < cap) {
-      values->UnsafeAppend(bos);
+    for (int32_t id : prefix) {
+      if (written == cap) break;
+      values->UnsafeAppend(id);
       ++written;
     }
-    for (size_t k = 0; k < keep; ++k) values->UnsafeAppend(static_cast<int32_t>(ids[k]));
+    for (size_t k = 0; k < keep; ++k) values->UnsafeAppend(ids[k]);
     written += static_cast<int64_t>(keep);
-    if (options.eos && written < cap) values->UnsafeAppend(eos);
+    for (int32_t id : suffix) {
+      if (written == cap) break;
+      values->UnsafeAppend(id);
+      ++written;
+    }
   }
   return arrow::Status::OK();
 }
-
-}  // namespace
-
-arrow::Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::string& bytes,
-                                                                const std::string& location) {
-  if (LooksLikeJson(bytes)) {
-    return arrow::Status::Invalid(
-        "tokenizer model '", location,
-        "' is JSON (a Hugging Face tokenizer.json?); only SentencePiece .model files are "
-        "supported");
-  }
-  std::shared_ptr<Tokenizer> t(new Tokenizer());
-  t->location_ = location;
-  auto st = t->impl_->processor.LoadFromSerializedProto(bytes);
-  if (!st.ok()) {
-    return arrow::Status::Invalid("tokenizer model '", location,
-                                  "' is not a SentencePiece model: ", st.ToString());
-  }
-  if (t->impl_->processor.GetPieceSize() <= 0) {
-    return arrow::Status::Invalid("tokenizer model '", location, "' has no pieces");
-  }
-  return std::shared_ptr<const Tokenizer>(std::move(t));
-}
-
-int32_t Tokenizer::bos_id() const { return impl_->processor.bos_id(); }
-int32_t Tokenizer::eos_id() const { return impl_->processor.eos_id(); }
-int32_t Tokenizer::vocab_size() const { return impl_->processor.GetPieceSize(); }
 
 arrow::Result<std::shared_ptr<arrow::Array>> Tokenizer::Encode(const arrow::Array& strings,
                                                                const TokenizeOptions& options,
@@ -98,16 +84,14 @@ arrow::Result<std::shared_ptr<arrow::Array>> Tokenizer::Encode(const arrow::Arra
   auto values = std::make_shared<arrow::Int32Builder>(pool);
   arrow::ListBuilder builder(pool, values, arrow::list(arrow::int32()));
   ARROW_RETURN_NOT_OK(builder.Reserve(strings.length()));
-  const auto& sp = impl_->processor;
   switch (strings.type_id()) {
     case arrow::Type::STRING:
-      ARROW_RETURN_NOT_OK(EncodeAll(sp, static_cast<const arrow::StringArray&>(strings), options,
-                                    bos_id(), eos_id(), &builder, values.get(), location_));
+      ARROW_RETURN_NOT_OK(EncodeAll(static_cast<const arrow::StringArray&>(strings), options,
+                                    &builder, values.get()));
       break;
     case arrow::Type::LARGE_STRING:
-      ARROW_RETURN_NOT_OK(EncodeAll(sp, static_cast<const arrow::LargeStringArray&>(strings),
-                                    options, bos_id(), eos_id(), &builder, values.get(),
-                                    location_));
+      ARROW_RETURN_NOT_OK(EncodeAll(static_cast<const arrow::LargeStringArray&>(strings), options,
+                                    &builder, values.get()));
       break;
     default:
       return arrow::Status::TypeError("tokenize needs a string column, got ",

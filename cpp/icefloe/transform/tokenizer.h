@@ -1,12 +1,20 @@
-// Tokenization with SentencePiece (Debian's libsentencepiece, the C++ library
-// behind the Python `sentencepiece` package): a string column to list<int32>
-// token ids, as `sentencepiece.SentencePieceProcessor.encode` gives them.
+// Tokenization at load: a string column to list<int32> token ids. One
+// Tokenizer concept, an implementation per kind of model file, recognised
+// by its content:
+// - a SentencePiece `.model` (sentencepiece_tokenizer.h): the ids of
+//   `sentencepiece.SentencePieceProcessor.encode`;
+// - a Hugging Face `tokenizer.json` (hf_tokenizer.h): the ids of
+//   `tokenizers.Tokenizer.encode(text, add_special_tokens=...)`.
+// Tokenizer::Encode frames each text's ids (special tokens around them) and
+// cuts them to `max_tokens` the same way for every kind.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <arrow/array.h>
 #include <arrow/memory_pool.h>
@@ -16,21 +24,32 @@ namespace icefloe::transform {
 
 /// What one tokenize adds around a text's ids and where it cuts.
 struct TokenizeOptions {
-  bool bos = false;
-  bool eos = false;
-  std::optional<int64_t> max_tokens;  ///< BOS/EOS included; the text's ids are cut at the end
+  bool bos = false;                   ///< SentencePiece: prepend the BOS id
+  bool eos = false;                   ///< SentencePiece: append the EOS id
+  bool special_tokens = true;         ///< tokenizer.json: its post-processor's special tokens
+  std::optional<int64_t> max_tokens;  ///< special ids included; the text's ids are cut at the end
 };
 
 /// A loaded model. Encode is const and safe to call from several threads at
-/// once (SentencePieceProcessor::Encode is const and keeps no state).
+/// once (no implementation keeps state between texts).
 class Tokenizer {
  public:
-  /// Parses a serialized SentencePiece ModelProto (a `.model` file's bytes).
-  /// Invalid naming `location` when the bytes are not one (a Hugging Face
-  /// tokenizer.json gets its own message: not supported).
+  /// Parses a model file's bytes: a Hugging Face tokenizer.json (a JSON
+  /// object with "model") or a serialized SentencePiece ModelProto. Invalid
+  /// naming `location` (and, for JSON, the JSON path) when it is neither, or
+  /// uses a component that is not supported.
   static arrow::Result<std::shared_ptr<const Tokenizer>> Load(const std::string& bytes,
                                                               const std::string& location);
-  ~Tokenizer();
+  virtual ~Tokenizer() = default;
+
+  /// "sentencepiece" or "tokenizer.json <model type>" (e.g. "tokenizer.json WordPiece").
+  virtual std::string kind() const = 0;
+  virtual int32_t vocab_size() const = 0;
+
+  /// Invalid (naming the option) when `options` do not apply to this model:
+  /// BOS/EOS the model lacks, bos/eos on a tokenizer.json, a `max_tokens`
+  /// below the special ids a tokenizer.json adds.
+  virtual arrow::Status Check(const TokenizeOptions& options) const = 0;
 
   /// Token ids of every string of `strings` (utf8 or large_utf8); a null
   /// string gives a null list. Buffers come from `pool`.
@@ -38,15 +57,22 @@ class Tokenizer {
                                                       const TokenizeOptions& options,
                                                       arrow::MemoryPool* pool) const;
 
-  int32_t bos_id() const;  ///< -1 when the model has none
-  int32_t eos_id() const;  ///< -1 when the model has none
-  int32_t vocab_size() const;
   const std::string& location() const { return location_; }
 
+ protected:
+  explicit Tokenizer(std::string location) : location_(std::move(location)) {}
+
+  /// The ids of `text` alone, appended to `ids` (cleared by the caller).
+  virtual arrow::Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const = 0;
+  /// The ids set before and after every text's ids for `options`.
+  virtual void Framing(const TokenizeOptions& options, std::vector<int32_t>* prefix,
+                       std::vector<int32_t>* suffix) const = 0;
+
  private:
-  Tokenizer();
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  template <typename StringArray>
+  arrow::Status EncodeAll(const StringArray& strings, const TokenizeOptions& options,
+                          arrow::ListBuilder* builder, arrow::Int32Builder* values) const;
+
   std::string location_;
 };
 

@@ -134,13 +134,13 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
       if (!tokenizer.ok()) {
         return arrow::Status::Invalid("transform: ", c.what, ": ", tokenizer.status().message());
       }
-      if ((tok.bos && (*tokenizer)->bos_id() < 0) || (tok.eos && (*tokenizer)->eos_id() < 0)) {
-        return arrow::Status::Invalid(
-            "transform: ", c.what, ": tokenizer model '", tok.model, "' has no ",
-            tok.bos && (*tokenizer)->bos_id() < 0 ? "BOS" : "EOS", " piece");
+      const TokenizeOptions options{tok.bos, tok.eos, tok.special_tokens, tok.max_tokens};
+      auto checked = (*tokenizer)->Check(options);
+      if (!checked.ok()) {
+        return arrow::Status::Invalid("transform: ", c.what, ": ", checked.message());
       }
       c.tokenizer = std::move(*tokenizer);
-      c.tokenize = {tok.bos, tok.eos, tok.max_tokens};
+      c.tokenize = options;
       t->model_sha256_.push_back(std::move(sha));
       fields.push_back(arrow::field(c.name, arrow::list(arrow::int32())));
     }

@@ -97,6 +97,38 @@ std::vector<int32_t> Row(const arrow::Array& lists, int64_t i) {
   return out;
 }
 
+// A tokenizer.json is recognised by its content and encodes through the same
+// Transform (ids against the tokenizers package: tests/test_hf_tokenizer.py).
+TEST_F(TransformTest, ATokenizerJsonEncodesWithItsPostProcessor) {
+  const std::string tokenizer_json = R"j({"version": "1.0", "added_tokens": [
+      {"id": 1, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true},
+      {"id": 2, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true}],
+    "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+                   "strip_accents": null, "lowercase": true},
+    "pre_tokenizer": {"type": "BertPreTokenizer"},
+    "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
+    "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+              "max_input_chars_per_word": 100,
+              "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "great": 3, "film": 4, "the": 5,
+                        "##s": 6, "cafe": 7}}})j";
+  ASSERT_OK_AND_ASSIGN(auto t, Make(R"j({"columns": [
+      {"name": "ids", "tokenize": {"column": "text", "model": "tokenizer.json"}},
+      {"name": "plain", "tokenize": {"column": "text", "model": "tokenizer.json",
+                                     "special_tokens": false, "max_tokens": 2}}]})j",
+                                    tokenizer_json));
+  ASSERT_OK_AND_ASSIGN(auto out, t->ApplyTask({Reviews()}, 1024, arrow::default_memory_pool()));
+  const auto& b = *out[0];
+  EXPECT_EQ(Row(*b.column(0), 0), (std::vector<int32_t>{1, 3, 4, 2}));
+  EXPECT_EQ(Row(*b.column(0), 1), (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(b.column(0)->IsNull(2));
+  // "the plot was boring café 東京 🎉": café lowercased without its accent.
+  EXPECT_EQ(Row(*b.column(0), 3), (std::vector<int32_t>{1, 5, 0, 0, 0, 7, 0, 0, 0, 2}));
+  EXPECT_EQ(Row(*b.column(1), 0), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(Row(*b.column(1), 3), (std::vector<int32_t>{5, 0}));
+}
+
 TEST_F(TransformTest, KeepExprAndTokenizeMakeTheOutputColumns) {
   ASSERT_OK_AND_ASSIGN(auto t, Make(R"j({"keep": ["review_id"], "columns": [
       {"name": "label", "expr": "stars - 1"},
@@ -258,7 +290,7 @@ TEST_F(TransformTest, BadSpecsAreRefusedNamingTheColumn) {
   e = error(Make(
       R"j({"columns": [{"name": "ids", "tokenize": {"column": "text", "model": "tokenizer.json"}}]})j",
       R"j( {"version": "1.0", "model": {"type": "BPE"}})j"));
-  EXPECT_TRUE(has(e, "is JSON (a Hugging Face tokenizer.json?)")) << e;
+  EXPECT_TRUE(has(e, "tokenizer model 'tokenizer.json': model: BPE is not supported")) << e;
   e = error(Make(R"j({"keep": ["stars"], "pack": {"column": "stars", "seq_len": 8}})j"));
   EXPECT_TRUE(has(e, "'pack': column 'stars' must hold token ids (list<int32>); it is int32")) << e;
 

@@ -1,0 +1,153 @@
+#include "icefloe/transform/hf_components.h"
+
+#include <limits>
+
+#include "icefloe/transform/bert.h"
+#include "icefloe/transform/unicode.h"
+#include "icefloe/transform/wordpiece.h"
+
+namespace icefloe::transform::hf {
+
+namespace {
+
+std::string Quoted(const std::string& token) {
+  return Json(token).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// `Sequence`: each stage in turn.
+class NormalizerSequence final : public Normalizer {
+ public:
+  explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> stages)
+      : stages_(std::move(stages)) {}
+  void Normalize(std::string_view in, std::string* out) const override {
+    std::string a(in), b;
+    for (const auto& s : stages_) {
+      b.clear();
+      s->Normalize(a, &b);
+      a.swap(b);
+    }
+    out->append(a);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> stages_;
+};
+
+// `Sequence`: each stage splits every word of the stage before.
+class PreTokenizerSequence final : public PreTokenizer {
+ public:
+  explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> stages)
+      : stages_(std::move(stages)) {}
+  void Split(std::string_view in, std::vector<std::string_view>* words) const override {
+    std::vector<std::string_view> current{in}, next;
+    for (const auto& s : stages_) {
+      next.clear();
+      for (std::string_view w : current) s->Split(w, &next);
+      current.swap(next);
+    }
+    words->insert(words->end(), current.begin(), current.end());
+  }
+
+ private:
+  std::vector<std::unique_ptr<PreTokenizer>> stages_;
+};
+
+// The stages of a `Sequence` at `o`'s `field`, each read by `read`.
+template <typename T, typename Read>
+arrow::Result<std::vector<std::unique_ptr<T>>> Stages(JsonObject* o, const std::string& field,
+                                                      Read read) {
+  const Json* list = o->Find(field);
+  if (list == nullptr || !list->is_array()) return Refuse(o->PathOf(field), "must be a list");
+  std::vector<std::unique_ptr<T>> stages;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string at = o->PathOf(field) + "[" + std::to_string(i) + "]";
+    if ((*list)[i].is_null()) return Refuse(at, "must be an object");
+    ARROW_ASSIGN_OR_RAISE(auto stage, read(&(*list)[i], at));
+    stages.push_back(std::move(stage));
+  }
+  return stages;
+}
+
+}  // namespace
+
+arrow::Result<Vocab> ReadVocab(const Json& j, const std::string& path) {
+  if (!j.is_object()) return Refuse(path, "must be an object of token: id, got ", j.type_name());
+  const size_t n = j.size();
+  if (n == 0) return Refuse(path, "is empty");
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return Refuse(path, n, " tokens, more than int32 ids hold");
+  }
+  Vocab vocab;
+  vocab.reserve(n);
+  std::vector<const std::string*> by_id(n, nullptr);
+  for (const auto& [token, id] : j.items()) {
+    const std::string at = path + "[" + Quoted(token) + "]";
+    if (!id.is_number_integer()) return Refuse(at, "must be an integer id, got ", id.dump());
+    const bool negative = !id.is_number_unsigned() && id.get<int64_t>() < 0;
+    if (negative || id.get<uint64_t>() >= n) {
+      return Refuse(at, "id ", id.dump(), " is outside 0..", n - 1, " (the ids of a vocabulary of ",
+                    n, " tokens)");
+    }
+    const auto k = id.get<size_t>();
+    if (by_id[k] != nullptr) {
+      return Refuse(at, "id ", k, " is also the id of ", Quoted(*by_id[k]),
+                    " (each id must be given once)");
+    }
+    auto [it, inserted] = vocab.emplace(token, static_cast<int32_t>(k));
+    by_id[k] = &it->first;
+  }
+  // n distinct ids in 0..n-1: no holes.
+  return vocab;
+}
+
+arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
+                                                              const std::string& path) {
+  if (j == nullptr || j->is_null()) return nullptr;
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
+  if (type == "BertNormalizer") {
+    ARROW_ASSIGN_OR_RAISE(bool clean_text, o.Bool("clean_text", true));
+    ARROW_ASSIGN_OR_RAISE(bool chinese, o.Bool("handle_chinese_chars", true));
+    ARROW_ASSIGN_OR_RAISE(std::optional<bool> strip_accents, o.OptionalBool("strip_accents"));
+    ARROW_ASSIGN_OR_RAISE(bool lowercase, o.Bool("lowercase", true));
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<BertNormalizer>(clean_text, chinese, strip_accents.value_or(lowercase),
+                                            lowercase);
+  }
+  if (type == "Sequence") {
+    ARROW_ASSIGN_OR_RAISE(auto stages, Stages<Normalizer>(&o, "normalizers", NormalizerFromJson));
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<NormalizerSequence>(std::move(stages));
+  }
+  return Refuse(path, type, " is not supported");
+}
+
+arrow::Result<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const Json* j,
+                                                                  const std::string& path) {
+  if (j == nullptr || j->is_null()) return nullptr;
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
+  if (type == "BertPreTokenizer") {
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<BertPreTokenizer>();
+  }
+  if (type == "Sequence") {
+    ARROW_ASSIGN_OR_RAISE(auto stages,
+                          Stages<PreTokenizer>(&o, "pretokenizers", PreTokenizerFromJson));
+    ARROW_RETURN_NOT_OK(o.Done());
+    return std::make_unique<PreTokenizerSequence>(std::move(stages));
+  }
+  return Refuse(path, type, " is not supported");
+}
+
+arrow::Result<std::unique_ptr<Model>> ModelFromJson(const Json& j, const std::string& path) {
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
+  if (type == "WordPiece") {
+    ARROW_ASSIGN_OR_RAISE(auto m, WordPiece::FromJson(&o));
+    return std::unique_ptr<Model>(std::move(m));
+  }
+  return Refuse(path, type, " is not supported");
+}
+
+}  // namespace icefloe::transform::hf

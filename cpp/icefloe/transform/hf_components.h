@@ -1,0 +1,68 @@
+// The stages of a Hugging Face tokenizer.json's encode, as interfaces, and
+// the factories that read each from its JSON section (hf_components.cc).
+// An implementation is const after construction and safe to share across
+// threads. Text is UTF-8 throughout, checked valid before the first stage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "icefloe/transform/hf_json.h"
+
+namespace icefloe::transform::hf {
+
+/// A vocabulary: token → id, looked up by string_view.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+/// Reads a `vocab` object of token → id at `path`: ids 0..N-1, each once
+/// (Invalid naming the hole or the duplicate).
+arrow::Result<Vocab> ReadVocab(const Json& j, const std::string& path);
+
+/// `normalizer`: rewrites a piece of text (lowercase, accents, ...).
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  /// `in` normalized, appended to `out`.
+  virtual void Normalize(std::string_view in, std::string* out) const = 0;
+};
+
+/// `pre_tokenizer`: cuts a normalized piece into words.
+class PreTokenizer {
+ public:
+  virtual ~PreTokenizer() = default;
+  /// The words of `in`, in order, appended to `words` (views into `in`;
+  /// none empty).
+  virtual void Split(std::string_view in, std::vector<std::string_view>* words) const = 0;
+};
+
+/// `model`: a word to token ids.
+class Model {
+ public:
+  virtual ~Model() = default;
+  /// The ids of `word` (not empty), appended to `ids`.
+  virtual void Tokenize(std::string_view word, std::vector<int32_t>* ids) const = 0;
+  virtual std::optional<int32_t> TokenToId(std::string_view token) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual std::string type() const = 0;
+};
+
+/// Each reads its section at `path`; null (or absent) gives nullptr for the
+/// optional stages. Invalid naming the JSON path for anything not supported.
+arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
+                                                              const std::string& path);
+arrow::Result<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const Json* j,
+                                                                  const std::string& path);
+arrow::Result<std::unique_ptr<Model>> ModelFromJson(const Json& j, const std::string& path);
+
+}  // namespace icefloe::transform::hf

@@ -1,0 +1,228 @@
+#include "icefloe/transform/hf_tokenizer.h"
+
+#include <limits>
+#include <map>
+
+#include "icefloe/transform/unicode.h"
+
+namespace icefloe::transform {
+
+using hf::Json;
+using hf::JsonObject;
+using hf::Refuse;
+
+arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& bytes,
+                                                              const std::string& location) {
+  const std::string what = "tokenizer model '" + location + "'";
+  Json j;
+  try {  // nlohmann reports where the JSON breaks only through its exception
+    j = Json::parse(bytes);
+  } catch (const Json::parse_error& e) {
+    return arrow::Status::Invalid(what, " is not valid JSON (byte ", e.byte, "): ", e.what());
+  }
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
+    return arrow::Status::Invalid(what, " is JSON but not a Hugging Face tokenizer.json (no ",
+                                  "\"model\" object)");
+  }
+  std::unique_ptr<HfTokenizer> t(new HfTokenizer(location));
+  auto status = [&]() -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(JsonObject top, JsonObject::Of(j, "tokenizer.json"));
+    top.Ignore("version");
+    top.Ignore("truncation");  // max_tokens truncates; see the header
+    top.Ignore("padding");
+    top.Ignore("decoder");  // encode only
+    ARROW_ASSIGN_OR_RAISE(t->model_, hf::ModelFromJson(*top.Find("model"), "model"));
+    ARROW_ASSIGN_OR_RAISE(t->normalizer_,
+                          hf::NormalizerFromJson(top.Find("normalizer"), "normalizer"));
+    ARROW_ASSIGN_OR_RAISE(t->pre_tokenizer_,
+                          hf::PreTokenizerFromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
+    if (const Json* added = top.Find("added_tokens"))
+      ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
+    ARROW_RETURN_NOT_OK(t->ReadPostProcessor(top.Find("post_processor")));
+    for (const auto& [key, value] : j.items()) {
+      if (key != "version" && key != "truncation" && key != "padding" && key != "decoder" &&
+          key != "model" && key != "normalizer" && key != "pre_tokenizer" &&
+          key != "added_tokens" && key != "post_processor") {
+        return Refuse(key, "section not supported");
+      }
+    }
+    return arrow::Status::OK();
+  }();
+  if (!status.ok()) return arrow::Status::Invalid(what, ": ", status.message());
+  return t;
+}
+
+// Ids as the library gives them: each token in file order takes its
+// content's id in the model or among the tokens before it, else the next
+// new id. A file whose ids differ (the library would warn and renumber) is
+// refused rather than encoded with ids its model was not trained with.
+arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
+  if (!j.is_array()) return Refuse("added_tokens", "must be a list, got ", j.type_name());
+  std::vector<hf::AddedToken> tokens;
+  std::map<std::string, size_t> seen;
+  const int64_t vocab = model_->vocab_size();
+  int64_t max_new = -1;  // the largest id of a token not in the model
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string path = "added_tokens[" + std::to_string(i) + "]";
+    ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(j[i], path));
+    hf::AddedToken t;
+    ARROW_ASSIGN_OR_RAISE(int64_t id, o.Int("id", 0, std::numeric_limits<int32_t>::max()));
+    ARROW_ASSIGN_OR_RAISE(t.content, o.String("content"));
+    ARROW_ASSIGN_OR_RAISE(t.single_word, o.Bool("single_word", false));
+    ARROW_ASSIGN_OR_RAISE(t.lstrip, o.Bool("lstrip", false));
+    ARROW_ASSIGN_OR_RAISE(t.rstrip, o.Bool("rstrip", false));
+    ARROW_ASSIGN_OR_RAISE(t.special, o.Bool("special", false));
+    ARROW_ASSIGN_OR_RAISE(t.normalized, o.Bool("normalized", !t.special));
+    ARROW_RETURN_NOT_OK(o.Done());
+    if (t.content.empty()) continue;  // the library skips it
+    if (!unicode::IsValid(t.content)) return Refuse(path + ".content", "is not valid UTF-8");
+    if (auto [it, fresh] = seen.emplace(t.content, i); !fresh) {
+      return Refuse(path + ".content", "'", t.content, "' is also added_tokens[", it->second, "]");
+    }
+    int64_t want;
+    if (auto in_model = model_->TokenToId(t.content)) {
+      want = *in_model;
+    } else {
+      want = max_new < 0 ? vocab : std::max<int64_t>(max_new + 1, vocab);
+      max_new = want;
+    }
+    if (id != want) {
+      return Refuse(path + ".id", "'", t.content, "' has id ", id,
+                    " but the tokenizers library gives it ", want);
+    }
+    t.id = static_cast<int32_t>(id);
+    if (t.normalized && normalizer_) {
+      std::string normalized;
+      normalizer_->Normalize(t.content, &normalized);
+      if (normalized.empty()) continue;  // matches nothing
+      t.content = std::move(normalized);
+    }
+    tokens.push_back(std::move(t));
+  }
+  added_ = hf::AddedVocabulary(std::move(tokens));
+  return arrow::Status::OK();
+}
+
+arrow::Status HfTokenizer::ReadPostProcessor(const Json* j) {
+  if (j == nullptr) return arrow::Status::OK();
+  const std::string path = "post_processor";
+  ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
+  ARROW_ASSIGN_OR_RAISE(std::string type, hf::TypeOf(&o));
+  if (type == "BertProcessing") {
+    for (const char* field : {"cls", "sep"}) {
+      const Json* pair = o.Find(field);
+      if (pair == nullptr || !pair->is_array() || pair->size() != 2 || !(*pair)[0].is_string() ||
+          !(*pair)[1].is_number_unsigned() ||
+          (*pair)[1].get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
+        return Refuse(o.PathOf(field), "must be [token, id]");
+      }
+      (field[0] == 'c' ? prefix_ : suffix_).push_back((*pair)[1].get<int32_t>());
+    }
+    return o.Done();
+  }
+  if (type != "TemplateProcessing") return Refuse(path, type, " is not supported");
+  o.Ignore("pair");  // one text per row: the pair template never applies
+  const Json* specials = o.Find("special_tokens");
+  if (specials != nullptr && !specials->is_object()) {
+    return Refuse(o.PathOf("special_tokens"), "must be an object");
+  }
+  const Json* single = o.Find("single");
+  if (single == nullptr || !single->is_array()) return Refuse(o.PathOf("single"), "must be a list");
+  bool seen_a = false;
+  for (size_t i = 0; i < single->size(); ++i) {
+    const std::string at = o.PathOf("single") + "[" + std::to_string(i) + "]";
+    const Json& piece = (*single)[i];
+    if (!piece.is_object() || piece.size() != 1) {
+      return Refuse(at, "must be {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+    }
+    const std::string kind = piece.begin().key();
+    const Json& value = piece.begin().value();
+    if (!value.is_object() || !value.contains("id") || !value["id"].is_string()) {
+      return Refuse(at, "must name an \"id\"");
+    }
+    const std::string name = value["id"].get<std::string>();
+    if (kind == "Sequence") {
+      if (name != "A") return Refuse(at, "sequence ", name, " in the single template");
+      if (seen_a) return Refuse(at, "sequence A twice");
+      seen_a = true;
+      continue;
+    }
+    if (kind != "SpecialToken") return Refuse(at, kind, " is not supported");
+    const std::string special_path = o.PathOf("special_tokens") + "[\"" + name + "\"]";
+    if (specials == nullptr || !specials->contains(name)) {
+      return Refuse(at, "special token '", name, "' is not in post_processor.special_tokens");
+    }
+    const Json& ids = (*specials)[name]["ids"];
+    if (!ids.is_array()) return Refuse(special_path, "'ids' must be a list");
+    for (const Json& id : ids) {
+      if (!id.is_number_unsigned() || id.get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
+        return Refuse(special_path, "'ids' must be token ids, got ", id.dump());
+      }
+      (seen_a ? suffix_ : prefix_).push_back(id.get<int32_t>());
+    }
+  }
+  if (!seen_a) return Refuse(o.PathOf("single"), "has no sequence A");
+  return o.Done();
+}
+
+arrow::Status HfTokenizer::Check(const TokenizeOptions& options) const {
+  if (options.bos || options.eos) {
+    return arrow::Status::Invalid("'bos' and 'eos' are for SentencePiece models; '", location(),
+                                  "' is a tokenizer.json: its post-processor adds the special "
+                                  "tokens ('special_tokens', default true)");
+  }
+  const auto specials = static_cast<int64_t>(prefix_.size() + suffix_.size());
+  if (options.special_tokens && options.max_tokens && *options.max_tokens < specials) {
+    return arrow::Status::Invalid("'max_tokens' ", *options.max_tokens, " is fewer than the ",
+                                  specials, " special tokens '", location(), "' adds to every row");
+  }
+  return arrow::Status::OK();
+}
+
+void HfTokenizer::Framing(const TokenizeOptions& options, std::vector<int32_t>* prefix,
+                          std::vector<int32_t>* suffix) const {
+  if (!options.special_tokens) return;
+  *prefix = prefix_;
+  *suffix = suffix_;
+}
+
+void HfTokenizer::EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const {
+  std::vector<std::string_view> words;
+  if (pre_tokenizer_) {
+    pre_tokenizer_->Split(text, &words);
+  } else if (!text.empty()) {
+    words.push_back(text);
+  }
+  for (std::string_view w : words) model_->Tokenize(w, ids);
+}
+
+arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
+  if (!unicode::IsValid(text)) return arrow::Status::Invalid("the text is not valid UTF-8");
+  std::vector<hf::AddedVocabulary::Piece> raw, pieces;
+  added_.Split(text, /*normalized=*/false, &raw);
+  std::string normalized;
+  for (const auto& r : raw) {
+    if (r.id >= 0) {
+      ids->push_back(r.id);
+      continue;
+    }
+    std::string_view piece = r.text;
+    if (normalizer_) {
+      normalized.clear();
+      normalizer_->Normalize(r.text, &normalized);
+      piece = normalized;
+    }
+    pieces.clear();
+    added_.Split(piece, /*normalized=*/true, &pieces);
+    for (const auto& p : pieces) {
+      if (p.id >= 0) {
+        ids->push_back(p.id);
+      } else {
+        EncodeNormalized(p.text, ids);
+      }
+    }
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace icefloe::transform

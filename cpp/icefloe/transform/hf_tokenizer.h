@@ -1,0 +1,52 @@
+// A Hugging Face `tokenizer.json`: the ids of the `tokenizers` package's
+// `Tokenizer.from_file(path).encode(text, add_special_tokens=S).ids` (with
+// no truncation or padding: the file's `truncation` and `padding` sections
+// are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
+// truncates). Encode only: the `decoder` section is not read.
+//
+// Supported: added tokens; normalizer BertNormalizer; pre-tokenizer
+// BertPreTokenizer; Sequence of either; model WordPiece; post-processors TemplateProcessing and
+// BertProcessing. Anything else is refused at load, naming its JSON path.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "icefloe/transform/added_vocabulary.h"
+#include "icefloe/transform/hf_components.h"
+#include "icefloe/transform/tokenizer.h"
+
+namespace icefloe::transform {
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  /// Parses the file; Invalid naming `location` and the JSON path (or the
+  /// line and column where the JSON is malformed).
+  static arrow::Result<std::unique_ptr<HfTokenizer>> Load(const std::string& bytes,
+                                                          const std::string& location);
+
+  std::string kind() const override { return "tokenizer.json " + model_->type(); }
+  int32_t vocab_size() const override { return model_->vocab_size(); }
+  arrow::Status Check(const TokenizeOptions& options) const override;
+
+ protected:
+  arrow::Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const override;
+  void Framing(const TokenizeOptions& options, std::vector<int32_t>* prefix,
+               std::vector<int32_t>* suffix) const override;
+
+ private:
+  explicit HfTokenizer(std::string location) : Tokenizer(std::move(location)) {}
+  arrow::Status ReadAddedTokens(const hf::Json& j);
+  arrow::Status ReadPostProcessor(const hf::Json* j);
+  /// Normalized text (added tokens split out) to ids.
+  void EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const;
+
+  std::unique_ptr<hf::Normalizer> normalizer_;
+  std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;
+  std::unique_ptr<hf::Model> model_;
+  hf::AddedVocabulary added_;
+  std::vector<int32_t> prefix_;  ///< the post-processor's ids before a text's
+  std::vector<int32_t> suffix_;  ///< and after
+};
+
+}  // namespace icefloe::transform
