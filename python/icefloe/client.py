@@ -446,7 +446,12 @@ class Client:
         """The record batches of Kubeflow shard ``index`` of ``total``, every
         row once, in global row order. A stream that breaks goes on from the
         row it reached on another replica (icefloe._kubeflow)."""
-        return _kubeflow.iter_shard(self, index, total)
+        def recovery() -> Recovery:
+            return self._recovery(str(self.status().get("default_dataset") or ""), "shard")
+
+        return _kubeflow.iter_shard(lambda: self.kubeflow_shard(index, total),
+                                    lambda ticket, uri: self._do_get(ticket, uri, shared=False),
+                                    recovery, index, total)
 
     def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
                    as_numpy: bool = False,
