@@ -168,7 +168,7 @@ shift || true
 case "$cmd" in
   setup) setup ;;
   fmt) find cpp -name '*.h' -o -name '*.cc' | xargs clang-format -i; "$VENV/bin/ruff" format python server tests benchmarks ;;
-  demo) setup; log "demo"; "$PY" -m icefloe.demo "$@" ;;
+  demo) setup; log "demo"; "$PY" -m icefloe_demo "$@" ;;
   test) setup; run_tests "$@" ;;
   fuzz) setup; fuzz "$@" ;;
   *) sed -n '2,11p' "$0"; exit 2 ;;

@@ -1,4 +1,4 @@
-"""The demo's numbers: runs the numeric quick-start demo (``python -m icefloe.demo
+"""The demo's numbers: runs the numeric quick-start demo (``python -m icefloe_demo
 --numeric``; ``./dev.sh demo`` runs the review demo by default) as a user would,
 and records what it prints: per source (Parquet from S3, Parquet on local
 disk, icefloe) the steady-state MB/s, rows/s and share of step time spent
@@ -22,7 +22,7 @@ from . import common
 from .common import Env
 
 NAME = "demo"
-# "<kind> steady <rows> <seconds> <MB/s> <rows/s> <waiting>% <loss>" (icefloe.demo._row)
+# "<kind> steady <rows> <seconds> <MB/s> <rows/s> <waiting>% <loss>" (icefloe_demo.numeric._row)
 STEADY = re.compile(r"^(\S+)\s+steady\s+([\d,]+)\s+([\d.]+)\s+([\d,.]+)\s+([\d,]+)\s+"
                     r"([\d.]+)%")
 SPEEDUP = re.compile(r"^icefloe: ([\d.]+)x the MB/s of (.+)$")
@@ -51,7 +51,7 @@ def run(env: Env) -> dict[str, Any]:
     # The numeric demo (its figures are the MB/s ones parsed here); the main
     # job, the review demo, is judged by the tokenize benchmark's figures.
     args = ["--numeric", *(["--size-mb", "100", "--epochs", "2"] if cfg.quick else [])]
-    argv = [sys.executable, "-m", "icefloe.demo", *args]
+    argv = [sys.executable, "-m", "icefloe_demo", *args]
     log(f"demo: {' '.join(argv[1:])}")
     with common.Timer() as t:
         out = subprocess.run(argv, cwd=common.ROOT, env=common.child_env(), capture_output=True,
@@ -63,7 +63,7 @@ def run(env: Env) -> dict[str, Any]:
     local = next((v for k, v in speedup.items() if "local" in k), None)
     rows = [[k, v["mb_per_s"], v["rows_per_s"], v["waiting_share"]] for k, v in steady.items()]
     how = " ".join(args) or "(defaults)"
-    text = common.print_table(f"the demo (python -m icefloe.demo {how}), steady state, "
+    text = common.print_table(f"the demo (python -m icefloe_demo {how}), steady state, "
                               f"{t.seconds:.0f} s",
                               ["source", "MB/s", "rows/s", "waiting share"], rows)
     targets = [

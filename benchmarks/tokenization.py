@@ -1,6 +1,6 @@
 """Tokenization on the nodes (issue 27): what caching token ids buys, side by side.
 
-On one review corpus (``icefloe._demo_text``'s generator: text whose words
+On one review corpus (``icefloe_demo.text``'s generator: text whose words
 follow the stars, lengths from one sentence to a few dozen), written as an
 Iceberg table on local disk (page cache), with one SentencePiece BPE model
 and one Hugging Face ``tokenizers`` BPE model trained on it:
@@ -65,7 +65,7 @@ def _corpus(env: common.Env) -> dict[str, Any]:
         return json.loads(info_path.read_text())
     import shutil
 
-    from icefloe._demo_text import train_tokenizer, write_reviews
+    from icefloe_demo.text import train_tokenizer, write_reviews
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -194,7 +194,7 @@ def epoch_parquet(files: list[str], model: str, workers: int) -> dict[str, Any]:
     persistent DataLoader workers: the demo's baseline, without truncation."""
     from torch.utils.data import DataLoader
 
-    from icefloe._demo_text import ParquetTokenDataset
+    from icefloe_demo.text import ParquetTokenDataset
 
     ds = ParquetTokenDataset(files, DOC_BATCH, None, model, max_tokens=1 << 30)
     loader = DataLoader(ds, batch_size=None, num_workers=workers,

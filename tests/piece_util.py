@@ -32,6 +32,7 @@ class _Parsed(ctypes.Structure):
                 ("source_offset", ctypes.c_int64)]
 
 
+_native.check_layout("IcefloePieceHeader", _Parsed, _native.LAYOUT)
 _parse = _native._lib.icefloe_parse_piece
 _parse.restype = ctypes.c_int32
 _parse.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(_Parsed)]

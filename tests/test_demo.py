@@ -18,7 +18,7 @@ def _run_demo(tmp_path, *args: str) -> tuple[list[str], str]:
     # demo by a moment and would hold a pipe open.
     log, errors = tmp_path / "demo.out", tmp_path / "demo.err"
     with open(log, "w") as out, open(errors, "w") as err:
-        code = subprocess.run([sys.executable, "-m", "icefloe.demo", *args], stdout=out,
+        code = subprocess.run([sys.executable, "-m", "icefloe_demo", *args], stdout=out,
                               stderr=err, stdin=subprocess.DEVNULL, timeout=600).returncode
     assert code == 0, errors.read_text()[-3000:]
     return log.read_text().replace("\r", "\n").splitlines(), errors.read_text()
@@ -101,7 +101,7 @@ def test_baseline_tokenizes_as_the_nodes_do(tmp_path):
     import sentencepiece as spm
 
     import icefloe
-    from icefloe._demo_text import encode, train_tokenizer, transform_spec, write_reviews
+    from icefloe_demo.text import encode, train_tokenizer, transform_spec, write_reviews
 
     table, sample = write_reviews(tmp_path, 400, 2, None, seed=3)
     model = tmp_path / "spm.model"

@@ -5,6 +5,7 @@ record batches; training processes stream their share of every epoch straight
 from the data nodes over Arrow Flight.
 """
 
+from ._epoch_plan import EpochPlan
 from .client import Client
 from .errors import (
     AlreadyExists,
@@ -36,6 +37,7 @@ __all__ = [
     "Cancelled",
     "Client",
     "DataUnavailable",
+    "EpochPlan",
     "Error",
     "InvalidArgument",
     "LocalCluster",

@@ -14,8 +14,8 @@ again for the shard, bounded by the client's ``failover_timeout_s`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -24,8 +24,12 @@ from ._failover import Recovery, ReplicaAttempts, first_line, log
 from ._fork import track
 from .errors import Error, StreamBroken, mapped_errors
 
-if TYPE_CHECKING:
-    from .client import Client
+# What a shard read needs of a client, as callables (this module knows no
+# Client: the client imports it): the shard's FlightInfo, a plain DoGet of
+# a ticket on a node, and the failover budget of a broken read.
+ShardInfo = Callable[[], flight.FlightInfo]
+DoGet = Callable[[flight.Ticket, str], Any]
+NewRecovery = Callable[[], Recovery]
 
 _VARINT = ((0xFFFF, b"\xfb", 2), (0xFFFFFFFF, b"\xfc", 4), (0xFFFFFFFFFFFFFFFF, b"\xfd", 8))
 
@@ -61,13 +65,15 @@ def decode_ticket(data: bytes) -> tuple[int, int]:
     return values[0], values[1]
 
 
-def iter_shard(client: Client, index: int, total: int) -> Iterator[pa.RecordBatch]:
+def iter_shard(shard_info: ShardInfo, do_get: DoGet, new_recovery: NewRecovery, index: int,
+               total: int) -> Iterator[pa.RecordBatch]:
     """The record batches of Kubeflow shard ``index`` of ``total`` of the
-    head's default dataset, every row once, in global row order."""
+    head's default dataset (``shard_info`` asks the head for it), every row
+    once, in global row order."""
     next_row: int | None = None  # the first global row not handed out yet
     recovery: Recovery | None = None
     while True:  # bounded by recovery
-        info = client.kubeflow_shard(index, total)
+        info = shard_info()
         try:
             for endpoint in info.endpoints:
                 first, last = decode_ticket(endpoint.ticket.ticket)
@@ -78,18 +84,17 @@ def iter_shard(client: Client, index: int, total: int) -> Iterator[pa.RecordBatc
                 if first > next_row:
                     raise StreamBroken(f"the head listed no node for rows {next_row}..{first - 1} "
                                        f"of shard {index} of {total}", nodes=[])
-                for batch in _read_part(client, endpoint, next_row, last):
+                for batch in _read_part(do_get, endpoint, next_row, last):
                     next_row += batch.num_rows
                     yield batch
             return
         except StreamBroken as exc:
             if recovery is None:
-                dataset = str(client.status().get("default_dataset") or "")
-                recovery = client._recovery(dataset, "shard")
+                recovery = new_recovery()
             recovery.broken(exc, next_row or 0)
 
 
-def _read_part(client: Client, endpoint: flight.FlightEndpoint, start: int,
+def _read_part(do_get: DoGet, endpoint: flight.FlightEndpoint, start: int,
                last: int) -> Iterator[pa.RecordBatch]:
     """Rows ``[start, last]`` of one endpoint from its replicas in order; a
     stream that breaks or ends short goes on at the next row on the next one.
@@ -100,7 +105,7 @@ def _read_part(client: Client, endpoint: flight.FlightEndpoint, start: int,
         ticket = flight.Ticket(encode_ticket(start, last))
         try:
             with mapped_errors():
-                for chunk in track(client._do_get(ticket, uri, shared=False)):
+                for chunk in track(do_get(ticket, uri)):
                     yield chunk.data
                     start += chunk.data.num_rows
             if start > last:

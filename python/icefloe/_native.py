@@ -11,7 +11,9 @@ ImportError naming the file, never a slower path.
 from __future__ import annotations
 
 import ctypes
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -120,6 +122,43 @@ class MergeStep(ctypes.Structure):
                 ("offsets", ctypes.POINTER(ctypes.c_int64)), ("in_order", ctypes.c_int32),
                 ("in_file", ctypes.c_int32), ("start", ctypes.c_int64), ("rows", ctypes.c_int64)]
 
+
+def check_layout(name: str, mirror: type[ctypes.Structure], layout: dict[str, Any]) -> None:
+    """Refuses a ctypes mirror of the library's struct ``name`` whose size,
+    fields, or any field's offset or size differ from the library's own
+    (``layout``: icefloe_abi_layout's JSON): an ImportError naming the struct
+    and the field, never a struct read at the wrong offsets."""
+    want = layout.get(name)
+    where = f"icefloe._native's mirror of {name} ({mirror.__name__})"
+    if want is None:
+        raise ImportError(f"{where}: the native library {_LIB} describes no struct {name}")
+    have = {field[0]: getattr(mirror, field[0]) for field in mirror._fields_}
+    for field, (offset, size) in want["fields"].items():
+        got = have.pop(field, None)
+        if got is None:
+            raise ImportError(f"{where} has no field {name}.{field} (offset {offset}, {size} "
+                              f"bytes in the native library {_LIB})")
+        if (got.offset, got.size) != (offset, size):
+            raise ImportError(f"{where}: {name}.{field} is at offset {got.offset}, {got.size} "
+                              f"bytes; the native library {_LIB} has it at offset {offset}, "
+                              f"{size} bytes")
+    if have:
+        raise ImportError(f"{where} has field {name}.{next(iter(have))}, which the native "
+                          f"library {_LIB} does not")
+    if ctypes.sizeof(mirror) != want["size"]:
+        raise ImportError(f"{where} is {ctypes.sizeof(mirror)} bytes; the native library "
+                          f"{_LIB} has {want['size']}")
+
+
+_lib.icefloe_abi_layout.restype = ctypes.c_char_p
+_lib.icefloe_abi_layout.argtypes = []
+# The structs this module reads and writes through the library, checked
+# against its own layout of them (protocol_abi.h) before any is used.
+LAYOUT: dict[str, Any] = json.loads(_lib.icefloe_abi_layout())
+MIRRORS: dict[str, type[ctypes.Structure]] = {"IcefloeMergeStep": MergeStep,
+                                              "ArrowArray": ArrowArray}
+for _struct, _mirror in MIRRORS.items():
+    check_layout(_struct, _mirror, LAYOUT)
 
 _STEP = ctypes.POINTER(MergeStep)
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p

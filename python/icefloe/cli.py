@@ -241,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             return cmd_up(args)
         if args.command == "demo":
-            from . import demo
+            from icefloe_demo.run import main as demo
 
-            return demo.main([])
+            return demo([])
         if args.command == "load":
             return cmd_load(args)
         with _client(args) as client:

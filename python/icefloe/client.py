@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from . import _kubeflow, _malloc, _shared, _stall
+from ._epoch_plan import EpochPlan
 from ._failover import Recovery, ReplicaAttempts, ordered, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
 from ._protocol import PROTOCOL_VERSION, decode, decode_reply, encode
@@ -398,10 +399,12 @@ class Client:
 
     # -- epochs and random access -------------------------------------------
 
-    def epoch_info(self, name: str, **plan: Any) -> tuple[flight.FlightInfo, dict[str, Any]]:
+    def epoch_info(self, name: str, plan: EpochPlan | None = None,
+                   **fields: Any) -> tuple[flight.FlightInfo, dict[str, Any]]:
         """The endpoints of one consumer's epoch plan and its shape.
 
-        ``plan`` holds the plan coordinates: seed, epoch, shuffle ("window",
+        ``plan`` (an :class:`icefloe.EpochPlan`) and ``fields`` (changes to
+        it, or the whole plan) hold the plan coordinates: seed, epoch, shuffle ("window",
         the default, "none", "block", "sample"), block_rows, window_blocks,
         shuffle_within_block, world_size, rank, num_workers, worker,
         batch_size, drop_last, start, and to resume from a saved job
@@ -409,7 +412,7 @@ class Client:
         ``columns`` projects the batches onto those columns, in that order.
         The shape (app_metadata) has the resolved start position.
         """
-        cmd = encode("epoch descriptor", dataset=name, **plan)
+        cmd = (plan or EpochPlan()).replace(**fields).descriptor(name)
         info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
         return info, decode("epoch shape", info.app_metadata)
 
@@ -446,14 +449,20 @@ class Client:
         """The record batches of Kubeflow shard ``index`` of ``total``, every
         row once, in global row order. A stream that breaks goes on from the
         row it reached on another replica (icefloe._kubeflow)."""
-        return _kubeflow.iter_shard(self, index, total)
+        def recovery() -> Recovery:
+            return self._recovery(str(self.status().get("default_dataset") or ""), "shard")
 
-    def iter_epoch(self, name: str, *, batch_size: int, prefetch: int = 2,
+        return _kubeflow.iter_shard(lambda: self.kubeflow_shard(index, total),
+                                    lambda ticket, uri: self._do_get(ticket, uri, shared=False),
+                                    recovery, index, total)
+
+    def iter_epoch(self, name: str, *, batch_size: int | None = None, prefetch: int = 2,
                    as_numpy: bool = False,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
                    job: str | None = None,
                    on_shape: Callable[[dict[str, Any]], None] | None = None,
-                   **plan: Any) -> Iterator[Any]:
+                   plan: EpochPlan | None = None,
+                   **fields: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
         Reads every endpoint at once and assembles each batch from its pieces
@@ -466,7 +475,10 @@ class Client:
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
         what ``transform`` makes of each batch (run on the same thread as the
-        assembly). With ``columns`` (in ``plan``) the batches hold only those
+        assembly). The epoch is ``plan`` (an :class:`icefloe.EpochPlan`) with
+        ``batch_size`` and ``fields`` (its other fields: seed, epoch, shuffle,
+        rank, world_size, ...; see :meth:`epoch_info`) changed. With
+        ``columns`` the batches hold only those
         columns, in that order: the nodes project them, so the others never
         cross the wire, and a failover asks for the same columns. Where a node
         sent several whole batches as one message, a transform with a
@@ -480,7 +492,7 @@ class Client:
         Every consumer of one epoch of a job (same dataset, seed, epoch and
         world size) reads one generation of the dataset: the one current when
         the first of them asked. A refresh that lands mid-epoch takes effect
-        at the next epoch; ``generation`` (in ``plan``) names the copy to
+        at the next epoch; ``generation`` names the copy to
         read, as a resume does. ``on_shape`` is called once with the epoch's
         shape (its ``generation`` included).
 
@@ -499,11 +511,15 @@ class Client:
             raise ValueError("as_numpy and transform exclude each other")
         if as_numpy:
             transform = _to_numpy
-        info, shape = self.epoch_info(name, batch_size=batch_size, **plan)
-        plan.pop("first_batch", None)
+        if plan is None and batch_size is None:
+            raise TypeError("iter_epoch() missing required keyword argument: 'batch_size'")
+        plan = (plan or EpochPlan()).replace(**fields)
+        if batch_size is not None:
+            plan = plan.replace(batch_size=batch_size)
+        info, shape = self.epoch_info(name, plan)
         # A failover reads on the copy the epoch started on, even after a
         # refresh replaced it (the head keeps it while it is read).
-        plan["generation"] = shape["generation"]
+        plan = plan.replace(first_batch=None, generation=shape["generation"])
         if on_shape is not None:
             on_shape(shape)
         infos = {shape["first_batch"]: info}
@@ -514,8 +530,7 @@ class Client:
             fresh = infos.pop(first, None)
             if fresh is None:
                 try:
-                    fresh, again = self.epoch_info(name, batch_size=batch_size,
-                                                   first_batch=first, **plan)
+                    fresh, again = self.epoch_info(name, plan, first_batch=first)
                 except Unavailable as exc:  # the head cannot place the rows now
                     if isinstance(exc, Busy):
                         raise
@@ -534,7 +549,7 @@ class Client:
                                  recover=recovery.broken)
         yield from (batches if meter is None else _stall.metered(batches, meter))
 
-    def _stall_meter(self, name: str, job: str | None, plan: dict[str, Any],
+    def _stall_meter(self, name: str, job: str | None, plan: EpochPlan,
                      info: flight.FlightInfo) -> _stall.ConsumerMeter | None:
         interval_s = _stall.report_interval_s()
         if interval_s <= 0:
@@ -542,9 +557,8 @@ class Client:
         submit = _stall.submitter(self.head_uri, self._headers, self._connect_kwargs)
         nodes = [loc.uri.decode() for e in info.endpoints for loc in e.locations]
         return _stall.ConsumerMeter(submit, job=_stall.job_name(job), dataset=name,
-                                    rank=int(plan.get("rank", 0)),
-                                    worker=int(plan.get("worker", 0)),
-                                    world_size=int(plan.get("world_size", 1)), nodes=nodes,
+                                    rank=int(plan.rank or 0), worker=int(plan.worker or 0),
+                                    world_size=int(plan.world_size or 1), nodes=nodes,
                                     interval_s=interval_s)
 
     def take(self, name: str, rows: list[int] | Any,

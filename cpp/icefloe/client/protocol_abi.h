@@ -42,4 +42,11 @@ __attribute__((visibility("default"))) int32_t icefloe_group_rows(
     uint32_t n, const uint64_t* ids, uint32_t* scratch, uint8_t* out, uint64_t* offsets,
     uint64_t* lengths) noexcept;
 
+// The layout of the structs this library shares with the Python client's
+// ctypes mirrors (python/icefloe/_native.py checks them when it loads the
+// library), as JSON: {"<struct>": {"size": bytes, "fields": {"<field>":
+// [offset, size], ...}}, ...} for IcefloeMergeStep (merge.h),
+// IcefloePieceHeader and ArrowArray (arrow_c_abi.h). Built once; never freed.
+__attribute__((visibility("default"))) const char* icefloe_abi_layout() noexcept;
+
 }  // extern "C"

@@ -1,15 +1,38 @@
 #include "icefloe/client/protocol_abi.h"
 
+#include <cstddef>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "icefloe/client/arrow_c_abi.h"
+#include "icefloe/client/merge.h"
 #include "icefloe/protocol/piece.h"
 
 namespace icefloe {
 namespace {
 
 const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+// The layout Python checks its ctypes mirrors against is this build's own.
+TEST(AbiLayout, NamesEachStructsSizeAndFields) {
+  const std::string layout = icefloe_abi_layout();
+  EXPECT_EQ(layout.front(), '{');
+  EXPECT_EQ(layout.back(), '}');
+  EXPECT_NE(
+      layout.find("\"IcefloeMergeStep\":{\"size\":" + std::to_string(sizeof(IcefloeMergeStep))),
+      std::string::npos)
+      << layout;
+  EXPECT_NE(layout.find("\"rows\":[" + std::to_string(offsetof(IcefloeMergeStep, rows)) + ",8]"),
+            std::string::npos)
+      << layout;
+  EXPECT_NE(layout.find("\"ArrowArray\":{\"size\":" + std::to_string(sizeof(ArrowArray))),
+            std::string::npos);
+  EXPECT_NE(
+      layout.find("\"IcefloePieceHeader\":{\"size\":" + std::to_string(sizeof(IcefloePieceHeader))),
+      std::string::npos);
+  EXPECT_EQ(icefloe_abi_layout(), icefloe_abi_layout());  // built once
+}
 
 TEST(PieceAbi, ParsesWhereEntriesAndSourcesStart) {
   PieceInfo p{7, 100, {}, 3, 40};

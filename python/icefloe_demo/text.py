@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import torch
 
-from .demo import (
+from .numeric import (
     ParquetDataset,
     _bar,
     _epoch,
@@ -230,7 +230,7 @@ class ParquetTokenDataset(ParquetDataset):
         return self._processor
 
     def _tensors(self, batch: pa.RecordBatch) -> dict[str, Any]:
-        from .torch import batch_to_tensors
+        from icefloe.torch import batch_to_tensors
 
         ids = encode(self._tokenizer(), batch.column("text").to_pylist(), self.max_tokens)
         stars = batch.column("stars").to_numpy()
@@ -276,7 +276,7 @@ class ReviewClassifier(torch.nn.Module):
 
 def _make_dataset(source: dict, args: dict):
     if source["kind"] == "icefloe":
-        from .torch import CacheDataset
+        from icefloe.torch import CacheDataset
 
         # The default (window) shuffle: what a user would pick.
         return CacheDataset(source["head"], source["dataset"], batch_size=args["batch_size"],
@@ -412,7 +412,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .client import Client
+    from icefloe import Client
 
     local = args.local or bool(args.head)
     with tempfile.TemporaryDirectory(prefix="icefloe-demo-") as tmp, demo_s3(local) as (s3, env):
