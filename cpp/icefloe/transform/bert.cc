@@ -63,18 +63,19 @@ void BertNormalizer::Normalize(std::string_view in, std::string* out) const {
   for (size_t i = 0; i < text.size();) unicode::AppendLowercase(unicode::Next(text, &i), out);
 }
 
-void BertPreTokenizer::Split(std::string_view in, std::vector<std::string_view>* words) const {
+arrow::Status BertPreTokenizer::Split(std::string_view in, std::vector<std::string>* words) const {
   size_t word = 0;  // start of the current word
   for (size_t i = 0; i < in.size();) {
     const size_t start = i;
     const int32_t cp = unicode::Next(in, &i);
     const bool space = unicode::IsWhiteSpace(cp);
     if (!space && !IsAsciiPunctuation(cp) && !unicode::IsPunctuation(cp)) continue;
-    if (start > word) words->push_back(in.substr(word, start - word));
-    if (!space) words->push_back(in.substr(start, i - start));
+    if (start > word) words->emplace_back(in.substr(word, start - word));
+    if (!space) words->emplace_back(in.substr(start, i - start));
     word = i;
   }
-  if (in.size() > word) words->push_back(in.substr(word));
+  if (in.size() > word) words->emplace_back(in.substr(word));
+  return arrow::Status::OK();
 }
 
 }  // namespace icefloe::transform::hf

@@ -30,7 +30,7 @@ class BertNormalizer final : public Normalizer {
 /// Unicode P* and ASCII punctuation.
 class BertPreTokenizer final : public PreTokenizer {
  public:
-  void Split(std::string_view in, std::vector<std::string_view>* words) const override;
+  arrow::Status Split(std::string_view in, std::vector<std::string>* words) const override;
 };
 
 }  // namespace icefloe::transform::hf

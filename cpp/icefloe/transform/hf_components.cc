@@ -3,6 +3,8 @@
 #include <limits>
 
 #include "icefloe/transform/bert.h"
+#include "icefloe/transform/bpe.h"
+#include "icefloe/transform/regex_split.h"
 #include "icefloe/transform/unicode.h"
 #include "icefloe/transform/wordpiece.h"
 
@@ -38,14 +40,15 @@ class PreTokenizerSequence final : public PreTokenizer {
  public:
   explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> stages)
       : stages_(std::move(stages)) {}
-  void Split(std::string_view in, std::vector<std::string_view>* words) const override {
-    std::vector<std::string_view> current{in}, next;
+  arrow::Status Split(std::string_view in, std::vector<std::string>* words) const override {
+    std::vector<std::string> current{std::string(in)}, next;
     for (const auto& s : stages_) {
       next.clear();
-      for (std::string_view w : current) s->Split(w, &next);
+      for (const std::string& w : current) ARROW_RETURN_NOT_OK(s->Split(w, &next));
       current.swap(next);
     }
-    words->insert(words->end(), current.begin(), current.end());
+    for (std::string& w : current) words->push_back(std::move(w));
+    return arrow::Status::OK();
   }
 
  private:
@@ -131,6 +134,14 @@ arrow::Result<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const Json* j,
     ARROW_RETURN_NOT_OK(o.Done());
     return std::make_unique<BertPreTokenizer>();
   }
+  if (type == "ByteLevel") {
+    ARROW_ASSIGN_OR_RAISE(auto b, ByteLevelPreTokenizer::FromJson(&o));
+    return std::unique_ptr<PreTokenizer>(std::move(b));
+  }
+  if (type == "Split") {
+    ARROW_ASSIGN_OR_RAISE(auto b, SplitPreTokenizer::FromJson(&o));
+    return std::unique_ptr<PreTokenizer>(std::move(b));
+  }
   if (type == "Sequence") {
     ARROW_ASSIGN_OR_RAISE(auto stages,
                           Stages<PreTokenizer>(&o, "pretokenizers", PreTokenizerFromJson));
@@ -145,6 +156,10 @@ arrow::Result<std::unique_ptr<Model>> ModelFromJson(const Json& j, const std::st
   ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
   if (type == "WordPiece") {
     ARROW_ASSIGN_OR_RAISE(auto m, WordPiece::FromJson(&o));
+    return std::unique_ptr<Model>(std::move(m));
+  }
+  if (type == "BPE") {
+    ARROW_ASSIGN_OR_RAISE(auto m, Bpe::FromJson(&o));
     return std::unique_ptr<Model>(std::move(m));
   }
   return Refuse(path, type, " is not supported");

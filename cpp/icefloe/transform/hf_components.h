@@ -41,9 +41,10 @@ class Normalizer {
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  /// The words of `in`, in order, appended to `words` (views into `in`;
-  /// none empty).
-  virtual void Split(std::string_view in, std::vector<std::string_view>* words) const = 0;
+  /// The words of `in`, in order, appended to `words` (none empty). A stage
+  /// may rewrite its words (ByteLevel maps bytes to characters). Fails only
+  /// where a regex search does (Oniguruma's retry limit).
+  virtual arrow::Status Split(std::string_view in, std::vector<std::string>* words) const = 0;
 };
 
 /// `model`: a word to token ids.

@@ -38,7 +38,9 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
                           hf::PreTokenizerFromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
     if (const Json* added = top.Find("added_tokens"))
       ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
-    ARROW_RETURN_NOT_OK(t->ReadPostProcessor(top.Find("post_processor")));
+    bool framed = false;
+    ARROW_RETURN_NOT_OK(
+        t->ReadPostProcessor(top.Find("post_processor"), "post_processor", &framed));
     for (const auto& [key, value] : j.items()) {
       if (key != "version" && key != "truncation" && key != "padding" && key != "decoder" &&
           key != "model" && key != "normalizer" && key != "pre_tokenizer" &&
@@ -103,11 +105,30 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
   return arrow::Status::OK();
 }
 
-arrow::Status HfTokenizer::ReadPostProcessor(const Json* j) {
+arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& path, bool* framed) {
   if (j == nullptr) return arrow::Status::OK();
-  const std::string path = "post_processor";
   ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
   ARROW_ASSIGN_OR_RAISE(std::string type, hf::TypeOf(&o));
+  if (type == "ByteLevel") {  // offsets only: the ids are the model's
+    for (const char* field : {"add_prefix_space", "trim_offsets", "use_regex"}) {
+      ARROW_RETURN_NOT_OK(o.Bool(field, true).status());
+    }
+    return o.Done();
+  }
+  if (type == "Sequence") {
+    const Json* list = o.Find("processors");
+    if (list == nullptr || !list->is_array())
+      return Refuse(o.PathOf("processors"), "must be a list");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string at = o.PathOf("processors") + "[" + std::to_string(i) + "]";
+      if ((*list)[i].is_null()) return Refuse(at, "must be an object");
+      ARROW_RETURN_NOT_OK(ReadPostProcessor(&(*list)[i], at, framed));
+    }
+    return o.Done();
+  }
+  // One processor that adds special tokens: a second would frame the first's.
+  if (*framed) return Refuse(path, "a second processor adding special tokens is not supported");
+  *framed = true;
   if (type == "BertProcessing") {
     for (const char* field : {"cls", "sep"}) {
       const Json* pair = o.Find(field);
@@ -186,14 +207,17 @@ void HfTokenizer::Framing(const TokenizeOptions& options, std::vector<int32_t>* 
   *suffix = suffix_;
 }
 
-void HfTokenizer::EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const {
-  std::vector<std::string_view> words;
+arrow::Status HfTokenizer::EncodeNormalized(std::string_view text,
+                                            std::vector<int32_t>* ids) const {
+  if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
+  std::vector<std::string> words;
   if (pre_tokenizer_) {
-    pre_tokenizer_->Split(text, &words);
+    ARROW_RETURN_NOT_OK(pre_tokenizer_->Split(text, &words));
   } else if (!text.empty()) {
-    words.push_back(text);
+    words.emplace_back(text);
   }
-  for (std::string_view w : words) model_->Tokenize(w, ids);
+  for (const std::string& w : words) model_->Tokenize(w, ids);
+  return arrow::Status::OK();
 }
 
 arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
@@ -218,7 +242,7 @@ arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t
       if (p.id >= 0) {
         ids->push_back(p.id);
       } else {
-        EncodeNormalized(p.text, ids);
+        ARROW_RETURN_NOT_OK(EncodeNormalized(p.text, ids));
       }
     }
   }

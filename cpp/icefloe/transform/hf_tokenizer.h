@@ -4,9 +4,12 @@
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
 // truncates). Encode only: the `decoder` section is not read.
 //
-// Supported: added tokens; normalizer BertNormalizer; pre-tokenizer
-// BertPreTokenizer; Sequence of either; model WordPiece; post-processors TemplateProcessing and
-// BertProcessing. Anything else is refused at load, naming its JSON path.
+// Supported: added tokens; normalizer BertNormalizer; pre-tokenizers
+// BertPreTokenizer, ByteLevel and Split (regexes on Oniguruma, as the
+// library); Sequence of either kind; models WordPiece and BPE;
+// post-processors TemplateProcessing, BertProcessing, ByteLevel (ids
+// unchanged) and a Sequence of them. Anything else is refused at load,
+// naming its JSON path.
 #pragma once
 
 #include <memory>
@@ -37,9 +40,11 @@ class HfTokenizer final : public Tokenizer {
  private:
   explicit HfTokenizer(std::string location) : Tokenizer(std::move(location)) {}
   arrow::Status ReadAddedTokens(const hf::Json& j);
-  arrow::Status ReadPostProcessor(const hf::Json* j);
+  /// Reads the post-processor at `path` (recursing into a Sequence);
+  /// `framed` says whether one adding special tokens was read already.
+  arrow::Status ReadPostProcessor(const hf::Json* j, const std::string& path, bool* framed);
   /// Normalized text (added tokens split out) to ids.
-  void EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const;
+  arrow::Status EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const;
 
   std::unique_ptr<hf::Normalizer> normalizer_;
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;

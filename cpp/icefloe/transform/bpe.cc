@@ -1,0 +1,220 @@
+#include "icefloe/transform/bpe.h"
+
+#include <cstdio>
+#include <limits>
+#include <queue>
+
+#include "icefloe/transform/unicode.h"
+
+namespace icefloe::transform::hf {
+
+namespace {
+
+// A string field that may be null or absent.
+arrow::Result<std::optional<std::string>> OptionalString(JsonObject* o, const std::string& field) {
+  const Json* v = o->Find(field);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return Refuse(o->PathOf(field), "must be a string or null");
+  return std::optional<std::string>(v->get<std::string>());
+}
+
+// One symbol of a word being merged (the library's Symbol): a token id,
+// its neighbours' indexes (-1 at the ends), its length in bytes (0 once
+// merged into the symbol on its left).
+struct Symbol {
+  int32_t id;
+  int64_t prev;
+  int64_t next;
+  size_t len;
+};
+
+struct Candidate {
+  uint32_t rank;
+  size_t pos;
+  int32_t id;
+  // std::priority_queue pops the largest: the lowest rank, then the leftmost.
+  bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+};
+
+void Add(std::vector<Symbol>* word, int32_t id, size_t len) {
+  const auto n = static_cast<int64_t>(word->size());
+  if (!word->empty()) word->back().next = n;
+  word->push_back({id, n - 1, -1, len});
+}
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<Bpe>> Bpe::FromJson(JsonObject* o) {
+  std::unique_ptr<Bpe> m(new Bpe());
+  if (const Json* dropout = o->Find("dropout")) {
+    if (!dropout->is_number() || dropout->get<double>() != 0.0) {
+      return Refuse(o->PathOf("dropout"), dropout->dump(),
+                    ": BPE dropout is random; only null (or 0) is supported");
+    }
+  }
+  const Json* vocab = o->Find("vocab");
+  if (vocab == nullptr) return Refuse(o->PathOf("vocab"), "missing");
+  ARROW_ASSIGN_OR_RAISE(m->vocab_, ReadVocab(*vocab, o->PathOf("vocab")));
+  ARROW_ASSIGN_OR_RAISE(auto unk, OptionalString(o, "unk_token"));
+  if (unk) {
+    auto it = m->vocab_.find(*unk);
+    if (it == m->vocab_.end()) {
+      return Refuse(o->PathOf("unk_token"), "'", *unk, "' is not in the vocabulary");
+    }
+    m->unk_id_ = it->second;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto prefix, OptionalString(o, "continuing_subword_prefix"));
+  ARROW_ASSIGN_OR_RAISE(auto suffix, OptionalString(o, "end_of_word_suffix"));
+  m->prefix_ = prefix.value_or("");
+  m->suffix_ = suffix.value_or("");
+  ARROW_ASSIGN_OR_RAISE(m->fuse_unk_, o->Bool("fuse_unk", false));
+  ARROW_ASSIGN_OR_RAISE(m->byte_fallback_, o->Bool("byte_fallback", false));
+  ARROW_ASSIGN_OR_RAISE(m->ignore_merges_, o->Bool("ignore_merges", false));
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    auto it = m->vocab_.find(std::string_view(name));
+    m->byte_ids_[b] = it == m->vocab_.end() ? -1 : it->second;
+  }
+
+  const std::string merges_path = o->PathOf("merges");
+  const Json* merges = o->Find("merges");
+  if (merges == nullptr) return Refuse(merges_path, "missing");
+  if (!merges->is_array()) return Refuse(merges_path, "must be a list");
+  if (merges->size() > std::numeric_limits<uint32_t>::max()) {
+    return Refuse(merges_path, merges->size(), " merges, more than the library ranks");
+  }
+  m->merges_.reserve(merges->size());
+  std::string merged;
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const std::string at = merges_path + "[" + std::to_string(i) + "]";
+    const Json& merge = (*merges)[i];
+    std::string a, b;
+    if (merge.is_string() != (*merges)[0].is_string()) {
+      return Refuse(at, "mixes \"a b\" strings and [\"a\", \"b\"] pairs");
+    }
+    if (merge.is_string()) {  // "a b": exactly one space
+      const auto text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+        return Refuse(at, "'", text, "' is not two tokens separated by one space");
+      }
+      a = text.substr(0, space);
+      b = text.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      a = merge[0].get<std::string>();
+      b = merge[1].get<std::string>();
+    } else {
+      return Refuse(at, "must be \"a b\" or [\"a\", \"b\"], got ", merge.dump());
+    }
+    auto ia = m->vocab_.find(a), ib = m->vocab_.find(b);
+    if (ia == m->vocab_.end() || ib == m->vocab_.end()) {
+      return Refuse(at, "token '", ia == m->vocab_.end() ? a : b, "' is not in the vocabulary");
+    }
+    if (b.size() < m->prefix_.size() || !unicode::IsValid(b.substr(m->prefix_.size()))) {
+      return Refuse(at, "token '", b, "' is shorter than the continuing_subword_prefix");
+    }
+    merged.assign(a).append(b, m->prefix_.size());
+    auto in = m->vocab_.find(merged);
+    if (in == m->vocab_.end()) {
+      return Refuse(at, "the merged token '", merged, "' is not in the vocabulary");
+    }
+    // A pair given twice takes its last rank, as the library's map does.
+    m->merges_[Pair(ia->second, ib->second)] = Merge{static_cast<uint32_t>(i), in->second};
+  }
+  ARROW_RETURN_NOT_OK(o->Done());
+  return m;
+}
+
+std::optional<int32_t> Bpe::TokenToId(std::string_view token) const {
+  auto it = vocab_.find(token);
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Bpe::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    if (auto it = vocab_.find(word); it != vocab_.end()) {
+      ids->push_back(it->second);
+      return;
+    }
+  }
+  // The library's merge_word: a symbol per character.
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  size_t unk_len = 0;  // bytes of a pending unknown (0: none)
+  std::string piece;
+  for (size_t i = 0; i < word.size();) {
+    const size_t start = i;
+    unicode::Next(word, &i);
+    const size_t len = i - start;
+    piece.clear();
+    if (start > 0) piece.append(prefix_);
+    piece.append(word.substr(start, len));
+    if (i == word.size()) piece.append(suffix_);
+    if (auto it = vocab_.find(piece); it != vocab_.end()) {
+      if (unk_len > 0) Add(&symbols, unk_id_, unk_len);
+      unk_len = 0;
+      Add(&symbols, it->second, len);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (unsigned char c : piece) all = all && byte_ids_[c] >= 0;
+      if (all) {
+        // The library adds these without flushing a pending unknown first.
+        for (unsigned char c : piece) Add(&symbols, byte_ids_[c], 1);
+        continue;
+      }
+    }
+    if (unk_id_ < 0) continue;  // no unk token: the character is dropped
+    if (unk_len > 0 && !fuse_unk_) {
+      Add(&symbols, unk_id_, unk_len);
+      unk_len = 0;
+    }
+    unk_len += len;
+  }
+  if (unk_len > 0) Add(&symbols, unk_id_, unk_len);
+
+  // The library's merge_all.
+  std::priority_queue<Candidate> queue;
+  for (size_t p = 0; p + 1 < symbols.size(); ++p) {
+    if (const Merge* m = FindMerge(symbols[p].id, symbols[p + 1].id)) {
+      queue.push({m->rank, p, m->id});
+    }
+  }
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& current = symbols[top.pos];
+    if (current.len == 0 || current.next == -1) continue;
+    const auto next_pos = static_cast<size_t>(current.next);
+    const Symbol right = symbols[next_pos];
+    const Merge* m = FindMerge(current.id, right.id);
+    if (m == nullptr || m->id != top.id) continue;  // a stale candidate
+    current.id = top.id;
+    current.len += right.len;
+    current.next = right.next;
+    symbols[next_pos].len = 0;
+    if (right.next >= 0)
+      symbols[static_cast<size_t>(right.next)].prev = static_cast<int64_t>(top.pos);
+    if (current.prev >= 0) {
+      const auto prev = static_cast<size_t>(current.prev);
+      if (const Merge* pm = FindMerge(symbols[prev].id, current.id)) {
+        queue.push({pm->rank, prev, pm->id});
+      }
+    }
+    if (current.next >= 0) {
+      if (const Merge* nm = FindMerge(current.id, symbols[static_cast<size_t>(current.next)].id)) {
+        queue.push({nm->rank, top.pos, nm->id});
+      }
+    }
+  }
+  for (const Symbol& s : symbols) {
+    if (s.len != 0) ids->push_back(s.id);
+  }
+}
+
+}  // namespace icefloe::transform::hf

@@ -1,0 +1,56 @@
+// The `BPE` model of a tokenizer.json (GPT-2, Llama-3, Qwen2 byte-level
+// files among others), as the `tokenizers` package's BPE encodes: a word's
+// characters (continuations prefixed, the last suffixed, unknown ones the
+// unk token, fused or not, or their bytes as <0xXX> tokens with
+// byte_fallback) merged pair by pair, lowest merge rank first and leftmost
+// among equals; with ignore_merges a word in the vocabulary is its token.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "icefloe/transform/hf_components.h"
+
+namespace icefloe::transform::hf {
+
+class Bpe final : public Model {
+ public:
+  /// Reads the section (`type` already checked): dropout must be null (or
+  /// 0); every merge's two tokens and their concatenation must be in the
+  /// vocabulary, as must the unk token.
+  static arrow::Result<std::unique_ptr<Bpe>> FromJson(JsonObject* o);
+
+  void Tokenize(std::string_view word, std::vector<int32_t>* ids) const override;
+  std::optional<int32_t> TokenToId(std::string_view token) const override;
+  int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.size()); }
+  std::string type() const override { return "BPE"; }
+
+ private:
+  Bpe() = default;
+  struct Merge {
+    uint32_t rank;
+    int32_t id;
+  };
+  static uint64_t Pair(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  const Merge* FindMerge(int32_t a, int32_t b) const {
+    auto it = merges_.find(Pair(a, b));
+    return it == merges_.end() ? nullptr : &it->second;
+  }
+
+  Vocab vocab_;
+  std::unordered_map<uint64_t, Merge> merges_;
+  std::string prefix_;  ///< continuing_subword_prefix
+  std::string suffix_;  ///< end_of_word_suffix
+  int32_t unk_id_ = -1;
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  std::array<int32_t, 256> byte_ids_{};  ///< <0xXX>'s ids; -1 where one is missing
+};
+
+}  // namespace icefloe::transform::hf

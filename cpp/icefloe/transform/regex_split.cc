@@ -1,0 +1,271 @@
+#include "icefloe/transform/regex_split.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <mutex>
+#include <optional>
+
+#include <oniguruma.h>
+
+#include "icefloe/transform/unicode.h"
+
+namespace icefloe::transform::hf {
+
+namespace {
+
+// The ByteLevel pre-tokenizer's regex (the `tokenizers` package's, GPT-2's).
+constexpr char kGpt2Pattern[] =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+regex_t* Onig(void* p) { return static_cast<regex_t*>(p); }
+
+void InitializeOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
+    onig_initialize(encodings, 1);
+  });
+}
+
+// GPT-2's bytes_to_unicode: the printable Latin-1 bytes stand for
+// themselves, the other 68 for U+0100 onwards; each as UTF-8.
+const std::array<std::string, 256>& ByteChars() {
+  static const std::array<std::string, 256> chars = [] {
+    std::array<std::string, 256> out;
+    int32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      unicode::Append(printable ? b : next++, &out[b]);
+    }
+    return out;
+  }();
+  return chars;
+}
+
+// Oniguruma's pattern for the literal `s`: every ASCII punctuation mark escaped.
+std::string EscapeLiteral(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x80 && !std::isalnum(u) && u > ' ') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+using Pieces = std::vector<std::pair<std::pair<size_t, size_t>, bool>>;
+
+// The library's Pattern::find_matches: the text cut at the matches, each
+// piece with whether it is one.
+arrow::Status FindMatches(const Regex& regex, std::string_view text, bool invert, Pieces* pieces) {
+  std::vector<std::pair<size_t, size_t>> matches;
+  ARROW_RETURN_NOT_OK(regex.FindAll(text, &matches));
+  size_t prev = 0;
+  for (auto [start, end] : matches) {
+    if (prev != start) pieces->push_back({{prev, start}, invert});
+    pieces->push_back({{start, end}, !invert});
+    prev = end;
+  }
+  if (prev != text.size()) pieces->push_back({{prev, text.size()}, invert});
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<Regex>> Regex::Compile(const std::string& pattern,
+                                                     const std::string& path) {
+  InitializeOnce();
+  regex_t* regex = nullptr;
+  OnigErrorInfo info;
+  const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
+  const int r = onig_new(&regex, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8,
+                         ONIG_SYNTAX_DEFAULT, &info);
+  if (r != ONIG_NORMAL) {
+    OnigUChar message[ONIG_MAX_ERROR_MESSAGE_LEN];
+    onig_error_code_to_str(message, r, &info);
+    return Refuse(path, "Oniguruma refuses the pattern: ", reinterpret_cast<char*>(message));
+  }
+  return std::unique_ptr<Regex>(new Regex(regex));
+}
+
+Regex::~Regex() { onig_free(Onig(regex_)); }
+
+arrow::Status Regex::FindAll(std::string_view text,
+                             std::vector<std::pair<size_t, size_t>>* matches) const {
+  OnigRegion* region = onig_region_new();
+  const auto* s = reinterpret_cast<const OnigUChar*>(text.data());
+  const OnigUChar* end = s + text.size();
+  size_t last_end = 0;
+  std::optional<size_t> last_match_end;
+  arrow::Status status;
+  while (last_end <= text.size()) {
+    onig_region_clear(region);
+    const int r = onig_search(Onig(regex_), s, end, s + last_end, end, region, ONIG_OPTION_NONE);
+    if (r == ONIG_MISMATCH) break;
+    if (r < 0) {
+      OnigUChar message[ONIG_MAX_ERROR_MESSAGE_LEN];
+      onig_error_code_to_str(message, r);
+      status = arrow::Status::Invalid("regex search failed: ", reinterpret_cast<char*>(message));
+      break;
+    }
+    const auto start = static_cast<size_t>(region->beg[0]);
+    const auto stop = static_cast<size_t>(region->end[0]);
+    if (start == stop && last_match_end == stop) {  // no empty match right after a match
+      if (last_end < text.size()) {
+        unicode::Next(text, &last_end);
+      } else {
+        ++last_end;
+      }
+      continue;
+    }
+    last_end = stop;
+    last_match_end = stop;
+    matches->emplace_back(start, stop);
+  }
+  onig_region_free(region, 1);
+  return status;
+}
+
+void SplitBy(std::string_view text, Pieces pieces, SplitBehavior behavior,
+             std::vector<std::string>* words) {
+  // (range, removed), as NormalizedString::split computes them.
+  Pieces cut;
+  switch (behavior) {
+    case SplitBehavior::kRemoved:
+      cut = std::move(pieces);
+      break;
+    case SplitBehavior::kIsolated:
+      for (auto& [range, match] : pieces) cut.push_back({range, false});
+      break;
+    case SplitBehavior::kContiguous: {
+      bool previous = false;
+      for (auto& [range, match] : pieces) {
+        if (match == previous && !cut.empty()) {
+          cut.back().first.second = range.second;
+        } else {
+          cut.push_back({range, false});
+        }
+        previous = match;
+      }
+      break;
+    }
+    case SplitBehavior::kMergedWithPrevious: {
+      bool previous = false;
+      for (auto& [range, match] : pieces) {
+        if (match && !previous && !cut.empty()) {
+          cut.back().first.second = range.second;
+        } else {
+          cut.push_back({range, false});
+        }
+        previous = match;
+      }
+      break;
+    }
+    case SplitBehavior::kMergedWithNext: {
+      bool previous = false;
+      for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
+        auto& [range, match] = *it;
+        if (match && !previous && !cut.empty()) {
+          cut.back().first.first = range.first;
+        } else {
+          cut.push_back({range, false});
+        }
+        previous = match;
+      }
+      std::reverse(cut.begin(), cut.end());
+      break;
+    }
+  }
+  for (auto& [range, removed] : cut) {
+    if (!removed && range.second > range.first) {
+      words->emplace_back(text.substr(range.first, range.second - range.first));
+    }
+  }
+}
+
+arrow::Result<std::unique_ptr<SplitPreTokenizer>> SplitPreTokenizer::FromJson(JsonObject* o) {
+  std::unique_ptr<SplitPreTokenizer> s(new SplitPreTokenizer());
+  const std::string pattern_path = o->PathOf("pattern");
+  const Json* pattern = o->Find("pattern");
+  if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1 ||
+      !pattern->begin().value().is_string() ||
+      (pattern->begin().key() != "String" && pattern->begin().key() != "Regex")) {
+    return Refuse(pattern_path, "must be {\"String\": ...} or {\"Regex\": ...}");
+  }
+  const std::string kind = pattern->begin().key();
+  const std::string text = pattern->begin().value().get<std::string>();
+  ARROW_ASSIGN_OR_RAISE(s->regex_, Regex::Compile(kind == "String" ? EscapeLiteral(text) : text,
+                                                  pattern_path + "." + kind));
+  ARROW_ASSIGN_OR_RAISE(std::string behavior, o->String("behavior"));
+  static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+      {"Removed", SplitBehavior::kRemoved},
+      {"Isolated", SplitBehavior::kIsolated},
+      {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+      {"MergedWithNext", SplitBehavior::kMergedWithNext},
+      {"Contiguous", SplitBehavior::kContiguous}};
+  bool known = false;
+  for (const auto& [name, value] : kBehaviors) {
+    if (behavior == name) {
+      s->behavior_ = value;
+      known = true;
+    }
+  }
+  if (!known) {
+    return Refuse(o->PathOf("behavior"), "'", behavior,
+                  "' is not Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+  }
+  ARROW_ASSIGN_OR_RAISE(s->invert_, o->Bool("invert", false));
+  ARROW_RETURN_NOT_OK(o->Done());
+  return s;
+}
+
+arrow::Status SplitPreTokenizer::Split(std::string_view in, std::vector<std::string>* words) const {
+  if (in.empty()) return arrow::Status::OK();
+  Pieces pieces;
+  ARROW_RETURN_NOT_OK(FindMatches(*regex_, in, invert_, &pieces));
+  SplitBy(in, std::move(pieces), behavior_, words);
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::unique_ptr<ByteLevelPreTokenizer>> ByteLevelPreTokenizer::FromJson(
+    JsonObject* o) {
+  std::unique_ptr<ByteLevelPreTokenizer> b(new ByteLevelPreTokenizer());
+  ARROW_ASSIGN_OR_RAISE(b->add_prefix_space_, o->Bool("add_prefix_space", true));
+  ARROW_RETURN_NOT_OK(o->Bool("trim_offsets", true).status());  // offsets only
+  ARROW_ASSIGN_OR_RAISE(bool use_regex, o->Bool("use_regex", true));
+  if (use_regex) {
+    ARROW_ASSIGN_OR_RAISE(b->regex_, Regex::Compile(kGpt2Pattern, o->path()));
+  }
+  ARROW_RETURN_NOT_OK(o->Done());
+  return b;
+}
+
+arrow::Status ByteLevelPreTokenizer::Split(std::string_view in,
+                                           std::vector<std::string>* words) const {
+  if (in.empty()) return arrow::Status::OK();
+  std::string prefixed;
+  if (add_prefix_space_ && in[0] != ' ') {
+    prefixed.reserve(in.size() + 1);
+    prefixed.append(" ").append(in);
+    in = prefixed;
+  }
+  const size_t first = words->size();
+  if (regex_) {
+    Pieces pieces;
+    ARROW_RETURN_NOT_OK(FindMatches(*regex_, in, false, &pieces));
+    SplitBy(in, std::move(pieces), SplitBehavior::kIsolated, words);
+  } else {
+    words->emplace_back(in);
+  }
+  const auto& chars = ByteChars();
+  std::string mapped;
+  for (size_t i = first; i < words->size(); ++i) {
+    mapped.clear();
+    for (unsigned char c : (*words)[i]) mapped.append(chars[c]);
+    (*words)[i].swap(mapped);
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace icefloe::transform::hf
