@@ -246,3 +246,29 @@ def test_bad_bpe_files_are_refused_by_the_head(tmp_path, edit, match):
         want = reference(good, ["hello hello<|endoftext|>"])
         assert want == [[9, 5, 9, 0]]  # hello, Ġ (Ġh is merged too late), hello
         assert client.read("good")["ids"].to_pylist() == want
+
+
+def test_ignore_merges_takes_a_word_in_the_vocabulary_whole(tmp_path):
+    """A trained vocabulary's words are mostly what the merges build anyway;
+    here 'Ġhello' is in the vocabulary but no merge makes it."""
+    def vocab_word(ignore):
+        def edit(d):
+            d["model"]["vocab"]["Ġhello"] = len(d["model"]["vocab"])
+            d["model"]["ignore_merges"] = ignore
+        return edit
+    paths = {}
+    for ignore in (True, False):
+        (tmp_path / str(ignore)).mkdir()
+        paths[ignore] = gpt2_like(tmp_path / str(ignore), vocab_word(ignore))
+    text = ["hello hello<|endoftext|> hello", "ohello hell hello"]
+    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": text}))
+    spec = {"columns": [{"name": str(ignore), "tokenize": {"column": "text", "model": path}}
+                        for ignore, path in paths.items()]}
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("t", t.metadata_location, transform=spec)
+        got = client.read("t")
+    want = {ignore: reference(path, text) for ignore, path in paths.items()}
+    assert want[True][0] == [9, 11, 0, 11] and want[False][0] == [9, 5, 9, 0, 5, 9]
+    for ignore in paths:
+        assert got[str(ignore)].to_pylist() == want[ignore]
