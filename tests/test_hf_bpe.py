@@ -4,9 +4,9 @@ package's `Tokenizer.from_file(path).encode(text, add_special_tokens=S).ids`
 for every row, on BPE tokenizers trained here with the package's BpeTrainer
 (GPT-2-style ByteLevel with its regex; Llama-3-style Split on Llama-3's regex
 then ByteLevel without one, ignore_merges, a BOS template; byte_fallback and
-unk variants; every Split behavior). Text: the machine's gettext catalogs
-(100+ languages) and the adversarial strings of test_hf_tokenizer. Bad files
-are refused by the head, naming the JSON path."""
+unk variants; every Split behavior; the four Unicode normal forms). Text: the
+machine's gettext catalogs (100+ languages) and the adversarial strings of
+test_hf_tokenizer. Bad files are refused by the head, naming the JSON path."""
 
 from __future__ import annotations
 
@@ -132,6 +132,12 @@ def models(tmp_path_factory, texts) -> dict[str, str]:
         edit(doc)
         out[name] = str(root / f"{name}.json")
         Path(out[name]).write_text(json.dumps(doc))
+    # Unicode normal forms (Qwen2 files have NFC) before the Llama-3 stages.
+    for form in ("NFC", "NFD", "NFKC", "NFKD"):
+        doc = json.loads(Path(out["llama3"]).read_text())
+        doc["normalizer"] = {"type": form}
+        out[form] = str(root / f"{form}.json")
+        Path(out[form]).write_text(json.dumps(doc))
     return out
 
 
@@ -143,7 +149,8 @@ def test_bpe_ids_equal_the_tokenizers_package_on_text_in_many_languages(tmp_path
     columns = [("gpt2", True), ("gpt2_prefix", True), ("llama3", True), ("llama3", False),
                ("fallback", True), ("unk", True), ("unk_unfused", True), ("contiguous", True),
                ("previous", True), ("next", True), ("next_inverted", True),
-               ("removed_string", True)]
+               ("removed_string", True), ("NFC", True), ("NFD", True), ("NFKC", True),
+               ("NFKD", True)]
     spec = {"keep": ["id"], "columns": [
         {"name": f"{name}_{special}",
          "tokenize": {"column": "text", "model": models[name], "special_tokens": special}}

@@ -16,6 +16,18 @@ std::string Quoted(const std::string& token) {
   return Json(token).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// `NFC`, `NFD`, `NFKC`, `NFKD`.
+class NormalFormNormalizer final : public Normalizer {
+ public:
+  explicit NormalFormNormalizer(unicode::NormalForm form) : form_(form) {}
+  void Normalize(std::string_view in, std::string* out) const override {
+    unicode::AppendNormalForm(in, form_, out);
+  }
+
+ private:
+  const unicode::NormalForm form_;
+};
+
 // `Sequence`: each stage in turn.
 class NormalizerSequence final : public Normalizer {
  public:
@@ -116,6 +128,17 @@ arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
     ARROW_RETURN_NOT_OK(o.Done());
     return std::make_unique<BertNormalizer>(clean_text, chinese, strip_accents.value_or(lowercase),
                                             lowercase);
+  }
+  static const std::pair<const char*, unicode::NormalForm> kForms[] = {
+      {"NFC", unicode::NormalForm::kNfc},
+      {"NFD", unicode::NormalForm::kNfd},
+      {"NFKC", unicode::NormalForm::kNfkc},
+      {"NFKD", unicode::NormalForm::kNfkd}};
+  for (const auto& [name, form] : kForms) {
+    if (type == name) {
+      ARROW_RETURN_NOT_OK(o.Done());
+      return std::make_unique<NormalFormNormalizer>(form);
+    }
   }
   if (type == "Sequence") {
     ARROW_ASSIGN_OR_RAISE(auto stages, Stages<Normalizer>(&o, "normalizers", NormalizerFromJson));

@@ -4,9 +4,9 @@
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
 // truncates). Encode only: the `decoder` section is not read.
 //
-// Supported: added tokens; normalizer BertNormalizer; pre-tokenizers
-// BertPreTokenizer, ByteLevel and Split (regexes on Oniguruma, as the
-// library); Sequence of either kind; models WordPiece and BPE;
+// Supported: added tokens; normalizers BertNormalizer and NFC/NFD/NFKC/NFKD;
+// pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
+// Oniguruma, as the library); Sequence of either kind; models WordPiece and BPE;
 // post-processors TemplateProcessing, BertProcessing, ByteLevel (ids
 // unchanged) and a Sequence of them. Anything else is refused at load,
 // naming its JSON path.

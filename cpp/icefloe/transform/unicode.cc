@@ -139,4 +139,31 @@ void AppendNfd(std::string_view s, std::string* out) {
   for (utf8proc_ssize_t k = 0; k < n; ++k) Append(buffer[k], out);
 }
 
+void AppendNormalForm(std::string_view s, NormalForm form, std::string* out) {
+  int options = UTF8PROC_STABLE;
+  if (form == NormalForm::kNfc || form == NormalForm::kNfkc) {
+    options |= UTF8PROC_COMPOSE;
+  } else {
+    options |= UTF8PROC_DECOMPOSE;
+  }
+  if (form == NormalForm::kNfkc || form == NormalForm::kNfkd) options |= UTF8PROC_COMPAT;
+  const auto o = static_cast<utf8proc_option_t>(options);
+  thread_local std::vector<utf8proc_int32_t> buffer;
+  if (buffer.size() < s.size() * 4 + 16) buffer.resize(s.size() * 4 + 16);
+  const auto* in = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  const auto size = static_cast<utf8proc_ssize_t>(s.size());
+  utf8proc_ssize_t n =
+      utf8proc_decompose(in, size, buffer.data(), static_cast<utf8proc_ssize_t>(buffer.size()), o);
+  if (n > static_cast<utf8proc_ssize_t>(buffer.size())) {
+    buffer.resize(static_cast<size_t>(n));
+    n = utf8proc_decompose(in, size, buffer.data(), n, o);
+  }
+  if (n < 0) {  // not valid UTF-8: checked before the first stage, so never
+    out->append(s);
+    return;
+  }
+  n = utf8proc_normalize_utf32(buffer.data(), n, o);
+  for (utf8proc_ssize_t k = 0; k < n; ++k) Append(buffer[k], out);
+}
+
 }  // namespace icefloe::transform::unicode

@@ -33,4 +33,8 @@ void AppendLowercase(int32_t cp, std::string* out);
 /// The canonical decomposition (NFD) of UTF-8 `s` into `out` (appended).
 void AppendNfd(std::string_view s, std::string* out);
 
+enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
+/// UTF-8 `s` in normal form `form`, appended to `out`.
+void AppendNormalForm(std::string_view s, NormalForm form, std::string* out);
+
 }  // namespace icefloe::transform::unicode
