@@ -337,6 +337,68 @@ TEST_F(TransformTest, OneTransformServesSeveralThreadsAtOnce) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// A byte-level BPE tokenizer.json (Llama-3's shape: Split on a regex, then
+// ByteLevel; regexes on Oniguruma) shared by several threads, as a load's
+// reader threads share it (ids against the tokenizers package:
+// tests/test_hf_bpe.py).
+TEST_F(TransformTest, AByteLevelBpeTokenizerJsonServesSeveralThreadsAtOnce) {
+  const std::string tokenizer_json = R"j({"version": "1.0", "added_tokens": [
+      {"id": 0, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true}],
+    "normalizer": {"type": "NFC"},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\s+"},
+       "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+       "use_regex": false}]},
+    "post_processor": {"type": "Sequence", "processors": [
+      {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+      {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                {"Sequence": {"id": "A", "type_id": 0}}],
+       "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}}]},
+    "model": {"type": "BPE", "dropout": null, "unk_token": null,
+              "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false,
+              "byte_fallback": false, "ignore_merges": true,
+              "vocab": {"<s>": 0, "g": 1, "r": 2, "e": 3, "a": 4, "t": 5, "Ġ": 6, "f": 7,
+                        "i": 8, "l": 9, "m": 10, "gr": 11, "ea": 12, "eat": 13, "great": 14,
+                        "Ġf": 15, "il": 16, "Ġfil": 17, "Ġfilm": 18},
+              "merges": [["g", "r"], ["e", "a"], ["ea", "t"], ["gr", "eat"], ["Ġ", "f"],
+                         ["i", "l"], ["Ġf", "il"], ["Ġfil", "m"]]}})j";
+  ASSERT_OK_AND_ASSIGN(auto t, Make(R"j({"columns": [
+      {"name": "ids", "tokenize": {"column": "text", "model": "tokenizer.json"}}]})j",
+                                    tokenizer_json));
+  ASSERT_OK_AND_ASSIGN(auto expected, t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool()));
+  ASSERT_OK_AND_ASSIGN(auto first, t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool()));
+  ASSERT_EQ(first.size(), expected.size());
+  for (size_t b = 0; b < expected.size(); ++b) ASSERT_TRUE(first[b]->Equals(*expected[b]));
+  ASSERT_OK_AND_ASSIGN(auto one, t->ApplyTask({Reviews()}, 1024, arrow::default_memory_pool()));
+  ASSERT_EQ(one.size(), 1u);
+  const arrow::Array& ids = *one[0]->column(0);
+  EXPECT_EQ(Row(ids, 0), (std::vector<int32_t>{0, 14, 18}));  // great film
+  EXPECT_EQ(Row(ids, 1), (std::vector<int32_t>{0}));
+  // "the plot was boring café 東京 🎉": characters with no token dropped (no
+  // unk), as the tokenizers package gives.
+  EXPECT_EQ(Row(ids, 3), (std::vector<int32_t>{0, 5, 3, 6, 9, 5, 6, 4, 6, 2, 8, 1, 6, 4, 7, 6, 6}));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        auto got = t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool());
+        if (!got.ok() || got->size() != expected.size()) {
+          ++mismatches;
+          continue;
+        }
+        for (size_t b = 0; b < expected.size(); ++b) {
+          if (!(*got)[b]->Equals(*expected[b])) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
 TEST(TransformSpecTest, ShapeErrorsNameTheField) {
   auto error = [](const std::string& text) {
     auto r = TransformSpec::FromJson(nlohmann::json::parse(text));
