@@ -223,6 +223,9 @@ def _set(doc, keys, value):
      r"model.merges\[0\]: the merged token 'ho' is not in the vocabulary"),
     (lambda d: _set(d, ["model", "merges"], ["h e", "l l l"]),
      r"model.merges\[1\]: 'l l l' is not two tokens separated by one space"),
+    (lambda d: _set(d, ["model", "continuing_subword_prefix"], "##"),  # the library panics
+     r"model.merges\[0\]: token 'e' does not continue a word: the continuing_subword_prefix's "
+     r"2 bytes cannot be cut off it"),
     (lambda d: _set(d, ["model", "dropout"], 0.1),
      r"model.dropout: 0.1: BPE dropout is random; only null \(or 0\) is supported"),
     (lambda d: _set(d, ["model", "unk_token"], "<unk>"),

@@ -113,7 +113,10 @@ arrow::Result<std::unique_ptr<Bpe>> Bpe::FromJson(JsonObject* o) {
       return Refuse(at, "token '", ia == m->vocab_.end() ? a : b, "' is not in the vocabulary");
     }
     if (b.size() < m->prefix_.size() || !unicode::IsValid(b.substr(m->prefix_.size()))) {
-      return Refuse(at, "token '", b, "' is shorter than the continuing_subword_prefix");
+      // The library cuts the prefix's length off `b` (and panics where it cannot).
+      return Refuse(at, "token '", b,
+                    "' does not continue a word: the continuing_subword_prefix's ",
+                    m->prefix_.size(), " bytes cannot be cut off it");
     }
     merged.assign(a).append(b, m->prefix_.size());
     auto in = m->vocab_.find(merged);
