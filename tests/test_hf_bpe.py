@@ -128,7 +128,10 @@ def models(tmp_path_factory, texts) -> dict[str, str]:
                        ("previous", split_as("MergedWithPrevious")),
                        ("next", split_as("MergedWithNext")),
                        ("next_inverted", split_as("MergedWithNext", invert=True)),
-                       ("removed_string", split_as("Removed", pattern={"String": ". "}))]:
+                       ("removed_string", split_as("Removed", pattern={"String": ". "})),
+                       ("removed_inverted", split_as("Removed", invert=True)),
+                       # Empty matches: skipped right after a match, as the onig crate does.
+                       ("empty_matches", split_as("Isolated", pattern={"Regex": r"e*|\s"}))]:
         doc = json.loads(Path(out["llama3"]).read_text())
         edit(doc)
         out[name] = str(root / f"{name}.json")
@@ -150,7 +153,8 @@ def test_bpe_ids_equal_the_tokenizers_package_on_text_in_many_languages(tmp_path
     columns = [("gpt2", True), ("gpt2_prefix", True), ("llama3", True), ("llama3", False),
                ("fallback", True), ("unk", True), ("unk_unfused", True), ("contiguous", True),
                ("previous", True), ("next", True), ("next_inverted", True),
-               ("removed_string", True), ("NFC", True), ("NFD", True), ("NFKC", True),
+               ("removed_string", True), ("removed_inverted", True), ("empty_matches", True),
+               ("NFC", True), ("NFD", True), ("NFKC", True),
                ("NFKD", True)]
     spec = {"keep": ["id"], "columns": [
         {"name": f"{name}_{special}",
