@@ -7,13 +7,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include <arrow/filesystem/s3fs.h>
 
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/log.h"
-#include "icefloe/common/mutex.h"
 
 namespace icefloe {
 
@@ -48,34 +48,19 @@ class ParentWatcher {
       LogWarn("ignoring ICEFLOE_PARENT_PID: not a process id", {{"value", env}});
       return;
     }
-    thread_ = std::thread([this, parent] { Watch(static_cast<pid_t>(parent)); });
-  }
-  ~ParentWatcher() {
-    {
-      MutexLock lock(&mu_);
-      stopping_ = true;
-      cv_.NotifyAll();
-    }
-    if (thread_.joinable()) thread_.join();
+    loop_.Start("parent watch", [parent = static_cast<pid_t>(parent)] { return Look(parent); });
   }
 
  private:
-  void Watch(pid_t parent) {
-    MutexLock lock(&mu_);
-    while (!stopping_) {
-      if (getppid() != parent) {
-        LogWarn("parent process is gone; shutting down", {{"parent_pid", std::to_string(parent)}});
-        kill(getpid(), SIGTERM);  // the same clean shutdown as a signal from outside
-        return;
-      }
-      cv_.WaitFor(&mu_, std::chrono::milliseconds(500));
-    }
+  // One look: the next in 500 ms while `parent` is ours, else a shutdown.
+  static std::optional<BackgroundLoop::Duration> Look(pid_t parent) {
+    if (getppid() == parent) return std::chrono::milliseconds(500);
+    LogWarn("parent process is gone; shutting down", {{"parent_pid", std::to_string(parent)}});
+    kill(getpid(), SIGTERM);  // the same clean shutdown as a signal from outside
+    return std::nullopt;
   }
 
-  Mutex mu_;
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  BackgroundLoop loop_;  // stopped by its destructor
 };
 
 }  // namespace

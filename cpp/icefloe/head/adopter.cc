@@ -1,5 +1,7 @@
 #include "icefloe/head/adopter.h"
 
+#include <algorithm>
+
 #include <arrow/flight/types.h>
 
 #include "icefloe/common/log.h"
@@ -33,29 +35,16 @@ CatalogAdopter::CatalogAdopter(AdopterOptions options, NodeRpc* rpc, ThreadPool*
 CatalogAdopter::~CatalogAdopter() { Stop(); }
 
 void CatalogAdopter::Start() {
-  thread_ = std::thread([this] {
-    MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.Unlock();
-      RunOnce();
-      mu_.Lock();
-      if (stopping_) break;
-      // While recovering, rounds come faster: serving starts soon after the
-      // last node's first report.
-      const double wait_s = recovering_ ? std::min(0.1, options_.interval_s) : options_.interval_s;
-      cv_.WaitFor(&mu_, std::chrono::duration<double>(wait_s));
-    }
+  loop_.Start("head adopter", [this]() -> std::optional<BackgroundLoop::Duration> {
+    RunOnce();
+    // While recovering, rounds come faster: serving starts soon after the
+    // last node's first report.
+    return BackgroundLoop::Duration(recovering() ? std::min(0.1, options_.interval_s)
+                                                 : options_.interval_s);
   });
 }
 
-void CatalogAdopter::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
+void CatalogAdopter::Stop() { loop_.Stop(); }
 
 bool CatalogAdopter::recovering() const {
   MutexLock lock(&mu_);

@@ -21,10 +21,10 @@
 #include <functional>
 #include <set>
 #include <string>
-#include <thread>
 
 #include <arrow/status.h>
 
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/adopt.h"
@@ -78,9 +78,7 @@ class CatalogAdopter {
   bool recovering_ GUARDED_BY(mu_);
   std::set<CopyId> seen_ GUARDED_BY(mu_);  // copies in the catalog at the last round
   std::set<CopyId> gone_ GUARDED_BY(mu_);  // copies that left the catalog since
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  BackgroundLoop loop_;                    // last: stops before what its rounds use
 };
 
 }  // namespace icefloe

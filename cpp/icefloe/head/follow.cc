@@ -75,33 +75,17 @@ Follower::~Follower() { Stop(); }
 
 void Follower::Start() {
   if (!enabled()) return;
-  MutexLock lock(&mu_);
-  if (stopping_ || thread_.joinable()) return;
-  LogInfo("following tables", {{"period_s", std::to_string(options_.period_s)}});
-  thread_ = std::thread([this] {
-    MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.Unlock();
-      RunOnce();
-      const bool refreshing = AnyRefreshing();
-      mu_.Lock();
-      if (stopping_) break;
-      // A running refresh is looked at often: its end is the lag's.
-      const double wait_s =
-          refreshing ? std::min(options_.poll_s, options_.period_s) : options_.period_s;
-      cv_.WaitFor(&mu_, std::chrono::duration<double>(wait_s));
-    }
-  });
+  const bool started =
+      loop_.Start("head follow", [this]() -> std::optional<BackgroundLoop::Duration> {
+        RunOnce();
+        // A running refresh is looked at often: its end is the lag's.
+        return BackgroundLoop::Duration(
+            AnyRefreshing() ? std::min(options_.poll_s, options_.period_s) : options_.period_s);
+      });
+  if (started) LogInfo("following tables", {{"period_s", std::to_string(options_.period_s)}});
 }
 
-void Follower::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
+void Follower::Stop() { loop_.Stop(); }
 
 bool Follower::AnyRefreshing() const {
   MutexLock lock(&mu_);

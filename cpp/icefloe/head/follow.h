@@ -30,12 +30,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <arrow/result.h>
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/log_once.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/head/catalog.h"
@@ -141,9 +141,7 @@ class Follower {
   Mutex round_mu_;  // one round at a time
   mutable Mutex mu_;
   std::map<std::string, State> states_ GUARDED_BY(mu_);
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  BackgroundLoop loop_;  // last: stops before what its rounds use
 };
 
 }  // namespace icefloe

@@ -188,28 +188,18 @@ void NodeRegistry::SetAfterPoll(std::function<void()> fn) {
 }
 
 void NodeRegistry::Start() {
-  poller_ = std::thread([this] {
-    MutexLock lock(&mu_);
-    while (!stopping_) {
-      auto after_poll = after_poll_;
-      mu_.Unlock();
-      PollAll();
-      if (after_poll) after_poll();
-      mu_.Lock();
-      if (stopping_) break;
-      cv_.WaitFor(&mu_, std::chrono::duration<double>(options_.poll_interval_s));
+  poller_.Start("head poller", BackgroundLoop::Duration(options_.poll_interval_s), [this] {
+    std::function<void()> after_poll;
+    {
+      MutexLock lock(&mu_);
+      after_poll = after_poll_;
     }
+    PollAll();
+    if (after_poll) after_poll();
   });
 }
 
-void NodeRegistry::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (poller_.joinable()) poller_.join();
-}
+void NodeRegistry::Stop() { poller_.Stop(); }
 
 std::vector<NodeInfo> NodeRegistry::Snapshot() const {
   MutexLock lock(&mu_);

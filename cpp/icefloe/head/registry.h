@@ -22,11 +22,11 @@
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/log_once.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/thread_pool.h"
@@ -128,11 +128,9 @@ class NodeRegistry {
   const RegistryOptions options_;
   mutable Mutex mu_;
   std::map<std::string, NodeInfo> nodes_ GUARDED_BY(mu_);
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
   std::function<void()> after_poll_ GUARDED_BY(mu_);
   LogOnce refusals_logged_;
-  std::thread poller_;
+  BackgroundLoop poller_;  // last: stops before what its polls use
 };
 
 }  // namespace icefloe

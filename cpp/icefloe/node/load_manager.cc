@@ -25,16 +25,7 @@ LoadManager::LoadManager(LoadManagerOptions options, LoadFn load)
   // Checks a quarter lease apart (at most 1 s): a slot goes at most 25% late.
   const auto period = std::clamp<Clock::duration>(lease_ / 4, std::chrono::milliseconds(10),
                                                   std::chrono::seconds(1));
-  lease_thread_ = std::thread([this, period] {
-    MutexLock lock(&mu_);
-    while (!stopping_) {
-      changed_.WaitFor(&mu_, period);
-      if (stopping_) break;
-      mu_.Unlock();
-      ExpireLeases();
-      mu_.Lock();
-    }
-  });
+  lease_loop_.Start("node leases", period, [this] { ExpireLeases(); });
 }
 
 LoadManager::~LoadManager() { Shutdown(); }
@@ -48,7 +39,7 @@ void LoadManager::Shutdown() {
     }
     changed_.NotifyAll();
   }
-  if (lease_thread_.joinable()) lease_thread_.join();
+  lease_loop_.Stop();
   pool_.Shutdown();
 }
 

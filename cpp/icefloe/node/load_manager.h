@@ -27,11 +27,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <arrow/result.h>
 
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/loader/task_loader.h"
@@ -115,7 +115,7 @@ class LoadManager {
   std::map<std::string, uint64_t> evicted_ GUARDED_BY(mu_);  // highest generation evicted
   bool stopping_ GUARDED_BY(mu_) = false;
   const std::chrono::steady_clock::duration lease_;
-  std::thread lease_thread_;
+  BackgroundLoop lease_loop_;
   ThreadPool pool_;  // last: stops before what its tasks use
 };
 

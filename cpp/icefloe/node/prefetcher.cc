@@ -77,18 +77,17 @@ int64_t ResidentBytes(const MappedSpan& span) {
 }  // namespace
 
 Prefetcher::Prefetcher(int64_t capacity_bytes, WorkingSet::Policy policy)
-    : capacity_(capacity_bytes), set_(capacity_bytes, policy), thread_([this] { Run(); }) {}
+    : capacity_(capacity_bytes), set_(capacity_bytes, policy) {
+  loop_.Start("node prefetch", [this]() -> std::optional<BackgroundLoop::Duration> {
+    // Units taken in: look for the next ones at once; none: until woken.
+    if (Round()) return BackgroundLoop::Duration::zero();
+    return kIdleWait;
+  });
+}
 
 Prefetcher::~Prefetcher() { Stop(); }
 
-void Prefetcher::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stop_ = true;
-  }
-  wake_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
+void Prefetcher::Stop() { loop_.Stop(); }
 
 PrefetchStats Prefetcher::Stats() const {
   PrefetchStats stats;
@@ -154,8 +153,7 @@ void Prefetcher::Unfollow(uint32_t stream) {
   }
   set_.End(stream);
   streams_.erase(it);
-  work_ = true;
-  wake_.NotifyAll();
+  loop_.Wake();
 }
 
 void Prefetcher::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
@@ -177,8 +175,7 @@ void Prefetcher::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
     }
     it->second.upcoming.push_back(std::move(b));
   }
-  work_ = true;
-  wake_.NotifyAll();
+  loop_.Wake();
 }
 
 void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<SpanUse>* cold) {
@@ -223,9 +220,8 @@ void Prefetcher::Read(uint32_t stream, uint64_t end,
       upcoming.pop_front();
     }
     Evicted(evicted, &cold);
-    work_ = true;
+    loop_.Wake();
   }
-  wake_.NotifyAll();
   for (const SpanUse& m : cold) MarkCold(m.span);
 }
 
@@ -245,46 +241,38 @@ void Prefetcher::CountSpanUse(const std::vector<SpanUse>& missed) {
   }
 }
 
-void Prefetcher::Run() {
+bool Prefetcher::Round() {
   std::vector<Unit> evicted;
   std::vector<std::pair<Unit, SpanUse>> round;  // units taken in, their reads in flight
   std::vector<SpanUse> cold;
-  while (true) {
-    {
-      MutexLock lock(&mu_);
-      if (!work_ && !stop_) wake_.WaitFor(&mu_, kIdleWait);
-      if (stop_) return;
-      work_ = false;
-      // The units read soonest, taken into the set at once (it evicts as
-      // Belady says), so that their reads go to the disk together.
-      int64_t bytes = 0;
-      while (round.size() < kRoundUnits && bytes < kRoundBytes) {
-        auto next = set_.Prefetch();
-        if (!next) break;
-        auto it = units_.find(*next);
-        if (it == units_.end()) break;
-        auto owner = it->second.owner.lock();
-        if (owner == nullptr || !set_.Load(*next, &evicted).ok()) break;
-        loading_.insert(*next);
-        round.push_back({*next, {it->second.span, std::move(owner), 0}});
-        bytes += it->second.span.size;
-      }
-      Evicted(evicted, &cold);
-      evicted.clear();
-    }
-    for (const SpanUse& m : cold) MarkCold(m.span);
-    cold.clear();  // holds the copies: they go when evicted
-    if (round.empty()) continue;
-    for (const auto& [unit, load] : round) AskFor(load.span);
-    for (const auto& [unit, load] : round) {
-      LoadPages(load.span);  // outside the lock: streams go on meanwhile
-      MutexLock lock(&mu_);
-      if (loading_.erase(unit) != 0) prefetched_bytes_ += load.span.size;
-    }
-    round.clear();
+  {
     MutexLock lock(&mu_);
-    work_ = true;  // look for the next ones at once
+    // The units read soonest, taken into the set at once (it evicts as
+    // Belady says), so that their reads go to the disk together.
+    int64_t bytes = 0;
+    while (round.size() < kRoundUnits && bytes < kRoundBytes) {
+      auto next = set_.Prefetch();
+      if (!next) break;
+      auto it = units_.find(*next);
+      if (it == units_.end()) break;
+      auto owner = it->second.owner.lock();
+      if (owner == nullptr || !set_.Load(*next, &evicted).ok()) break;
+      loading_.insert(*next);
+      round.push_back({*next, {it->second.span, std::move(owner), 0}});
+      bytes += it->second.span.size;
+    }
+    Evicted(evicted, &cold);
   }
+  for (const SpanUse& m : cold) MarkCold(m.span);
+  cold.clear();  // holds the copies: they go when evicted
+  if (round.empty()) return false;
+  for (const auto& [unit, load] : round) AskFor(load.span);
+  for (const auto& [unit, load] : round) {
+    LoadPages(load.span);  // outside the lock: streams go on meanwhile
+    MutexLock lock(&mu_);
+    if (loading_.erase(unit) != 0) prefetched_bytes_ += load.span.size;
+  }
+  return true;
 }
 
 Prefetcher::Follower::Follower(Prefetcher* owner, uint32_t stream,

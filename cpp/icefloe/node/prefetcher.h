@@ -32,13 +32,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include <arrow/result.h>
 
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/node/dataset.h"
 #include "icefloe/node/working_set.h"
@@ -120,7 +120,9 @@ class Prefetcher {
     int64_t bytes = 0;  // a missed read: what the stream read of it
   };
 
-  void Run() EXCLUDES(mu_);
+  // One round of the thread: the units read soonest taken into the working
+  // set and read in. False when there were none.
+  bool Round() EXCLUDES(mu_);
   void Unfollow(uint32_t stream) EXCLUDES(mu_);
   // Appends planned batches of `stream`, whose units' spans are `spans`.
   void Plan(uint32_t stream, std::vector<PlannedBatch> batches,
@@ -143,9 +145,6 @@ class Prefetcher {
 
   const int64_t capacity_;
   mutable Mutex mu_;
-  CondVar wake_;
-  bool stop_ GUARDED_BY(mu_) = false;
-  bool work_ GUARDED_BY(mu_) = false;
   WorkingSet set_ GUARDED_BY(mu_);
   std::unordered_map<Unit, UnitInfo> units_ GUARDED_BY(mu_);
   std::unordered_set<Unit> loading_ GUARDED_BY(mu_);  // in the set, reads in flight
@@ -153,7 +152,7 @@ class Prefetcher {
   uint32_t next_stream_ GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> ram_bytes_{0}, disk_bytes_{0}, disk_waits_{0}, prefetched_bytes_{0};
   std::atomic<int64_t> set_reads_{0}, set_hits_{0};
-  std::thread thread_;  // last: started once the rest is
+  BackgroundLoop loop_;  // last: started once the rest is, stopped first
 };
 
 /// One plan stream, followed: it calls Reading as it reads and ends when it

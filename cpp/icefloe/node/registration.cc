@@ -50,25 +50,9 @@ void HeadRegistration::LogDebugOnce(const arrow::Status& st) {
 }
 
 void HeadRegistration::Start() {
-  thread_ = std::thread([this] {
-    MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.Unlock();
-      Beat();
-      mu_.Lock();
-      if (stopping_) break;
-      cv_.WaitFor(&mu_, std::chrono::duration<double>(interval_s_));
-    }
-  });
+  loop_.Start("node heartbeat", BackgroundLoop::Duration(interval_s_), [this] { Beat(); });
 }
 
-void HeadRegistration::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
+void HeadRegistration::Stop() { loop_.Stop(); }
 
 }  // namespace icefloe

@@ -6,11 +6,10 @@
 #include <atomic>
 #include <functional>
 #include <string>
-#include <thread>
 
 #include <arrow/status.h>
 
-#include "icefloe/common/mutex.h"
+#include "icefloe/common/background_loop.h"
 #include "icefloe/common/security.h"
 #include "icefloe/protocol/messages.h"
 
@@ -25,9 +24,9 @@ class HeadRegistration {
   ~HeadRegistration();
 
   /// Starts the heartbeat thread (one, owned here).
-  void Start() EXCLUDES(mu_);
+  void Start();
   /// Stops and joins it. Idempotent.
-  void Stop() EXCLUDES(mu_);
+  void Stop();
   /// Whether the last heartbeat reached the head.
   bool connected() const { return connected_.load(); }
 
@@ -42,10 +41,7 @@ class HeadRegistration {
   double interval_s_;
   std::atomic<bool> connected_{false};
   bool warned_ = false;  // heartbeat thread only
-  Mutex mu_;
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  BackgroundLoop loop_;  // last: stops before what Beat uses
 };
 
 }  // namespace icefloe
