@@ -255,7 +255,7 @@ def test_a_second_job_shares_the_copy_and_another_transform_makes_its_own(tmp_pa
     (lambda m: {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": "CORRUPT"}}]},
      r"tokenizer model '.*corrupt.model' is not a SentencePiece model"),
     (lambda m: {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": "JSON"}}]},
-     r"tokenizer model '.*tokenizer.json': model: BPE is not supported"),
+     r"tokenizer model '.*tokenizer.json': model.vocab: missing"),
     (lambda m: {"columns": [{"name": "a", "expr": "stars", "tokenize": {"column": "text",
                                                                         "model": m}}]},
      r"give exactly one of 'expr' and 'tokenize'"),
