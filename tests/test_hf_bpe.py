@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from fetch_tokenizers import llama3
 from iceberg_util import Warehouse
-from test_hf_tokenizer import ADVERSARIAL, gettext_corpus, reference
+from test_hf_tokenizer import ADVERSARIAL, _set, gettext_corpus, reference, refused_then_loads
 
 import icefloe
 
@@ -212,12 +212,6 @@ def gpt2_like(tmp_path: Path, edit) -> str:
     return str(path)
 
 
-def _set(doc, keys, value):
-    for k in keys[:-1]:
-        doc = doc[k]
-    doc[keys[-1]] = value
-
-
 @pytest.mark.parametrize("edit, match", [
     (lambda d: _set(d, ["model", "merges", 1], ["l", "x"]),
      r"model.merges\[1\]: token 'x' is not in the vocabulary"),
@@ -246,21 +240,12 @@ def _set(doc, keys, value):
      r"post_processor.processors\[1\]: RobertaProcessing is not supported"),
 ])
 def test_bad_bpe_files_are_refused_by_the_head(tmp_path, edit, match):
-    path = gpt2_like(tmp_path, edit)
-    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": ["hello hello<|endoftext|>"]}))
-    spec = {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": path}}]}
-    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
-            cluster.client() as client:
-        with pytest.raises(icefloe.InvalidArgument, match=match):
-            client.load("bad", t.metadata_location, transform=spec)
-        assert all(not n["datasets"] for n in client.status()["nodes"])
-        # The unedited file loads and gives the package's ids.
-        good = gpt2_like(tmp_path, lambda d: None)
-        spec["columns"][0]["tokenize"] = {"column": "text", "model": good}
-        client.load("good", t.metadata_location, transform=spec)
-        want = reference(good, ["hello hello<|endoftext|>"])
-        assert want == [[9, 5, 9, 0]]  # hello, Ġ (Ġh is merged too late), hello
-        assert client.read("good")["ids"].to_pylist() == want
+    text = "hello hello<|endoftext|>"
+    got, good = refused_then_loads(tmp_path, text, gpt2_like(tmp_path, edit), {}, match,
+                                   lambda: gpt2_like(tmp_path, lambda d: None))
+    want = reference(good, [text])
+    assert want == [[9, 5, 9, 0]]  # hello, Ġ (Ġh is merged too late), hello
+    assert got == want
 
 
 def test_ignore_merges_takes_a_word_in_the_vocabulary_whole(tmp_path):

@@ -256,16 +256,25 @@ def _set(doc, keys, value):
      r"'max_tokens' 1 is fewer than the 2 special tokens"),
 ])
 def test_bad_tokenizer_files_are_refused_by_the_head(tmp_path, edit, option, match):
-    path = bert_like(tmp_path, edit)
-    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": ["hello worlds"]}))
-    spec = {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": path, **option}}]}
+    text = "hello worlds"
+    got, good = refused_then_loads(tmp_path, text, bert_like(tmp_path, edit), option, match,
+                                   lambda: bert_like(tmp_path, lambda d: None))
+    assert got == reference(good, [text])
+
+
+def refused_then_loads(tmp_path, text: str, bad: str, option: dict, match: str, make_good):
+    """Loads a one-row table of `text` tokenized by `bad` (with `option`):
+    refused by the head with `match`, nothing loaded; then by the file
+    `make_good()` writes: (the ids the cache gives, that file's path)."""
+    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": [text]}))
+    spec = {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": bad, **option}}]}
     with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
         with pytest.raises(icefloe.InvalidArgument, match=match):
             client.load("bad", t.metadata_location, transform=spec)
         assert all(not n["datasets"] for n in client.status()["nodes"])
-        # The unedited file loads and gives the package's ids.
-        good = bert_like(tmp_path, lambda d: None)
+        # The unedited file loads.
+        good = make_good()
         spec["columns"][0]["tokenize"] = {"column": "text", "model": good}
         client.load("good", t.metadata_location, transform=spec)
-        assert client.read("good")["ids"].to_pylist() == reference(good, ["hello worlds"])
+        return client.read("good")["ids"].to_pylist(), good

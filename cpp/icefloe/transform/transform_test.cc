@@ -56,6 +56,7 @@ class TransformTest : public ::testing::Test {
     };
   }
 
+ public:
   static std::shared_ptr<arrow::RecordBatch> Reviews() {
     auto schema =
         arrow::schema({arrow::field("review_id", arrow::int64()),
@@ -99,6 +100,30 @@ std::vector<int32_t> Row(const arrow::Array& lists, int64_t i) {
 
 // A tokenizer.json is recognised by its content and encodes through the same
 // Transform (ids against the tokenizers package: tests/test_hf_tokenizer.py).
+// Four threads sharing `t` transform the reviews 50 times each: the batches
+// that differ from `expected` (or fail).
+int MismatchesAcrossThreads(const Transform& t,
+                            const std::vector<std::shared_ptr<arrow::RecordBatch>>& expected) {
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        auto got = t.ApplyTask({TransformTest::Reviews()}, 3, arrow::default_memory_pool());
+        if (!got.ok() || got->size() != expected.size()) {
+          ++mismatches;
+          continue;
+        }
+        for (size_t b = 0; b < expected.size(); ++b) {
+          if (!(*got)[b]->Equals(*expected[b])) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return mismatches.load();
+}
+
 TEST_F(TransformTest, ATokenizerJsonEncodesWithItsPostProcessor) {
   const std::string tokenizer_json = R"j({"version": "1.0", "added_tokens": [
       {"id": 1, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false,
@@ -317,24 +342,7 @@ TEST_F(TransformTest, OneTransformServesSeveralThreadsAtOnce) {
   ASSERT_OK_AND_ASSIGN(auto first, t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool()));
   ASSERT_EQ(first.size(), expected.size());
   for (size_t b = 0; b < expected.size(); ++b) ASSERT_TRUE(first[b]->Equals(*expected[b]));
-  std::vector<std::thread> threads;
-  std::atomic<int> mismatches{0};
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] {
-      for (int round = 0; round < 50; ++round) {
-        auto got = t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool());
-        if (!got.ok() || got->size() != expected.size()) {
-          ++mismatches;
-          continue;
-        }
-        for (size_t b = 0; b < expected.size(); ++b) {
-          if (!(*got)[b]->Equals(*expected[b])) ++mismatches;
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(MismatchesAcrossThreads(*t, expected), 0);
 }
 
 // A byte-level BPE tokenizer.json (Llama-3's shape: Split on a regex, then
@@ -379,24 +387,7 @@ TEST_F(TransformTest, AByteLevelBpeTokenizerJsonServesSeveralThreadsAtOnce) {
   // "the plot was boring café 東京 🎉": characters with no token dropped (no
   // unk), as the tokenizers package gives.
   EXPECT_EQ(Row(ids, 3), (std::vector<int32_t>{0, 5, 3, 6, 9, 5, 6, 4, 6, 2, 8, 1, 6, 4, 7, 6, 6}));
-  std::vector<std::thread> threads;
-  std::atomic<int> mismatches{0};
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] {
-      for (int round = 0; round < 50; ++round) {
-        auto got = t->ApplyTask({Reviews()}, 3, arrow::default_memory_pool());
-        if (!got.ok() || got->size() != expected.size()) {
-          ++mismatches;
-          continue;
-        }
-        for (size_t b = 0; b < expected.size(); ++b) {
-          if (!(*got)[b]->Equals(*expected[b])) ++mismatches;
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(MismatchesAcrossThreads(*t, expected), 0);
 }
 
 TEST(TransformSpecTest, ShapeErrorsNameTheField) {
