@@ -1,14 +1,14 @@
-// The head's DoAction: one typed message per action (protocol/actions.h,
-// protocol/messages.h), answered from the catalog, the coordinator and the
-// registry.
+#include "icefloe/head/head_actions.h"
+
 #include <algorithm>
 #include <map>
 
 #include <arrow/flight/types.h>
 
 #include "icefloe/common/log.h"
+#include "icefloe/common/security.h"
 #include "icefloe/common/wire_status.h"
-#include "icefloe/head/head_server.h"
+#include "icefloe/head/load_progress_stream.h"
 
 namespace icefloe {
 
@@ -52,101 +52,62 @@ std::unique_ptr<flight::ResultStream> JsonResult(const json& j) {
   return std::make_unique<flight::SimpleResultStream>(std::move(results));
 }
 
-// Streams a load's progress every 0.5 s until it ends, then its description
-// (or its error). The load runs on whatever the client does; each Next()
-// waits at most 0.5 s.
-class LoadProgressStream : public flight::ResultStream {
- public:
-  explicit LoadProgressStream(std::shared_ptr<LoadJob> job) : job_(std::move(job)) {}
-
-  arrow::Result<std::unique_ptr<flight::Result>> Next() override {
-    if (done_) return nullptr;
-    const bool finished = job_->Wait(std::chrono::milliseconds(first_ ? 0 : 500));
-    first_ = false;
-    json body;
-    if (finished) {
-      done_ = true;
-      auto outcome = job_->Outcome();
-      if (!outcome.ok()) return ToWireStatus(outcome.status());
-      body = std::move(*outcome);
-    } else {
-      body = job_->Progress().ToJson();
-    }
-    auto r = std::make_unique<flight::Result>();
-    r->body = arrow::Buffer::FromString(Dump(body));
-    return r;
-  }
-
- private:
-  std::shared_ptr<LoadJob> job_;
-  bool first_ = true;
-  bool done_ = false;
-};
-
 }  // namespace
 
-arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
-                                      std::vector<flight::ActionType>* actions) {
-  *actions = {{"load",
-               "Load a dataset: {name, source, snapshot_id?, ref?, as_of_ms?, columns?, "
-               "filter?, batch_rows?, replication?}; streams progress, then the description."},
-              {"refresh",
-               "Load the newest snapshot of a cached dataset's table with its arguments, "
-               "reading only what changed: {name}; streams progress, then the description."},
-              {"list", "Every dataset (JSON array of descriptions)."},
-              {"describe", "One dataset with its slice map: {name}."},
-              {"slice_map",
-               "Where a dataset's rows live and a read grant for rows tickets (kind 04): "
-               "{name, columns?}."},
-              {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
-              {"status", "Nodes, datasets, loads and jobs reading now."},
-              {"job.report",
-               "A consumer's reading of the last seconds: {job, rank, worker, rows, wait_us, "
-               "elapsed_us, ...}; feeds the per-job stall metrics."},
-              {"node.register", "Data nodes only (signed): announce a node and its status."}};
-  return arrow::Status::OK();
+std::vector<flight::ActionType> HeadActions::Types() {
+  return {{"load",
+           "Load a dataset: {name, source, snapshot_id?, ref?, as_of_ms?, columns?, "
+           "filter?, batch_rows?, replication?}; streams progress, then the description."},
+          {"refresh",
+           "Load the newest snapshot of a cached dataset's table with its arguments, "
+           "reading only what changed: {name}; streams progress, then the description."},
+          {"list", "Every dataset (JSON array of descriptions)."},
+          {"describe", "One dataset with its slice map: {name}."},
+          {"slice_map",
+           "Where a dataset's rows live and a read grant for rows tickets (kind 04): "
+           "{name, columns?}."},
+          {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
+          {"status", "Nodes, datasets, loads and jobs reading now."},
+          {"job.report",
+           "A consumer's reading of the last seconds: {job, rank, worker, rows, wait_us, "
+           "elapsed_us, ...}; feeds the per-job stall metrics."},
+          {"node.register", "Data nodes only (signed): announce a node and its status."}};
 }
 
-arrow::Status HeadServer::DoAction(const flight::ServerCallContext& context,
-                                   const flight::Action& action,
-                                   std::unique_ptr<flight::ResultStream>* result) {
-  return ToWireStatus(RunAction(context, action, result));
-}
-
-arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
-                                    const flight::Action& action,
-                                    std::unique_ptr<flight::ResultStream>* result) {
+arrow::Status HeadActions::Run(const flight::ServerCallContext& context,
+                               const flight::Action& action,
+                               std::unique_ptr<flight::ResultStream>* result) const {
   const std::string body = action.body ? action.body->ToString() : std::string();
   const std::string& type = action.type;
   if (type == "load" || type == "refresh" || type == "list" || type == "describe" ||
       type == "evict" || type == "slice_map") {
     // Not before the catalog is recovered: a name may be adopted in a moment.
-    ARROW_RETURN_NOT_OK(adopter_.CheckServing());
+    ARROW_RETURN_NOT_OK(parts_.adopter->CheckServing());
   }
   if (type == "load") {
     ARROW_ASSIGN_OR_RAISE(LoadRequest request, LoadRequest::Parse(body));
-    ARROW_ASSIGN_OR_RAISE(auto job, Load(request));
+    ARROW_ASSIGN_OR_RAISE(auto job, parts_.load(request));
     *result = std::make_unique<LoadProgressStream>(std::move(job));
     return arrow::Status::OK();
   }
   if (type == "refresh") {
     ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
-    ARROW_ASSIGN_OR_RAISE(auto job, Refresh(request.name));
+    ARROW_ASSIGN_OR_RAISE(auto job, parts_.refresh(request.name));
     *result = std::make_unique<LoadProgressStream>(std::move(job));
     return arrow::Status::OK();
   }
   if (type == "list") {
     json out = json::array();
-    for (const auto& e : catalog_.All()) out.push_back(e->ToJson(false));
+    for (const auto& e : parts_.catalog->All()) out.push_back(e->ToJson(false));
     *result = JsonResult(out);
     return arrow::Status::OK();
   }
   if (type == "describe") {
     ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
-    auto entry = catalog_.Find(request.name);
+    auto entry = parts_.catalog->Find(request.name);
     if (!entry) return arrow::Status::KeyError("unknown dataset '", request.name, "'");
     if (!entry->plan) {  // adopted after a restart: the file map needs the plan
-      auto planned = coordinator_.WithPlan(request.name);
+      auto planned = parts_.coordinator->WithPlan(request.name);
       if (planned.ok()) {
         entry = *planned;
       } else {
@@ -155,25 +116,26 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
       }
     }
     DatasetDescription described = entry->Description(true);
-    AddDiskRows(*entry, registry_.Snapshot(), &described);
+    AddDiskRows(*entry, parts_.registry->Snapshot(), &described);
     *result = JsonResult(described.ToJson());
     return arrow::Status::OK();
   }
   if (type == "slice_map") {
     ARROW_ASSIGN_OR_RAISE(SliceMapRequest request, SliceMapRequest::Parse(body));
-    metrics_.SliceMapServed();
-    ARROW_ASSIGN_OR_RAISE(SliceMapReply reply, SliceMap(request.name, request.columns));
+    parts_.metrics->SliceMapServed();
+    ARROW_ASSIGN_OR_RAISE(SliceMapReply reply,
+                          parts_.planner->SliceMap(request.name, request.columns));
     *result = JsonResult(reply.ToJson());
     return arrow::Status::OK();
   }
   if (type == "evict") {
     ARROW_ASSIGN_OR_RAISE(NameRequest request, NameRequest::Parse(body, type));
-    ARROW_ASSIGN_OR_RAISE(EvictReply reply, coordinator_.Evict(request.name));
+    ARROW_ASSIGN_OR_RAISE(EvictReply reply, parts_.coordinator->Evict(request.name));
     *result = JsonResult(reply.ToJson());
     return arrow::Status::OK();
   }
   if (type == "status") {
-    *result = JsonResult(ClusterStatus());
+    *result = JsonResult(parts_.status());
     return arrow::Status::OK();
   }
   if (type == "job.report") {
@@ -189,26 +151,26 @@ arrow::Status HeadServer::RunAction(const flight::ServerCallContext& context,
   return arrow::Status::NotImplemented("unknown action '", type, "'");
 }
 
-arrow::Status HeadServer::Register(const flight::ServerCallContext& context,
-                                   const std::string& body) {
+arrow::Status HeadActions::Register(const flight::ServerCallContext& context,
+                                    const std::string& body) const {
   ARROW_RETURN_NOT_OK(
-      VerifyActionSignature(ticket_key_, context, "node.register", body, "a data node"));
+      VerifyActionSignature(parts_.ticket_key, context, "node.register", body, "a data node"));
   // Parsed whole before the registry sees it: a bad status registers nothing.
   ARROW_ASSIGN_OR_RAISE(RegisterRequest request, RegisterRequest::Parse(body));
-  registry_.Heartbeat(request.location, request.status);
+  parts_.registry->Heartbeat(request.location, request.status);
   return arrow::Status::OK();
 }
 
-arrow::Status HeadServer::ReportJob(const std::string& body) {
+arrow::Status HeadActions::ReportJob(const std::string& body) const {
   auto report = icefloe::JobReport::Parse(body);
   if (!report.ok()) {
-    metrics_.JobReported("invalid");
+    parts_.metrics->JobReported("invalid");
     return report.status();
   }
   // Over a bound (jobs, consumers) the report is dropped, not refused: the
   // consumer sends fire-and-forget and must never notice.
-  const bool accepted = jobs_.Report(*report, std::chrono::steady_clock::now());
-  metrics_.JobReported(accepted ? "accepted" : "dropped");
+  const bool accepted = parts_.jobs->Report(*report, std::chrono::steady_clock::now());
+  parts_.metrics->JobReported(accepted ? "accepted" : "dropped");
   return arrow::Status::OK();
 }
 

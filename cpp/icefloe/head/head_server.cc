@@ -12,10 +12,8 @@
 #include "icefloe/head/flight_node_rpc.h"
 #include "icefloe/head/projection.h"
 #include "icefloe/head/status_page.h"
+#include "icefloe/head/table_access.h"
 #include "icefloe/iceberg/metadata.h"
-#include "icefloe/iceberg/scan.h"
-#include "icefloe/protocol/transform_spec.h"
-#include "icefloe/transform/transform.h"
 
 namespace icefloe {
 
@@ -38,96 +36,23 @@ std::shared_ptr<NodeRpc> RpcOf(const HeadOptions& options) {
   return std::make_shared<FlightNodeRpc>(options.security);
 }
 
-// Parsed manifests kept for later plans (a refresh reads only the new ones):
-// at most this many manifest entries, about 1-2 KB each.
-constexpr size_t kManifestCacheEntries = 100'000;
-
-ScanPlanner PlannerOf(const HeadOptions& options, iceberg::FileIO* io) {
-  if (options.planner) return options.planner;
-  auto manifests = std::make_shared<iceberg::ManifestCache>(kManifestCacheEntries);
-  return [io, manifests](const LoadRequest& r) -> arrow::Result<iceberg::ScanPlan> {
-    iceberg::ScanOptions scan;
-    scan.manifests = manifests.get();
-    scan.snapshot_id = r.snapshot_id;
-    scan.ref = r.ref;
-    scan.as_of_ms = r.as_of_ms;
-    scan.columns = r.columns;
-    scan.filter = r.filter;
-    if (!scan.columns.empty() || r.transform.is_null()) {
-      return iceberg::PlanScan(*io, r.source, scan);
+// The FlightInfo a plan encodes, answering `descriptor`.
+arrow::Result<flight::FlightInfo> Encode(PlannedInfo plan,
+                                         const flight::FlightDescriptor& descriptor) {
+  std::vector<flight::FlightEndpoint> endpoints;
+  endpoints.reserve(plan.endpoints.size());
+  for (auto& planned : plan.endpoints) {
+    flight::FlightEndpoint e;
+    e.ticket.ticket = std::move(planned.ticket);
+    e.app_metadata = std::move(planned.app_metadata);
+    for (const auto& n : planned.nodes) {
+      ARROW_ASSIGN_OR_RAISE(auto loc, flight::Location::Parse(n));
+      e.locations.push_back(std::move(loc));
     }
-    // A transform reads only the columns it names.
-    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
-    ARROW_ASSIGN_OR_RAISE(scan.columns, transform::InputColumns(spec));
-    auto plan = iceberg::PlanScan(*io, r.source, scan);
-    if (plan.ok()) return plan;
-    // Say which of the transform's columns names no table column: bound to
-    // every column of the table, the transform fails naming it (error path only).
-    scan.columns.clear();
-    auto all = iceberg::PlanScan(*io, r.source, scan);
-    if (all.ok()) {
-      auto read = [io](const std::string& location) { return io->ReadAll(location); };
-      auto bound = transform::Transform::Make(spec, all->arrow_schema, read);
-      if (!bound.ok()) return bound.status();
-    }
-    return plan.status();
-  };
-}
-
-// The head checks a transform before anything loads: every expression bound
-// to the planned columns, every tokenizer model read (the table's FileIO),
-// hashed and parsed.
-TransformBinder BinderOf(iceberg::FileIO* io) {
-  return [io](const LoadRequest& r,
-              const std::shared_ptr<arrow::Schema>& input) -> arrow::Result<BoundTransform> {
-    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
-    auto read = [io](const std::string& location) { return io->ReadAll(location); };
-    ARROW_ASSIGN_OR_RAISE(auto bound, transform::Transform::Make(spec, input, read));
-    return BoundTransform{bound->output_schema(), bound->model_sha256()};
-  };
-}
-
-// What the follower reads of a table: its current metadata.json (found as
-// a scan finds it) and the snapshot the request reads; never the manifests.
-TableProbe ProbeOf(const HeadOptions& options, iceberg::FileIO* io) {
-  if (options.table_probe) return options.table_probe;
-  return [io](const LoadRequest& r) -> arrow::Result<TableHead> {
-    TableHead head;
-    // A metadata file in its table's metadata/ directory follows the table
-    // (Kubeflow's METADATA_LOC); one anywhere else never moves.
-    std::string table = r.source;
-    if (iceberg::IsMetadataFileLocation(r.source)) {
-      auto dir = iceberg::TableOfMetadataFile(r.source);
-      if (!dir) {
-        head.fixed = true;
-        head.why_fixed =
-            "the source is a metadata.json file outside a table's metadata/ directory, "
-            "which never moves (load the table directory to follow it)";
-        head.metadata_location = r.source;
-        return head;
-      }
-      table = *dir;
-    }
-    ARROW_ASSIGN_OR_RAISE(iceberg::TableMetadata metadata, iceberg::LoadTableMetadata(*io, table));
-    head.metadata_location = metadata.metadata_location;
-    auto selector = iceberg::SnapshotSelector::Current();
-    if (r.ref) {
-      auto ref = metadata.refs.find(*r.ref);
-      if (ref != metadata.refs.end() && ref->second.kind == iceberg::SnapshotRef::Kind::kTag) {
-        head.fixed = true;
-        head.why_fixed = "the load reads tag '" + *r.ref + "'";
-        return head;
-      }
-      selector = iceberg::SnapshotSelector::Ref(*r.ref);
-    }
-    ARROW_ASSIGN_OR_RAISE(const iceberg::Snapshot* snapshot,
-                          iceberg::SelectSnapshot(metadata, selector));
-    if (snapshot) {
-      head.snapshot_id = snapshot->snapshot_id;
-      head.timestamp_ms = snapshot->timestamp_ms;
-    }
-    return head;
-  };
+    endpoints.push_back(std::move(e));
+  }
+  return flight::FlightInfo::Make(*plan.schema, descriptor, endpoints, plan.total_records,
+                                  plan.total_bytes, plan.ordered, std::move(plan.app_metadata));
 }
 
 }  // namespace
@@ -143,21 +68,35 @@ HeadServer::HeadServer(HeadOptions options)
              static_cast<size_t>(options_.max_queued_node_calls)),
       registry_(rpc_.get(), &calls_, options_.registry),
       coordinator_(options_.loads, rpc_.get(), &calls_, &registry_, &catalog_,
-                   PlannerOf(options_, &io_), first_generation_),
+                   options_.planner ? options_.planner : IcebergScanPlanner(&io_),
+                   first_generation_),
       adopter_(
           options_.adopter, rpc_.get(), &calls_, &registry_, &catalog_,
           [this](const std::string& name) { return coordinator_.Loading(name); },
           first_generation_),
       follower_(
-          options_.follow, &catalog_, ProbeOf(options_, &io_),
+          options_.follow, &catalog_,
+          options_.table_probe ? options_.table_probe : IcebergTableProbe(&io_),
           // A refresh: a metadata-file source moves to the table's newest.
           [this](const LoadRequest& request) { return Refresh(request.name); },
           // While the catalog is being recovered nothing is reloaded: the
           // adopter may still be replacing entries from the nodes' records.
           [this](const std::string& name) {
             return adopter_.recovering() || coordinator_.Loading(name);
-          }) {
-  coordinator_.SetTransformBinder(BinderOf(&io_));
+          }),
+      planner_(
+          &catalog_, &registry_,
+          [this](const std::string& name) { return coordinator_.Loading(name); }, ticket_key_,
+          options_.default_dataset),
+      actions_({ticket_key_, &adopter_, &catalog_, &coordinator_, &registry_, &jobs_, &metrics_,
+                &planner_, [this](const LoadRequest& request) { return Load(request); },
+                [this](const std::string& name) { return Refresh(name); },
+                [this] { return ClusterStatus(); }}),
+      startup_(
+          options_.startup_load, options_.startup_timeout_s, &registry_, &adopter_,
+          [this](const LoadRequest& request) { return Load(request); },
+          [this] { return Ready().second; }) {
+  coordinator_.SetTransformBinder(FileTransformBinder(&io_));
   metrics_.registry().OnScrape([this] { RefreshMetrics(); });
   for (const auto& n : options_.nodes) registry_.AddStatic(n);
   if (ticket_key_.empty()) {
@@ -182,11 +121,7 @@ void HeadServer::StartBackground() {
 }
 
 void HeadServer::StopBackground() {
-  {
-    MutexLock lock(&startup_mu_);
-    stopping_ = true;
-    startup_cv_.NotifyAll();
-  }
+  startup_.Stop();
   follower_.Stop();
   adopter_.Stop();
   registry_.Stop();
@@ -250,8 +185,7 @@ std::pair<bool, std::string> HeadServer::Ready() const {
   if (options_.startup_load) {
     auto entry = catalog_.Find(options_.startup_load->name);
     if (!entry || entry->state != "ready") {
-      MutexLock lock(&startup_mu_);
-      return {false, "loading " + options_.startup_load->name + ": " + startup_state_};
+      return {false, "loading " + options_.startup_load->name + ": " + startup_.state()};
     }
   }
   return {true, "ready"};
@@ -299,43 +233,6 @@ void HeadServer::RefreshMetrics() const {
 
 std::string HeadServer::Metrics() const { return metrics_.registry().Scrape(); }
 
-arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::Lookup(
-    const std::string& name, std::optional<uint64_t> generation) const {
-  auto entry = catalog_.Find(name);
-  if (!entry) {
-    if (coordinator_.Loading(name)) {
-      return arrow::Status::Invalid("dataset '", name, "' is still loading");
-    }
-    return arrow::Status::KeyError("unknown dataset '", name, "'");
-  }
-  if (generation && *generation != entry->generation) {
-    auto kept = catalog_.FindGeneration(name, *generation, std::chrono::steady_clock::now());
-    if (!kept) {
-      return arrow::Status::Invalid(
-          "dataset '", name, "' generation ", *generation,
-          " is no longer cached: it was replaced by generation ", entry->generation,
-          " and freed (a replaced copy is kept while it has readers, up to --retain-s); "
-          "start the epoch again on generation ",
-          entry->generation);
-    }
-    entry = std::move(kept);
-  }
-  // A degraded or healing copy stays readable where its rows are present.
-  if (entry->state != "ready" && entry->state != "degraded" && entry->state != "healing") {
-    return arrow::Status::Invalid("dataset '", name, "' is ", entry->state,
-                                  entry->error.empty() ? "" : ": " + entry->error);
-  }
-  // Live replicas first: readers try a slice's nodes in order.
-  const auto alive = registry_.AliveLocations();
-  auto is_alive = [&alive](const std::string& n) { return alive.count(n) > 0; };
-  if (std::all_of(entry->nodes.begin(), entry->nodes.end(), is_alive)) return entry;
-  auto reordered = std::make_shared<DatasetEntry>(*entry);
-  for (auto& slice : reordered->slices) {
-    std::stable_partition(slice.nodes.begin(), slice.nodes.end(), is_alive);
-  }
-  return std::shared_ptr<const DatasetEntry>(std::move(reordered));
-}
-
 arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::DatasetOf(
     const flight::FlightDescriptor& d) const {
   if (d.type == flight::FlightDescriptor::PATH) {
@@ -343,20 +240,20 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::DatasetOf(
       return arrow::Status::NotImplemented("PATH descriptors with ", d.path.size(),
                                            " elements are not served here");
     }
-    return Lookup(d.path[0]);
+    return planner_.Lookup(d.path[0]);
   }
   ARROW_ASSIGN_OR_RAISE(Descriptor descriptor, ParseDescriptor(d.cmd));
-  return Lookup(DescriptorDataset(descriptor));
+  return planner_.Lookup(DescriptorDataset(descriptor));
 }
 
 arrow::Status HeadServer::ListFlights(const flight::ServerCallContext&, const flight::Criteria*,
                                       std::unique_ptr<flight::FlightListing>* listings) {
   ARROW_RETURN_NOT_OK(adopter_.CheckServing());
+  auto planned = planner_.List();
+  if (!planned.ok()) return ToWireStatus(planned.status());
   std::vector<flight::FlightInfo> infos;
-  for (const auto& e : catalog_.All()) {
-    if (e->state != "ready") continue;
-    auto info = RangeInfo(*e, flight::FlightDescriptor::Path({e->name}), 0,
-                          static_cast<uint64_t>(e->num_rows));
+  for (auto& [name, plan] : *planned) {
+    auto info = Encode(std::move(plan), flight::FlightDescriptor::Path({name}));
     if (!info.ok()) return ToWireStatus(info.status());
     infos.push_back(std::move(*info));
   }
@@ -380,36 +277,32 @@ arrow::Status HeadServer::GetFlightInfo(const flight::ServerCallContext&,
 arrow::Result<flight::FlightInfo> HeadServer::Info(const flight::FlightDescriptor& request,
                                                    const char** kind) const {
   if (request.type == flight::FlightDescriptor::PATH) {
-    if (request.path.size() != 1 || !catalog_.Find(request.path[0])) {
+    if (!planner_.NamesDataset(request.path)) {
       *kind = "kubeflow";
-      return KubeflowInfo(request);
+      ARROW_ASSIGN_OR_RAISE(PlannedInfo plan, planner_.Kubeflow(request.path));
+      return Encode(std::move(plan), request);
     }
     *kind = "path";
-    ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(request.path[0]));
-    return RangeInfo(*entry, request, 0, static_cast<uint64_t>(entry->num_rows));
+    ARROW_ASSIGN_OR_RAISE(PlannedInfo plan, planner_.Whole(request.path[0]));
+    return Encode(std::move(plan), request);
   }
   if (request.type != flight::FlightDescriptor::CMD) {
     return arrow::Status::Invalid("descriptor: expected a CMD or PATH descriptor");
   }
   ARROW_ASSIGN_OR_RAISE(Descriptor descriptor, ParseDescriptor(request.cmd));
+  arrow::Result<PlannedInfo> plan;
   if (auto* epoch = std::get_if<EpochDescriptor>(&descriptor)) {
     *kind = "epoch";
-    return EpochInfo(*epoch, request);
-  }
-  if (auto* rows = std::get_if<RowsDescriptor>(&descriptor)) {
+    plan = planner_.Epoch(*epoch);
+  } else if (auto* rows = std::get_if<RowsDescriptor>(&descriptor)) {
     *kind = "rows";
-    return RowsInfo(*rows, request);
+    plan = planner_.Rows(*rows);
+  } else {
+    *kind = "range";
+    plan = planner_.Range(std::get<RangeDescriptor>(descriptor));
   }
-  *kind = "range";
-  const auto& range = std::get<RangeDescriptor>(descriptor);
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset));
-  const uint64_t n = static_cast<uint64_t>(entry->num_rows);
-  const uint64_t stop = range.stop.value_or(n);
-  if (range.start > n || stop > n) {
-    return arrow::Status::IndexError("range [", range.start, ", ", stop, ") is outside dataset '",
-                                     entry->name, "' of ", n, " rows");
-  }
-  return RangeInfo(*entry, request, range.start, stop, range.columns);
+  ARROW_RETURN_NOT_OK(plan.status());
+  return Encode(std::move(*plan), request);
 }
 
 arrow::Status HeadServer::GetSchema(const flight::ServerCallContext&,
@@ -429,6 +322,18 @@ arrow::Status HeadServer::GetSchema(const flight::ServerCallContext&,
   auto result = flight::SchemaResult::Make(*projection->schema);
   if (!result.ok()) return ToWireStatus(result.status());
   *schema = std::move(*result);
+  return arrow::Status::OK();
+}
+
+arrow::Status HeadServer::DoAction(const flight::ServerCallContext& context,
+                                   const flight::Action& action,
+                                   std::unique_ptr<flight::ResultStream>* result) {
+  return ToWireStatus(actions_.Run(context, action, result));
+}
+
+arrow::Status HeadServer::ListActions(const flight::ServerCallContext&,
+                                      std::vector<flight::ActionType>* actions) {
+  *actions = HeadActions::Types();
   return arrow::Status::OK();
 }
 

@@ -3,10 +3,11 @@
 //
 // A thin adapter: requests are parsed by protocol/ (typed messages), loads
 // and evictions are decided by LoadCoordinator, node liveness is
-// NodeRegistry's, and datasets live in the Catalog. Actions (JSON bodies,
-// docs/protocol.md): load, list, describe, evict, status, and node.register
-// from data nodes (signed). GetFlightInfo takes a CMD descriptor (range,
-// epoch or rows), PATH [name] or Kubeflow's PATH [index, total].
+// NodeRegistry's, and datasets live in the Catalog. GetFlightInfo takes a CMD
+// descriptor (range, epoch or rows), PATH [name] or Kubeflow's PATH [index,
+// total], and encodes what FlightInfoPlanner plans for it. Actions (JSON
+// bodies, docs/protocol.md) are HeadActions'; the start-up load (Kubeflow
+// mode) is StartupLoad's; how tables are read is table_access.h's.
 //
 // The catalog lives on the nodes too (head/adopter.h): a restarted head
 // adopts what its nodes hold, and answers catalog reads and loads with
@@ -30,18 +31,19 @@
 #include <arrow/flight/server.h>
 #include <nlohmann/json.hpp>
 
-#include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
 #include "icefloe/common/thread_pool.h"
 #include "icefloe/head/adopter.h"
 #include "icefloe/head/catalog.h"
-#include "icefloe/head/epoch_bindings.h"
+#include "icefloe/head/flight_info_planner.h"
 #include "icefloe/head/follow.h"
+#include "icefloe/head/head_actions.h"
 #include "icefloe/head/head_metrics.h"
 #include "icefloe/head/jobs.h"
 #include "icefloe/head/load_coordinator.h"
 #include "icefloe/head/node_rpc.h"
 #include "icefloe/head/registry.h"
+#include "icefloe/head/startup_load.h"
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/protocol/messages.h"
 
@@ -85,7 +87,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
   /// Polls the nodes once, then starts the poller. Call after Init().
   void StartBackground();
   /// Cancels running loads and joins every background thread. Idempotent.
-  void StopBackground() EXCLUDES(startup_mu_);
+  void StopBackground();
 
   /// Starts (or joins) a load; see LoadCoordinator::Load.
   arrow::Result<std::shared_ptr<LoadJob>> Load(const LoadRequest& request);
@@ -97,7 +99,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
   arrow::Result<std::shared_ptr<LoadJob>> Refresh(const std::string& name);
   /// Loads options.startup_load, retrying with backoff until its deadline.
   /// Returns the final error when it never succeeds.
-  arrow::Status RunStartupLoad() EXCLUDES(startup_mu_);
+  arrow::Status RunStartupLoad() { return startup_.Run(); }
 
   /// Nodes, datasets (with slices per node), loads running and recently
   /// finished, jobs reading (job.report), readiness.
@@ -106,7 +108,7 @@ class HeadServer : public arrow::flight::FlightServerBase {
   std::string StatusPage() const;
   /// Ready when at least one node is alive, no static node is missing and the
   /// start-up dataset (if any) is loaded.
-  std::pair<bool, std::string> Ready() const EXCLUDES(startup_mu_);
+  std::pair<bool, std::string> Ready() const;
   /// Prometheus text for /metrics (head_metrics.h).
   std::string Metrics() const;
   const NodeRegistry& registry() const { return registry_; }
@@ -127,38 +129,12 @@ class HeadServer : public arrow::flight::FlightServerBase {
                             std::vector<arrow::flight::ActionType>* actions) override;
 
  private:
-  // head_server.cc
-  /// The ready copy of `name` (a replaced one when `generation` names it),
-  /// its live replicas first.
-  arrow::Result<std::shared_ptr<const DatasetEntry>> Lookup(
-      const std::string& name, std::optional<uint64_t> generation = std::nullopt) const;
   /// `kind` names the descriptor for metrics.
   arrow::Result<arrow::flight::FlightInfo> Info(const arrow::flight::FlightDescriptor& request,
                                                 const char** kind) const;
   void RefreshMetrics() const;
   arrow::Result<std::shared_ptr<const DatasetEntry>> DatasetOf(
       const arrow::flight::FlightDescriptor& descriptor) const;
-  // range_info.cc
-  // `columns`: the descriptor's projection (empty: every column).
-  arrow::Result<arrow::flight::FlightInfo> RangeInfo(
-      const DatasetEntry& entry, const arrow::flight::FlightDescriptor& d, uint64_t start,
-      uint64_t stop, const std::vector<std::string>& columns = {}) const;
-  arrow::Result<arrow::flight::FlightInfo> KubeflowInfo(
-      const arrow::flight::FlightDescriptor& request) const;
-  // epoch_info.cc: one plan ticket (or gather) per replica set.
-  arrow::Result<arrow::flight::FlightInfo> EpochInfo(
-      const EpochDescriptor& command, const arrow::flight::FlightDescriptor& request) const;
-  arrow::Result<arrow::flight::FlightInfo> RowsInfo(
-      const RowsDescriptor& command, const arrow::flight::FlightDescriptor& request) const;
-  // slice_map_info.cc: the "slice_map" action's answer.
-  arrow::Result<SliceMapReply> SliceMap(const std::string& name,
-                                        const std::vector<std::string>& columns) const;
-  // head_actions.cc
-  arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
-                          const arrow::flight::Action& action,
-                          std::unique_ptr<arrow::flight::ResultStream>* result);
-  arrow::Status Register(const arrow::flight::ServerCallContext& context, const std::string& body);
-  arrow::Status ReportJob(const std::string& body);
 
   const HeadOptions options_;
   const std::string ticket_key_;
@@ -168,7 +144,6 @@ class HeadServer : public arrow::flight::FlightServerBase {
   // Metrics and job reports change on const paths (a scrape, a status).
   mutable HeadMetrics metrics_;
   mutable JobTable jobs_;
-  mutable EpochBindings epochs_;  // which generation each job's epoch reads
   // Declaration order is destruction order in reverse: the coordinator and
   // the registry use the pool and the rpc, so they go first.
   std::shared_ptr<NodeRpc> rpc_;
@@ -177,10 +152,9 @@ class HeadServer : public arrow::flight::FlightServerBase {
   LoadCoordinator coordinator_;
   CatalogAdopter adopter_;
   Follower follower_;  // after the coordinator: it stops first
-  mutable Mutex startup_mu_;
-  std::string startup_state_ GUARDED_BY(startup_mu_) = "not started";
-  bool stopping_ GUARDED_BY(startup_mu_) = false;
-  CondVar startup_cv_;  // StopBackground() wakes the start-up load's backoff
+  FlightInfoPlanner planner_;
+  HeadActions actions_;
+  StartupLoad startup_;
 };
 
 }  // namespace icefloe
