@@ -30,11 +30,11 @@
 
 namespace icefloe {
 
-/// Whether a load of the name is queued or running (LoadCoordinator::Loading).
-using LoadingFn = std::function<bool(const std::string& name)>;
-
 class FlightInfoPlanner {
  public:
+  /// Whether a load of the name is queued or running (LoadCoordinator::Loading).
+  using LoadingFn = std::function<bool(const std::string& name)>;
+
   /// `ticket_key` signs the tickets (empty: unsigned); `default_dataset` is
   /// the dataset Kubeflow PATH descriptors [index, total] shard (empty: none).
   FlightInfoPlanner(const Catalog* catalog, const NodeRegistry* registry, LoadingFn loading,

@@ -9,6 +9,7 @@
 #include <arrow/util/base64.h>
 #include <gtest/gtest.h>
 
+#include "icefloe/head/silent_node_rpc.h"
 #include "icefloe/protocol/plan_ticket.h"
 #include "icefloe/protocol/ticket.h"
 
@@ -18,28 +19,6 @@ namespace {
 constexpr const char* kA = "grpc://10.0.0.1:50051";
 constexpr const char* kB = "grpc://10.0.0.2:50051";
 constexpr const char* kKey = "planner-test-secret";
-
-// The registry only hears heartbeats here: it never calls a node.
-class NoNodes : public NodeRpc {
- public:
-  arrow::Result<NodeStatus> Status(const std::string&, double) override {
-    return arrow::Status::NotImplemented("not in this test");
-  }
-  arrow::Result<NodeLoadState> StartLoad(const std::string&, const NodeLoadRequest&,
-                                         double) override {
-    return arrow::Status::NotImplemented("not in this test");
-  }
-  arrow::Result<NodeLoadState> LoadStatus(const std::string&, const NodeLoadStatusRequest&,
-                                          double) override {
-    return arrow::Status::NotImplemented("not in this test");
-  }
-  arrow::Result<NodeCommitResult> Commit(const std::string&, const NodeCommit&, double) override {
-    return arrow::Status::NotImplemented("not in this test");
-  }
-  arrow::Result<NodeEvictResult> Evict(const std::string&, const NodeEvict&, double) override {
-    return arrow::Status::NotImplemented("not in this test");
-  }
-};
 
 // Dataset "d": 10 rows of (id, text), generation 7, stored as "d-store",
 // replicated twice: [0, 4) on A then B, [4, 7) on B then A, [7, 10) on A then B.
@@ -85,7 +64,7 @@ class FlightInfoPlannerTest : public ::testing::Test {
     return t.ok() ? *t : NativeTicket{};
   }
 
-  NoNodes rpc_;
+  SilentNodeRpc rpc_;  // the registry only hears heartbeats here
   ThreadPool calls_{"planner-test calls", 1, 16};
   NodeRegistry registry_{&rpc_, &calls_, RegistryOptions{}};
   Catalog catalog_;
