@@ -6,15 +6,16 @@
 // name and generation, the head's catalog record of it (node.record), and
 // per tier file its name, size, CRC-32 and the global row id of each of its
 // record batches, and a CRC-32 of all that ("manifest_crc32": which rows the
-// files hold is proven as well as their bytes). A node started on the same
+// files hold is proven as well as their bytes; the format, a field-table
+// message, is tier_manifest_format.h). A node started on the same
 // directory maps again every file a manifest names after proving it
 // (TierFile::Open: its size and every byte's CRC-32), and publishes those
 // rows as the copy of that generation: the rows it held in memory are gone,
 // and the head heals them as for any node that lost rows (head/heal.h: a
 // tier file is one task's rows). A file that fails its proof, or that no manifest names, is
 // removed: its rows are loaded again from the table, never read wrong. So is every file of a
-// manifest that fails its own checksum, or of another format version ("v"; version 1, before the
-// checksum, included).
+// manifest that fails its own checksum or its field table (a field missing or of another type),
+// or of another format version ("v"; version 1, before the checksum, included).
 //
 // A file is proven when adopted, not while it is served: one overwritten in
 // place while mapped serves what it then holds (docs/kubernetes.md).

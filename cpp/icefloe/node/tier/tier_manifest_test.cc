@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 
 #include <arrow/array/builder_primitive.h>
+#include <arrow/util/crc32.h>
 #include <gtest/gtest.h>
 
 #include "icefloe/node/tier/tier_file.h"
@@ -214,6 +216,83 @@ TEST_F(TierManifestTest, AManifestRewrittenWithTheSameContentIsAdopted) {
   ASSERT_TRUE(adopted.ok()) << adopted.status();
   EXPECT_TRUE(adopted->refused.empty()) << adopted->refused[0];
   EXPECT_EQ(adopted->copies.size(), 1u);
+}
+
+// Rewrites the one manifest in `dir` as `edit` changes it, its checksum made
+// to match (as a node that wrote it so would have): what it then refuses, it
+// refuses for the content, not the checksum.
+void EditManifestKeepingItsChecksum(const std::string& dir,
+                                    const std::function<void(nlohmann::json&)>& edit) {
+  EditManifest(dir, [&](nlohmann::json& m) {
+    edit(m);
+    m.erase("manifest_crc32");
+    const std::string text = m.dump();
+    m["manifest_crc32"] = arrow::internal::crc32(0, text.data(), text.size());
+  });
+}
+
+// The manifest is a field-table message: a field missing, or of another type,
+// refuses the manifest with an error naming the field (and the file entry it
+// is in), and what it named is removed.
+TEST_F(TierManifestTest, AManifestWithAFieldMissingOrOfAnotherTypeIsRefusedNamingIt) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& m) { m.erase("generation"); }, ".manifest.json: missing 'generation'"},
+      {[](nlohmann::json& m) { m["dataset"] = 7; }, "'dataset' must be a string"},
+      {[](nlohmann::json& m) { m["record"] = "x"; }, "'record' must be an object or null"},
+      {[](nlohmann::json& m) { m["files"][1].erase("crc32"); }, "'files'[1]: missing 'crc32'"},
+      {[](nlohmann::json& m) { m["files"][0]["bytes"] = "4096"; },
+       "'files'[0]: 'bytes' must be an integer"},
+      {[](nlohmann::json& m) { m["files"][0]["starts"][1] = -1; },
+       "'files'[0]: 'starts'[1] must be an integer"},
+  };
+  for (const auto& [edit, want] : cases) {
+    SCOPED_TRACE(want);
+    fs::remove_all(Run2());
+    fs::copy(root_ / "run1", Run2());
+    EditManifestKeepingItsChecksum(Run2(), edit);
+    auto adopted = AdoptTierDir(Run2(), nullptr);
+    ASSERT_TRUE(adopted.ok()) << adopted.status();
+    EXPECT_TRUE(adopted->copies.empty());
+    ASSERT_EQ(adopted->refused.size(), 1u);
+    EXPECT_NE(adopted->refused[0].find(want), std::string::npos) << adopted->refused[0];
+    EXPECT_TRUE(Files(Run2()).empty());
+  }
+}
+
+// Tier files on disk outlive the node that wrote them: the manifest a node
+// writes is, byte for byte, the text version 2 has always had (keys sorted,
+// compact, the checksum over the rest), so an earlier node's manifests open.
+TEST_F(TierManifestTest, AManifestIsWrittenAsVersion2HasAlwaysBeenWritten) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& region : copy_->held()) {
+    const auto& file = dynamic_cast<const TierFile&>(*region);
+    nlohmann::json starts = nlohmann::json::array();
+    for (const auto& b : file.batches()) {
+      for (const auto& c : copy_->batches()) {
+        if (c.batch == b) starts.push_back(c.global_start);
+      }
+    }
+    files.push_back({{"file", fs::path(file.path()).filename().string()},
+                     {"bytes", file.bytes()},
+                     {"crc32", file.crc32()},
+                     {"starts", starts}});
+  }
+  nlohmann::json want = {{"v", 2},
+                         {"dataset", "clicks/v1"},
+                         {"generation", 7},
+                         {"record", {{"storage_name", "x"}}},
+                         {"files", files}};
+  const std::string content = want.dump();
+  want["manifest_crc32"] = arrow::internal::crc32(0, content.data(), content.size());
+  int found = 0;
+  for (const auto& e : fs::directory_iterator(root_ / "run1")) {
+    if (!e.path().string().ends_with(".manifest.json")) continue;
+    ++found;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, want.dump());
+  }
+  EXPECT_EQ(found, 1);
 }
 
 TEST_F(TierManifestTest, ACopyWithNothingOnTheTierHasNoManifest) {
