@@ -1,6 +1,6 @@
 """The disk tier: a table larger than the nodes' memory budget loads, with
 the rows that do not fit written to tier files and served memory-mapped
-(docs/kubernetes.md, "Sizing"; cpp/icefloe/node/tier_file.h)."""
+(docs/kubernetes.md, "Sizing"; cpp/icefloe/node/tier/tier_file.h)."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@
 #include "icefloe/common/server_flags.h"
 #include "icefloe/common/server_util.h"
 #include "icefloe/loader/parquet_file.h"
-#include "icefloe/node/node_server.h"
-#include "icefloe/node/registration.h"
-#include "icefloe/node/shared_export.h"
-#include "icefloe/node/tier_manifest.h"
+#include "icefloe/node/copy/shared_export.h"
+#include "icefloe/node/serve/node_server.h"
+#include "icefloe/node/serve/registration.h"
+#include "icefloe/node/tier/tier_manifest.h"
 
 namespace icefloe {
 namespace {

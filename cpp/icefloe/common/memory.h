@@ -20,7 +20,7 @@
 namespace icefloe {
 
 /// Memory that no pool owns and record batches are views of: a node's
-/// mapped tier file (node/tier_file.h). Copies keep such owners alive with
+/// mapped tier file (node/tier/tier_file.h). Copies keep such owners alive with
 /// their batches and ask them where the mapped bytes lie.
 class MappedRegion {
  public:

@@ -20,7 +20,7 @@
 //   kPieceWhole       the rows are the batches' rows in order (no entries)
 //   kPieceSpan        count > 1 (set exactly then)
 //   kPieceByReference the message carries no columns: its rows are the source
-//                     runs of the node's shared file (node/shared_export.h)
+//                     runs of the node's shared file (node/copy/shared_export.h)
 // A new kind of piece is a flag or a header field behind a new version, never
 // a new magic.
 //
@@ -54,7 +54,7 @@ struct PieceRun {
   uint32_t length = 0;
 };
 
-/// A run of rows of a node's shared export (node/shared_export.h): rows
+/// A run of rows of a node's shared export (node/copy/shared_export.h): rows
 /// [start, start + length) in the export's order.
 struct SourceRun {
   uint64_t start = 0;

@@ -16,7 +16,7 @@
 #include <arrow/table.h>
 
 #include "icefloe/head/head_server.h"
-#include "icefloe/node/node_server.h"
+#include "icefloe/node/serve/node_server.h"
 
 namespace icefloe::testing {
 

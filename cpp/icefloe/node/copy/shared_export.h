@@ -1,0 +1,133 @@
+// Same-host readers: a dataset's cached batches in sealed memfds (segments).
+//
+// A node started with --share-memory lays each copy it publishes out in
+// *segments*: each an Arrow IPC file of one record batch (consecutive cached
+// batches, a scan task or several: one array per column, so a reader's batch
+// is a zero-copy slice wherever it falls in a segment and scattered rows are
+// one take) in an anonymous memory file (memfd) that is then sealed against
+// any change (F_SEAL_WRITE, _SHRINK, _GROW, _SEAL), and serves its batches as
+// zero-copy views of them. The copy's *shared file* is its segments laid end
+// to end (its local row order). A reader in the same process namespace, as the
+// same user, opens each as /proc/<pid>/fd/<fd> and maps it: a plan stream
+// then carries only where each piece's rows are in the file (docs/protocol.md,
+// "Shared memory"), never a piece across two segments.
+//
+// Segments are shared between generations: a refresh reuses the cached
+// batches of the tasks it keeps (views of the old copy's segments), and a
+// run of them that is exactly one old segment is that segment again, not a
+// new one, so a refresh writes only the rows it read. Each segment is owned by
+// shared_ptr (by every export that names it and every batch that views it):
+// a retired generation's own segments go when it is freed. The seals make a
+// mapping as immutable as the node's own copy: nothing can change the rows a
+// reader has mapped, even after the node drops the copy or dies (the memory
+// goes when the last mapping does).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+
+#include "icefloe/common/memory.h"
+#include "icefloe/node/copy/dataset.h"
+
+namespace icefloe {
+
+/// One sealed memfd holding consecutive rows of a copy as an Arrow IPC file of
+/// one record batch, mapped read-only here. Charges its bytes to the node's
+/// budget while it lives. Immutable; shared by the generations that reuse it.
+class SharedSegment {
+ public:
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  int fd() const { return fd_; }
+  int64_t size() const { return size_; }
+  uint64_t inode() const { return inode_; }
+  const uint8_t* data() const { return data_; }
+  int64_t num_rows() const { return rows_; }
+  /// The file's record batch, views of the mapping that do not own it (to
+  /// compare with; the copy's batches own their segments).
+  const std::shared_ptr<arrow::RecordBatch>& mapped() const { return mapped_; }
+
+ private:
+  friend struct Sharing;
+  SharedSegment() = default;
+  int fd_ = -1;
+  int64_t size_ = 0;
+  uint64_t inode_ = 0;
+  int64_t rows_ = 0;
+  const uint8_t* data_ = nullptr;  // PROT_READ, MAP_SHARED
+  std::shared_ptr<arrow::RecordBatch> mapped_;
+  std::shared_ptr<MemoryBudget> budget_;
+  int64_t charged_ = 0;
+};
+
+/// A copy's shared file: its segments in local row order.
+class SharedExport {
+ public:
+  SharedExport(std::vector<std::shared_ptr<const SharedSegment>> segments,
+               std::vector<uint64_t> held, int64_t bytes_written);
+
+  const std::vector<std::shared_ptr<const SharedSegment>>& segments() const { return segments_; }
+  /// Segment i holds the file's rows [starts()[i], starts()[i + 1]); one more
+  /// entry than segments(): the file's rows last.
+  const std::vector<int64_t>& starts() const { return starts_; }
+  /// The segment holding the file's row `row` (0 <= row < rows).
+  size_t SegmentOf(int64_t row) const;
+  /// The global rows the file holds, in its order: ranges [held[2i],
+  /// held[2i + 1]) of back-to-back batches (what a reader needs to take rows
+  /// from it; SharedFileReply::held).
+  const std::vector<uint64_t>& held() const { return held_; }
+  /// Bytes of segments laid out for this copy (the others it reuses).
+  int64_t bytes_written() const { return bytes_written_; }
+  /// Bytes of all its segments.
+  int64_t size() const;
+
+ private:
+  std::vector<std::shared_ptr<const SharedSegment>> segments_;
+  std::vector<int64_t> starts_;
+  std::vector<uint64_t> held_;
+  int64_t bytes_written_ = 0;
+};
+
+/// What to publish in place of a copy (ExportShared), and why it is not
+/// shared when it is not.
+struct Shared {
+  std::shared_ptr<CachedDataset> dataset;
+  arrow::Status status;  ///< OK: `dataset` is views of a SharedExport.
+};
+
+/// Rows a new segment gathers, task after task, before it is cut at the next
+/// task's start: bounds the memfds a copy opens (a table of thousands of
+/// small tasks) while a refresh still reuses most segments whole.
+constexpr int64_t kMinSegmentBytes = 8 << 20;
+
+/// `dataset` (same name, generation, rows and global ids) as views of a new
+/// SharedExport (CachedDataset::shared()), which they keep alive. Runs of its
+/// cached batches that are exactly a segment of one of `reusable` (the copies
+/// this node shares now: a refresh's reused tasks, a heal's base) keep that
+/// segment; the other batches are laid out in new segments, each cut at a
+/// global row of `cuts` (the tasks' first rows, ascending) once it holds
+/// kMinSegmentBytes: each segment's rows are concatenated into one record
+/// batch (charged to `budget`, null: none) and written to its file, so at most
+/// one segment's rows are copied twice at a time. When sharing fails,
+/// `status` says why (OutOfMemory when the budget cannot hold a segment beside
+/// the copy, IOError naming the system call, whatever the IPC writer refuses)
+/// and `dataset` is the copy given, to serve instead.
+Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget,
+                    const std::vector<std::shared_ptr<const SharedExport>>& reusable = {},
+                    const std::vector<uint64_t>& cuts = {});
+
+/// The kernel's policy for transparent huge pages in shared memory: the
+/// chosen word of /sys/kernel/mm/transparent_hugepage/shmem_enabled (`never`,
+/// `advise`, `always`, `within_size`, `deny` or `force`). Shared files get
+/// huge pages (they ask) unless it is `never` or `deny`; IOError when the file
+/// cannot be read (a kernel without THP), Invalid when no word is chosen.
+arrow::Result<std::string> ShmemHugePages();
+
+}  // namespace icefloe
