@@ -93,6 +93,8 @@ def test_padded_ids_and_mask_equal_the_tokenizers_package(tmp_path, texts, model
             cluster.client() as client:
         desc = client.load("pad", t.metadata_location, transform=spec, batch_rows=500)
         assert desc["transform"] == spec
+        # describe says which kind of tokenizer each tokenize column's model is.
+        assert client.describe("pad")["model_kind"] == ["tokenizer.json WordPiece"] * len(COLUMNS)
         got = client.read("pad").sort_by("id")
         ds = CacheDataset(cluster.head_uri, "pad", batch_size=64, drop_last=False, seed=1)
         batches = list(ds)
@@ -192,6 +194,7 @@ def test_sentencepiece_pads_with_its_pad_piece_else_needs_pad_id(tmp_path):
         client.load("own", t.metadata_location, transform=spec("with_pad"))
         client.load("given", t.metadata_location, transform=spec("without_pad", pad_id=0))
         own, given = client.read("own"), client.read("given")
+        assert client.describe("own")["model_kind"] == ["sentencepiece"]
     assert own["ids"].to_pylist() == [None if w is None else w + [3] * (6 - len(w)) for w in want]
     assert own["attention_mask"].to_pylist() == \
         [None if w is None else [1] * len(w) + [0] * (6 - len(w)) for w in want]
