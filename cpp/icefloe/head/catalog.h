@@ -47,6 +47,8 @@ struct DatasetEntry {
   std::shared_ptr<arrow::Schema> schema;  ///< the cached columns (after the transform)
   /// Each tokenize model's SHA-256 as the head read it; nodes check theirs.
   std::vector<std::string> model_sha256;
+  /// Each tokenize model's kind ("tokenizer.json WordPiece", "sentencepiece").
+  std::vector<std::string> model_kind;
   int64_t num_rows = 0;
   int64_t nbytes = 0;  ///< memory used on nodes, all replicas
   std::vector<SliceLocation> slices;

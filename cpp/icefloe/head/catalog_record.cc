@@ -44,6 +44,8 @@ const Field<CatalogRecord> kRecordFields[] = {
      &CatalogRecord::task_rows},
     {ListOf(FieldType::kStringList, "model_sha256", kOptional, Values(64, 64), Values(0, 256)),
      &CatalogRecord::model_sha256},
+    {ListOf(FieldType::kStringList, "model_kind", kOptional, Values(1, 256), Values(0, 256)),
+     &CatalogRecord::model_kind},
 };
 const FieldSpec kRequests = ObjectList("requests", kRequired, Values(1, 4096));
 const FieldSpec kSchema = Str("schema", kRequired, Values(1, size_t{16} << 20));
@@ -199,6 +201,7 @@ CatalogRecord RecordOf(const std::vector<std::shared_ptr<const DatasetEntry>>& e
   r.snapshot_id = e.snapshot_id;
   r.schema = e.schema;
   r.model_sha256 = e.model_sha256;
+  r.model_kind = e.model_kind;
   r.num_rows = e.num_rows;
   r.nbytes = e.nbytes;
   r.tasks_total = e.tasks_total;
@@ -227,6 +230,7 @@ std::shared_ptr<DatasetEntry> EntryOf(const CatalogRecord& record, const LoadReq
   e->snapshot_id = record.snapshot_id;
   e->schema = record.schema;
   e->model_sha256 = record.model_sha256;
+  e->model_kind = record.model_kind;
   e->num_rows = record.num_rows;
   e->nbytes = record.nbytes;
   e->slices = record.slices;

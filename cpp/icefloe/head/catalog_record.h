@@ -38,6 +38,7 @@ struct CatalogRecord {
   std::shared_ptr<arrow::Schema> schema;
   /// The transform's models as the head read them (DatasetEntry::model_sha256).
   std::vector<std::string> model_sha256;
+  std::vector<std::string> model_kind;  ///< DatasetEntry::model_kind (absent: older records)
   int64_t num_rows = 0;
   int64_t nbytes = 0;
   int64_t tasks_total = 0;

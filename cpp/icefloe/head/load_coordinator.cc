@@ -249,6 +249,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
     if (!copy->plan && copy->task_rows == entry->task_rows) {
       copy->plan = shared;
       copy->model_sha256 = bound.model_sha256;
+      copy->model_kind = bound.model_kind;
     }
   });
   auto current = catalog_->Find(name);
@@ -316,6 +317,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   entry->snapshot_id = run.plan.snapshot_id;
   entry->schema = schema;
   entry->model_sha256 = bound.model_sha256;
+  entry->model_kind = bound.model_kind;
   entry->scan = run.plan.metrics;
   run.entry = entry;
 

@@ -75,10 +75,12 @@ struct LoadOptions {
 using ScanPlanner = std::function<arrow::Result<iceberg::ScanPlan>(const LoadRequest&)>;
 
 /// A load's transform checked against the planned columns: the cached
-/// copy's schema and each tokenize model's SHA-256 (part of the copy's key).
+/// copy's schema and each tokenize model's SHA-256 (part of the copy's key)
+/// and kind (transform::Tokenizer::kind(), for describe).
 struct BoundTransform {
   std::shared_ptr<arrow::Schema> schema;
   std::vector<std::string> model_sha256;
+  std::vector<std::string> model_kind;
 };
 /// Binds `request.transform` to `input` (transform::Transform in the head,
 /// which reads the models): Invalid naming the column, expression or model.

@@ -55,7 +55,7 @@ TransformBinder FileTransformBinder(iceberg::FileIO* io) {
     ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
     auto read = [io](const std::string& location) { return io->ReadAll(location); };
     ARROW_ASSIGN_OR_RAISE(auto bound, transform::Transform::Make(spec, input, read));
-    return BoundTransform{bound->output_schema(), bound->model_sha256()};
+    return BoundTransform{bound->output_schema(), bound->model_sha256(), bound->model_kind()};
   };
 }
 

@@ -207,6 +207,7 @@ DatasetDescription SampleDescription() {
   d.scan.planning_ms = 2.5;
   d.transform = {{"keep", {"a"}}};
   d.model_sha256 = {std::string(64, 'a')};
+  d.model_kind = {"tokenizer.json WordPiece"};
   d.schema = "c2NoZW1h";
   d.refresh = RefreshSummary{6, std::nullopt, 1, 2, 0, 10, 20, 0, 1, 0};
   d.heal_seconds = 1.5;
@@ -274,7 +275,8 @@ TEST(MessagesTest, RepliesRoundTrip) {
   bare.name = "b";
   bare.state = "ready";
   json j = bare.ToJson();
-  for (const char* absent : {"snapshot_id", "model_sha256", "transform", "slices", "files"}) {
+  for (const char* absent :
+       {"snapshot_id", "model_sha256", "model_kind", "transform", "slices", "files"}) {
     EXPECT_FALSE(j.contains(absent)) << absent;
   }
   EvictReply evict{"d", 5, false, {"grpc://a:1"}};

@@ -231,6 +231,9 @@ const Field<DatasetDescription> kDescriptionFields[] = {
     {ListOf(FieldType::kStringList, "model_sha256", kOptional, Values(64, 64),
             Values(0, kMaxTransformColumns)),
      &DatasetDescription::model_sha256},
+    {ListOf(FieldType::kStringList, "model_kind", kOptional, Values(1, 256),
+            Values(0, kMaxTransformColumns)),
+     &DatasetDescription::model_kind},
     {Text("schema", kOptional), &DatasetDescription::schema},
     {Text("schema_text", kOptional), &DatasetDescription::schema_text},
     {Text("error", kOptional), &DatasetDescription::error},
@@ -431,6 +434,7 @@ json DatasetDescription::ToJson() const {
   j["scan"] = ScanMetricsToJson(scan);
   if (transform.is_null()) {
     j.erase("model_sha256");  // no transform, no models
+    j.erase("model_kind");
   } else {
     j["transform"] = transform;
   }

@@ -115,9 +115,12 @@ struct DatasetDescription {
   double load_seconds = 0;
   iceberg::ScanMetrics scan;
   /// The load's transform (a TransformSpec, checked on parse); null: none
-  /// (then `model_sha256` is not written).
+  /// (then `model_sha256` and `model_kind` are not written).
   nlohmann::json transform;
   std::vector<std::string> model_sha256;
+  /// Each tokenize model's kind, in column order: "sentencepiece" or
+  /// "tokenizer.json <model type>" ("tokenizer.json WordPiece").
+  std::vector<std::string> model_kind;
   std::optional<std::string> schema;       ///< base64 Arrow IPC of the cached columns
   std::optional<std::string> schema_text;  ///< the same, as text
   std::optional<std::string> error;

@@ -1,5 +1,6 @@
 #include "icefloe/protocol/transform_spec.h"
 
+#include <algorithm>
 #include <set>
 
 namespace icefloe {
@@ -33,6 +34,10 @@ const Field<TokenizeSpec> kTokenizeFields[] = {
     {Flag("eos"), &TokenizeSpec::eos},
     {Flag("special_tokens"), &TokenizeSpec::special_tokens},
     {Int("max_tokens", kOptional, Values(1, kMaxTokens)), &TokenizeSpec::max_tokens},
+    {Int("pad_to", kOptional, Values(1, kMaxTokens)), &TokenizeSpec::pad_to},
+    {Int("pad_id", kOptional, Values(0, std::numeric_limits<int32_t>::max())),
+     &TokenizeSpec::pad_id},
+    {Str("mask", kOptional, kColumnName), &TokenizeSpec::mask},
 };
 
 const Field<PackSpec> kPackFields[] = {
@@ -44,6 +49,31 @@ const Field<PackSpec> kPackFields[] = {
     {Flag("position_ids"), &PackSpec::position_ids},
 };
 
+// pad_to is `tokenizer(text, padding="max_length", max_length=N,
+// truncation=True)`: rows cut to max_tokens, never longer than pad_to. A
+// pad_to without max_tokens would have to cut rows nobody asked to cut.
+arrow::Status CheckPadding(const TokenizeSpec& t, const std::string& what) {
+  if (!t.pad_to) {
+    if (t.pad_id || t.mask) {
+      return arrow::Status::Invalid(what, ": '", t.pad_id ? "pad_id" : "mask",
+                                    "' is for 'pad_to'; give 'pad_to'");
+    }
+    return arrow::Status::OK();
+  }
+  const int64_t n = *t.pad_to;
+  if (!t.max_tokens) {
+    return arrow::Status::Invalid(what, ": 'pad_to' ", n, " needs 'max_tokens' (at most ", n,
+                                  ") so that no row is longer; 'max_tokens': ", n,
+                                  " is tokenizer(text, padding=\"max_length\", max_length=", n,
+                                  ", truncation=True)");
+  }
+  if (*t.max_tokens > n) {
+    return arrow::Status::Invalid(what, ": 'max_tokens' ", *t.max_tokens, " is more than 'pad_to' ",
+                                  n, ": a row of more ids than pad_to cannot be padded to it");
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
   JsonFields in(j, what);
   TransformColumn c;
@@ -54,6 +84,7 @@ arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
     TokenizeSpec t;
     ARROW_RETURN_NOT_OK(
         ReadFields<TokenizeSpec>(JsonFields(*tokenize, what + ".tokenize"), kTokenizeFields, &t));
+    ARROW_RETURN_NOT_OK(CheckPadding(t, what + ".tokenize"));
     c.tokenize = std::move(t);
   }
   if (c.expr.has_value() == c.tokenize.has_value()) {
@@ -67,7 +98,10 @@ arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
 
 std::vector<std::string> TransformSpec::OutputNames() const {
   std::vector<std::string> names = keep;
-  for (const auto& c : columns) names.push_back(c.name);
+  for (const auto& c : columns) {
+    names.push_back(c.name);
+    if (c.tokenize && c.tokenize->pad_to) names.push_back(c.tokenize->MaskName());
+  }
   return names;
 }
 
@@ -122,11 +156,25 @@ arrow::Result<TransformSpec> TransformSpec::FromJson(const json& j) {
   std::set<std::string> seen;
   for (const auto& n : names) {
     if (!seen.insert(n).second) {
-      return arrow::Status::Invalid("transform: output column '", n, "' is named twice");
+      const bool padded = std::any_of(spec.columns.begin(), spec.columns.end(), [](const auto& c) {
+        return c.tokenize && c.tokenize->pad_to;
+      });
+      return arrow::Status::Invalid("transform: output column '", n, "' is named twice",
+                                    padded ? " (a tokenize with 'pad_to' adds its 'mask' column, "
+                                             "default 'attention_mask')"
+                                           : "");
     }
   }
   if (spec.pack) {
     const PackSpec& p = *spec.pack;
+    for (const auto& c : spec.columns) {
+      if (c.name == p.column && c.tokenize && c.tokenize->pad_to) {
+        return arrow::Status::Invalid("transform: 'pack': column '", p.column,
+                                      "' has 'pad_to': pack lays documents end to end, ",
+                                      "padding each would put pad ids inside packed rows; ",
+                                      "give one of 'pad_to' and 'pack'");
+      }
+    }
     if (!seen.count(p.column)) {
       return arrow::Status::Invalid("transform: 'pack': 'column' must name an output column; '",
                                     p.column, "' is none");

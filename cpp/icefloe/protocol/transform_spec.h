@@ -44,6 +44,18 @@ struct TokenizeSpec {
   /// At most this many ids per row, special ids included: the text's ids are
   /// cut at the end, then the special ids added. Absent: no limit.
   std::optional<int64_t> max_tokens;
+  /// Every row padded to exactly this many ids (fixed_size_list<int32, N>)
+  /// with the pad id, plus a `mask` column (fixed_size_list<int8, N>: 1 for
+  /// an id, 0 for padding). Needs max_tokens <= pad_to.
+  std::optional<int64_t> pad_to;
+  /// The pad id where the model names none (tokenizer.json: its `padding`
+  /// section; SentencePiece: its pad piece).
+  std::optional<int64_t> pad_id;
+  /// pad_to's mask column; absent: "attention_mask".
+  std::optional<std::string> mask;
+
+  /// The mask column's name (with pad_to).
+  std::string MaskName() const { return mask.value_or("attention_mask"); }
 
   bool operator==(const TokenizeSpec&) const = default;
 };
@@ -78,7 +90,8 @@ struct TransformSpec {
 
   bool operator==(const TransformSpec&) const = default;
 
-  /// Output column names in order: keep, then columns (without pack).
+  /// Output column names in order: keep, then columns, each pad_to column
+  /// followed by its mask (without pack).
   std::vector<std::string> OutputNames() const;
   /// Every tokenize's model location, in column order.
   std::vector<std::string> ModelLocations() const;

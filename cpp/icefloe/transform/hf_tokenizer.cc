@@ -29,7 +29,13 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
     ARROW_ASSIGN_OR_RAISE(JsonObject top, JsonObject::Of(j, "tokenizer.json"));
     top.Ignore("version");
     top.Ignore("truncation");  // max_tokens truncates; see the header
-    top.Ignore("padding");
+    // pad_to's pad id; the rest of the section is ignored.
+    if (const Json* padding = top.Find("padding")) {
+      ARROW_ASSIGN_OR_RAISE(JsonObject p, JsonObject::Of(*padding, "padding"));
+      ARROW_ASSIGN_OR_RAISE(int64_t id,
+                            p.Int("pad_id", 0, std::numeric_limits<int32_t>::max(), -1));
+      if (id >= 0) t->pad_id_ = static_cast<int32_t>(id);
+    }
     top.Ignore("decoder");  // encode only
     ARROW_ASSIGN_OR_RAISE(t->model_, hf::ModelFromJson(*top.Find("model"), "model"));
     ARROW_ASSIGN_OR_RAISE(t->normalizer_,

@@ -2,7 +2,7 @@
 // `Tokenizer.from_file(path).encode(text, add_special_tokens=S).ids` (with
 // no truncation or padding: the file's `truncation` and `padding` sections
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
-// truncates). Encode only: the `decoder` section is not read.
+// truncates, `pad_to` pads with `padding.pad_id`). Encode only: the `decoder` section is not read.
 //
 // Supported: added tokens; normalizers BertNormalizer and NFC/NFD/NFKC/NFKD;
 // pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
@@ -30,6 +30,7 @@ class HfTokenizer final : public Tokenizer {
 
   std::string kind() const override { return "tokenizer.json " + model_->type(); }
   int32_t vocab_size() const override { return model_->vocab_size(); }
+  std::optional<int32_t> pad_id() const override { return pad_id_; }
   arrow::Status Check(const TokenizeOptions& options) const override;
 
  protected:
@@ -50,8 +51,9 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;
   std::unique_ptr<hf::Model> model_;
   hf::AddedVocabulary added_;
-  std::vector<int32_t> prefix_;  ///< the post-processor's ids before a text's
-  std::vector<int32_t> suffix_;  ///< and after
+  std::vector<int32_t> prefix_;    ///< the post-processor's ids before a text's
+  std::vector<int32_t> suffix_;    ///< and after
+  std::optional<int32_t> pad_id_;  ///< `padding.pad_id`
 };
 
 }  // namespace icefloe::transform

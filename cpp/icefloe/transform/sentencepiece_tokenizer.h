@@ -21,6 +21,10 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   std::string kind() const override { return "sentencepiece"; }
   int32_t vocab_size() const override { return processor_.GetPieceSize(); }
+  std::optional<int32_t> pad_id() const override {
+    const int id = processor_.pad_id();  // -1: the model has no pad piece
+    return id < 0 ? std::nullopt : std::optional<int32_t>(id);
+  }
   arrow::Status Check(const TokenizeOptions& options) const override;
 
  protected:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <arrow/buffer_builder.h>
 #include <arrow/builder.h>
 #include <openssl/sha.h>
 
@@ -35,15 +36,15 @@ arrow::Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::strin
 // Each row: the framing's prefix, the text's ids cut to the room max_tokens
 // leaves, the suffix; the whole never longer than max_tokens (a SentencePiece
 // BOS is kept before an EOS when max_tokens leaves room for one only).
-template <typename StringArray>
-arrow::Status Tokenizer::EncodeAll(const StringArray& strings, const TokenizeOptions& options,
-                                   arrow::ListBuilder* builder, arrow::Int32Builder* values) const {
-  std::vector<int32_t> prefix, suffix, ids;
+template <typename StringArray, typename RowFn>
+arrow::Status Tokenizer::ForEachRow(const StringArray& strings, const TokenizeOptions& options,
+                                    RowFn&& row) const {
+  std::vector<int32_t> prefix, suffix, ids, framed;
   Framing(options, &prefix, &suffix);
   const auto extra = static_cast<int64_t>(prefix.size() + suffix.size());
   for (int64_t i = 0; i < strings.length(); ++i) {
     if (strings.IsNull(i)) {
-      ARROW_RETURN_NOT_OK(builder->AppendNull());
+      ARROW_RETURN_NOT_OK(row(i, nullptr));
       continue;
     }
     ids.clear();
@@ -57,25 +58,29 @@ arrow::Status Tokenizer::EncodeAll(const StringArray& strings, const TokenizeOpt
       const int64_t room = *options.max_tokens - extra;
       keep = room <= 0 ? 0 : std::min<size_t>(keep, static_cast<size_t>(room));
     }
-    ARROW_RETURN_NOT_OK(builder->Append());
-    const int64_t total = static_cast<int64_t>(keep) + extra;
-    const int64_t cap = options.max_tokens ? std::min(total, *options.max_tokens) : total;
-    ARROW_RETURN_NOT_OK(values->Reserve(cap));
-    int64_t written = 0;
-    for (int32_t id : prefix) {
-      if (written == cap) break;
-      values->UnsafeAppend(id);
-      ++written;
+    framed.assign(prefix.begin(), prefix.end());
+    framed.insert(framed.end(), ids.begin(), ids.begin() + static_cast<ptrdiff_t>(keep));
+    framed.insert(framed.end(), suffix.begin(), suffix.end());
+    if (options.max_tokens && static_cast<int64_t>(framed.size()) > *options.max_tokens) {
+      framed.resize(static_cast<size_t>(*options.max_tokens));
     }
-    for (size_t k = 0; k < keep; ++k) values->UnsafeAppend(ids[k]);
-    written += static_cast<int64_t>(keep);
-    for (int32_t id : suffix) {
-      if (written == cap) break;
-      values->UnsafeAppend(id);
-      ++written;
-    }
+    ARROW_RETURN_NOT_OK(row(i, &framed));
   }
   return arrow::Status::OK();
+}
+
+template <typename RowFn>
+arrow::Status Tokenizer::ForEachRow(const arrow::Array& strings, const TokenizeOptions& options,
+                                    RowFn&& row) const {
+  switch (strings.type_id()) {
+    case arrow::Type::STRING:
+      return ForEachRow(static_cast<const arrow::StringArray&>(strings), options, row);
+    case arrow::Type::LARGE_STRING:
+      return ForEachRow(static_cast<const arrow::LargeStringArray&>(strings), options, row);
+    default:
+      return arrow::Status::TypeError("tokenize needs a string column, got ",
+                                      strings.type()->ToString());
+  }
 }
 
 arrow::Result<std::shared_ptr<arrow::Array>> Tokenizer::Encode(const arrow::Array& strings,
@@ -84,20 +89,53 @@ arrow::Result<std::shared_ptr<arrow::Array>> Tokenizer::Encode(const arrow::Arra
   auto values = std::make_shared<arrow::Int32Builder>(pool);
   arrow::ListBuilder builder(pool, values, arrow::list(arrow::int32()));
   ARROW_RETURN_NOT_OK(builder.Reserve(strings.length()));
-  switch (strings.type_id()) {
-    case arrow::Type::STRING:
-      ARROW_RETURN_NOT_OK(EncodeAll(static_cast<const arrow::StringArray&>(strings), options,
-                                    &builder, values.get()));
-      break;
-    case arrow::Type::LARGE_STRING:
-      ARROW_RETURN_NOT_OK(EncodeAll(static_cast<const arrow::LargeStringArray&>(strings), options,
-                                    &builder, values.get()));
-      break;
-    default:
-      return arrow::Status::TypeError("tokenize needs a string column, got ",
-                                      strings.type()->ToString());
-  }
+  ARROW_RETURN_NOT_OK(
+      ForEachRow(strings, options, [&](int64_t, const std::vector<int32_t>* ids) -> arrow::Status {
+        if (ids == nullptr) return builder.AppendNull();
+        ARROW_RETURN_NOT_OK(builder.Append());
+        return values->AppendValues(ids->data(), static_cast<int64_t>(ids->size()));
+      }));
   return builder.Finish();
+}
+
+arrow::Result<PaddedIds> Tokenizer::EncodePadded(const arrow::Array& strings,
+                                                 const TokenizeOptions& options, int32_t pad_to,
+                                                 int32_t pad_id, arrow::MemoryPool* pool) const {
+  if (pad_to <= 0 || !options.max_tokens || *options.max_tokens > pad_to) {
+    return arrow::Status::Invalid("pad_to ", pad_to, " needs max_tokens of at most ", pad_to);
+  }
+  const int64_t rows = strings.length();
+  arrow::TypedBufferBuilder<int32_t> values(pool);
+  arrow::TypedBufferBuilder<int8_t> mask(pool);
+  arrow::TypedBufferBuilder<bool> valid(pool);
+  ARROW_RETURN_NOT_OK(values.Reserve(rows * pad_to));
+  ARROW_RETURN_NOT_OK(mask.Reserve(rows * pad_to));
+  ARROW_RETURN_NOT_OK(valid.Reserve(rows));
+  ARROW_RETURN_NOT_OK(
+      ForEachRow(strings, options, [&](int64_t, const std::vector<int32_t>* ids) -> arrow::Status {
+        const int64_t n = ids == nullptr ? 0 : static_cast<int64_t>(ids->size());
+        valid.UnsafeAppend(ids != nullptr);
+        if (n > pad_to) return arrow::Status::Invalid("a row of ", n, " ids, more than pad_to");
+        if (n > 0) values.UnsafeAppend(ids->data(), n);
+        values.UnsafeAppend(pad_to - n, pad_id);
+        mask.UnsafeAppend(n, int8_t{1});
+        mask.UnsafeAppend(pad_to - n, int8_t{0});
+        return arrow::Status::OK();
+      }));
+  const int64_t nulls = valid.false_count();
+  ARROW_ASSIGN_OR_RAISE(auto bitmap, valid.Finish());
+  if (nulls == 0) bitmap = nullptr;
+  const int64_t length = rows * pad_to;
+  ARROW_ASSIGN_OR_RAISE(auto id_buffer, values.Finish());
+  ARROW_ASSIGN_OR_RAISE(auto mask_buffer, mask.Finish());
+  auto flat_ids = std::make_shared<arrow::Int32Array>(length, std::move(id_buffer));
+  auto flat_mask = std::make_shared<arrow::Int8Array>(length, std::move(mask_buffer));
+  PaddedIds out;
+  out.ids = std::make_shared<arrow::FixedSizeListArray>(
+      arrow::fixed_size_list(arrow::int32(), pad_to), rows, flat_ids, bitmap, nulls);
+  out.mask = std::make_shared<arrow::FixedSizeListArray>(
+      arrow::fixed_size_list(arrow::int8(), pad_to), rows, flat_mask, bitmap, nulls);
+  return out;
 }
 
 std::string Sha256Hex(std::string_view bytes) {

@@ -30,6 +30,12 @@ struct TokenizeOptions {
   std::optional<int64_t> max_tokens;  ///< special ids included; the text's ids are cut at the end
 };
 
+/// pad_to's two columns: ids padded to a fixed length and which are real.
+struct PaddedIds {
+  std::shared_ptr<arrow::Array> ids;   ///< fixed_size_list<int32, N>, pad ids after the row's
+  std::shared_ptr<arrow::Array> mask;  ///< fixed_size_list<int8, N>: 1 for an id, 0 for a pad
+};
+
 /// A loaded model. Encode is const and safe to call from several threads at
 /// once (no implementation keeps state between texts).
 class Tokenizer {
@@ -45,6 +51,9 @@ class Tokenizer {
   /// "sentencepiece" or "tokenizer.json <model type>" (e.g. "tokenizer.json WordPiece").
   virtual std::string kind() const = 0;
   virtual int32_t vocab_size() const = 0;
+  /// The model's own pad id (a tokenizer.json's `padding.pad_id`, a
+  /// SentencePiece pad piece); nullopt when it names none.
+  virtual std::optional<int32_t> pad_id() const = 0;
 
   /// Invalid (naming the option) when `options` do not apply to this model:
   /// BOS/EOS the model lacks, bos/eos on a tokenizer.json, a `max_tokens`
@@ -56,6 +65,15 @@ class Tokenizer {
   arrow::Result<std::shared_ptr<arrow::Array>> Encode(const arrow::Array& strings,
                                                       const TokenizeOptions& options,
                                                       arrow::MemoryPool* pool) const;
+
+  /// Encode's ids, each row followed by `pad_id` up to `pad_to` ids, and
+  /// the mask of the real ids: `tokenizer(text, padding="max_length",
+  /// max_length=pad_to, truncation=True)`'s input_ids and attention_mask
+  /// when max_tokens is pad_to. Needs options.max_tokens <= pad_to. A null
+  /// string gives a null row in both (all pad ids, mask 0, underneath).
+  arrow::Result<PaddedIds> EncodePadded(const arrow::Array& strings, const TokenizeOptions& options,
+                                        int32_t pad_to, int32_t pad_id,
+                                        arrow::MemoryPool* pool) const;
 
   const std::string& location() const { return location_; }
 
@@ -69,9 +87,14 @@ class Tokenizer {
                        std::vector<int32_t>* suffix) const = 0;
 
  private:
-  template <typename StringArray>
-  arrow::Status EncodeAll(const StringArray& strings, const TokenizeOptions& options,
-                          arrow::ListBuilder* builder, arrow::Int32Builder* values) const;
+  /// Calls `row(i, ids)` for every row i of `strings` with its framed and
+  /// cut ids (nullptr for a null string).
+  template <typename StringArray, typename RowFn>
+  arrow::Status ForEachRow(const StringArray& strings, const TokenizeOptions& options,
+                           RowFn&& row) const;
+  template <typename RowFn>
+  arrow::Status ForEachRow(const arrow::Array& strings, const TokenizeOptions& options,
+                           RowFn&& row) const;
 
   std::string location_;
 };

@@ -47,6 +47,25 @@ bool IsTokenList(const arrow::DataType& type) {
   return type.field(0)->type()->id() == arrow::Type::INT32;
 }
 
+// pad_to's pad id: the model's own, else the spec's `pad_id`; both given
+// and different is refused rather than one silently winning.
+arrow::Result<int32_t> PadId(const TokenizeSpec& tok, const Tokenizer& tokenizer,
+                             const std::string& what) {
+  const std::optional<int32_t> own = tokenizer.pad_id();
+  const char* where = tokenizer.kind() == "sentencepiece" ? "its pad piece" : "padding.pad_id";
+  if (own && tok.pad_id && *tok.pad_id != *own) {
+    return arrow::Status::Invalid("transform: ", what, ": 'pad_id' ", *tok.pad_id, " but '",
+                                  tok.model, "' pads with ", *own, " (", where,
+                                  "); leave 'pad_id' out or give ", *own);
+  }
+  if (own) return *own;
+  // Any id, as the tokenizers package takes any (a pad token may be an added
+  // token past the model's vocabulary).
+  if (tok.pad_id) return static_cast<int32_t>(*tok.pad_id);  // <= INT32_MAX: checked by the spec
+  return arrow::Status::Invalid("transform: ", what, ": 'pad_to' needs a pad id and '", tok.model,
+                                "' names none (", where, "); give 'pad_id'");
+}
+
 }  // namespace
 
 arrow::Result<std::vector<std::string>> InputColumns(const TransformSpec& spec) {
@@ -139,9 +158,24 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
       if (!checked.ok()) {
         return arrow::Status::Invalid("transform: ", c.what, ": ", checked.message());
       }
+      t->model_kind_.push_back((*tokenizer)->kind());
       c.tokenizer = std::move(*tokenizer);
       c.tokenize = options;
       t->model_sha256_.push_back(std::move(sha));
+      if (tok.pad_to) {
+        ARROW_ASSIGN_OR_RAISE(c.pad_id, PadId(tok, *c.tokenizer, c.what));
+        c.pad_to = static_cast<int32_t>(*tok.pad_to);  // <= kMaxTokens: checked by the spec
+        fields.push_back(arrow::field(c.name, arrow::fixed_size_list(arrow::int32(), c.pad_to)));
+        fields.push_back(
+            arrow::field(tok.MaskName(), arrow::fixed_size_list(arrow::int8(), c.pad_to)));
+        Column mask;
+        mask.name = tok.MaskName();
+        mask.what = "column '" + mask.name + "' (the mask of '" + c.name + "')";
+        mask.mask = true;
+        t->columns_.push_back(std::move(c));
+        t->columns_.push_back(std::move(mask));
+        continue;
+      }
       fields.push_back(arrow::field(c.name, arrow::list(arrow::int32())));
     }
     t->columns_.push_back(std::move(c));
@@ -188,9 +222,21 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> Transform::Apply(const arrow:
   cp::ExecContext ctx(pool);
   const cp::ExecBatch exec_batch(batch);
   arrow::ArrayVector out;
+  std::shared_ptr<arrow::Array> mask;  // a pad_to column's, for the next column
   for (const Column& c : columns_) {
     arrow::Result<std::shared_ptr<arrow::Array>> column;
-    if (c.tokenizer) {
+    if (c.mask) {
+      column = std::move(mask);
+    } else if (c.pad_to > 0) {
+      auto padded =
+          c.tokenizer->EncodePadded(*batch.column(c.source), c.tokenize, c.pad_to, c.pad_id, pool);
+      if (padded.ok()) {
+        column = std::move(padded->ids);
+        mask = std::move(padded->mask);
+      } else {
+        column = padded.status();
+      }
+    } else if (c.tokenizer) {
       column = c.tokenizer->Encode(*batch.column(c.source), c.tokenize, pool);
     } else if (c.source >= 0) {
       column = batch.column(c.source);

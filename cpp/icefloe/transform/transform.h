@@ -45,6 +45,8 @@ class Transform {
   const std::shared_ptr<arrow::Schema>& output_schema() const { return output_schema_; }
   /// Each tokenize model's SHA-256 (hex), in column order.
   const std::vector<std::string>& model_sha256() const { return model_sha256_; }
+  /// Each tokenize model's kind (Tokenizer::kind()), in column order.
+  const std::vector<std::string>& model_kind() const { return model_kind_; }
 
   /// One scan task's output, batch by batch, as a load streams its rows: no
   /// task is held whole. Not thread-safe; one per task, used while the
@@ -83,6 +85,9 @@ class Transform {
     arrow::compute::Expression expr;  ///< expr: bound to the input schema
     std::shared_ptr<const Tokenizer> tokenizer;
     TokenizeOptions tokenize;
+    int32_t pad_to = 0;  ///< tokenize with pad_to: fixed-size rows of ids...
+    int32_t pad_id = 0;
+    bool mask = false;  ///< ...and the next column is their mask (no source of its own)
   };
 
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Apply(const arrow::RecordBatch& batch,
@@ -96,6 +101,7 @@ class Transform {
   std::shared_ptr<arrow::Schema> output_schema_;
   std::vector<Column> columns_;
   std::vector<std::string> model_sha256_;
+  std::vector<std::string> model_kind_;
 };
 
 }  // namespace icefloe::transform
