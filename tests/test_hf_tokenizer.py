@@ -234,7 +234,8 @@ def _set(doc, keys, value):
         {"type": "BertPreTokenizer"}, {"type": "UnicodeScripts"}]}), {},
      r"pre_tokenizer.pretokenizers\[1\]: UnicodeScripts is not supported"),
     (lambda d: _set(d, ["normalizer"], {"type": "Sequence", "normalizers": [
-        {"type": "Lowercase"}]}), {}, r"normalizer.normalizers\[0\]: Lowercase is not supported"),
+        {"type": "Lowercase"}, {"type": "Precompiled", "precompiled_charsmap": ""}]}), {},
+     r"normalizer.normalizers\[1\]: Precompiled is not supported"),
     (lambda d: _set(d, ["model", "type"], "Unigram"), {}, r"model: Unigram is not supported"),
     (lambda d: _set(d, ["model", "dropout"], 0.1), {}, r"model.dropout: option not supported"),
     (lambda d: _set(d, ["normalizer", "lowercase"], "yes"), {},

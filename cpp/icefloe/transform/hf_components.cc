@@ -4,6 +4,7 @@
 
 #include "icefloe/transform/bert.h"
 #include "icefloe/transform/bpe.h"
+#include "icefloe/transform/normalizers.h"
 #include "icefloe/transform/regex_split.h"
 #include "icefloe/transform/unicode.h"
 #include "icefloe/transform/wordpiece.h"
@@ -20,8 +21,9 @@ std::string Quoted(const std::string& token) {
 class NormalFormNormalizer final : public Normalizer {
  public:
   explicit NormalFormNormalizer(unicode::NormalForm form) : form_(form) {}
-  void Normalize(std::string_view in, std::string* out) const override {
+  arrow::Status Normalize(std::string_view in, std::string* out) const override {
     unicode::AppendNormalForm(in, form_, out);
+    return arrow::Status::OK();
   }
 
  private:
@@ -33,14 +35,15 @@ class NormalizerSequence final : public Normalizer {
  public:
   explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> stages)
       : stages_(std::move(stages)) {}
-  void Normalize(std::string_view in, std::string* out) const override {
+  arrow::Status Normalize(std::string_view in, std::string* out) const override {
     std::string a(in), b;
     for (const auto& s : stages_) {
       b.clear();
-      s->Normalize(a, &b);
+      ARROW_RETURN_NOT_OK(s->Normalize(a, &b));
       a.swap(b);
     }
     out->append(a);
+    return arrow::Status::OK();
   }
 
  private:
@@ -144,6 +147,23 @@ arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
     ARROW_ASSIGN_OR_RAISE(auto stages, Stages<Normalizer>(&o, "normalizers", NormalizerFromJson));
     ARROW_RETURN_NOT_OK(o.Done());
     return std::make_unique<NormalizerSequence>(std::move(stages));
+  }
+  if (type == "Lowercase" || type == "StripAccents") {
+    ARROW_RETURN_NOT_OK(o.Done());
+    if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
+    return std::make_unique<StripAccentsNormalizer>();
+  }
+  if (type == "Strip") {
+    ARROW_ASSIGN_OR_RAISE(auto n, StripNormalizer::FromJson(&o));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  if (type == "Replace") {
+    ARROW_ASSIGN_OR_RAISE(auto n, ReplaceNormalizer::FromJson(&o));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  if (type == "Prepend") {
+    ARROW_ASSIGN_OR_RAISE(auto n, PrependNormalizer::FromJson(&o));
+    return std::unique_ptr<Normalizer>(std::move(n));
   }
   return Refuse(path, type, " is not supported");
 }

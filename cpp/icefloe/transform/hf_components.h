@@ -33,8 +33,9 @@ arrow::Result<Vocab> ReadVocab(const Json& j, const std::string& path);
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  /// `in` normalized, appended to `out`.
-  virtual void Normalize(std::string_view in, std::string* out) const = 0;
+  /// `in` normalized, appended to `out`. Fails only where a regex search
+  /// does (Oniguruma's retry limit).
+  virtual arrow::Status Normalize(std::string_view in, std::string* out) const = 0;
 };
 
 /// `pre_tokenizer`: cuts a normalized piece into words.

@@ -95,7 +95,7 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
     t.id = static_cast<int32_t>(id);
     if (t.normalized && normalizer_) {
       std::string normalized;
-      normalizer_->Normalize(t.content, &normalized);
+      ARROW_RETURN_NOT_OK(normalizer_->Normalize(t.content, &normalized));
       if (normalized.empty()) continue;  // matches nothing
       t.content = std::move(normalized);
     }
@@ -233,7 +233,7 @@ arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t
     std::string_view piece = r.text;
     if (normalizer_) {
       normalized.clear();
-      normalizer_->Normalize(r.text, &normalized);
+      ARROW_RETURN_NOT_OK(normalizer_->Normalize(r.text, &normalized));
       piece = normalized;
     }
     pieces.clear();

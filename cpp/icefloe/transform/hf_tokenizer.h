@@ -4,7 +4,8 @@
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
 // truncates). Encode only: the `decoder` section is not read.
 //
-// Supported: added tokens; normalizers BertNormalizer and NFC/NFD/NFKC/NFKD;
+// Supported: added tokens; normalizers BertNormalizer, NFC/NFD/NFKC/NFKD,
+// Lowercase, Strip, StripAccents, Replace and Prepend;
 // pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
 // Oniguruma, as the library); Sequence of either kind; models WordPiece and BPE;
 // post-processors TemplateProcessing, BertProcessing, ByteLevel (ids

