@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from iceberg_util import Warehouse
-from test_hf_bpe import MORE
+from test_hf_bpe import BYTES, MORE
 from test_hf_tokenizer import (
     ADVERSARIAL,
     _set,
@@ -161,6 +161,95 @@ def test_normalizers_equal_the_tokenizers_package(tmp_path, texts, sample):
 
 
 
+def llama2_post(tok):
+    bos = tok.token_to_id("<s>")
+    return tk.processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
+
+
+def test_pre_tokenizers_equal_the_tokenizers_package(tmp_path, texts, sample):
+    p = tk.pre_tokenizers
+    root = tmp_path / "models"
+    root.mkdir()
+
+    def bpe(name, pre, **kw):
+        # A small alphabet leaves room for merges; the rest is [UNK].
+        return train(root / f"{name}.json", sample, tk.models.BPE(unk_token="[UNK]"),
+                     pre_tokenizer=pre, specials=["[UNK]"], limit_alphabet=200, **kw)
+
+    def pre(**fields):
+        return lambda d: d["pre_tokenizer"].update(fields)
+
+    models = {
+        "digits": bpe("digits", p.Digits(individual_digits=False)),
+        "digits_individual": bpe("digits_individual", p.Sequence([
+            p.WhitespaceSplit(), p.Digits(individual_digits=True)])),
+        "punctuation": bpe("punctuation", p.Punctuation()),
+        "whitespace": bpe("whitespace", p.Whitespace()),
+        "whitespace_split": bpe("whitespace_split", p.WhitespaceSplit()),
+        # An added token: where "first" differs from "always".
+        "metaspace": bpe("metaspace", p.Metaspace(),
+                         added=[tk.AddedToken("</s>", special=True)]),
+        # T5's shape: words, then each marked.
+        "t5": bpe("t5", p.Sequence([p.WhitespaceSplit(), p.Metaspace()])),
+        # Llama-2 / Mistral as transformers converts them: Metaspace
+        # (prepend_scheme first, no split) before a BPE with byte_fallback, a BOS
+        # template; trained split, as SentencePiece trains.
+        "llama2": train(root / "llama2.json", sample,
+                        tk.models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
+                        pre_tokenizer=p.Metaspace(prepend_scheme="first"),
+                        specials=["<unk>", "<s>", "</s>", *BYTES], limit_alphabet=150,
+                        post=llama2_post, edit=pre(split=False)),
+    }
+    # Each behavior trained with it, so that merges cross what it joins.
+    for behavior in ("removed", "merged_with_previous", "merged_with_next", "contiguous"):
+        models[f"punctuation_{behavior}"] = bpe(f"punctuation_{behavior}",
+                                                p.Punctuation(behavior=behavior))
+    models["metaspace_unsplit"] = bpe("metaspace_unsplit", p.Metaspace(split=False))
+    for name, fields in [("never", {"prepend_scheme": "never"}),
+                         ("first", {"prepend_scheme": "first"}),
+                         ("underscore", {"replacement": "_"}),
+                         # An old file's form: add_prefix_space, str_rep, no scheme.
+                         ("old_form", {"add_prefix_space": True, "str_rep": "▁"})]:
+        models[f"metaspace_{name}"] = variant(models["metaspace"], f"metaspace_{name}",
+                                              pre(**fields))
+    for name in ("old_form",):
+        doc = json.loads(Path(models[f"metaspace_{name}"]).read_text())
+        del doc["pre_tokenizer"]["prepend_scheme"], doc["pre_tokenizer"]["split"]
+        Path(models[f"metaspace_{name}"]).write_text(json.dumps(doc))
+    # The first stage of a Sequence may ask where the text begins.
+    models["llama2_sequence"] = variant(models["llama2"], "llama2_sequence", lambda d: _set(
+        d, ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [
+            d["pre_tokenizer"], {"type": "Digits", "individual_digits": True}]}))
+    # Llama-2's legacy form: the same model behind Prepend + Replace.
+    models["llama2_legacy"] = variant(models["llama2"], "llama2_legacy", lambda d: (
+        _set(d, ["pre_tokenizer"], None),
+        _set(d, ["normalizer"], {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]})))
+    # The package's own SentencePiece-style BPE (NFKC, Metaspace).
+    spm = tk.implementations.SentencePieceBPETokenizer()
+    spm.train_from_iterator(sample, vocab_size=2000, limit_alphabet=300, show_progress=False)
+    spm.save(str(root / "spm_bpe.json"))
+    models["spm_bpe"] = str(root / "spm_bpe.json")
+
+    columns = [(name, True) for name in models] + [("llama2", False), ("llama2_legacy", False)]
+    compare(tmp_path, texts, models, columns)
+    # The variants exercise what they are for.
+    llama2 = tk.Tokenizer.from_file(models["llama2"])
+    assert llama2.encode("<s>hi").tokens != llama2.encode("<s> hi").tokens
+    joined = " ".join(x for x in texts[1:200] if x)
+    assert set(llama2.encode(joined).ids) & {llama2.token_to_id(b) for b in BYTES}
+    for name in models:
+        assert len(json.loads(Path(models[name]).read_text())["model"]["merges"]) > 500, name
+    first, always = (tk.Tokenizer.from_file(models[k]) for k in ("metaspace_first", "metaspace"))
+    assert first.encode("a</s>b").tokens != always.encode("a</s>b").tokens
+    unsplit = tk.Tokenizer.from_file(models["metaspace_unsplit"])
+    assert any("▁" in t[1:] for t in unsplit.encode(joined).tokens)
+    previous = tk.Tokenizer.from_file(models["punctuation_merged_with_previous"])
+    tokens = previous.encode(joined).tokens
+    assert any(len(t) > 1 and t[-1] in ",.:" for t in tokens)
+
+
 def _normalizer(value):
     return lambda d: _set(d, ["normalizer"], value)
 
@@ -183,6 +272,40 @@ def _normalizer(value):
      r"normalizer: Precompiled is not supported"),
 ])
 def test_bad_normalizers_are_refused_by_the_head(tmp_path, edit, match):
+    text = "hello worlds"
+    got, good = refused_then_loads(tmp_path, text, bert_like(tmp_path, edit), {}, match,
+                                   lambda: bert_like(tmp_path, lambda d: None))
+    assert got == reference(good, [text])
+
+
+def _pre(value, normalizer=None):
+    return lambda d: (_set(d, ["normalizer"], normalizer), _set(d, ["pre_tokenizer"], value))
+
+
+FIRST = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_pre({"type": "Digits"}),
+     r"pre_tokenizer.individual_digits: must be true or false \(the library requires it\)"),
+    (_pre({"type": "Punctuation", "behavior": "Merged"}),
+     r'pre_tokenizer.behavior: "Merged" is not Removed, Isolated, MergedWithPrevious'),
+    (_pre({"type": "Whitespace", "pattern": "x"}), r"pre_tokenizer.pattern: option not supported"),
+    (_pre({**FIRST, "replacement": "ab"}), r"pre_tokenizer.replacement: must be one character"),
+    (_pre({**FIRST, "prepend_scheme": "sometimes"}),
+     r'pre_tokenizer.prepend_scheme: "sometimes" is not "always", "first" or "never"'),
+    (_pre({"type": "Metaspace", "replacement": "▁", "add_prefix_space": False}),
+     r'pre_tokenizer.add_prefix_space: false without prepend_scheme "never"'),
+    # Where the text begins is known only before a normalizer or another stage
+    # has moved it.
+    (_pre({"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, FIRST]}),
+     r'pre_tokenizer.pretokenizers\[1\]: prepend_scheme "first" after another pre-tokenizer '
+     r"is not supported"),
+    (_pre(FIRST, {"type": "Lowercase"}),
+     r'pre_tokenizer: prepend_scheme "first" with a normalizer is not supported'),
+    (_pre({"type": "UnicodeScripts"}), r"pre_tokenizer: UnicodeScripts is not supported"),
+])
+def test_bad_pre_tokenizers_are_refused_by_the_head(tmp_path, edit, match):
     text = "hello worlds"
     got, good = refused_then_loads(tmp_path, text, bert_like(tmp_path, edit), {}, match,
                                    lambda: bert_like(tmp_path, lambda d: None))

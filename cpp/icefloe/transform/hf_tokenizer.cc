@@ -36,6 +36,12 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
                           hf::NormalizerFromJson(top.Find("normalizer"), "normalizer"));
     ARROW_ASSIGN_OR_RAISE(t->pre_tokenizer_,
                           hf::PreTokenizerFromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
+    if (auto at = t->pre_tokenizer_ ? t->pre_tokenizer_->AtStartPath() : std::nullopt;
+        at && t->normalizer_) {
+      // Where the text begins is the library's original offset 0, which a
+      // normalizer may move (a stripped or replaced first character).
+      return Refuse(*at, "prepend_scheme \"first\" with a normalizer is not supported");
+    }
     if (const Json* added = top.Find("added_tokens"))
       ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
     bool framed = false;
@@ -207,12 +213,12 @@ void HfTokenizer::Framing(const TokenizeOptions& options, std::vector<int32_t>* 
   *suffix = suffix_;
 }
 
-arrow::Status HfTokenizer::EncodeNormalized(std::string_view text,
+arrow::Status HfTokenizer::EncodeNormalized(std::string_view text, bool at_start,
                                             std::vector<int32_t>* ids) const {
   if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
   std::vector<std::string> words;
   if (pre_tokenizer_) {
-    ARROW_RETURN_NOT_OK(pre_tokenizer_->Split(text, &words));
+    ARROW_RETURN_NOT_OK(pre_tokenizer_->SplitAt(text, at_start, &words));
   } else if (!text.empty()) {
     words.emplace_back(text);
   }
@@ -242,7 +248,10 @@ arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t
       if (p.id >= 0) {
         ids->push_back(p.id);
       } else {
-        ARROW_RETURN_NOT_OK(EncodeNormalized(p.text, ids));
+        // At the text's start: nothing before it, in the text nor in the
+        // piece (with no normalizer: see Load).
+        const bool at_start = r.text.data() == text.data() && p.text.data() == piece.data();
+        ARROW_RETURN_NOT_OK(EncodeNormalized(p.text, at_start, ids));
       }
     }
   }

@@ -7,7 +7,8 @@
 // Supported: added tokens; normalizers BertNormalizer, NFC/NFD/NFKC/NFKD,
 // Lowercase, Strip, StripAccents, Replace and Prepend;
 // pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
-// Oniguruma, as the library); Sequence of either kind; models WordPiece and BPE;
+// Oniguruma, as the library), Digits, Punctuation, Whitespace,
+// WhitespaceSplit and Metaspace; Sequence of either kind; models WordPiece and BPE;
 // post-processors TemplateProcessing, BertProcessing, ByteLevel (ids
 // unchanged) and a Sequence of them. Anything else is refused at load,
 // naming its JSON path.
@@ -44,8 +45,10 @@ class HfTokenizer final : public Tokenizer {
   /// Reads the post-processor at `path` (recursing into a Sequence);
   /// `framed` says whether one adding special tokens was read already.
   arrow::Status ReadPostProcessor(const hf::Json* j, const std::string& path, bool* framed);
-  /// Normalized text (added tokens split out) to ids.
-  arrow::Status EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const;
+  /// Normalized text (added tokens split out) to ids; `at_start`: the
+  /// piece begins where the row's text does.
+  arrow::Status EncodeNormalized(std::string_view text, bool at_start,
+                                 std::vector<int32_t>* ids) const;
 
   std::unique_ptr<hf::Normalizer> normalizer_;
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;
