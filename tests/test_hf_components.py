@@ -250,6 +250,25 @@ def test_pre_tokenizers_equal_the_tokenizers_package(tmp_path, texts, sample):
     assert any(len(t) > 1 and t[-1] in ",.:" for t in tokens)
 
 
+def test_roberta_processing_equals_the_tokenizers_package(tmp_path, texts, sample):
+    """RoBERTa's shape: byte-level BPE, <s> $A </s> (trim_offsets and
+    add_prefix_space move offsets only)."""
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+    def roberta(tok):
+        return tk.processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")),
+                                               ("<s>", tok.token_to_id("<s>")),
+                                               trim_offsets=False, add_prefix_space=False)
+
+    path = train(tmp_path / "roberta.json", sample, tk.models.BPE(), pre_tokenizer=byte_level(),
+                 specials=specials, post=roberta,
+                 initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet())
+    models = {"roberta": path}
+    compare(tmp_path, texts, models, [("roberta", True), ("roberta", False)])
+    ids = tk.Tokenizer.from_file(path).encode("hi").ids
+    assert (ids[0], ids[-1]) == (0, 2)
+
+
 def _normalizer(value):
     return lambda d: _set(d, ["normalizer"], value)
 
@@ -304,6 +323,9 @@ FIRST = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "
     (_pre(FIRST, {"type": "Lowercase"}),
      r'pre_tokenizer: prepend_scheme "first" with a normalizer is not supported'),
     (_pre({"type": "UnicodeScripts"}), r"pre_tokenizer: UnicodeScripts is not supported"),
+    (lambda d: _set(d, ["post_processor"], {"type": "RobertaProcessing", "cls": ["[CLS]", 1],
+                                            "sep": ["[SEP]", 2], "add_prefix_space": "yes"}),
+     r"post_processor.add_prefix_space: must be true or false"),
 ])
 def test_bad_pre_tokenizers_are_refused_by_the_head(tmp_path, edit, match):
     text = "hello worlds"

@@ -250,7 +250,7 @@ def _set(doc, keys, value):
     (lambda d: _set(d, ["added_tokens", 1, "id"], 4), {},
      r"added_tokens\[1\].id: '\[CLS\]' has id 4 but the tokenizers library gives it 1"),
     (lambda d: _set(d, ["post_processor"], {"type": "RobertaProcessing"}), {},
-     r"post_processor: RobertaProcessing is not supported"),
+     r"post_processor.cls: must be \[token, id\]"),
     (lambda d: _set(d, ["extra"], {}), {}, r"extra: section not supported"),
     (lambda d: None, {"bos": True}, r"'bos' and 'eos' are for SentencePiece models"),
     (lambda d: None, {"max_tokens": 1},

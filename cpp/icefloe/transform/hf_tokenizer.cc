@@ -135,7 +135,12 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
   // One processor that adds special tokens: a second would frame the first's.
   if (*framed) return Refuse(path, "a second processor adding special tokens is not supported");
   *framed = true;
-  if (type == "BertProcessing") {
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    if (type == "RobertaProcessing") {  // offsets only: the ids are BERT's
+      for (const char* field : {"trim_offsets", "add_prefix_space"}) {
+        ARROW_RETURN_NOT_OK(o.Bool(field, true).status());
+      }
+    }
     for (const char* field : {"cls", "sep"}) {
       const Json* pair = o.Find(field);
       if (pair == nullptr || !pair->is_array() || pair->size() != 2 || !(*pair)[0].is_string() ||

@@ -5,11 +5,11 @@
 // truncates). Encode only: the `decoder` section is not read.
 //
 // Supported: added tokens; normalizers BertNormalizer, NFC/NFD/NFKC/NFKD,
-// Lowercase, Strip, StripAccents, Replace and Prepend;
-// pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
-// Oniguruma, as the library), Digits, Punctuation, Whitespace,
-// WhitespaceSplit and Metaspace; Sequence of either kind; models WordPiece and BPE;
-// post-processors TemplateProcessing, BertProcessing, ByteLevel (ids
+// Lowercase, Strip, StripAccents, Replace and Prepend; pre-tokenizers
+// BertPreTokenizer, ByteLevel and Split (regexes on Oniguruma, as the
+// library), Digits, Punctuation, Whitespace, WhitespaceSplit and Metaspace;
+// Sequence of either kind; models WordPiece and BPE; post-processors
+// TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel (ids
 // unchanged) and a Sequence of them. Anything else is refused at load,
 // naming its JSON path.
 #pragma once
