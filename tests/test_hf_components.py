@@ -143,8 +143,8 @@ def test_normalizers_equal_the_tokenizers_package(tmp_path, texts, sample):
         # Marks removed after decomposing (the usual pairing), and without.
         "accents": bpe("accents", n.Sequence([n.NFKD(), n.StripAccents()])),
         "accents_alone": bpe("accents_alone", n.StripAccents()),
-        # Literal patterns: regex metacharacters and Oniguruma's \' anchor
-        # taken literally; content empty or longer than the match.
+        # Literal patterns (regex metacharacters taken literally); content
+        # empty or longer than the match.
         "replace_string": bpe("replace_string", n.Sequence([
             n.Replace("'", "’"), n.Replace("a.", "[a-dot]"), n.Replace("e", ""),
             n.Replace("$(", "^")])),
@@ -269,6 +269,75 @@ def test_roberta_processing_equals_the_tokenizers_package(tmp_path, texts, sampl
     assert (ids[0], ids[-1]) == (0, 2)
 
 
+def test_unigram_equals_the_tokenizers_package(tmp_path, texts, sample):
+    """SentencePiece unigram files (T5, ALBERT): Viterbi over the pieces'
+    scores, unknown characters fused into one unk, byte_fallback."""
+    p, n = tk.pre_tokenizers, tk.normalizers
+    root = tmp_path / "models"
+    root.mkdir()
+
+    def unigram(name, texts, **kw):
+        tok = tk.Tokenizer(tk.models.Unigram())
+        tok.normalizer = kw.pop("normalizer", None)
+        tok.pre_tokenizer = kw.pop("pre_tokenizer", p.Metaspace())
+        tok.train_from_iterator(texts, tk.trainers.UnigramTrainer(
+            vocab_size=8000, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>",
+            show_progress=False, **kw))
+        eos = tok.token_to_id("</s>")
+        tok.post_processor = tk.processors.TemplateProcessing(single="$A </s>",
+                                                              special_tokens=[("</s>", eos)])
+        tok.save(str(root / f"{name}.json"))
+        return str(root / f"{name}.json")
+
+    def byte_fallback(d):
+        low = min(score for _, score in d["model"]["vocab"])
+        d["model"]["vocab"] += [[b, low - 1.0] for b in BYTES]
+        d["model"]["byte_fallback"] = True
+
+    models = {
+        # Trained on ASCII text: the other scripts' characters are unknown.
+        "unigram": unigram("unigram", [t for t in sample if t.isascii()]),
+        # ALBERT-like: normalized, short pieces, every script.
+        "albert": unigram("albert", sample, normalizer=n.Sequence([n.NFKC(), n.Lowercase()]),
+                          pre_tokenizer=p.WhitespaceSplit(), max_piece_length=8),
+    }
+    models["unigram_fallback"] = variant(models["unigram"], "unigram_fallback", byte_fallback)
+    # No pre-tokenizer: a whole text is one word (spaces unknown characters).
+    models["unigram_whole"] = variant(models["unigram"], "unigram_whole",
+                                      lambda d: _set(d, ["pre_tokenizer"], None))
+    columns = [(name, True) for name in models] + [("unigram", False)]
+    compare(tmp_path, texts, models, columns)
+    # The variants exercise what they are for.
+    joined = " ".join(x for x in texts[1:200] if x)
+    for name in ("unigram", "unigram_fallback"):
+        tok = tk.Tokenizer.from_file(models[name])
+        ids = tok.encode(joined.replace("<unk>", "")).ids
+        uses_bytes = bool(set(ids) & {tok.token_to_id(b) for b in BYTES})
+        assert (tok.token_to_id("<unk>") in ids, uses_bytes) == (
+            (True, False) if name == "unigram" else (False, True)), name
+
+
+def test_unigram_reads_scores_as_the_library_does(tmp_path):
+    """The library's JSON parser (serde_json without float_roundtrip) reads
+    -6.1316232245374716 one ULP below the correctly rounded value; with it,
+    "a" + "b" ties "ab" exactly and the first offered, "ab", stays. Read
+    correctly, "a" + "b" would win."""
+    vocab = [["<unk>", 0.0], ["a", -6.1316232245374716], ["b", -1.0], ["ab", -7.131623224537472]]
+    doc = json.loads(tk.Tokenizer(tk.models.Unigram()).to_str())
+    doc["model"] = {"type": "Unigram", "unk_id": 0, "vocab": vocab, "byte_fallback": False}
+    path = tmp_path / "ulp.json"
+    path.write_text(json.dumps(doc))
+    texts = ["ab", "abab", "ba"]
+    want = reference(str(path), texts)
+    assert want == [[3], [3, 3], [2, 1]]
+    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": texts}))
+    spec = {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": str(path)}}]}
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("t", t.metadata_location, transform=spec)
+        assert client.read("t")["ids"].to_pylist() == want
+
+
 def _normalizer(value):
     return lambda d: _set(d, ["normalizer"], value)
 
@@ -323,6 +392,17 @@ FIRST = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "
     (_pre(FIRST, {"type": "Lowercase"}),
      r'pre_tokenizer: prepend_scheme "first" with a normalizer is not supported'),
     (_pre({"type": "UnicodeScripts"}), r"pre_tokenizer: UnicodeScripts is not supported"),
+    (lambda d: _set(d, ["model"], {"type": "Unigram", "vocab": [["<unk>", 0.0], ["a", -1]]}),
+     r"model.unk_id: null is not supported"),
+    (lambda d: _set(d, ["model"], {"type": "Unigram", "unk_id": 2,
+                                   "vocab": [["<unk>", 0.0], ["a", -1]]}),
+     r"model.unk_id: 2 is out of range \[0, 1\]"),
+    (lambda d: _set(d, ["model"], {"type": "Unigram", "unk_id": 0,
+                                   "vocab": [["<unk>", 0.0], ["a", -1], ["a", -2]]}),
+     r'model.vocab\[2\]: "a" is also model.vocab\[1\]'),
+    (lambda d: _set(d, ["model"], {"type": "Unigram", "unk_id": 0,
+                                   "vocab": [["<unk>", 0.0], ["a", "-1"]]}),
+     r'model.vocab\[1\]: must be \[piece, score\]'),
     (lambda d: _set(d, ["post_processor"], {"type": "RobertaProcessing", "cls": ["[CLS]", 1],
                                             "sep": ["[SEP]", 2], "add_prefix_space": "yes"}),
      r"post_processor.add_prefix_space: must be true or false"),

@@ -236,7 +236,9 @@ def _set(doc, keys, value):
     (lambda d: _set(d, ["normalizer"], {"type": "Sequence", "normalizers": [
         {"type": "Lowercase"}, {"type": "Precompiled", "precompiled_charsmap": ""}]}), {},
      r"normalizer.normalizers\[1\]: Precompiled is not supported"),
-    (lambda d: _set(d, ["model", "type"], "Unigram"), {}, r"model: Unigram is not supported"),
+    (lambda d: _set(d, ["model", "type"], "Unigram"), {},
+     r"model.vocab: must be a list of \[piece, score\]"),
+    (lambda d: _set(d, ["model", "type"], "WordLevel"), {}, r"model: WordLevel is not supported"),
     (lambda d: _set(d, ["model", "dropout"], 0.1), {}, r"model.dropout: option not supported"),
     (lambda d: _set(d, ["normalizer", "lowercase"], "yes"), {},
      r"normalizer.lowercase: must be true or false"),

@@ -8,6 +8,7 @@
 #include "icefloe/transform/pre_tokenizers.h"
 #include "icefloe/transform/regex_split.h"
 #include "icefloe/transform/unicode.h"
+#include "icefloe/transform/unigram.h"
 #include "icefloe/transform/wordpiece.h"
 
 namespace icefloe::transform::hf {
@@ -243,6 +244,10 @@ arrow::Result<std::unique_ptr<Model>> ModelFromJson(const Json& j, const std::st
   }
   if (type == "BPE") {
     ARROW_ASSIGN_OR_RAISE(auto m, Bpe::FromJson(&o));
+    return std::unique_ptr<Model>(std::move(m));
+  }
+  if (type == "Unigram") {
+    ARROW_ASSIGN_OR_RAISE(auto m, Unigram::FromJson(&o));
     return std::unique_ptr<Model>(std::move(m));
   }
   return Refuse(path, type, " is not supported");

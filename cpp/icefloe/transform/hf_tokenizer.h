@@ -8,7 +8,7 @@
 // Lowercase, Strip, StripAccents, Replace and Prepend; pre-tokenizers
 // BertPreTokenizer, ByteLevel and Split (regexes on Oniguruma, as the
 // library), Digits, Punctuation, Whitespace, WhitespaceSplit and Metaspace;
-// Sequence of either kind; models WordPiece and BPE; post-processors
+// Sequence of either kind; models WordPiece, BPE and Unigram; post-processors
 // TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel (ids
 // unchanged) and a Sequence of them. Anything else is refused at load,
 // naming its JSON path.

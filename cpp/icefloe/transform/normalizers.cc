@@ -41,8 +41,8 @@ arrow::Result<std::unique_ptr<Regex>> PatternFromJson(JsonObject* o) {
   const std::string kind = pattern->begin().key();
   const std::string text = pattern->begin().value().get<std::string>();
   if (kind == "Regex") return Regex::Compile(text, path + ".Regex");
-  // regex::escape's meta characters, as the library escapes them (in
-  // Oniguruma's syntax \' and \` are anchors: those stay unescaped).
+  // regex::escape's meta characters, escaped as the library escapes them
+  // before compiling the literal with Oniguruma.
   std::string escaped;
   for (char c : text) {
     if (std::string_view("\\.+*?()|[]{}^$#&-~").find(c) != std::string_view::npos) {
