@@ -20,7 +20,7 @@ bool IsAsciiPunctuation(int32_t cp) {
 
 }  // namespace
 
-void BertNormalizer::Normalize(std::string_view in, std::string* out) const {
+arrow::Status BertNormalizer::Normalize(std::string_view in, std::string* out) const {
   // Each stage over the whole piece, in the library's order: clean, CJK,
   // accents (NFD reorders marks across characters), lowercase.
   std::string a, b;
@@ -58,9 +58,10 @@ void BertNormalizer::Normalize(std::string_view in, std::string* out) const {
   }
   if (!lowercase_) {
     out->append(text);
-    return;
+    return arrow::Status::OK();
   }
   for (size_t i = 0; i < text.size();) unicode::AppendLowercase(unicode::Next(text, &i), out);
+  return arrow::Status::OK();
 }
 
 arrow::Status BertPreTokenizer::Split(std::string_view in, std::vector<std::string>* words) const {

@@ -17,7 +17,7 @@ class BertNormalizer final : public Normalizer {
         handle_chinese_chars_(handle_chinese_chars),
         strip_accents_(strip_accents),
         lowercase_(lowercase) {}
-  void Normalize(std::string_view in, std::string* out) const override;
+  arrow::Status Normalize(std::string_view in, std::string* out) const override;
 
  private:
   const bool clean_text_;

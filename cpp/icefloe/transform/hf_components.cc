@@ -4,8 +4,11 @@
 
 #include "icefloe/transform/bert.h"
 #include "icefloe/transform/bpe.h"
+#include "icefloe/transform/normalizers.h"
+#include "icefloe/transform/pre_tokenizers.h"
 #include "icefloe/transform/regex_split.h"
 #include "icefloe/transform/unicode.h"
+#include "icefloe/transform/unigram.h"
 #include "icefloe/transform/wordpiece.h"
 
 namespace icefloe::transform::hf {
@@ -20,8 +23,9 @@ std::string Quoted(const std::string& token) {
 class NormalFormNormalizer final : public Normalizer {
  public:
   explicit NormalFormNormalizer(unicode::NormalForm form) : form_(form) {}
-  void Normalize(std::string_view in, std::string* out) const override {
+  arrow::Status Normalize(std::string_view in, std::string* out) const override {
     unicode::AppendNormalForm(in, form_, out);
+    return arrow::Status::OK();
   }
 
  private:
@@ -33,34 +37,50 @@ class NormalizerSequence final : public Normalizer {
  public:
   explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> stages)
       : stages_(std::move(stages)) {}
-  void Normalize(std::string_view in, std::string* out) const override {
+  arrow::Status Normalize(std::string_view in, std::string* out) const override {
     std::string a(in), b;
     for (const auto& s : stages_) {
       b.clear();
-      s->Normalize(a, &b);
+      ARROW_RETURN_NOT_OK(s->Normalize(a, &b));
       a.swap(b);
     }
     out->append(a);
+    return arrow::Status::OK();
   }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> stages_;
 };
 
-// `Sequence`: each stage splits every word of the stage before.
+// `Sequence`: each stage splits every word of the stage before. Only the
+// first stage is told where the text begins (a later one asking is
+// refused at load).
 class PreTokenizerSequence final : public PreTokenizer {
  public:
   explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> stages)
       : stages_(std::move(stages)) {}
   arrow::Status Split(std::string_view in, std::vector<std::string>* words) const override {
-    std::vector<std::string> current{std::string(in)}, next;
-    for (const auto& s : stages_) {
+    return SplitAt(in, false, words);
+  }
+  arrow::Status SplitAt(std::string_view in, bool at_start,
+                        std::vector<std::string>* words) const override {
+    std::vector<std::string> current, next;
+    if (stages_.empty()) {
+      current.emplace_back(in);
+    } else {
+      ARROW_RETURN_NOT_OK(stages_[0]->SplitAt(in, at_start, &current));
+    }
+    for (size_t k = 1; k < stages_.size(); ++k) {
       next.clear();
-      for (const std::string& w : current) ARROW_RETURN_NOT_OK(s->Split(w, &next));
+      for (const std::string& w : current) ARROW_RETURN_NOT_OK(stages_[k]->Split(w, &next));
       current.swap(next);
     }
     for (std::string& w : current) words->push_back(std::move(w));
     return arrow::Status::OK();
+  }
+  std::optional<std::string> AtStartPath() const override {
+    if (stages_.empty()) return std::nullopt;
+    return stages_[0]->AtStartPath();
   }
 
  private:
@@ -145,6 +165,23 @@ arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
     ARROW_RETURN_NOT_OK(o.Done());
     return std::make_unique<NormalizerSequence>(std::move(stages));
   }
+  if (type == "Lowercase" || type == "StripAccents") {
+    ARROW_RETURN_NOT_OK(o.Done());
+    if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
+    return std::make_unique<StripAccentsNormalizer>();
+  }
+  if (type == "Strip") {
+    ARROW_ASSIGN_OR_RAISE(auto n, StripNormalizer::FromJson(&o));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  if (type == "Replace") {
+    ARROW_ASSIGN_OR_RAISE(auto n, ReplaceNormalizer::FromJson(&o));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  if (type == "Prepend") {
+    ARROW_ASSIGN_OR_RAISE(auto n, PrependNormalizer::FromJson(&o));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
   return Refuse(path, type, " is not supported");
 }
 
@@ -168,8 +205,32 @@ arrow::Result<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const Json* j,
   if (type == "Sequence") {
     ARROW_ASSIGN_OR_RAISE(auto stages,
                           Stages<PreTokenizer>(&o, "pretokenizers", PreTokenizerFromJson));
+    for (size_t k = 1; k < stages.size(); ++k) {
+      if (auto at = stages[k]->AtStartPath()) {
+        return Refuse(*at,
+                      "prepend_scheme \"first\" after another pre-tokenizer is not "
+                      "supported (only as the first stage)");
+      }
+    }
     ARROW_RETURN_NOT_OK(o.Done());
     return std::make_unique<PreTokenizerSequence>(std::move(stages));
+  }
+  if (type == "Whitespace" || type == "WhitespaceSplit") {
+    ARROW_RETURN_NOT_OK(o.Done());
+    if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
+    return std::make_unique<WhitespaceSplitPreTokenizer>();
+  }
+  if (type == "Digits") {
+    ARROW_ASSIGN_OR_RAISE(auto p, DigitsPreTokenizer::FromJson(&o));
+    return std::unique_ptr<PreTokenizer>(std::move(p));
+  }
+  if (type == "Punctuation") {
+    ARROW_ASSIGN_OR_RAISE(auto p, PunctuationPreTokenizer::FromJson(&o));
+    return std::unique_ptr<PreTokenizer>(std::move(p));
+  }
+  if (type == "Metaspace") {
+    ARROW_ASSIGN_OR_RAISE(auto p, MetaspacePreTokenizer::FromJson(&o));
+    return std::unique_ptr<PreTokenizer>(std::move(p));
   }
   return Refuse(path, type, " is not supported");
 }
@@ -183,6 +244,10 @@ arrow::Result<std::unique_ptr<Model>> ModelFromJson(const Json& j, const std::st
   }
   if (type == "BPE") {
     ARROW_ASSIGN_OR_RAISE(auto m, Bpe::FromJson(&o));
+    return std::unique_ptr<Model>(std::move(m));
+  }
+  if (type == "Unigram") {
+    ARROW_ASSIGN_OR_RAISE(auto m, Unigram::FromJson(&o));
     return std::unique_ptr<Model>(std::move(m));
   }
   return Refuse(path, type, " is not supported");

@@ -33,8 +33,9 @@ arrow::Result<Vocab> ReadVocab(const Json& j, const std::string& path);
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  /// `in` normalized, appended to `out`.
-  virtual void Normalize(std::string_view in, std::string* out) const = 0;
+  /// `in` normalized, appended to `out`. Fails only where a regex search
+  /// does (Oniguruma's retry limit).
+  virtual arrow::Status Normalize(std::string_view in, std::string* out) const = 0;
 };
 
 /// `pre_tokenizer`: cuts a normalized piece into words.
@@ -45,6 +46,17 @@ class PreTokenizer {
   /// may rewrite its words (ByteLevel maps bytes to characters). Fails only
   /// where a regex search does (Oniguruma's retry limit).
   virtual arrow::Status Split(std::string_view in, std::vector<std::string>* words) const = 0;
+  /// Split, told whether `in` begins where the text does (the library's
+  /// original offset 0: no added token or removed character before it).
+  /// Only Metaspace with prepend_scheme "first" tells the two apart.
+  virtual arrow::Status SplitAt(std::string_view in, bool at_start,
+                                std::vector<std::string>* words) const {
+    (void)at_start;
+    return Split(in, words);
+  }
+  /// The JSON path of a stage that asks SplitAt's `at_start` (Metaspace with
+  /// prepend_scheme "first"), if any.
+  virtual std::optional<std::string> AtStartPath() const { return std::nullopt; }
 };
 
 /// `model`: a word to token ids.

@@ -42,6 +42,12 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
                           hf::NormalizerFromJson(top.Find("normalizer"), "normalizer"));
     ARROW_ASSIGN_OR_RAISE(t->pre_tokenizer_,
                           hf::PreTokenizerFromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
+    if (auto at = t->pre_tokenizer_ ? t->pre_tokenizer_->AtStartPath() : std::nullopt;
+        at && t->normalizer_) {
+      // Where the text begins is the library's original offset 0, which a
+      // normalizer may move (a stripped or replaced first character).
+      return Refuse(*at, "prepend_scheme \"first\" with a normalizer is not supported");
+    }
     if (const Json* added = top.Find("added_tokens"))
       ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
     bool framed = false;
@@ -101,7 +107,7 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
     t.id = static_cast<int32_t>(id);
     if (t.normalized && normalizer_) {
       std::string normalized;
-      normalizer_->Normalize(t.content, &normalized);
+      ARROW_RETURN_NOT_OK(normalizer_->Normalize(t.content, &normalized));
       if (normalized.empty()) continue;  // matches nothing
       t.content = std::move(normalized);
     }
@@ -135,7 +141,12 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
   // One processor that adds special tokens: a second would frame the first's.
   if (*framed) return Refuse(path, "a second processor adding special tokens is not supported");
   *framed = true;
-  if (type == "BertProcessing") {
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    if (type == "RobertaProcessing") {  // offsets only: the ids are BERT's
+      for (const char* field : {"trim_offsets", "add_prefix_space"}) {
+        ARROW_RETURN_NOT_OK(o.Bool(field, true).status());
+      }
+    }
     for (const char* field : {"cls", "sep"}) {
       const Json* pair = o.Find(field);
       if (pair == nullptr || !pair->is_array() || pair->size() != 2 || !(*pair)[0].is_string() ||
@@ -213,12 +224,12 @@ void HfTokenizer::Framing(const TokenizeOptions& options, std::vector<int32_t>* 
   *suffix = suffix_;
 }
 
-arrow::Status HfTokenizer::EncodeNormalized(std::string_view text,
+arrow::Status HfTokenizer::EncodeNormalized(std::string_view text, bool at_start,
                                             std::vector<int32_t>* ids) const {
   if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
   std::vector<std::string> words;
   if (pre_tokenizer_) {
-    ARROW_RETURN_NOT_OK(pre_tokenizer_->Split(text, &words));
+    ARROW_RETURN_NOT_OK(pre_tokenizer_->SplitAt(text, at_start, &words));
   } else if (!text.empty()) {
     words.emplace_back(text);
   }
@@ -239,7 +250,7 @@ arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t
     std::string_view piece = r.text;
     if (normalizer_) {
       normalized.clear();
-      normalizer_->Normalize(r.text, &normalized);
+      ARROW_RETURN_NOT_OK(normalizer_->Normalize(r.text, &normalized));
       piece = normalized;
     }
     pieces.clear();
@@ -248,7 +259,10 @@ arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t
       if (p.id >= 0) {
         ids->push_back(p.id);
       } else {
-        ARROW_RETURN_NOT_OK(EncodeNormalized(p.text, ids));
+        // At the text's start: nothing before it, in the text nor in the
+        // piece (with no normalizer: see Load).
+        const bool at_start = r.text.data() == text.data() && p.text.data() == piece.data();
+        ARROW_RETURN_NOT_OK(EncodeNormalized(p.text, at_start, ids));
       }
     }
   }

@@ -4,10 +4,12 @@
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
 // truncates, `pad_to` pads with `padding.pad_id`). Encode only: the `decoder` section is not read.
 //
-// Supported: added tokens; normalizers BertNormalizer and NFC/NFD/NFKC/NFKD;
-// pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
-// Oniguruma, as the library); Sequence of either kind; models WordPiece and BPE;
-// post-processors TemplateProcessing, BertProcessing, ByteLevel (ids
+// Supported: added tokens; normalizers BertNormalizer, NFC/NFD/NFKC/NFKD,
+// Lowercase, Strip, StripAccents, Replace and Prepend; pre-tokenizers
+// BertPreTokenizer, ByteLevel and Split (regexes on Oniguruma, as the
+// library), Digits, Punctuation, Whitespace, WhitespaceSplit and Metaspace;
+// Sequence of either kind; models WordPiece, BPE and Unigram; post-processors
+// TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel (ids
 // unchanged) and a Sequence of them. Anything else is refused at load,
 // naming its JSON path.
 #pragma once
@@ -44,8 +46,10 @@ class HfTokenizer final : public Tokenizer {
   /// Reads the post-processor at `path` (recursing into a Sequence);
   /// `framed` says whether one adding special tokens was read already.
   arrow::Status ReadPostProcessor(const hf::Json* j, const std::string& path, bool* framed);
-  /// Normalized text (added tokens split out) to ids.
-  arrow::Status EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const;
+  /// Normalized text (added tokens split out) to ids; `at_start`: the
+  /// piece begins where the row's text does.
+  arrow::Status EncodeNormalized(std::string_view text, bool at_start,
+                                 std::vector<int32_t>* ids) const;
 
   std::unique_ptr<hf::Normalizer> normalizer_;
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;

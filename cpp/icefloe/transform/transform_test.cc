@@ -314,8 +314,8 @@ TEST_F(TransformTest, BadSpecsAreRefusedNamingTheColumn) {
   EXPECT_TRUE(has(e, "tokenizer model 'x.model' is not a SentencePiece model")) << e;
   e = error(Make(
       R"j({"columns": [{"name": "ids", "tokenize": {"column": "text", "model": "tokenizer.json"}}]})j",
-      R"j( {"version": "1.0", "model": {"type": "Unigram"}})j"));
-  EXPECT_TRUE(has(e, "tokenizer model 'tokenizer.json': model: Unigram is not supported")) << e;
+      R"j( {"version": "1.0", "model": {"type": "WordLevel"}})j"));
+  EXPECT_TRUE(has(e, "tokenizer model 'tokenizer.json': model: WordLevel is not supported")) << e;
   e = error(Make(R"j({"keep": ["stars"], "pack": {"column": "stars", "seq_len": 8}})j"));
   EXPECT_TRUE(has(e, "'pack': column 'stars' must hold token ids (list<int32>); it is int32")) << e;
 
