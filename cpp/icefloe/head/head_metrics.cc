@@ -166,7 +166,7 @@ void HeadMetrics::Finished(const LoadJob& job) {
                                             : arrow::Result<DatasetDescription>(outcome.status());
   RecentLoad recent;
   recent.name = job.request().name;
-  recent.state = "failed";
+  recent.state = CopyStateName(CopyState::kFailed);
   if (d.ok()) {
     loads_done_->Increment();
     load_seconds_->Observe(d->load_seconds);
@@ -229,7 +229,7 @@ void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
   std::vector<std::pair<std::string, double>> rows, bytes;
   double slices_missing = 0, replicas_missing = 0;
   for (const auto& d : datasets) {
-    by_state[d->state] += 1;
+    by_state[std::string(CopyStateName(d->state))] += 1;
     rows.emplace_back(d->name, static_cast<double>(d->num_rows));
     bytes.emplace_back(d->name, static_cast<double>(d->nbytes));
     // Lost slices and replicas (heal), as the description counts them.

@@ -249,7 +249,7 @@ std::pair<bool, std::string> HeadServer::Ready() const {
   if (alive == 0) return {false, "no data node registered"};
   if (options_.startup_load) {
     auto entry = catalog_.Find(options_.startup_load->name);
-    if (!entry || entry->state != "ready") {
+    if (!entry || entry->state != CopyState::kReady) {
       MutexLock lock(&startup_mu_);
       return {false, "loading " + options_.startup_load->name + ": " + startup_state_};
     }
@@ -321,7 +321,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> HeadServer::Lookup(
     entry = std::move(kept);
   }
   // A degraded or healing copy stays readable where its rows are present.
-  if (entry->state != "ready" && entry->state != "degraded" && entry->state != "healing") {
+  if (!Loaded(entry->state)) {
     return arrow::Status::Invalid("dataset '", name, "' is ", entry->state,
                                   entry->error.empty() ? "" : ": " + entry->error);
   }
@@ -354,7 +354,7 @@ arrow::Status HeadServer::ListFlights(const flight::ServerCallContext&, const fl
   ARROW_RETURN_NOT_OK(adopter_.CheckServing());
   std::vector<flight::FlightInfo> infos;
   for (const auto& e : catalog_.All()) {
-    if (e->state != "ready") continue;
+    if (e->state != CopyState::kReady) continue;
     auto info = RangeInfo(*e, flight::FlightDescriptor::Path({e->name}), 0,
                           static_cast<uint64_t>(e->num_rows));
     if (!info.ok()) return ToWireStatus(info.status());

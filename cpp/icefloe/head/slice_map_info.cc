@@ -29,7 +29,7 @@ arrow::Result<SliceMapReply> HeadServer::SliceMap(const std::string& name,
   reply.name = entry->name;
   reply.storage = entry->storage_name;
   reply.generation = entry->generation;
-  reply.state = entry->state;
+  reply.state = CopyStateName(entry->state);
   reply.rows = entry->num_rows;
   reply.schema = SchemaToBase64(*projection.schema);
   reply.grant = arrow::util::base64_encode(grant);
