@@ -113,7 +113,7 @@ class HoldingNodes : public NodeRpc {
     ARROW_RETURN_NOT_OK(Reach(node));
     ++(r.extend ? extend_starts_ : plain_starts_);
     loads_[node] = r;
-    return State(r, "loading");
+    return State(r, LoadState::kLoading);
   }
   arrow::Result<NodeLoadState> LoadStatus(const std::string& node, const NodeLoadStatusRequest& r,
                                           double) override {
@@ -126,7 +126,7 @@ class HoldingNodes : public NodeRpc {
       absent.generation = r.generation;
       return absent;
     }
-    NodeLoadState s = State(it->second, "staged");
+    NodeLoadState s = State(it->second, LoadState::kStaged);
     for (const auto& t : it->second.tasks) s.task_rows.push_back(t.task.data_file.record_count);
     return s;
   }
@@ -170,11 +170,11 @@ class HoldingNodes : public NodeRpc {
     if (dead_.count(node)) return arrow::Status::IOError("node ", node, " unreachable");
     return arrow::Status::OK();
   }
-  static NodeLoadState State(const NodeLoadRequest& r, std::string state) {
+  static NodeLoadState State(const NodeLoadRequest& r, LoadState state) {
     NodeLoadState s;
     s.dataset = r.dataset;
     s.generation = r.generation;
-    s.state = std::move(state);
+    s.state = state;
     s.tasks_total = static_cast<int64_t>(r.tasks.size());
     return s;
   }

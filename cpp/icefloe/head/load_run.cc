@@ -130,7 +130,7 @@ arrow::Status LoadRun::StartOnNodes() {
     arrow::Status st = !results[n]         ? NoAnswer(locations[n], "node.load")
                        : !results[n]->ok() ? results[n]->status()
                                            : arrow::Status::OK();
-    if (st.ok() && (**results[n]).state == "failed") {
+    if (st.ok() && (**results[n]).state == LoadState::kFailed) {
       st = (**results[n]).ErrorStatus("node " + locations[n] + ": ");
     }
     if (!st.ok()) {
@@ -161,7 +161,7 @@ arrow::Status LoadRun::WaitForNodes() {
     // staged load's lease there (node/load_manager.h).
     std::vector<size_t> polled = pending;
     for (size_t n = 0; n < nodes.size(); ++n) {
-      if (staged[n].state == "staged") polled.push_back(n);
+      if (staged[n].state == LoadState::kStaged) polled.push_back(n);
     }
     std::vector<std::string> asked;
     for (size_t n : polled) asked.push_back(nodes[n]);
@@ -184,12 +184,12 @@ arrow::Status LoadRun::WaitForNodes() {
         return results[i]->status();
       }
       const NodeLoadState& s = **results[i];
-      if (s.state == "failed") return s.ErrorStatus("node " + asked[i] + ": ");
-      if (s.state == "absent") {
+      if (s.state == LoadState::kFailed) return s.ErrorStatus("node " + asked[i] + ": ");
+      if (s.state == LoadState::kAbsent) {
         return arrow::Status::IOError("node ", asked[i], " no longer has this load (restarted?)");
       }
       done[n] = std::min<int64_t>(s.tasks_done, static_cast<int64_t>(node_tasks[n].size()));
-      if (s.state == "staged") {
+      if (s.state == LoadState::kStaged) {
         staged[n] = s;
         done[n] = static_cast<int64_t>(node_tasks[n].size());
       } else {

@@ -1,6 +1,7 @@
-// CopyState: every state maps to its wire string and back; an unknown string
-// is Invalid naming the field.
+// CopyState and LoadState: every state maps to its wire string and back; an
+// unknown string is Invalid naming the field.
 #include "icefloe/protocol/copy_state.h"
+#include "icefloe/protocol/messages.h"
 
 #include <string>
 
@@ -17,7 +18,7 @@ TEST(CopyStateTest, WireStringsRoundTrip) {
   };
   for (const auto& [state, name] : states) {
     EXPECT_EQ(CopyStateName(state), name);
-    auto parsed = ParseCopyState(name, "dataset 'state'");
+    auto parsed = CopyStateFromName(name, "dataset 'state'");
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
     EXPECT_EQ(*parsed, state);
   }
@@ -25,7 +26,7 @@ TEST(CopyStateTest, WireStringsRoundTrip) {
 
 TEST(CopyStateTest, UnknownStringNamesTheField) {
   for (const char* bad : {"", "Ready", "staged", "ready "}) {
-    auto parsed = ParseCopyState(bad, "dataset 'state'");
+    auto parsed = CopyStateFromName(bad, "dataset 'state'");
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_TRUE(parsed.status().IsInvalid());
     const std::string message = parsed.status().message();
@@ -41,6 +42,50 @@ TEST(CopyStateTest, LoadedStates) {
   EXPECT_TRUE(Loaded(CopyState::kDegraded));
   EXPECT_TRUE(Loaded(CopyState::kHealing));
   EXPECT_FALSE(Loaded(CopyState::kFailed));
+}
+
+TEST(LoadStateTest, WireStringsRoundTrip) {
+  const std::pair<LoadState, std::string> states[] = {
+      {LoadState::kQueued, "queued"}, {LoadState::kLoading, "loading"},
+      {LoadState::kStaged, "staged"}, {LoadState::kFailed, "failed"},
+      {LoadState::kAbsent, "absent"},
+  };
+  for (const auto& [state, name] : states) {
+    EXPECT_EQ(LoadStateName(state), name);
+    auto parsed = LoadStateFromName(name, "node load state 'state'");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(*parsed, state);
+  }
+  auto bad = LoadStateFromName("ready", "node load state 'state'");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().IsInvalid());
+  EXPECT_NE(bad.status().message().find("node load state 'state'"), std::string::npos)
+      << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("queued, loading, staged, failed, absent"),
+            std::string::npos)
+      << bad.status().ToString();
+}
+
+// The node's reply: an unknown state is Invalid naming the message and field.
+TEST(LoadStateTest, NodeLoadStateReplyNamesTheField) {
+  NodeLoadState s;
+  s.dataset = "d";
+  s.generation = 3;
+  s.state = LoadState::kStaged;
+  nlohmann::json j = s.ToJson();
+  EXPECT_EQ(j["state"], "staged");
+  auto back = NodeLoadState::FromJson(j, "node.load_status reply");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->state, LoadState::kStaged);
+  j["state"] = "ready";
+  back = NodeLoadState::FromJson(j, "node.load_status reply");
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(back.status().IsInvalid());
+  EXPECT_NE(back.status().message().find("'state'"), std::string::npos) << back.status().ToString();
+  EXPECT_NE(back.status().message().find("node.load_status reply"), std::string::npos)
+      << back.status().ToString();
+  j.erase("state");
+  EXPECT_FALSE(NodeLoadState::FromJson(j, "node.load_status reply").ok());
 }
 
 }  // namespace
