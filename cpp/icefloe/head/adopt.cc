@@ -201,7 +201,7 @@ AdoptionPlan PlanAdoption(const AdoptionInput& input) {
       entry->slices = slices;
       entry->nodes = holders;
       entry->nbytes = bytes;
-      if (missing) entry->state = "degraded";
+      if (missing) entry->state = CopyState::kDegraded;
       plan.entries.push_back(std::move(entry));
     }
   }
@@ -215,7 +215,7 @@ std::vector<RecordPush> PlanRecordPushes(
   // failed ones have nothing on nodes to describe).
   std::map<CopyId, std::vector<std::shared_ptr<const DatasetEntry>>> copies;
   for (const auto& e : catalog) {
-    if (e->state == "loading" || e->state == "failed") continue;
+    if (!Loaded(e->state)) continue;
     auto& group = copies[{e->storage_name, e->generation}];
     // The entry named like its storage (the original load) describes the copy.
     if (e->name == e->storage_name) {

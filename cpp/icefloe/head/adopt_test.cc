@@ -19,7 +19,7 @@ CatalogRecord Record(const std::string& storage, uint64_t generation,
                      std::vector<std::string> names = {}, int64_t updated_us = 1) {
   CatalogRecord r;
   r.storage_name = storage;
-  r.key = "k-" + storage;
+  r.key.table = "k-" + storage;
   r.generation = generation;
   if (names.empty()) names = {storage};
   std::sort(names.begin(), names.end());
@@ -71,7 +71,7 @@ TEST(AdoptTest, RebuildsTheCatalogFromEveryHolder) {
     ASSERT_NE(e, nullptr) << name;
     EXPECT_EQ(e->storage_name, "train");
     EXPECT_EQ(e->generation, 5u);
-    EXPECT_EQ(e->state, "ready");
+    EXPECT_EQ(e->state, CopyState::kReady);
     EXPECT_EQ(e->num_rows, 30);
     EXPECT_EQ(e->nbytes, 300);
     EXPECT_EQ(e->nodes, (std::vector<std::string>{kA, kB, kC}));
@@ -90,7 +90,7 @@ TEST(AdoptTest, ASliceWithNoLiveHolderMakesTheDatasetDegraded) {
   AdoptionPlan plan = PlanAdoption(in);
   ASSERT_EQ(plan.entries.size(), 1u);
   const DatasetEntry& e = *plan.entries[0];
-  EXPECT_EQ(e.state, "degraded");
+  EXPECT_EQ(e.state, CopyState::kDegraded);
   ASSERT_EQ(e.slices.size(), 3u);
   EXPECT_TRUE(e.slices[1].nodes.empty());
   EXPECT_EQ(e.slices[2].nodes, (std::vector<std::string>{kC}));
@@ -113,7 +113,7 @@ TEST(AdoptTest, ReplicasAndRangesSpanningSlicesGiveOneHolderListPerSlice) {
   ASSERT_EQ(slices.size(), 2u);
   EXPECT_EQ(slices[0].nodes, (std::vector<std::string>{kA, kC}));  // record order, then others
   EXPECT_EQ(slices[1].nodes, (std::vector<std::string>{kB, kA}));
-  EXPECT_EQ(plan.entries[0]->state, "ready");
+  EXPECT_EQ(plan.entries[0]->state, CopyState::kReady);
 }
 
 TEST(AdoptTest, TheHighestGenerationOfANameWinsAndOlderCopiesAreDropped) {
@@ -188,7 +188,7 @@ TEST(AdoptTest, ContradictingReportsAreRefusedAndTheRestAdopted) {
   EXPECT_TRUE(refused("[20, 35) outside"));
   EXPECT_TRUE(refused("contradicts the copy"));
   const DatasetEntry& e = *plan.entries[0];
-  EXPECT_EQ(e.state, "degraded");  // only A's slice has an undisputed holder
+  EXPECT_EQ(e.state, CopyState::kDegraded);  // only A's slice has an undisputed holder
   EXPECT_EQ(e.slices[0].nodes, (std::vector<std::string>{kA}));
 }
 

@@ -118,11 +118,11 @@ void CatalogAdopter::Adopt(const AdoptionInput& base) {
   for (auto& e : plan.entries) {
     // A load of the name started (or published) meanwhile: it wins.
     if (loading_(e->name) || catalog_->Find(e->name)) continue;
-    if (e->state == "degraded") ++degraded;
+    if (e->state == CopyState::kDegraded) ++degraded;
     LogInfo("adopted a dataset from the nodes", {{"dataset", e->name},
                                                  {"storage", e->storage_name},
                                                  {"generation", std::to_string(e->generation)},
-                                                 {"state", e->state},
+                                                 {"state", std::string(CopyStateName(e->state))},
                                                  {"nodes", std::to_string(e->nodes.size())}});
     {
       MutexLock lock(&mu_);

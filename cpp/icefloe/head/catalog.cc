@@ -22,7 +22,7 @@ std::string SchemaToBase64(const arrow::Schema& schema) {
 DatasetDescription DatasetEntry::Description(bool with_slices) const {
   DatasetDescription d;
   d.name = name;
-  d.state = state;
+  d.state = CopyStateName(state);
   d.source = request.source;
   d.metadata_location = metadata_location;
   d.snapshot_id = snapshot_id;
@@ -84,10 +84,10 @@ std::shared_ptr<const DatasetEntry> Catalog::Find(const std::string& name) const
   return it == entries_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<const DatasetEntry> Catalog::FindByKey(const std::string& key) const {
+std::shared_ptr<const DatasetEntry> Catalog::FindByKey(const CopyKey& key) const {
   MutexLock lock(&mu_);
   for (const auto& [name, e] : entries_) {
-    if (e->key == key && e->state == "ready") return e;
+    if (e->key == key && e->state == CopyState::kReady) return e;
   }
   return nullptr;
 }
@@ -125,6 +125,19 @@ std::vector<std::shared_ptr<const DatasetEntry>> Catalog::All() const {
   std::vector<std::shared_ptr<const DatasetEntry>> out;
   for (const auto& [name, e] : entries_) out.push_back(e);
   return out;
+}
+
+bool Catalog::UpdateCopies(const std::string& storage, uint64_t generation,
+                           const std::function<void(DatasetEntry*)>& change) {
+  bool any = false;
+  for (const auto& e : All()) {
+    if (e->storage_name != storage || e->generation != generation) continue;
+    // A concurrent Put (a reload) wins: Replace then fails and the new entry stays.
+    auto copy = std::make_shared<DatasetEntry>(*e);
+    change(copy.get());
+    if (Replace(e, copy)) any = true;
+  }
+  return any;
 }
 
 bool Catalog::StorageShared(const std::string& name, const std::string& storage_name,

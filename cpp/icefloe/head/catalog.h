@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,8 +21,10 @@
 #include <nlohmann/json.hpp>
 
 #include "icefloe/common/mutex.h"
+#include "icefloe/head/copy_key.h"
 #include "icefloe/iceberg/scan.h"
 #include "icefloe/protocol/actions.h"
+#include "icefloe/protocol/copy_state.h"
 #include "icefloe/protocol/replies.h"
 
 namespace icefloe {
@@ -36,11 +39,11 @@ struct SliceLocation {
 struct DatasetEntry {
   std::string name;
   std::string storage_name;  ///< the name nodes store it under (tickets use it)
-  std::string key;           ///< identity of the cached copy (dedup)
+  CopyKey key;               ///< identity of the cached copy (dedup, refresh)
   uint64_t generation = 0;
-  /// "loading", "ready", "degraded" (some slice has no live replica),
-  /// "healing" (a repair load runs), "failed".
-  std::string state;
+  /// loading, ready, degraded (some slice has no live replica), healing (a
+  /// repair load runs), failed (protocol/copy_state.h).
+  CopyState state = CopyState::kLoading;
   LoadRequest request;
   std::string metadata_location;
   std::optional<int64_t> snapshot_id;
@@ -102,7 +105,7 @@ class Catalog {
  public:
   std::shared_ptr<const DatasetEntry> Find(const std::string& name) const EXCLUDES(mu_);
   /// A ready entry with this key, if any (for dedup).
-  std::shared_ptr<const DatasetEntry> FindByKey(const std::string& key) const EXCLUDES(mu_);
+  std::shared_ptr<const DatasetEntry> FindByKey(const CopyKey& key) const EXCLUDES(mu_);
   void Put(std::shared_ptr<const DatasetEntry> entry) EXCLUDES(mu_);
   /// Replaces `expected` by `entry` only if `expected` is still the entry of
   /// its name; false otherwise (a reload or evict came first).
@@ -112,6 +115,11 @@ class Catalog {
   std::pair<std::shared_ptr<const DatasetEntry>, bool> Remove(const std::string& name)
       EXCLUDES(mu_);
   std::vector<std::shared_ptr<const DatasetEntry>> All() const EXCLUDES(mu_);
+  /// Applies `change` to a copy of every entry of (storage, generation) and
+  /// puts it in place (Replace: a concurrent Put, a reload, wins); false when
+  /// none is left (evicted or replaced).
+  bool UpdateCopies(const std::string& storage, uint64_t generation,
+                    const std::function<void(DatasetEntry*)>& change) EXCLUDES(mu_);
   /// Whether another entry than `name`, or a retired copy, uses
   /// `storage_name` at `generation` (0: at any generation).
   bool StorageShared(const std::string& name, const std::string& storage_name,

@@ -28,7 +28,6 @@ constexpr FieldSpec Count(std::string_view name) {
 
 const Field<CatalogRecord> kRecordFields[] = {
     {Str("storage_name", kRequired, Values(1, 1024)), &CatalogRecord::storage_name},
-    {Str("key", kOptional, Values(0, 1 << 20)), &CatalogRecord::key},
     {Uint("generation", kRequired, Values(1, kU64Max)), &CatalogRecord::generation},
     {Str("metadata_location", kOptional, Values(0, 65536)), &CatalogRecord::metadata_location},
     {Int("snapshot_id", kOptional, Values(std::numeric_limits<int64_t>::min(), kInt64Max)),
@@ -47,6 +46,7 @@ const Field<CatalogRecord> kRecordFields[] = {
     {ListOf(FieldType::kStringList, "model_kind", kOptional, Values(1, 256), Values(0, 256)),
      &CatalogRecord::model_kind},
 };
+const FieldSpec kKey = Str("key", kOptional, Values(0, 1 << 20));
 const FieldSpec kRequests = ObjectList("requests", kRequired, Values(1, 4096));
 const FieldSpec kSchema = Str("schema", kRequired, Values(1, size_t{16} << 20));
 const FieldSpec kScan = ObjectField("scan", kOptional);
@@ -127,6 +127,7 @@ int64_t NowMicros() {
 json CatalogRecord::ToJson() const {
   json j = json::object();
   WriteFields<CatalogRecord>(kRecordFields, *this, &j);
+  j["key"] = key.ToText();
   json reqs = json::array();
   for (const auto& r : requests) reqs.push_back(r.ToJson());
   j["requests"] = std::move(reqs);
@@ -147,6 +148,11 @@ arrow::Result<CatalogRecord> CatalogRecord::FromJson(const json& j, const std::s
   CatalogRecord r;
   ARROW_RETURN_NOT_OK(ReadFields<CatalogRecord>(in, kRecordFields, &r));
   ARROW_RETURN_NOT_OK(CheckDatasetName(r.storage_name, what));
+  ARROW_ASSIGN_OR_RAISE(const json* key, in.Find(kKey));
+  if (key != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(std::string key_text, in.String(*key, kKey));
+    ARROW_ASSIGN_OR_RAISE(r.key, CopyKey::FromText(key_text, what + " 'key'"));
+  }
   ARROW_ASSIGN_OR_RAISE(const json* reqs, in.Find(kRequests));
   ARROW_ASSIGN_OR_RAISE(reqs, in.List(*reqs, kRequests));
   for (size_t i = 0; i < reqs->size(); ++i) {
@@ -224,7 +230,7 @@ std::shared_ptr<DatasetEntry> EntryOf(const CatalogRecord& record, const LoadReq
   e->storage_name = record.storage_name;
   e->key = record.key;
   e->generation = record.generation;
-  e->state = "ready";
+  e->state = CopyState::kReady;
   e->request = request;
   e->metadata_location = record.metadata_location;
   e->snapshot_id = record.snapshot_id;

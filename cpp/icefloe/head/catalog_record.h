@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "icefloe/head/catalog.h"
+#include "icefloe/head/copy_key.h"
 #include "icefloe/iceberg/scan.h"
 #include "icefloe/protocol/actions.h"
 
@@ -29,7 +30,7 @@ namespace icefloe {
 
 struct CatalogRecord {
   std::string storage_name;
-  std::string key;
+  CopyKey key;  ///< as text in the JSON ({} when absent: an old record)
   uint64_t generation = 0;
   /// One per catalog name sharing the copy, sorted by name.
   std::vector<LoadRequest> requests;

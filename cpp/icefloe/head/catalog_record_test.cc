@@ -13,7 +13,8 @@ using json = nlohmann::json;
 CatalogRecord Sample() {
   CatalogRecord r;
   r.storage_name = "train";
-  r.key = R"({"table":"u-1","snapshot":7})";
+  r.key.table = "u-1";
+  r.key.snapshot = 7;
   r.generation = 1'700'000'000'000'001;
   LoadRequest a;
   a.name = "alias";
@@ -71,7 +72,7 @@ TEST(CatalogRecordTest, EntriesGiveTheRecordAndBack) {
   auto train = EntryOf(r, r.requests[1]);
   auto alias = EntryOf(r, r.requests[0]);
   EXPECT_EQ(train->name, "train");
-  EXPECT_EQ(train->state, "ready");
+  EXPECT_EQ(train->state, CopyState::kReady);
   EXPECT_EQ(alias->storage_name, "train");
   EXPECT_EQ(train->nodes, (std::vector<std::string>{"grpc://a:1", "grpc://b:1"}));
   // The task map comes back without the plan (a restarted head re-plans).

@@ -6,7 +6,8 @@
 
 #include <arrow/type.h>
 
-#include "icefloe/head/load_coordinator.h"
+#include "icefloe/iceberg/scan.h"
+#include "icefloe/protocol/actions.h"
 
 namespace icefloe {
 

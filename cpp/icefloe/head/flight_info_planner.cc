@@ -58,7 +58,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> FlightInfoPlanner::Lookup(
     entry = std::move(kept);
   }
   // A degraded or healing copy stays readable where its rows are present.
-  if (entry->state != "ready" && entry->state != "degraded" && entry->state != "healing") {
+  if (!Loaded(entry->state)) {
     return arrow::Status::Invalid("dataset '", name, "' is ", entry->state,
                                   entry->error.empty() ? "" : ": " + entry->error);
   }
@@ -96,7 +96,7 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Range(const RangeDescriptor& range
 arrow::Result<std::vector<std::pair<std::string, PlannedInfo>>> FlightInfoPlanner::List() const {
   std::vector<std::pair<std::string, PlannedInfo>> out;
   for (const auto& e : catalog_->All()) {
-    if (e->state != "ready") continue;
+    if (e->state != CopyState::kReady) continue;
     ARROW_ASSIGN_OR_RAISE(PlannedInfo info, RangeOf(*e, 0, static_cast<uint64_t>(e->num_rows)));
     out.emplace_back(e->name, std::move(info));
   }
@@ -349,7 +349,7 @@ arrow::Result<SliceMapReply> FlightInfoPlanner::SliceMap(
   reply.name = entry->name;
   reply.storage = entry->storage_name;
   reply.generation = entry->generation;
-  reply.state = entry->state;
+  reply.state = CopyStateName(entry->state);
   reply.rows = entry->num_rows;
   reply.schema = SchemaToBase64(*projection.schema);
   reply.grant = arrow::util::base64_encode(grant);

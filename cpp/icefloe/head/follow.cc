@@ -136,8 +136,8 @@ void Follower::RunOnce() {
         FollowJob(&s);
         continue;
       }
-      if (e->state == "ready") s.record.cached_snapshot_id = e->snapshot_id;
-      if (!s.record.followed || e->state != "ready" || now < s.next_check) continue;
+      if (e->state == CopyState::kReady) s.record.cached_snapshot_id = e->snapshot_id;
+      if (!s.record.followed || e->state != CopyState::kReady || now < s.next_check) continue;
       s.next_check = now + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(options_.period_s));
       due.push_back(e);

@@ -17,12 +17,12 @@ int64_t NowMs() {
 
 std::shared_ptr<const DatasetEntry> Entry(const LoadRequest& request,
                                           std::optional<int64_t> snapshot_id,
-                                          std::string state = "ready") {
+                                          CopyState state = CopyState::kReady) {
   auto e = std::make_shared<DatasetEntry>();
   e->name = request.name;
   e->request = request;
   e->snapshot_id = snapshot_id;
-  e->state = std::move(state);
+  e->state = state;
   return e;
 }
 
@@ -196,8 +196,8 @@ TEST_F(FollowTest, AFixedMetadataFileIsReadOnceAndThenLeftAlone) {
 }
 
 TEST_F(FollowTest, SkipsDatasetsLoadingOrNotReady) {
-  catalog_.Put(Entry(Request("t"), 1, "loading"));
-  catalog_.Put(Entry(Request("u"), 1, "degraded"));
+  catalog_.Put(Entry(Request("t"), 1, CopyState::kLoading));
+  catalog_.Put(Entry(Request("u"), 1, CopyState::kDegraded));
   Commit(2, NowMs());
   follower().RunOnce();
   EXPECT_EQ(probes(), 0);

@@ -166,7 +166,7 @@ void HeadMetrics::Finished(const LoadJob& job) {
                                             : arrow::Result<DatasetDescription>(outcome.status());
   RecentLoad recent;
   recent.name = job.request().name;
-  recent.state = "failed";
+  recent.state = CopyStateName(CopyState::kFailed);
   if (d.ok()) {
     loads_done_->Increment();
     load_seconds_->Observe(d->load_seconds);
@@ -225,11 +225,14 @@ void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
   SetGaugesByLabel(node_memory_limit_, "node", limit, &children_["memory_limit"]);
   // States come from the catalog as they are (new ones appear by themselves);
   // the usual ones are always there, at 0 when empty.
-  std::map<std::string, double> by_state = {{"loading", 0}, {"ready", 0}, {"failed", 0}};
+  std::map<std::string, double> by_state;
+  for (CopyState usual : {CopyState::kLoading, CopyState::kReady, CopyState::kFailed}) {
+    by_state[std::string(CopyStateName(usual))] = 0;
+  }
   std::vector<std::pair<std::string, double>> rows, bytes;
   double slices_missing = 0, replicas_missing = 0;
   for (const auto& d : datasets) {
-    by_state[d->state] += 1;
+    by_state[std::string(CopyStateName(d->state))] += 1;
     rows.emplace_back(d->name, static_cast<double>(d->num_rows));
     bytes.emplace_back(d->name, static_cast<double>(d->nbytes));
     // Lost slices and replicas (heal), as the description counts them.
@@ -237,8 +240,8 @@ void HeadMetrics::SetState(const std::vector<NodeInfo>& nodes,
     slices_missing += Number(description, "slices_missing");
     replicas_missing += Number(description, "replicas_missing");
   }
-  datasets_degraded_->Set(by_state["degraded"]);
-  datasets_healing_->Set(by_state["healing"]);
+  datasets_degraded_->Set(by_state[std::string(CopyStateName(CopyState::kDegraded))]);
+  datasets_healing_->Set(by_state[std::string(CopyStateName(CopyState::kHealing))]);
   slices_missing_->Set(slices_missing);
   replicas_missing_->Set(replicas_missing);
   SetGaugesByLabel(datasets_, "state", {by_state.begin(), by_state.end()}, &children_["datasets"]);

@@ -184,7 +184,7 @@ std::pair<bool, std::string> HeadServer::Ready() const {
   if (alive == 0) return {false, "no data node registered"};
   if (options_.startup_load) {
     auto entry = catalog_.Find(options_.startup_load->name);
-    if (!entry || entry->state != "ready") {
+    if (!entry || entry->state != CopyState::kReady) {
       return {false, "loading " + options_.startup_load->name + ": " + startup_.state()};
     }
   }

@@ -6,7 +6,7 @@
 // that storage name and generation, or its report is older than the slice
 // map and the catalog lists the node for those rows. A dead node, or an alive
 // one whose fresh report lacks the rows (a restarted, empty node), holds
-// nothing. Pure functions; the repair itself is LoadCoordinator's (heal.cc).
+// nothing. Pure functions; the repair itself is HealRunner's (heal_runner.h).
 #pragma once
 
 #include <cstdint>

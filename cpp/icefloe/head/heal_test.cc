@@ -113,7 +113,7 @@ class HoldingNodes : public NodeRpc {
     ARROW_RETURN_NOT_OK(Reach(node));
     ++(r.extend ? extend_starts_ : plain_starts_);
     loads_[node] = r;
-    return State(r, "loading");
+    return State(r, LoadState::kLoading);
   }
   arrow::Result<NodeLoadState> LoadStatus(const std::string& node, const NodeLoadStatusRequest& r,
                                           double) override {
@@ -126,7 +126,7 @@ class HoldingNodes : public NodeRpc {
       absent.generation = r.generation;
       return absent;
     }
-    NodeLoadState s = State(it->second, "staged");
+    NodeLoadState s = State(it->second, LoadState::kStaged);
     for (const auto& t : it->second.tasks) s.task_rows.push_back(t.task.data_file.record_count);
     return s;
   }
@@ -170,11 +170,11 @@ class HoldingNodes : public NodeRpc {
     if (dead_.count(node)) return arrow::Status::IOError("node ", node, " unreachable");
     return arrow::Status::OK();
   }
-  static NodeLoadState State(const NodeLoadRequest& r, std::string state) {
+  static NodeLoadState State(const NodeLoadRequest& r, LoadState state) {
     NodeLoadState s;
     s.dataset = r.dataset;
     s.generation = r.generation;
-    s.state = std::move(state);
+    s.state = state;
     s.tasks_total = static_cast<int64_t>(r.tasks.size());
     return s;
   }
@@ -271,13 +271,14 @@ TEST_F(HealTest, DeadNodeDegradesThenHealsOntoNodesWithRoom) {
   nodes_.Kill(lost);
   Poll();
   auto degraded = catalog_.Find("d");
-  EXPECT_TRUE(degraded->state == "degraded" || degraded->state == "healing") << degraded->state;
+  EXPECT_TRUE(degraded->state == CopyState::kDegraded || degraded->state == CopyState::kHealing)
+      << degraded->state;
   EXPECT_GT(degraded->slices_missing, 0);
   EXPECT_EQ(degraded->generation, loaded->generation);
   nodes_.Open();
   WaitForHeal();
   auto healed = catalog_.Find("d");
-  EXPECT_EQ(healed->state, "ready");
+  EXPECT_EQ(healed->state, CopyState::kReady);
   EXPECT_EQ(healed->slices_missing, 0);
   EXPECT_EQ(healed->generation, loaded->generation);
   EXPECT_EQ(healed->storage_name, loaded->storage_name);
@@ -299,7 +300,7 @@ TEST_F(HealTest, NoRoomStaysDegradedAndSaysWhatIsNeeded) {
   Poll();
   WaitForHeal();
   auto entry = catalog_.Find("d");
-  EXPECT_EQ(entry->state, "degraded");
+  EXPECT_EQ(entry->state, CopyState::kDegraded);
   EXPECT_GT(entry->slices_missing, 0);
   EXPECT_NE(entry->heal_error.find("no node has room"), std::string::npos) << entry->heal_error;
   EXPECT_NE(entry->heal_error.find("needs"), std::string::npos) << entry->heal_error;
@@ -322,7 +323,7 @@ TEST_F(HealTest, NodeBackEmptyIsHealed) {
   Poll();
   WaitForHeal();
   auto healed = catalog_.Find("d");
-  EXPECT_EQ(healed->state, "ready");
+  EXPECT_EQ(healed->state, CopyState::kReady);
   EXPECT_EQ(healed->generation, loaded->generation);
   nodes_.ExpectHeld("d", healed->generation, 600, 1);
   // Still alive and with room: the restarted node takes its rows back.
@@ -339,13 +340,13 @@ TEST_F(HealTest, ANodeBackWithRowsHealedElsewhereDropsThem) {
   nodes_.Pause(lost);  // declared dead, its rows intact
   Poll();
   WaitForHeal();
-  ASSERT_EQ(catalog_.Find("d")->state, "ready");
+  ASSERT_EQ(catalog_.Find("d")->state, CopyState::kReady);
   nodes_.Resume(lost);  // back, still holding rows nothing reads any more
   EXPECT_EQ(nodes_.held(lost).size(), before.size());
   Poll();  // its fresh report shows them: the head drops them
   EXPECT_TRUE(nodes_.held(lost).empty());
   auto entry = catalog_.Find("d");
-  EXPECT_EQ(entry->state, "ready");
+  EXPECT_EQ(entry->state, CopyState::kReady);
   EXPECT_EQ(entry->generation, loaded->generation);
   nodes_.ExpectHeld("d", entry->generation, 600, 1);
   Poll();  // and keeps what the slice map names
@@ -395,11 +396,11 @@ TEST_F(HealTest, ReplicationTwoStaysReadableAndReReplicates) {
   auto entry = catalog_.Find("d");
   EXPECT_EQ(entry->slices_missing, 0);  // every row still has a live replica
   EXPECT_GT(entry->replicas_missing, 0);
-  EXPECT_NE(entry->state, "degraded");
+  EXPECT_NE(entry->state, CopyState::kDegraded);
   nodes_.Open();
   WaitForHeal();
   auto healed = catalog_.Find("d");
-  EXPECT_EQ(healed->state, "ready");
+  EXPECT_EQ(healed->state, CopyState::kReady);
   EXPECT_EQ(healed->replicas_missing, 0);
   EXPECT_EQ(healed->generation, loaded->generation);
   for (const auto& s : healed->slices) {
@@ -416,7 +417,7 @@ TEST_F(HealTest, LoadOfADegradedCopyHealsItInsteadOfReturningIt) {
   registry_->PollAll();  // dead, but no health check ran yet
   auto again = Load(Request());
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->state, "ready");
+  EXPECT_EQ(again->state, CopyState::kReady);
   EXPECT_EQ(again->generation, loaded->generation);
   EXPECT_EQ(nodes_.loads_started(/*extend=*/false), 3);  // no fresh load
   nodes_.ExpectHeld("d", again->generation, 600, 1);

@@ -9,15 +9,16 @@
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/log.h"
 #include "icefloe/head/heal.h"
-#include "icefloe/head/load_run_internal.h"
 #include "icefloe/iceberg/types.h"
-#include "icefloe/protocol/fields.h"
 
 namespace icefloe {
 
-using json = nlohmann::json;
-
 namespace {
+
+std::chrono::steady_clock::duration ToDuration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
 
 // Estimated in-memory Arrow bytes of one task's projected columns.
 int64_t EstimateTaskBytes(const iceberg::ScanTask& task, const iceberg::ScanPlan& plan,
@@ -59,38 +60,6 @@ int64_t SplitTarget(const iceberg::ScanPlan& plan, size_t nodes) {
   return largest > target ? target : 0;
 }
 
-// Identity of a cached copy: loads with the same key share one. A transform
-// counts with the content of its models, not only their locations.
-json KeyJson(const iceberg::ScanPlan& plan, const LoadRequest& r,
-             const std::vector<std::string>& model_sha256) {
-  json j = {{"table", plan.table_uuid.empty() ? plan.metadata_location : plan.table_uuid},
-            {"snapshot", plan.snapshot_id ? *plan.snapshot_id : -1},
-            {"projection", plan.projection},
-            {"filter", r.filter},
-            {"batch_rows", r.batch_rows},
-            {"replication", r.replication}};
-  if (!r.transform.is_null()) {
-    j["transform"] = r.transform;
-    j["models"] = model_sha256;
-  }
-  return j;
-}
-
-std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r,
-                       const std::vector<std::string>& model_sha256) {
-  return Dump(KeyJson(plan, r, model_sha256));
-}
-
-// Whether two keys name copies of one table that differ at most in snapshot.
-bool SameButSnapshot(const std::string& a, const std::string& b) {
-  json ja = json::parse(a, nullptr, /*allow_exceptions=*/false);
-  json jb = json::parse(b, nullptr, /*allow_exceptions=*/false);
-  if (!ja.is_object() || !jb.is_object()) return false;
-  ja.erase("snapshot");
-  jb.erase("snapshot");
-  return ja == jb;
-}
-
 }  // namespace
 
 LoadCoordinator::LoadCoordinator(LoadOptions options, NodeRpc* rpc, ThreadPool* calls,
@@ -103,6 +72,10 @@ LoadCoordinator::LoadCoordinator(LoadOptions options, NodeRpc* rpc, ThreadPool* 
       catalog_(catalog),
       planner_(std::move(planner)),
       next_generation_(first_generation),
+      run_env_{&options_, rpc, calls, registry, catalog, [this] { AfterPublish(); }},
+      heals_(
+          &run_env_, &pool_, [this](const std::string& name) { return WithPlan(name); },
+          [this](const std::string& name) { return Loading(name); }),
       pool_("the load pool", options.max_concurrent_loads,
             static_cast<size_t>(std::max(0, options.max_queued_loads))) {}
 
@@ -114,9 +87,8 @@ void LoadCoordinator::Shutdown() {
     stopping_ = true;
     for (auto& [name, job] : jobs_)
       job->Cancel(arrow::Status::Cancelled("the head is shutting down"));
-    for (auto& [storage, heal] : heals_)
-      heal->job->Cancel(arrow::Status::Cancelled("the head is shutting down"));
   }
+  heals_.Stop();
   pool_.Shutdown();
 }
 
@@ -239,13 +211,13 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
   ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(pinned, *plan));
   plan->tasks = iceberg::SplitTasks(std::move(plan->tasks), entry->split_bytes);
   if (plan->tasks.size() != entry->task_rows.size() ||
-      DatasetKey(*plan, pinned, bound.model_sha256) != entry->key) {
+      CopyKey::Of(*plan, pinned, bound.model_sha256) != entry->key) {
     return arrow::Status::Invalid("re-planning '", name, "' at its snapshot gives ",
                                   plan->tasks.size(), " scan tasks, not the cached copy's ",
                                   entry->task_rows.size(), " (or another table)");
   }
   auto shared = std::make_shared<const iceberg::ScanPlan>(std::move(*plan));
-  UpdateCopies(entry->storage_name, entry->generation, [&](DatasetEntry* copy) {
+  catalog_->UpdateCopies(entry->storage_name, entry->generation, [&](DatasetEntry* copy) {
     if (!copy->plan && copy->task_rows == entry->task_rows) {
       copy->plan = shared;
       copy->model_sha256 = bound.model_sha256;
@@ -261,26 +233,23 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   const LoadRequest& request = job->request();
   ARROW_RETURN_NOT_OK(job->cancelled());
   job->SetPhase(LoadJob::Phase::kPlanning);
-  Run run;
-  run.job = job;
+  LoadRun run(&run_env_, job);
   auto plan = planner_(request);
   if (!plan.ok()) {
     return plan.status().WithMessage("load '", request.name, "': ", plan.status().message());
   }
   run.plan = std::move(*plan);
   ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(request, run.plan));
-  const std::string key = DatasetKey(run.plan, request, bound.model_sha256);
+  const CopyKey key = CopyKey::Of(run.plan, request, bound.model_sha256);
   run.previous = catalog_->Find(request.name);
-  if (run.previous && run.previous->key == key &&
-      (run.previous->state == "ready" || run.previous->state == "degraded" ||
-       run.previous->state == "healing")) {
+  if (run.previous && run.previous->key == key && Loaded(run.previous->state)) {
     // Already cached: reuse it, once whole (a copy that lost rows is healed
     // first, never handed out as it is).
     if (AssessCopy(*run.previous, registry_->Snapshot()).replicas_missing == 0 &&
-        run.previous->state == "ready") {
+        run.previous->state == CopyState::kReady) {
       return run.previous;
     }
-    return HealForLoad(run.previous);
+    return heals_.HealForLoad(run.previous);
   }
   if (auto same = catalog_->FindByKey(key)) {
     // Another name holds exactly this copy: share it.
@@ -311,7 +280,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
       (run.previous && run.previous->storage_name == request.name)) {
     entry->storage_name = request.name + "@" + std::to_string(entry->generation);
   }
-  entry->state = "loading";
+  entry->state = CopyState::kLoading;
   entry->request = request;
   entry->metadata_location = run.plan.metadata_location;
   entry->snapshot_id = run.plan.snapshot_id;
@@ -340,7 +309,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   RefreshDiff diff;
   if (run.base) {
     diff = DiffTasks(*run.base, run.plan.tasks, AssessCopy(*run.base, registry_->Snapshot()));
-    ARROW_RETURN_NOT_OK(PlaceRefresh(&run, &diff, task_bytes, nodes));
+    ARROW_RETURN_NOT_OK(run.PlaceRefresh(&diff, task_bytes, nodes));
   } else {
     auto placement = PlaceTasks(task_bytes, nodes, request.replication);
     if (!placement.ok()) {
@@ -357,7 +326,7 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
            {"estimated", FormatBytes(entry->estimated_bytes)},
            {"nodes", std::to_string(nodes.size())}});
   const auto started = std::chrono::steady_clock::now();
-  arrow::Status st = LoadOnNodes(&run);
+  arrow::Status st = run.Load();
   entry->load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!st.ok()) {
@@ -372,18 +341,18 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::Execute(Load
   if (run.base) {
     entry->refresh = SummarizeRefresh(*run.base, diff, entry->num_rows - diff.rows_reused);
   }
-  Publish(&run);
+  run.Publish();
   return std::shared_ptr<const DatasetEntry>(entry);
 }
 
-std::shared_ptr<const DatasetEntry> LoadCoordinator::RefreshBase(const Run& run,
-                                                                 const std::string& key,
+std::shared_ptr<const DatasetEntry> LoadCoordinator::RefreshBase(const LoadRun& run,
+                                                                 const CopyKey& key,
                                                                  const arrow::Schema& schema) {
   const auto& previous = run.previous;
-  if (!previous || previous->state != "ready" || previous->task_rows.empty() ||
+  if (!previous || previous->state != CopyState::kReady || previous->task_rows.empty() ||
       previous->task_starts.size() != previous->task_rows.size() || !previous->schema ||
       !previous->schema->Equals(schema, /*check_metadata=*/false) ||
-      !SameButSnapshot(previous->key, key)) {
+      !previous->key.SameButSnapshot(key)) {
     return nullptr;
   }
   auto planned = WithPlan(previous->name);  // an adopted copy re-plans its snapshot once
@@ -398,51 +367,6 @@ std::shared_ptr<const DatasetEntry> LoadCoordinator::RefreshBase(const Run& run,
     return nullptr;
   }
   return base;
-}
-
-arrow::Status LoadCoordinator::PlaceRefresh(Run* run, RefreshDiff* diff,
-                                            const std::vector<int64_t>& task_bytes,
-                                            const std::vector<PlacementNode>& nodes) {
-  const size_t num_tasks = run->plan.tasks.size();
-  std::map<std::string, int32_t> index;
-  for (size_t n = 0; n < run->nodes.size(); ++n) index[run->nodes[n]] = static_cast<int32_t>(n);
-  run->placement.task_nodes.assign(num_tasks, {});
-  run->placement.node_bytes.assign(nodes.size(), 0);
-  std::vector<size_t> read;
-  std::vector<int64_t> read_bytes;
-  for (size_t t = 0; t < num_tasks; ++t) {
-    std::vector<int32_t> holders;
-    for (const auto& h : diff->holders[t]) {
-      auto it = index.find(h);
-      if (it != index.end()) holders.push_back(it->second);
-    }
-    if (diff->reuse[t] >= 0 && holders.size() != diff->holders[t].size()) {
-      // A holder left the registry since the diff: read the task instead.
-      diff->rows_reused -= run->base->task_rows[diff->reuse[t]];
-      diff->reuse[t] = -1;
-      --diff->tasks_reused;
-      ++diff->tasks_read;
-    }
-    if (diff->reuse[t] >= 0) {
-      run->placement.task_nodes[t] = std::move(holders);
-    } else {
-      read.push_back(t);
-      read_bytes.push_back(task_bytes[t]);
-    }
-  }
-  run->reuse = diff->reuse;
-  if (read.empty()) return arrow::Status::OK();
-  auto placement = PlaceTasks(read_bytes, nodes, run->entry->request.replication);
-  if (!placement.ok()) {
-    return placement.status().WithMessage(
-        "refresh of '", run->entry->name,
-        "': the changed files do not fit: ", placement.status().message());
-  }
-  for (size_t i = 0; i < read.size(); ++i) {
-    run->placement.task_nodes[read[i]] = std::move(placement->task_nodes[i]);
-  }
-  run->placement.node_bytes = std::move(placement->node_bytes);
-  return arrow::Status::OK();
 }
 
 arrow::Result<EvictReply> LoadCoordinator::Evict(const std::string& name) {
@@ -462,14 +386,8 @@ arrow::Result<EvictReply> LoadCoordinator::Evict(const std::string& name) {
   }
   std::vector<std::string> unreached;
   if (unused) {
-    MutexLock lock(&mu_);
-    auto heal = heals_.find(entry->storage_name);
-    if (heal != heals_.end() && heal->second->generation == entry->generation) {
-      heal->second->job->Cancel(
-          arrow::Status::Cancelled("heal of '", name, "' cancelled by evict"));
-    }
-  }
-  if (unused) {
+    heals_.Cancel(entry->storage_name, entry->generation,
+                  arrow::Status::Cancelled("heal of '", name, "' cancelled by evict"));
     for (auto& n : EvictOnNodes(entry->storage_name, entry->generation, entry->nodes)) {
       unreached.push_back(std::move(n));
     }
@@ -483,6 +401,52 @@ arrow::Result<EvictReply> LoadCoordinator::Evict(const std::string& name) {
   if (!unused) AfterPublish();  // the shared copy's record loses this name
   LogInfo("evicted", {{"dataset", name}, {"bytes", FormatBytes(entry->nbytes)}});
   return EvictReply{name, unused ? entry->nbytes : 0, cancelled, std::move(unreached)};
+}
+
+void LoadCoordinator::CheckHealth() {
+  const auto nodes = registry_->Snapshot();
+  if (heals_.Check(nodes)) ReleaseRetired(nodes);
+}
+
+arrow::Result<std::shared_ptr<LoadJob>> LoadCoordinator::Heal(
+    const std::shared_ptr<const DatasetEntry>& entry) {
+  return heals_.Heal(entry);
+}
+
+void LoadCoordinator::ReleaseRetired(const std::vector<NodeInfo>& nodes) {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& r : catalog_->Retired()) {
+    const DatasetEntry& e = *r.entry;
+    int64_t readers = 0;
+    for (const auto& n : nodes) {
+      if (n.state != NodeState::kAlive) continue;
+      for (const auto& d : n.status.datasets) {
+        if (d.name == e.storage_name && d.generation == e.generation) readers += d.readers;
+      }
+    }
+    auto last_used = r.last_used;
+    if (readers > 0) {
+      catalog_->TouchRetired(e.storage_name, e.generation, now);
+      last_used = now;
+    }
+    const bool expired = now - r.retired_at >= ToDuration(options_.retain_s);
+    const bool idle = readers == 0 && now - last_used >= ToDuration(options_.retain_idle_s);
+    if (!expired && !idle) continue;
+    for (const auto& gone : catalog_->TakeRetired(e.name, e.generation)) {
+      LogInfo("freed a replaced copy",
+              {{"dataset", e.name},
+               {"generation", std::to_string(e.generation)},
+               {"replaced_by", std::to_string(gone.replaced_by)},
+               {"reason", expired ? "kept for --retain-s" : "no reader left"}});
+      EvictOnNodes(e.storage_name, e.generation, e.nodes);
+    }
+  }
+}
+
+std::vector<std::string> LoadCoordinator::EvictOnNodes(const std::string& storage,
+                                                       uint64_t generation,
+                                                       const std::vector<std::string>& nodes) {
+  return icefloe::EvictOnNodes(rpc_, calls_, options_.evict_timeout_s, storage, generation, nodes);
 }
 
 }  // namespace icefloe

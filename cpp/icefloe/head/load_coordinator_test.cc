@@ -56,7 +56,7 @@ class FakeNodes : public NodeRpc {
     MutexLock lock(&mu_);
     loads_[node] = r;
     ++starts_;
-    return State(node, r, "loading");
+    return State(node, r, LoadState::kLoading);
   }
   arrow::Result<NodeLoadState> LoadStatus(const std::string& node, const NodeLoadStatusRequest& r,
                                           double) override {
@@ -70,7 +70,7 @@ class FakeNodes : public NodeRpc {
       return absent;
     }
     NodeLoadState s = State(node, it->second, stage_state_);
-    if (s.state == "staged") {
+    if (s.state == LoadState::kStaged) {
       for (const auto& t : it->second.tasks) s.task_rows.push_back(t.task.data_file.record_count);
       if (node == short_node_) s.task_rows.pop_back();
       if (node == disagreeing_node_ && !s.task_rows.empty()) s.task_rows[0] += 1;
@@ -104,9 +104,9 @@ class FakeNodes : public NodeRpc {
     MutexLock lock(&mu_);
     loads_.erase(node);
   }
-  void set_stage_state(std::string s) {
+  void set_stage_state(LoadState s) {
     MutexLock lock(&mu_);
-    stage_state_ = std::move(s);
+    stage_state_ = s;
   }
   void set_short_node(std::string n) {
     MutexLock lock(&mu_);
@@ -142,18 +142,18 @@ class FakeNodes : public NodeRpc {
     }
     return hook ? hook(node, action) : std::nullopt;
   }
-  static NodeLoadState State(const std::string& node, const NodeLoadRequest& r, std::string state) {
+  static NodeLoadState State(const std::string& node, const NodeLoadRequest& r, LoadState state) {
     NodeLoadState s;
     s.dataset = r.dataset;
     s.generation = r.generation;
-    s.state = std::move(state);
+    s.state = state;
     s.tasks_total = static_cast<int64_t>(r.tasks.size());
     return s;
   }
 
   Mutex mu_;
   Hook hook_ GUARDED_BY(mu_);
-  std::string stage_state_ GUARDED_BY(mu_) = "staged";
+  LoadState stage_state_ GUARDED_BY(mu_) = LoadState::kStaged;
   std::string short_node_ GUARDED_BY(mu_);
   std::string disagreeing_node_ GUARDED_BY(mu_);
   std::map<std::string, NodeLoadRequest> loads_ GUARDED_BY(mu_);
@@ -242,7 +242,7 @@ class LoadCoordinatorTest : public ::testing::Test {
   }
   void ExpectNameFree(const std::string& name) {
     nodes_.SetHook(nullptr);
-    nodes_.set_stage_state("staged");
+    nodes_.set_stage_state(LoadState::kStaged);
     auto again = LoadAndWait(Request(name));
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     EXPECT_EQ((*again)["rows"], 406);
@@ -339,12 +339,12 @@ TEST_F(LoadCoordinatorTest, NodeFailingAtEachPhaseFailsTheLoadAndReleasesEveryth
 }
 
 TEST_F(LoadCoordinatorTest, FailedAndLostNodeLoadsAreClearErrors) {
-  nodes_.set_stage_state("failed");
+  nodes_.set_stage_state(LoadState::kFailed);
   auto out = LoadAndWait(Request("x"));
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("node grpc://"), std::string::npos);
   // A node that forgot the load (restarted meanwhile) is named.
-  nodes_.set_stage_state("loading");
+  nodes_.set_stage_state(LoadState::kLoading);
   nodes_.SetHook(
       [this](const std::string& node, const std::string& a) -> std::optional<arrow::Status> {
         if (a == "node.load_status" && node == "grpc://a:1") nodes_.Forget(node);
@@ -395,13 +395,13 @@ TEST_F(LoadCoordinatorTest, LoadsThatNeverFinishOrCallsThatNeverAnswerTimeOut) {
   options.load_timeout_s = 0.3;
   options.node_call_timeout_s = 0.2;
   Start(options);
-  nodes_.set_stage_state("loading");
+  nodes_.set_stage_state(LoadState::kLoading);
   auto out = LoadAndWait(Request("slow"));
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("did not finish loading within"), std::string::npos);
 
   Gate gate;
-  nodes_.set_stage_state("staged");
+  nodes_.set_stage_state(LoadState::kStaged);
   nodes_.SetHook(
       [&](const std::string& node, const std::string& a) -> std::optional<arrow::Status> {
         if (a == "node.load" && node == "grpc://a:1") gate.Wait();
@@ -422,7 +422,7 @@ TEST_F(LoadCoordinatorTest, LoadsThatNeverFinishOrCallsThatNeverAnswerTimeOut) {
 }
 
 TEST_F(LoadCoordinatorTest, EvictCancelsARunningLoad) {
-  nodes_.set_stage_state("loading");
+  nodes_.set_stage_state(LoadState::kLoading);
   auto job = coordinator_->Load(Request("c"));
   ASSERT_TRUE(job.ok());
   const auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -468,7 +468,7 @@ TEST_F(LoadCoordinatorTest, BoundedQueueAndShutdownCancelsLoads) {
   options.max_concurrent_loads = 1;
   options.max_queued_loads = 1;
   Start(options);
-  nodes_.set_stage_state("loading");
+  nodes_.set_stage_state(LoadState::kLoading);
   auto a = coordinator_->Load(Request("q1"));
   auto b = coordinator_->Load(Request("q2"));
   ASSERT_TRUE(a.ok());

@@ -9,10 +9,13 @@
 // Implementations are thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <arrow/result.h>
 
+#include "icefloe/common/thread_pool.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -55,5 +58,13 @@ arrow::Status BadNodeReply(const std::string& node, const std::string& action,
                            const arrow::Status& parse_error);
 /// True for a BadNodeReply error (the registry then keeps the node out for a while).
 bool IsBadNodeReply(const arrow::Status& status);
+
+/// Evicts (storage, generation) on `nodes` (each once) in parallel on
+/// `calls`, all within `timeout_s`; returns the nodes that did not confirm
+/// (each logged). `how` sets staged_only or stray; its dataset and
+/// generation are these.
+std::vector<std::string> EvictOnNodes(NodeRpc* rpc, ThreadPool* calls, double timeout_s,
+                                      const std::string& storage, uint64_t generation,
+                                      const std::vector<std::string>& nodes, NodeEvict how = {});
 
 }  // namespace icefloe

@@ -1,6 +1,6 @@
 // Refresh: a newer snapshot of a table cached under the same name, loaded as
 // the difference between the two scan plans. Pure decisions; the coordinator
-// carries them out (load_coordinator.cc).
+// carries them out (load_coordinator.cc, load_run.cc).
 //
 // A task of the new plan whose identity (iceberg::TaskIdentity: data file,
 // row groups, delete files) matches a task of the cached copy reads the same

@@ -15,7 +15,6 @@ namespace {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
-constexpr std::string_view kLoadStates[] = {"queued", "loading", "staged", "failed", "absent"};
 constexpr std::string_view kErrorKinds[] = {"",   "invalid",   "not_found", "out_of_memory",
                                             "io", "cancelled", "other"};
 constexpr uint64_t kMaxTasks = uint64_t{1} << 20;
@@ -44,7 +43,6 @@ const FieldSpec kDiskRangeBound = Uint("disk_ranges", kRequired, Values(0, kMaxR
 const Field<NodeLoadState> kLoadStateFields[] = {
     {kNodeDataset, &NodeLoadState::dataset},
     {Uint("generation", kOptional, Values(0, kU64Max)), &NodeLoadState::generation},
-    {Str("state", kRequired, Values(1, 16), kLoadStates), &NodeLoadState::state},
     {Count("tasks_total"), &NodeLoadState::tasks_total},
     {Count("tasks_done"), &NodeLoadState::tasks_done},
     {Count("rows"), &NodeLoadState::rows},
@@ -57,6 +55,9 @@ const Field<NodeLoadState> kLoadStateFields[] = {
     {Count("row_groups_read"), &NodeLoadState::row_groups_read},
     {Count("bytes_read"), &NodeLoadState::bytes_read},
 };
+
+// Read by hand (an enum), listed third in the spec as it always was.
+const FieldSpec kLoadStateField = Str("state", kRequired, Values(1, 16), kLoadStateNames);
 
 const Field<NodeStatus> kStatusFields[] = {
     {Str("location", kOptional, Values(0, 1024)), &NodeStatus::location},
@@ -232,7 +233,11 @@ json NodeDatasetInfo::ToJson() const {
   return j;
 }
 
-json NodeLoadState::ToJson() const { return Write<NodeLoadState>(kLoadStateFields, *this); }
+json NodeLoadState::ToJson() const {
+  json j = Write<NodeLoadState>(kLoadStateFields, *this);
+  j["state"] = LoadStateName(state);
+  return j;
+}
 
 void NodeLoadState::SetError(const arrow::Status& st) {
   error = st.message();
@@ -270,13 +275,18 @@ arrow::Status NodeLoadState::ErrorStatus(const std::string& context) const {
 
 arrow::Result<NodeLoadState> NodeLoadState::FromJson(const json& j, std::string what) {
   NodeLoadState s;
-  ARROW_RETURN_NOT_OK(
-      ReadFields<NodeLoadState>(JsonFields(j, std::move(what)), kLoadStateFields, &s));
+  const JsonFields in(j, std::move(what));
+  ARROW_RETURN_NOT_OK(ReadFields<NodeLoadState>(in, kLoadStateFields, &s));
+  ARROW_ASSIGN_OR_RAISE(const json* state, in.Find(kLoadStateField));
+  ARROW_ASSIGN_OR_RAISE(std::string text, in.String(*state, kLoadStateField));
+  ARROW_ASSIGN_OR_RAISE(s.state, LoadStateFromName(text, in.what() + ": 'state'"));
   return s;
 }
 
 MessageSpec NodeLoadState::Spec() {
-  return SpecOf<NodeLoadState>("node load state", kLoadStateFields);
+  MessageSpec spec = SpecOf<NodeLoadState>("node load state", kLoadStateFields);
+  spec.fields.insert(spec.fields.begin() + 2, kLoadStateField);
+  return spec;
 }
 
 json NodeStatus::ToJson() const {

@@ -20,6 +20,7 @@
 #include "icefloe/common/row_range.h"
 #include "icefloe/iceberg/data_file.h"
 #include "icefloe/protocol/actions.h"
+#include "icefloe/protocol/copy_state.h"
 #include "icefloe/protocol/descriptors.h"
 #include "icefloe/protocol/fields.h"
 #include "icefloe/protocol/replies.h"
@@ -57,7 +58,7 @@ struct NodeLoadState {
   uint64_t generation = 0;
   /// queued, loading, staged (done, waiting for node.commit), failed, or
   /// absent (the node has no load of this generation).
-  std::string state = "absent";
+  LoadState state = LoadState::kAbsent;
   int64_t tasks_total = 0;
   int64_t tasks_done = 0;
   int64_t rows = 0;
@@ -71,7 +72,7 @@ struct NodeLoadState {
   int64_t row_groups_read = 0;
   int64_t bytes_read = 0;
 
-  bool finished() const { return state != "queued" && state != "loading"; }
+  bool finished() const { return state != LoadState::kQueued && state != LoadState::kLoading; }
   /// Records `st` (not OK) as this load's error.
   void SetError(const arrow::Status& st);
   /// The failed load's error as a status of its kind, prefixed by `context`.

@@ -91,7 +91,7 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   NodeLoadState loading;
   loading.dataset = "e";
   loading.generation = 4;
-  loading.state = "loading";
+  loading.state = LoadState::kLoading;
   loading.tasks_total = 2;
   s.loads.push_back(loading);
   RegisterRequest reg{"grpc://h:1", s};
@@ -103,7 +103,7 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   EXPECT_EQ(back->status.datasets[0].readers, 2);
   EXPECT_EQ(back->status.datasets[0].record, (json{{"storage_name", "d"}}));
   EXPECT_TRUE(back->status.datasets[1].record.is_null());  // none kept: none sent
-  EXPECT_EQ(back->status.loads[0].state, "loading");
+  EXPECT_EQ(back->status.loads[0].state, LoadState::kLoading);
 
   NodeLoadRequest load;
   load.dataset = "d";
@@ -183,7 +183,7 @@ TEST(MessagesTest, NodeMessagesRoundTrip) {
   NodeLoadState st;
   st.dataset = "d";
   st.generation = 9;
-  st.state = "staged";
+  st.state = LoadState::kStaged;
   st.task_rows = {5};
   auto st_back = NodeLoadState::FromJson(st.ToJson(), "reply");
   ASSERT_TRUE(st_back.ok());

@@ -1,5 +1,6 @@
 #include "icefloe/protocol/replies.h"
 
+#include "icefloe/protocol/copy_state.h"
 #include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
@@ -13,7 +14,6 @@ constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kMaxItems = uint64_t{1} << 24;
 // Segments one shared file names: bounded by the node's open files.
 constexpr uint64_t kMaxSegments = uint64_t{1} << 20;
-constexpr std::string_view kDatasetStates[] = {"loading", "ready", "degraded", "healing", "failed"};
 constexpr std::string_view kLoading[] = {"loading"};
 constexpr std::string_view kPhases[] = {"queued", "planning", "loading", "committing", "finished"};
 
@@ -122,7 +122,7 @@ const Field<RetiredCopyReply> kRetiredFields[] = {
 
 const Field<RecentLoad> kRecentFields[] = {
     {kName, &RecentLoad::name},
-    {Str("state", kRequired, Values(1, 16), kDatasetStates), &RecentLoad::state},
+    {Str("state", kRequired, Values(1, 16), kCopyStateNames), &RecentLoad::state},
     {Count("rows"), &RecentLoad::rows},
     {Count("bytes"), &RecentLoad::bytes},
     {Seconds("load_seconds"), &RecentLoad::load_seconds},
@@ -211,7 +211,7 @@ const Field<SliceDiskRows> kSliceDiskRowsField[] = {{kSliceDiskRows, &SliceDiskR
 
 const Field<DatasetDescription> kDescriptionFields[] = {
     {kName, &DatasetDescription::name},
-    {Str("state", kRequired, Values(1, 16), kDatasetStates), &DatasetDescription::state},
+    {Str("state", kRequired, Values(1, 16), kCopyStateNames), &DatasetDescription::state},
     {Str("source", kRequired, Values(0, 65536)), &DatasetDescription::source},
     // Empty while the load plans.
     {Str("metadata_location", kRequired, Values(0, 65536)), &DatasetDescription::metadata_location},
@@ -273,7 +273,7 @@ const Field<SliceMapReply> kSliceMapFields[] = {
     {kName, &SliceMapReply::name},
     {Str("storage", kRequired, Values(1, 1024)), &SliceMapReply::storage},
     {Uint("generation", kRequired, Values(0, kU64Max)), &SliceMapReply::generation},
-    {Str("state", kRequired, Values(1, 16), kDatasetStates), &SliceMapReply::state},
+    {Str("state", kRequired, Values(1, 16), kCopyStateNames), &SliceMapReply::state},
     {Count("rows"), &SliceMapReply::rows},
     {Text("schema", kRequired), &SliceMapReply::schema},
     {Str("grant", kRequired, Values(1, kMaxBodyBytes)), &SliceMapReply::grant},

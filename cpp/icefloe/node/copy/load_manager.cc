@@ -56,7 +56,7 @@ size_t LoadManager::ExpireLeases() {
     LogWarn("dropping a load the head stopped following",
             {{"dataset", it->first},
              {"generation", std::to_string(slot.generation)},
-             {"state", slot.state},
+             {"state", std::string(LoadStateName(slot.state))},
              {"bytes", FormatBytes(slot.staged ? slot.staged->bytes() : 0)},
              {"lease_s", std::to_string(std::chrono::duration<double>(lease_).count())}});
     if (slot.progress) slot.progress->cancelled = true;
@@ -114,7 +114,7 @@ arrow::Result<NodeLoadState> LoadManager::Start(NodeLoadRequest request) {
   }
   Slot& slot = slots_[dataset];
   slot.generation = generation;
-  slot.state = "queued";
+  slot.state = LoadState::kQueued;
   slot.progress = progress;
   slot.confirmed = Clock::now();
   changed_.NotifyAll();
@@ -127,7 +127,7 @@ void LoadManager::Run(const std::string& dataset, uint64_t generation,
     MutexLock lock(&mu_);
     auto it = slots_.find(dataset);
     if (it == slots_.end() || it->second.generation != generation || progress->cancelled) return;
-    it->second.state = "loading";
+    it->second.state = LoadState::kLoading;
   }
   LogInfo("loading", {{"dataset", dataset},
                       {"generation", std::to_string(generation)},
@@ -141,10 +141,10 @@ void LoadManager::Run(const std::string& dataset, uint64_t generation,
   Slot& slot = it->second;
   if (!loaded.ok()) {
     LogWarn("load failed", {{"dataset", dataset}, {"error", loaded.status().ToString()}});
-    slot.state = "failed";
+    slot.state = LoadState::kFailed;
     slot.result.SetError(loaded.status());
   } else {
-    slot.state = "staged";
+    slot.state = LoadState::kStaged;
     slot.result.task_rows = loaded->rows;
     slot.result.bytes = loaded->bytes();
     slot.result.row_groups_total = progress->row_groups_total.load();
@@ -223,13 +223,15 @@ uint64_t LoadManager::NewestGeneration() const {
 bool LoadManager::Loading(const std::string& dataset) const {
   MutexLock lock(&mu_);
   auto it = slots_.find(dataset);
-  return it != slots_.end() && (it->second.state == "queued" || it->second.state == "loading");
+  return it != slots_.end() &&
+         (it->second.state == LoadState::kQueued || it->second.state == LoadState::kLoading);
 }
 
 bool LoadManager::Idle() const {
   MutexLock lock(&mu_);
-  return slots_.empty() || std::all_of(slots_.begin(), slots_.end(),
-                                       [](const auto& kv) { return kv.second.state == "failed"; });
+  return slots_.empty() || std::all_of(slots_.begin(), slots_.end(), [](const auto& kv) {
+           return kv.second.state == LoadState::kFailed;
+         });
 }
 
 }  // namespace icefloe

@@ -96,7 +96,7 @@ class LoadManager {
  private:
   struct Slot {
     uint64_t generation = 0;
-    std::string state;  // queued, loading, staged, failed
+    LoadState state = LoadState::kQueued;  // queued, loading, staged, failed
     std::shared_ptr<LoadProgress> progress;
     std::optional<LoadedTasks> staged;
     NodeLoadState result;  // staged or failed: what node.load_status answers

@@ -74,20 +74,20 @@ TEST(LoadManagerTest, LoadsInTheBackgroundAndWaitsBounded) {
   fake.WaitStarted(1);
   const auto before = std::chrono::steady_clock::now();
   NodeLoadState s = loads.Wait("d", 5, 50ms);  // still loading: returns at the bound
-  EXPECT_EQ(s.state, "loading");
+  EXPECT_EQ(s.state, LoadState::kLoading);
   EXPECT_GE(std::chrono::steady_clock::now() - before, 40ms);
   EXPECT_TRUE(loads.Loading("d"));
   // A retry of the same node.load is harmless.
   EXPECT_TRUE(loads.Start(Request("d", 5)).ok());
   fake.Release();
   s = loads.Wait("d", 5, 10s);
-  EXPECT_EQ(s.state, "staged");
+  EXPECT_EQ(s.state, LoadState::kStaged);
   EXPECT_EQ(s.task_rows, (std::vector<int64_t>{10, 10}));
   EXPECT_FALSE(loads.Idle());
   auto staged = loads.TakeStaged("d", 5);
   ASSERT_TRUE(staged.ok());
   EXPECT_TRUE(loads.Idle());
-  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, "absent");
+  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, LoadState::kAbsent);
   EXPECT_TRUE(loads.TakeStaged("d", 5).status().IsKeyError());
 }
 
@@ -99,12 +99,12 @@ TEST(LoadManagerTest, FailedLoadReportsItsErrorAndFreesTheName) {
   r.filter = "fail";
   ASSERT_TRUE(loads.Start(r).ok());
   NodeLoadState s = loads.Wait("d", 5, 10s);
-  EXPECT_EQ(s.state, "failed");
+  EXPECT_EQ(s.state, LoadState::kFailed);
   EXPECT_NE(s.error.find("s3://b/x.parquet"), std::string::npos);
   EXPECT_TRUE(loads.Idle());  // a failed load holds nothing
   // The head's next generation of the name loads.
   ASSERT_TRUE(loads.Start(Request("d", 6)).ok());
-  EXPECT_EQ(loads.Wait("d", 6, 10s).state, "staged");
+  EXPECT_EQ(loads.Wait("d", 6, 10s).state, LoadState::kStaged);
 }
 
 TEST(LoadManagerTest, EvictCancelsAndStaleGenerationsAreRefused) {
@@ -113,7 +113,7 @@ TEST(LoadManagerTest, EvictCancelsAndStaleGenerationsAreRefused) {
   ASSERT_TRUE(loads.Start(Request("d", 5)).ok());
   fake.WaitStarted(1);
   EXPECT_TRUE(loads.Drop("d", 5));  // cancels the running load
-  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, "absent");
+  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, LoadState::kAbsent);
   // A late node.load of the evicted generation does not come back.
   auto late = loads.Start(Request("d", 5));
   ASSERT_TRUE(late.status().IsInvalid());
@@ -123,9 +123,9 @@ TEST(LoadManagerTest, EvictCancelsAndStaleGenerationsAreRefused) {
   ASSERT_TRUE(loads.Start(Request("d", 7)).ok());
   fake.WaitStarted(2);
   ASSERT_TRUE(loads.Start(Request("d", 8)).ok());
-  EXPECT_EQ(loads.Wait("d", 7, 0ms).state, "absent");
+  EXPECT_EQ(loads.Wait("d", 7, 0ms).state, LoadState::kAbsent);
   fake.Release();
-  EXPECT_EQ(loads.Wait("d", 8, 10s).state, "staged");
+  EXPECT_EQ(loads.Wait("d", 8, 10s).state, LoadState::kStaged);
   EXPECT_FALSE(loads.Drop("d", 7));  // older than what is there: kept
   EXPECT_TRUE(loads.Drop("d", 0));
   EXPECT_TRUE(loads.Idle());
@@ -142,7 +142,7 @@ TEST(LoadManagerTest, BoundedQueueAndShutdownCancelsRunningLoads) {
   ASSERT_TRUE(loads.Start(Request("b", 1)).ok());  // queued
   auto refused = loads.Start(Request("c", 1));
   EXPECT_TRUE(refused.status().IsCapacityError()) << refused.status().ToString();
-  EXPECT_EQ(loads.Wait("c", 1, 0ms).state, "absent");
+  EXPECT_EQ(loads.Wait("c", 1, 0ms).state, LoadState::kAbsent);
   loads.Shutdown();  // cancels a; b never runs
   EXPECT_TRUE(loads.Start(Request("d", 1)).status().IsCancelled());
 }
@@ -160,7 +160,7 @@ TEST(LoadManagerTest, ConcurrentLoadsOfManyNamesAllFinish) {
       for (int i = 0; i < 8; ++i) {
         const std::string name = "n" + std::to_string(t) + "-" + std::to_string(i);
         ASSERT_TRUE(loads.Start(Request(name, 1)).ok());
-        ASSERT_EQ(loads.Wait(name, 1, 10s).state, "staged");
+        ASSERT_EQ(loads.Wait(name, 1, 10s).state, LoadState::kStaged);
         ASSERT_TRUE(loads.TakeStaged(name, 1).ok());
       }
     });
@@ -177,20 +177,20 @@ TEST(LoadManagerTest, ExtendLoadsAddToTheNewestGenerationUnlessEvicted) {
   fake.Release();
   LoadManager loads({}, fake.fn());
   ASSERT_TRUE(loads.Start(Request("d", 5)).ok());
-  ASSERT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  ASSERT_EQ(loads.Wait("d", 5, 10s).state, LoadState::kStaged);
   ASSERT_TRUE(loads.TakeStaged("d", 5).ok());  // committed
   EXPECT_TRUE(loads.Start(Request("d", 5)).status().IsInvalid());
   auto extend = Request("d", 5, 1);
   extend.extend = true;
   ASSERT_TRUE(loads.Start(extend).ok());
-  EXPECT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  EXPECT_EQ(loads.Wait("d", 5, 10s).state, LoadState::kStaged);
   auto older = Request("d", 4, 1);
   older.extend = true;
   EXPECT_TRUE(loads.Start(older).status().IsInvalid());
   // A heal's clean-up drops its own load only; the generation stays extendable.
   EXPECT_TRUE(loads.Drop("d", 5, /*load_only=*/true));
   ASSERT_TRUE(loads.Start(extend).ok());
-  EXPECT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  EXPECT_EQ(loads.Wait("d", 5, 10s).state, LoadState::kStaged);
   // An evict of the generation is final.
   EXPECT_TRUE(loads.Drop("d", 5));
   auto late = loads.Start(extend);
@@ -233,12 +233,12 @@ TEST(LoadManagerTest, AStagedLoadTheHeadStopsFollowingIsDroppedAndItsMemoryRetur
   options.staged_lease_s = 0.3;
   LoadManager loads(options, ChargingLoad(budget));
   ASSERT_TRUE(loads.Start(Request("d", 5)).ok());
-  ASSERT_EQ(loads.Wait("d", 5, 10s).state, "staged");
+  ASSERT_EQ(loads.Wait("d", 5, 10s).state, LoadState::kStaged);
   EXPECT_GE(budget->used_bytes(), 2 << 20);
   // The head keeps asking: the lease holds well past its length.
   const auto followed_until = std::chrono::steady_clock::now() + 900ms;
   while (std::chrono::steady_clock::now() < followed_until) {
-    ASSERT_EQ(loads.Wait("d", 5, 50ms).state, "staged");
+    ASSERT_EQ(loads.Wait("d", 5, 50ms).state, LoadState::kStaged);
   }
   // The head stops asking (it died): dropped within the lease (plus a check
   // period), the memory back in the budget (freed just after the slot goes,
@@ -247,12 +247,12 @@ TEST(LoadManagerTest, AStagedLoadTheHeadStopsFollowingIsDroppedAndItsMemoryRetur
   ASSERT_TRUE(Eventually([&] { return loads.States().empty() && budget->used_bytes() == 0; }));
   EXPECT_GE(std::chrono::steady_clock::now() - stopped, 250ms);
   EXPECT_TRUE(loads.Idle());
-  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, "absent");
+  EXPECT_EQ(loads.Wait("d", 5, 0ms).state, LoadState::kAbsent);
   EXPECT_TRUE(loads.TakeStaged("d", 5).status().IsKeyError());
   // The abandoned generation cannot come back; a later load of the name works.
   EXPECT_TRUE(loads.Start(Request("d", 5)).status().IsInvalid());
   ASSERT_TRUE(loads.Start(Request("d", 6)).ok());
-  ASSERT_EQ(loads.Wait("d", 6, 10s).state, "staged");
+  ASSERT_EQ(loads.Wait("d", 6, 10s).state, LoadState::kStaged);
   EXPECT_TRUE(loads.TakeStaged("d", 6).ok());
   EXPECT_EQ(budget->used_bytes(), 0);
 }

@@ -138,11 +138,14 @@ void NodeMetrics::SetStatus(const NodeStatus& status, int64_t gather_bytes) {
   }
   SetGaugesByLabel(dataset_bytes_, "dataset", bytes, &dataset_bytes_children_);
   SetGaugesByLabel(dataset_rows_, "dataset", rows, &dataset_rows_children_);
-  std::map<std::string, double> by_state = {{"queued", 0}, {"loading", 0}, {"staged", 0}};
+  std::map<std::string, double> by_state;  // the usual ones always there, at 0 when empty
+  for (LoadState usual : {LoadState::kQueued, LoadState::kLoading, LoadState::kStaged}) {
+    by_state[std::string(LoadStateName(usual))] = 0;
+  }
   int64_t staged_bytes = 0;
   for (const auto& l : status.loads) {
-    by_state[l.state] += 1;
-    if (l.state == "staged") staged_bytes += l.bytes;
+    by_state[std::string(LoadStateName(l.state))] += 1;
+    if (l.state == LoadState::kStaged) staged_bytes += l.bytes;
   }
   memory_staged_->Set(static_cast<double>(staged_bytes));
   SetGaugesByLabel(loads_, "state", {by_state.begin(), by_state.end()}, &loads_children_);

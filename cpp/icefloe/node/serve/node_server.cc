@@ -215,7 +215,7 @@ NodeStatus NodeServer::Status() const {
     status.prefetch_lead_batches = prefetch.lead_batches;
   }
   for (const auto& l : loads_.States()) {
-    if (l.state == "staged") ++status.staged;
+    if (l.state == LoadState::kStaged) ++status.staged;
     status.loads.push_back(l);
   }
   status.newest_generation = loads_.NewestGeneration();

@@ -1,10 +1,5 @@
-// Heal: the head reloads the rows of a copy that lost replicas (a dead node,
-// a node back empty) onto live nodes with room, from the same scan tasks of
-// the same snapshot, under the same storage name and generation (so global
-// row ids, contents and tickets stay as they were; docs/protocol.md).
-//
-// One heal per storage name at a time, on the load pool; a load of the name
-// with the same arguments joins it (or runs it, when it is still queued).
+#include "icefloe/head/heal_runner.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -12,7 +7,6 @@
 #include "icefloe/common/bytes.h"
 #include "icefloe/common/log.h"
 #include "icefloe/head/heal.h"
-#include "icefloe/head/load_run_internal.h"
 
 namespace icefloe {
 
@@ -83,45 +77,65 @@ arrow::Status PlaceLostTasks(const DatasetEntry& entry, const CopyHealth& health
 }
 
 // The state a copy is in when no heal runs.
-const char* StateOf(const CopyHealth& h) { return h.slices_missing > 0 ? "degraded" : "ready"; }
+CopyState StateOf(const CopyHealth& h) {
+  return h.slices_missing > 0 ? CopyState::kDegraded : CopyState::kReady;
+}
 
 }  // namespace
 
-bool LoadCoordinator::UpdateCopies(const std::string& storage, uint64_t generation,
-                                   const std::function<void(DatasetEntry*)>& change) {
-  bool any = false;
-  for (const auto& e : catalog_->All()) {
-    if (e->storage_name != storage || e->generation != generation) continue;
-    // A concurrent Put (a reload) wins: Replace then fails and the new entry stays.
-    auto copy = std::make_shared<DatasetEntry>(*e);
-    change(copy.get());
-    if (catalog_->Replace(e, copy)) any = true;
-  }
-  return any;
+HealRunner::HealRunner(const LoadRunEnv* env, ThreadPool* pool, WithPlanFn with_plan,
+                       LoadingFn loading)
+    : env_(env), pool_(pool), with_plan_(std::move(with_plan)), loading_(std::move(loading)) {}
+
+void HealRunner::Stop() {
+  MutexLock lock(&mu_);
+  stopping_ = true;
+  for (auto& [storage, heal] : heals_)
+    heal->job->Cancel(arrow::Status::Cancelled("the head is shutting down"));
 }
 
-void LoadCoordinator::CheckHealth() {
-  const auto nodes = registry_->Snapshot();
+void HealRunner::Cancel(const std::string& storage, uint64_t generation, arrow::Status why) {
+  MutexLock lock(&mu_);
+  auto heal = heals_.find(storage);
+  if (heal != heals_.end() && heal->second->generation == generation) {
+    heal->second->job->Cancel(std::move(why));
+  }
+}
+
+arrow::Result<std::shared_ptr<LoadJob>> HealRunner::Heal(
+    const std::shared_ptr<const DatasetEntry>& entry) {
+  ARROW_ASSIGN_OR_RAISE(auto task, Start(entry, /*reset_backoff=*/true));
+  return task->job;
+}
+
+std::vector<std::string> HealRunner::EvictOnNodes(const std::string& storage, uint64_t generation,
+                                                  const std::vector<std::string>& nodes,
+                                                  NodeEvict how) {
+  return icefloe::EvictOnNodes(env_->rpc, env_->calls, env_->options->evict_timeout_s, storage,
+                               generation, nodes, std::move(how));
+}
+
+bool HealRunner::Check(const std::vector<NodeInfo>& nodes) {
   std::set<std::string> seen;
-  for (const auto& e : catalog_->All()) {
-    if (e->state != "ready" && e->state != "degraded" && e->state != "healing") continue;
-    if (!seen.insert(e->storage_name).second || Loading(e->name)) continue;
+  for (const auto& e : env_->catalog->All()) {
+    if (!Loaded(e->state)) continue;
+    if (!seen.insert(e->storage_name).second || loading_(e->name)) continue;
     const CopyHealth h = AssessCopy(*e, nodes);
     bool healing = false, due = false;
     {
       MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (stopping_) return false;
       healing = heals_.count(e->storage_name) > 0;
-      const HealBackoff& b = heal_backoff_[e->storage_name];
-      due = b.attempts < options_.heal_attempts && Clock::now() >= b.next_try;
+      const Backoff& b = backoff_[e->storage_name];
+      due = b.attempts < env_->options->heal_attempts && Clock::now() >= b.next_try;
     }
     if (!healing && (e->state != StateOf(h) || e->slices_missing != h.slices_missing ||
                      e->replicas_missing != h.replicas_missing)) {
-      if (h.slices_missing > 0 && e->state == "ready") {
+      if (h.slices_missing > 0 && e->state == CopyState::kReady) {
         LogWarn("dataset degraded", {{"dataset", e->storage_name},
                                      {"slices_missing", std::to_string(h.slices_missing)}});
       }
-      UpdateCopies(e->storage_name, e->generation, [&h](DatasetEntry* c) {
+      env_->catalog->UpdateCopies(e->storage_name, e->generation, [&h](DatasetEntry* c) {
         c->state = StateOf(h);
         c->slices_missing = h.slices_missing;
         c->replicas_missing = h.replicas_missing;
@@ -143,89 +157,53 @@ void LoadCoordinator::CheckHealth() {
       }
     }
     if (h.replicas_missing > 0 && !healing && due) {
-      auto started = StartHeal(e, /*reset_backoff=*/false);
+      auto started = Start(e, /*reset_backoff=*/false);
       if (!started.ok()) {
         LogWarn("heal not started",
                 {{"dataset", e->storage_name}, {"error", started.status().ToString()}});
       }
     }
   }
-  ReleaseRetired(nodes);
+  return true;
 }
 
-void LoadCoordinator::ReleaseRetired(const std::vector<NodeInfo>& nodes) {
-  const auto now = Clock::now();
-  for (const auto& r : catalog_->Retired()) {
-    const DatasetEntry& e = *r.entry;
-    int64_t readers = 0;
-    for (const auto& n : nodes) {
-      if (n.state != NodeState::kAlive) continue;
-      for (const auto& d : n.status.datasets) {
-        if (d.name == e.storage_name && d.generation == e.generation) readers += d.readers;
-      }
-    }
-    auto last_used = r.last_used;
-    if (readers > 0) {
-      catalog_->TouchRetired(e.storage_name, e.generation, now);
-      last_used = now;
-    }
-    const bool expired = now - r.retired_at >= Seconds(options_.retain_s);
-    const bool idle = readers == 0 && now - last_used >= Seconds(options_.retain_idle_s);
-    if (!expired && !idle) continue;
-    for (const auto& gone : catalog_->TakeRetired(e.name, e.generation)) {
-      LogInfo("freed a replaced copy",
-              {{"dataset", e.name},
-               {"generation", std::to_string(e.generation)},
-               {"replaced_by", std::to_string(gone.replaced_by)},
-               {"reason", expired ? "kept for --retain-s" : "no reader left"}});
-      EvictOnNodes(e.storage_name, e.generation, e.nodes);
-    }
-  }
-}
-
-arrow::Result<std::shared_ptr<LoadJob>> LoadCoordinator::Heal(
-    const std::shared_ptr<const DatasetEntry>& entry) {
-  ARROW_ASSIGN_OR_RAISE(auto task, StartHeal(entry, /*reset_backoff=*/true));
-  return task->job;
-}
-
-arrow::Result<std::shared_ptr<LoadCoordinator::HealTask>> LoadCoordinator::StartHeal(
+arrow::Result<std::shared_ptr<HealRunner::Task>> HealRunner::Start(
     const std::shared_ptr<const DatasetEntry>& entry, bool reset_backoff) {
   MutexLock lock(&mu_);
   if (stopping_) return arrow::Status::Cancelled("the head is shutting down");
-  if (reset_backoff) heal_backoff_.erase(entry->storage_name);
+  if (reset_backoff) backoff_.erase(entry->storage_name);
   auto running = heals_.find(entry->storage_name);
   if (running != heals_.end()) return running->second;
-  auto task = std::make_shared<HealTask>();
+  auto task = std::make_shared<Task>();
   task->storage = entry->storage_name;
   task->generation = entry->generation;
   task->name = entry->name;
   task->job = std::make_shared<LoadJob>(entry->request);
-  arrow::Status st = pool_.Submit([this, task] {
-    if (!task->claimed.exchange(true)) RunHeal(task);
+  arrow::Status st = pool_->Submit([this, task] {
+    if (!task->claimed.exchange(true)) Run(task);
   });
   if (!st.ok()) return st.WithMessage("cannot start a heal: ", st.message());
   heals_[task->storage] = task;
   return task;
 }
 
-void LoadCoordinator::RunHeal(const std::shared_ptr<HealTask>& task) {
+void HealRunner::Run(const std::shared_ptr<Task>& task) {
   const auto started = Clock::now();
-  auto result = ExecuteHeal(task.get());
+  auto result = Execute(task.get());
   const bool no_room = !result.ok() && result.status().IsOutOfMemory();
   {
     MutexLock lock(&mu_);
     auto it = heals_.find(task->storage);
     if (it != heals_.end() && it->second == task) heals_.erase(it);
-    HealBackoff& b = heal_backoff_[task->storage];
+    Backoff& b = backoff_[task->storage];
     if (result.ok()) {
-      heal_backoff_.erase(task->storage);
+      backoff_.erase(task->storage);
     } else if (no_room) {
-      b.next_try = Clock::now() + Seconds(options_.heal_backoff_s);  // cheap to check again
+      b.next_try = Clock::now() + Seconds(env_->options->heal_backoff_s);  // cheap to check again
     } else {
       const double wait_s =
-          std::min(options_.heal_backoff_max_s,
-                   options_.heal_backoff_s * double(int64_t{1} << std::min(b.attempts, 20)));
+          std::min(env_->options->heal_backoff_max_s,
+                   env_->options->heal_backoff_s * double(int64_t{1} << std::min(b.attempts, 20)));
       ++b.attempts;
       b.next_try = Clock::now() + Seconds(wait_s);
     }
@@ -240,35 +218,36 @@ void LoadCoordinator::RunHeal(const std::shared_ptr<HealTask>& task) {
   }
 }
 
-arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::HealForLoad(
+arrow::Result<std::shared_ptr<const DatasetEntry>> HealRunner::HealForLoad(
     const std::shared_ptr<const DatasetEntry>& entry) {
-  ARROW_ASSIGN_OR_RAISE(auto task, StartHeal(entry, /*reset_backoff=*/true));
+  ARROW_ASSIGN_OR_RAISE(auto task, Start(entry, /*reset_backoff=*/true));
   // Still queued behind this load: run it here rather than wait for a thread.
   if (!task->claimed.exchange(true)) {
-    RunHeal(task);
-  } else if (!task->job->Wait(
-                 std::chrono::milliseconds(static_cast<int64_t>(options_.load_timeout_s * 1000)))) {
+    Run(task);
+  } else if (!task->job->Wait(std::chrono::milliseconds(
+                 static_cast<int64_t>(env_->options->load_timeout_s * 1000)))) {
     return arrow::Status::IOError("the heal of '", entry->name, "' did not finish within ",
-                                  options_.load_timeout_s, "s");
+                                  env_->options->load_timeout_s, "s");
   }
-  auto now = catalog_->Find(entry->name);
-  if (now && now->generation == entry->generation && now->state == "ready") return now;
+  auto now = env_->catalog->Find(entry->name);
+  if (now && now->generation == entry->generation && now->state == CopyState::kReady) return now;
   ARROW_RETURN_NOT_OK(task->job->Outcome().status());
-  return arrow::Status::IOError("dataset '", entry->name, "' is ", now ? now->state : "gone",
+  return arrow::Status::IOError("dataset '", entry->name, "' is ",
+                                now ? CopyStateName(now->state) : "gone",
                                 now && !now->heal_error.empty() ? ": " + now->heal_error : "");
 }
 
-arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(HealTask* task) {
+arrow::Result<std::shared_ptr<const DatasetEntry>> HealRunner::Execute(Task* task) {
   LoadJob* job = task->job.get();
   job->SetPhase(LoadJob::Phase::kPlanning);
   const auto started = Clock::now();
-  auto entry = catalog_->Find(task->name);
+  auto entry = env_->catalog->Find(task->name);
   if (!entry || entry->storage_name != task->storage || entry->generation != task->generation) {
     return arrow::Status::Cancelled("dataset '", task->name, "' was replaced or evicted");
   }
   std::string why = "this head has no task map of the copy; evict and load it again";
   if (!entry->plan) {  // adopted after a head restart: re-plan its snapshot
-    auto planned = WithPlan(task->name);
+    auto planned = with_plan_(task->name);
     if (planned.ok()) {
       entry = *planned;
     } else {
@@ -276,22 +255,23 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(
     }
   }
   if (!entry->plan || entry->task_starts.size() != entry->plan->tasks.size()) {
-    UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) { c->heal_error = why; });
+    env_->catalog->UpdateCopies(task->storage, task->generation,
+                                [&](DatasetEntry* c) { c->heal_error = why; });
     return arrow::Status::Invalid("cannot heal '", task->name, "': ", why);
   }
-  registry_->PollAll();  // judge on fresh reports
-  const auto nodes = registry_->Snapshot();
+  env_->registry->PollAll();  // judge on fresh reports
+  const auto nodes = env_->registry->Snapshot();
   const CopyHealth health = AssessCopy(*entry, nodes);
   if (health.replicas_missing == 0) {
-    UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
-      c->state = "ready";
+    env_->catalog->UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
+      c->state = CopyState::kReady;
       c->slices_missing = c->replicas_missing = 0;
       c->heal_error.clear();
     });
-    return Current(*catalog_, task->name);
+    return Current(*env_->catalog, task->name);
   }
-  UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
-    c->state = "healing";
+  env_->catalog->UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
+    c->state = CopyState::kHealing;
     c->slices_missing = health.slices_missing;
     c->replicas_missing = health.replicas_missing;
   });
@@ -300,21 +280,20 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(
                            {"slices_missing", std::to_string(health.slices_missing)},
                            {"replicas_missing", std::to_string(health.replicas_missing)}});
 
-  Run run;
-  run.job = job;
+  LoadRun run(env_, job);
   run.plan = *entry->plan;
   run.entry = std::make_shared<DatasetEntry>(*entry);
   run.extend = true;
   arrow::Status placed = PlaceLostTasks(*entry, health, nodes, &run.nodes, &run.node_tasks);
   if (!placed.ok()) {
     const std::string why = "no node has room: " + placed.message();
-    UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
+    env_->catalog->UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
       c->state = StateOf(health);
       c->heal_error = why;
     });
     return arrow::Status::OutOfMemory("cannot heal '", task->name, "': ", why);
   }
-  arrow::Status st = RepairOnNodes(&run);
+  arrow::Status st = run.Repair();
   if (!st.ok()) {
     NodeEvict staged_only;
     staged_only.staged_only = true;
@@ -323,59 +302,30 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::ExecuteHeal(
 
   // The slice map from what the nodes now report (a partly failed commit
   // still counts where it landed).
-  registry_->PollAll();
-  const auto after_nodes = registry_->Snapshot();
+  env_->registry->PollAll();
+  const auto after_nodes = env_->registry->Snapshot();
   auto fresh = std::make_shared<DatasetEntry>(*entry);
   fresh->placed_at = Clock::time_point{};  // judge on the reports alone
   const CopyHealth after = AssessCopy(*fresh, after_nodes);
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  const bool kept = UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
-    RebuildSlices(after, c);
-    c->nbytes = HeldBytes(*c, after_nodes);
-    c->state = StateOf(after);
-    c->slices_missing = after.slices_missing;
-    c->replicas_missing = after.replicas_missing;
-    c->placed_at = Clock::now();
-    c->heal_seconds = seconds;
-    c->heal_error = st.ok() ? "" : "last heal failed: " + st.ToString();
-  });
+  const bool kept =
+      env_->catalog->UpdateCopies(task->storage, task->generation, [&](DatasetEntry* c) {
+        RebuildSlices(after, c);
+        c->nbytes = HeldBytes(*c, after_nodes);
+        c->state = StateOf(after);
+        c->slices_missing = after.slices_missing;
+        c->replicas_missing = after.replicas_missing;
+        c->placed_at = Clock::now();
+        c->heal_seconds = seconds;
+        c->heal_error = st.ok() ? "" : "last heal failed: " + st.ToString();
+      });
   if (!kept) {
     // Evicted or replaced meanwhile: what this heal added must not stay.
     EvictOnNodes(task->storage, task->generation, run.nodes);
     return arrow::Status::Cancelled("dataset '", task->name, "' was evicted during its heal");
   }
   if (!st.ok()) return st.WithMessage("heal of '", task->name, "': ", st.message());
-  return Current(*catalog_, task->name);
-}
-
-arrow::Status LoadCoordinator::RepairOnNodes(Run* run) {
-  int64_t placed = 0;
-  for (const auto& tasks : run->node_tasks) placed += static_cast<int64_t>(tasks.size());
-  run->job->SetTotals(placed, 0);
-  run->job->SetPhase(LoadJob::Phase::kLoading);
-  ARROW_RETURN_NOT_OK(StartOnNodes(run));
-  ARROW_RETURN_NOT_OK(WaitForNodes(run));
-  // The same snapshot's tasks must give the same rows as when loaded.
-  const auto& entry = *run->entry;
-  for (size_t n = 0; n < run->nodes.size(); ++n) {
-    const auto& rows = run->staged[n].task_rows;
-    if (rows.size() != run->node_tasks[n].size()) {
-      return arrow::Status::IOError("node ", run->nodes[n], " reported ", rows.size(),
-                                    " task row counts for ", run->node_tasks[n].size(), " tasks");
-    }
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const int64_t t = run->node_tasks[n][i];
-      if (rows[i] != entry.task_rows[t]) {
-        return arrow::Status::IOError("task ", t, " (", run->plan.tasks[t].data_file.file_path,
-                                      ") now has ", rows[i], " rows, not ", entry.task_rows[t],
-                                      ": the table's files changed; evict and load");
-      }
-    }
-  }
-  ARROW_RETURN_NOT_OK(run->job->cancelled());
-  run->job->SetPhase(LoadJob::Phase::kCommitting);
-  run->starts = entry.task_starts;
-  return CommitOnNodes(run);
+  return Current(*env_->catalog, task->name);
 }
 
 }  // namespace icefloe
