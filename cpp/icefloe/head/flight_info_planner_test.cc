@@ -27,7 +27,7 @@ std::shared_ptr<DatasetEntry> Entry(uint64_t generation = 7) {
   e->name = "d";
   e->storage_name = "d-store";
   e->generation = generation;
-  e->state = "ready";
+  e->state = CopyState::kReady;
   e->request.name = "d";
   e->request.replication = 2;
   e->schema = arrow::schema(
@@ -127,7 +127,7 @@ TEST_F(FlightInfoPlannerTest, RangeErrors) {
             "Invalid: range descriptor: 'columns'[1]: column 'text' is asked for twice");
   auto failed = Entry();
   failed->name = "f";
-  failed->state = "failed";
+  failed->state = CopyState::kFailed;
   failed->error = "the table is gone";
   catalog_.Put(failed);
   EXPECT_EQ(Error(planner.Range({"f", 0, 1}).status()),
@@ -350,7 +350,7 @@ TEST_F(FlightInfoPlannerTest, SliceMapErrors) {
 TEST_F(FlightInfoPlannerTest, ListHasEveryReadyDatasetWhole) {
   auto loading = Entry();
   loading->name = "l";
-  loading->state = "loading";
+  loading->state = CopyState::kLoading;
   catalog_.Put(loading);
   auto list = Planner().List();
   ASSERT_TRUE(list.ok()) << list.status().ToString();
