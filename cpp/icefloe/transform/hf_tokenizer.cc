@@ -36,6 +36,8 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
                           hf::NormalizerFromJson(top.Find("normalizer"), "normalizer"));
     ARROW_ASSIGN_OR_RAISE(t->pre_tokenizer_,
                           hf::PreTokenizerFromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
+    ARROW_ASSIGN_OR_RAISE(t->byte_level_words_,
+                          hf::ByteLevelWords::FromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
     if (const Json* added = top.Find("added_tokens"))
       ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
     bool framed = false;
@@ -210,6 +212,9 @@ void HfTokenizer::Framing(const TokenizeOptions& options, std::vector<int32_t>* 
 arrow::Status HfTokenizer::EncodeNormalized(std::string_view text,
                                             std::vector<int32_t>* ids) const {
   if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
+  if (byte_level_words_) {
+    return byte_level_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });
+  }
   std::vector<std::string> words;
   if (pre_tokenizer_) {
     ARROW_RETURN_NOT_OK(pre_tokenizer_->Split(text, &words));

@@ -17,6 +17,7 @@
 
 #include "icefloe/transform/added_vocabulary.h"
 #include "icefloe/transform/hf_components.h"
+#include "icefloe/transform/regex_split.h"
 #include "icefloe/transform/tokenizer.h"
 
 namespace icefloe::transform {
@@ -48,6 +49,8 @@ class HfTokenizer final : public Tokenizer {
 
   std::unique_ptr<hf::Normalizer> normalizer_;
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;
+  /// pre_tokenizer_'s words without a string each, when it is a byte-level one.
+  std::unique_ptr<hf::ByteLevelWords> byte_level_words_;
   std::unique_ptr<hf::Model> model_;
   hf::AddedVocabulary added_;
   std::vector<int32_t> prefix_;  ///< the post-processor's ids before a text's
