@@ -38,6 +38,7 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
                           hf::PreTokenizerFromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
     ARROW_ASSIGN_OR_RAISE(t->byte_level_words_,
                           hf::ByteLevelWords::FromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
+    t->bert_words_ = dynamic_cast<const hf::BertPreTokenizer*>(t->pre_tokenizer_.get());
     if (const Json* added = top.Find("added_tokens"))
       ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
     bool framed = false;
@@ -214,6 +215,10 @@ arrow::Status HfTokenizer::EncodeNormalized(std::string_view text,
   if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
   if (byte_level_words_) {
     return byte_level_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });
+  }
+  if (bert_words_) {
+    bert_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });
+    return arrow::Status::OK();
   }
   std::vector<std::string> words;
   if (pre_tokenizer_) {
