@@ -232,9 +232,11 @@ arrow::Status HfTokenizer::EncodeNormalized(std::string_view text,
 
 arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
   if (!unicode::IsValid(text)) return arrow::Status::Invalid("the text is not valid UTF-8");
-  std::vector<hf::AddedVocabulary::Piece> raw, pieces;
+  // Reused per thread: no allocation per text once grown.
+  thread_local std::vector<hf::AddedVocabulary::Piece> raw, pieces;
+  thread_local std::string normalized;
+  raw.clear();
   added_.Split(text, /*normalized=*/false, &raw);
-  std::string normalized;
   for (const auto& r : raw) {
     if (r.id >= 0) {
       ids->push_back(r.id);
