@@ -326,10 +326,12 @@ def run(env: common.Env) -> dict[str, Any]:
     engines = _engines(corpus, bench)
     work = Path(corpus["text"]).parent
     checked = check_ids(engines, work, log)
-    runs = common.interleaved(list(engines), cfg.repeats,
-                              lambda v, r: engines[v][1](None), log)
-    for res in (x for xs in runs.values() for x in xs):
-        res["mb_per_cpu_s"] = res["bytes"] / 1e6 / res["cpu_seconds"]
+
+    def measure(variant: str, _round: int) -> dict[str, Any]:
+        res = engines[variant][1](None)
+        return {"mb_per_cpu_s": res["bytes"] / 1e6 / res["cpu_seconds"], **res}
+
+    runs = common.interleaved(list(engines), cfg.repeats, measure, log)
     return _report(cfg, corpus, runs, checked)
 
 
