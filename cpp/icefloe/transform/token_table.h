@@ -138,9 +138,10 @@ namespace icefloe::transform::hf {
 
 /// A model's recent words and their ids, per thread: a direct-mapped table
 /// of one cache line an entry, for words of up to kMaxWord bytes that give
-/// up to kMaxIds ids (the common words of a text). Tokenize is a function of
-/// the word alone, so an entry found is the answer. A thread's table serves
-/// one model at a time: it is cleared when another model uses it.
+/// up to kMaxIds ids (the common words of a text; 1 MiB a thread that
+/// tokenizes). Tokenize is a function of the word alone, so an entry found
+/// is the answer. A thread's table serves one model at a time: it is
+/// cleared when another model uses it.
 class WordCache {
  public:
   static constexpr size_t kMaxWord = 22;
@@ -184,7 +185,7 @@ class WordCache {
   }
 
  private:
-  static constexpr size_t kEntries = 4096;  // 256 KiB
+  static constexpr size_t kEntries = 16384;  // 1 MiB a thread
   struct alignas(64) Entry {
     uint64_t hash = 0;
     uint8_t len = 0xFF;  ///< 0xFF: empty (no word is that long here)
