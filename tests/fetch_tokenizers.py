@@ -14,6 +14,7 @@ from icefloe_demo.tokenizer_files import (  # noqa: F401 - re-exported
     bert_uncased,
     cache_dir,
     llama3,
+    llama3_tiktoken,
 )
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ tk = pytest.importorskip("tokenizers")
 
 SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
 ADVERSARIAL = [
-    "", " ", "   \t\t\n\n  \r\n ", "Hello, WORLD!", "ÉCOLE Ünïcödé naïve café Ångström İstanbul",
+    "", " ", "   \t\t\n\n  \r\n ", "Hello, WORLD!",
+    "ASCII\x0bvt\x0cff\x7fdel\x01soh\x1fus\rCR\x00NUL $+<=>^`|~ end",  # all ASCII: its fast path
+    "ÉCOLE Ünïcödé naïve café Ångström İstanbul",
     "👨‍👩‍👧‍👦 family 🏳️‍🌈 flag 👍🏽 ok", "e\u0301\u0302\u0323 a\u030a o\u0308\u0304 q\u0327",
     "東京タワー 北京大学 서울특별시 ภาษาไทย ελληνικά עברית العربية हिन्दी",
     "0123456789 3.14159 1,000,000 ١٢٣ ४५६", "x" * 150, "antidisestablishmentarianism" * 4,

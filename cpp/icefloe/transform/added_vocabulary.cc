@@ -60,10 +60,18 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) {
 
 void AddedVocabulary::Split(std::string_view text, bool normalized, std::vector<Piece>* out) const {
   const MatchingSet& set = sets_[normalized];
+  if (set.tokens.empty()) {
+    out->push_back({text, -1});
+    return;
+  }
   size_t done = 0;  // the text before this is in `out`
   size_t pos = 0;   // where the next match is searched
   while (pos < text.size()) {
     const auto& bucket = set.by_first_byte[static_cast<unsigned char>(text[pos])];
+    if (bucket.empty()) {  // the common case: no token starts with this byte
+      ++pos;
+      continue;
+    }
     const AddedToken* match = nullptr;
     for (int k : bucket) {
       const std::string& c = set.tokens[k].content;

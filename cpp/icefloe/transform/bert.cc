@@ -18,9 +18,33 @@ bool IsAsciiPunctuation(int32_t cp) {
          (cp >= 0x7B && cp <= 0x7E);
 }
 
+bool IsAscii(std::string_view s) {
+  unsigned char any = 0;
+  for (unsigned char c : s) any |= c;
+  return any < 0x80;
+}
+
 }  // namespace
 
 arrow::Status BertNormalizer::Normalize(std::string_view in, std::string* out) const {
+  if (IsAscii(in)) {
+    // ASCII has no accents, ideographs or multi-character lowercase: one
+    // pass. Its controls (Cc) are dropped, tab, LF and CR made spaces.
+    const size_t first = out->size();
+    out->resize(first + in.size());
+    char* o = out->data() + first;
+    for (char ch : in) {
+      auto c = static_cast<unsigned char>(ch);
+      if (clean_text_ && (c < 0x20 || c == 0x7F)) {
+        if (c != '\t' && c != '\n' && c != '\r') continue;
+        c = ' ';
+      }
+      if (lowercase_ && c >= 'A' && c <= 'Z') c += 32;
+      *o++ = static_cast<char>(c);
+    }
+    out->resize(static_cast<size_t>(o - out->data()));
+    return arrow::Status::OK();
+  }
   // Each stage over the whole piece, in the library's order: clean, CJK,
   // accents (NFD reorders marks across characters), lowercase.
   std::string a, b;
@@ -64,18 +88,24 @@ arrow::Status BertNormalizer::Normalize(std::string_view in, std::string* out) c
   return arrow::Status::OK();
 }
 
-arrow::Status BertPreTokenizer::Split(std::string_view in, std::vector<std::string>* words) const {
+void BertPreTokenizer::ForEach(std::string_view in,
+                               const std::function<void(std::string_view)>& f) const {
   size_t word = 0;  // start of the current word
   for (size_t i = 0; i < in.size();) {
     const size_t start = i;
     const int32_t cp = unicode::Next(in, &i);
     const bool space = unicode::IsWhiteSpace(cp);
-    if (!space && !IsAsciiPunctuation(cp) && !unicode::IsPunctuation(cp)) continue;
-    if (start > word) words->emplace_back(in.substr(word, start - word));
-    if (!space) words->emplace_back(in.substr(start, i - start));
+    // Every ASCII mark of Unicode's P* is among the ASCII punctuation.
+    if (!space && !IsAsciiPunctuation(cp) && (cp < 0x80 || !unicode::IsPunctuation(cp))) continue;
+    if (start > word) f(in.substr(word, start - word));
+    if (!space) f(in.substr(start, i - start));
     word = i;
   }
-  if (in.size() > word) words->emplace_back(in.substr(word));
+  if (in.size() > word) f(in.substr(word));
+}
+
+arrow::Status BertPreTokenizer::Split(std::string_view in, std::vector<std::string>* words) const {
+  ForEach(in, [words](std::string_view w) { words->emplace_back(w); });
   return arrow::Status::OK();
 }
 

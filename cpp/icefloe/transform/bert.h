@@ -2,6 +2,8 @@
 // `BertNormalizer` and `BertPreTokenizer` define them.
 #pragma once
 
+#include <functional>
+
 #include "icefloe/transform/hf_components.h"
 
 namespace icefloe::transform::hf {
@@ -31,6 +33,8 @@ class BertNormalizer final : public Normalizer {
 class BertPreTokenizer final : public PreTokenizer {
  public:
   arrow::Status Split(std::string_view in, std::vector<std::string>* words) const override;
+  /// Calls `f` with each word of `in`, in order (a view into `in`).
+  void ForEach(std::string_view in, const std::function<void(std::string_view)>& f) const;
 };
 
 }  // namespace icefloe::transform::hf

@@ -1,8 +1,8 @@
 #include "icefloe/transform/bpe.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
-#include <queue>
 
 #include "icefloe/transform/unicode.h"
 
@@ -30,9 +30,9 @@ struct Symbol {
 
 struct Candidate {
   uint32_t rank;
-  size_t pos;
   int32_t id;
-  // std::priority_queue pops the largest: the lowest rank, then the leftmost.
+  size_t pos;
+  // A max-heap pops the largest: the lowest rank, then the leftmost.
   bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
@@ -40,6 +40,18 @@ void Add(std::vector<Symbol>* word, int32_t id, size_t len) {
   const auto n = static_cast<int64_t>(word->size());
   if (!word->empty()) word->back().next = n;
   word->push_back({id, n - 1, -1, len});
+}
+
+// Per thread, reused from word to word: no allocation once grown.
+struct Scratch {
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap;
+  std::string piece;
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
 }
 
 }  // namespace
@@ -84,7 +96,7 @@ arrow::Result<std::unique_ptr<Bpe>> Bpe::FromJson(JsonObject* o) {
   if (merges->size() > std::numeric_limits<uint32_t>::max()) {
     return Refuse(merges_path, merges->size(), " merges, more than the library ranks");
   }
-  m->merges_.reserve(merges->size());
+  m->merges_.Reserve(merges->size());
   std::string merged;
   for (size_t i = 0; i < merges->size(); ++i) {
     const std::string at = merges_path + "[" + std::to_string(i) + "]";
@@ -124,9 +136,24 @@ arrow::Result<std::unique_ptr<Bpe>> Bpe::FromJson(JsonObject* o) {
       return Refuse(at, "the merged token '", merged, "' is not in the vocabulary");
     }
     // A pair given twice takes its last rank, as the library's map does.
-    m->merges_[Pair(ia->second, ib->second)] = Merge{static_cast<uint32_t>(i), in->second};
+    m->merges_.Set(ia->second, ib->second, Merge{static_cast<uint32_t>(i), in->second});
   }
   ARROW_RETURN_NOT_OK(o->Done());
+  if (m->prefix_.empty() && m->suffix_.empty()) {
+    m->char_ids_.assign(0x800, -1);
+    std::string c;
+    for (int32_t cp = 0; cp < 0x800; ++cp) {
+      c.clear();
+      unicode::Append(cp, &c);
+      if (auto it = m->vocab_.find(c); it != m->vocab_.end()) m->char_ids_[cp] = it->second;
+    }
+  }
+  m->tokens_.Reserve(m->vocab_.size());
+  for (const auto& [token, id] : m->vocab_) {
+    if (!m->tokens_.Insert(token, id)) {
+      return Refuse(o->PathOf("vocab"), "holds more than 4 GiB of token bytes");
+    }
+  }
   return m;
 }
 
@@ -136,39 +163,70 @@ std::optional<int32_t> Bpe::TokenToId(std::string_view token) const {
   return it->second;
 }
 
+int32_t Bpe::CharId(std::string_view word, size_t start, size_t len, int32_t cp) const {
+  if (cp >= 0 && static_cast<size_t>(cp) < char_ids_.size()) return char_ids_[cp];
+  const bool first = start == 0, last = start + len == word.size();
+  if ((prefix_.empty() || first) && (suffix_.empty() || !last)) {
+    return tokens_.Find(word.substr(start, len));
+  }
+  std::string& piece = ThreadScratch().piece;
+  piece.clear();
+  if (!first) piece.append(prefix_);
+  piece.append(word.substr(start, len));
+  if (last) piece.append(suffix_);
+  return tokens_.Find(piece);
+}
+
+// Words repeat: the thread's cache answers most of them (a line of memory
+// instead of the vocabulary's and the merges' tables).
 void Bpe::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
   if (word.empty()) return;
+  if (word.size() > WordCache::kMaxWord) return TokenizeUncached(word, ids);
+  WordCache& cache = WordCache::For(cache_owner_);
+  const uint64_t h = HashBytes(word);
+  if (cache.Find(word, h, ids)) return;
+  const size_t first = ids->size();
+  TokenizeUncached(word, ids);
+  cache.Put(word, h, ids->data() + first, ids->size() - first);
+}
+
+void Bpe::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const {
   if (ignore_merges_) {
-    if (auto it = vocab_.find(word); it != vocab_.end()) {
-      ids->push_back(it->second);
+    if (const int32_t id = tokens_.Find(word); id >= 0) {
+      ids->push_back(id);
       return;
     }
   }
   // The library's merge_word: a symbol per character.
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
+  Scratch& scratch = ThreadScratch();
+  std::vector<Symbol>& symbols = scratch.symbols;
+  symbols.clear();
   size_t unk_len = 0;  // bytes of a pending unknown (0: none)
-  std::string piece;
   for (size_t i = 0; i < word.size();) {
     const size_t start = i;
-    unicode::Next(word, &i);
+    const int32_t cp = unicode::Next(word, &i);
     const size_t len = i - start;
-    piece.clear();
-    if (start > 0) piece.append(prefix_);
-    piece.append(word.substr(start, len));
-    if (i == word.size()) piece.append(suffix_);
-    if (auto it = vocab_.find(piece); it != vocab_.end()) {
+    if (const int32_t id = CharId(word, start, len, cp); id >= 0) {
       if (unk_len > 0) Add(&symbols, unk_id_, unk_len);
       unk_len = 0;
-      Add(&symbols, it->second, len);
+      Add(&symbols, id, len);
       continue;
     }
     if (byte_fallback_) {
+      // The bytes of the piece the library looked up: the character with its prefix and suffix.
+      const std::string_view before = start > 0 ? std::string_view(prefix_) : std::string_view();
+      const std::string_view after =
+          i == word.size() ? std::string_view(suffix_) : std::string_view();
+      const std::string_view parts[] = {before, word.substr(start, len), after};
       bool all = true;
-      for (unsigned char c : piece) all = all && byte_ids_[c] >= 0;
+      for (std::string_view part : parts) {
+        for (unsigned char c : part) all = all && byte_ids_[c] >= 0;
+      }
       if (all) {
         // The library adds these without flushing a pending unknown first.
-        for (unsigned char c : piece) Add(&symbols, byte_ids_[c], 1);
+        for (std::string_view part : parts) {
+          for (unsigned char c : part) Add(&symbols, byte_ids_[c], 1);
+        }
         continue;
       }
     }
@@ -182,15 +240,18 @@ void Bpe::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
   if (unk_len > 0) Add(&symbols, unk_id_, unk_len);
 
   // The library's merge_all.
-  std::priority_queue<Candidate> queue;
+  std::vector<Candidate>& heap = scratch.heap;
+  heap.clear();
   for (size_t p = 0; p + 1 < symbols.size(); ++p) {
     if (const Merge* m = FindMerge(symbols[p].id, symbols[p + 1].id)) {
-      queue.push({m->rank, p, m->id});
+      heap.push_back({m->rank, m->id, p});
     }
   }
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
+  std::make_heap(heap.begin(), heap.end());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const Candidate top = heap.back();
+    heap.pop_back();
     Symbol& current = symbols[top.pos];
     if (current.len == 0 || current.next == -1) continue;
     const auto next_pos = static_cast<size_t>(current.next);
@@ -206,12 +267,14 @@ void Bpe::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
     if (current.prev >= 0) {
       const auto prev = static_cast<size_t>(current.prev);
       if (const Merge* pm = FindMerge(symbols[prev].id, current.id)) {
-        queue.push({pm->rank, prev, pm->id});
+        heap.push_back({pm->rank, pm->id, prev});
+        std::push_heap(heap.begin(), heap.end());
       }
     }
     if (current.next >= 0) {
       if (const Merge* nm = FindMerge(current.id, symbols[static_cast<size_t>(current.next)].id)) {
-        queue.push({nm->rank, top.pos, nm->id});
+        heap.push_back({nm->rank, nm->id, top.pos});
+        std::push_heap(heap.begin(), heap.end());
       }
     }
   }

@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "icefloe/transform/hf_components.h"
+#include "icefloe/transform/token_table.h"
 
 namespace icefloe::transform::hf {
 
@@ -30,20 +31,18 @@ class Bpe final : public Model {
 
  private:
   Bpe() = default;
-  struct Merge {
-    uint32_t rank;
-    int32_t id;
-  };
-  static uint64_t Pair(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
-  const Merge* FindMerge(int32_t a, int32_t b) const {
-    auto it = merges_.find(Pair(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
-  }
+  /// Tokenize without the cache.
+  void TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const;
+  using Merge = PairTable::Value;
+  const Merge* FindMerge(int32_t a, int32_t b) const { return merges_.Find(a, b); }
+  /// The id of a word's character `cp` at [start, start + len) (with the
+  /// prefix and suffix its place gives it), or -1.
+  int32_t CharId(std::string_view word, size_t start, size_t len, int32_t cp) const;
 
   Vocab vocab_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  TokenTable tokens_;  ///< vocab_, for the lookups of Tokenize
+  PairTable merges_;
+  const uint64_t cache_owner_ = WordCache::NextOwner();
   std::string prefix_;  ///< continuing_subword_prefix
   std::string suffix_;  ///< end_of_word_suffix
   int32_t unk_id_ = -1;
@@ -51,6 +50,9 @@ class Bpe final : public Model {
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   std::array<int32_t, 256> byte_ids_{};  ///< <0xXX>'s ids; -1 where one is missing
+  /// The ids of the one-character tokens below U+0800 (every byte-level
+  /// character), -1 where absent; empty when a prefix or suffix applies.
+  std::vector<int32_t> char_ids_;
 };
 
 }  // namespace icefloe::transform::hf

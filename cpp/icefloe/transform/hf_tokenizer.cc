@@ -48,6 +48,9 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
       // normalizer may move (a stripped or replaced first character).
       return Refuse(*at, "prepend_scheme \"first\" with a normalizer is not supported");
     }
+    ARROW_ASSIGN_OR_RAISE(t->byte_level_words_,
+                          hf::ByteLevelWords::FromJson(top.Find("pre_tokenizer"), "pre_tokenizer"));
+    t->bert_words_ = dynamic_cast<const hf::BertPreTokenizer*>(t->pre_tokenizer_.get());
     if (const Json* added = top.Find("added_tokens"))
       ARROW_RETURN_NOT_OK(t->ReadAddedTokens(*added));
     bool framed = false;
@@ -227,6 +230,13 @@ void HfTokenizer::Framing(const TokenizeOptions& options, std::vector<int32_t>* 
 arrow::Status HfTokenizer::EncodeNormalized(std::string_view text, bool at_start,
                                             std::vector<int32_t>* ids) const {
   if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
+  if (byte_level_words_) {
+    return byte_level_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });
+  }
+  if (bert_words_) {
+    bert_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });
+    return arrow::Status::OK();
+  }
   std::vector<std::string> words;
   if (pre_tokenizer_) {
     ARROW_RETURN_NOT_OK(pre_tokenizer_->SplitAt(text, at_start, &words));
@@ -239,9 +249,11 @@ arrow::Status HfTokenizer::EncodeNormalized(std::string_view text, bool at_start
 
 arrow::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
   if (!unicode::IsValid(text)) return arrow::Status::Invalid("the text is not valid UTF-8");
-  std::vector<hf::AddedVocabulary::Piece> raw, pieces;
+  // Reused per thread: no allocation per text once grown.
+  thread_local std::vector<hf::AddedVocabulary::Piece> raw, pieces;
+  thread_local std::string normalized;
+  raw.clear();
   added_.Split(text, /*normalized=*/false, &raw);
-  std::string normalized;
   for (const auto& r : raw) {
     if (r.id >= 0) {
       ids->push_back(r.id);

@@ -18,7 +18,9 @@
 #include <string>
 
 #include "icefloe/transform/added_vocabulary.h"
+#include "icefloe/transform/bert.h"
 #include "icefloe/transform/hf_components.h"
+#include "icefloe/transform/regex_split.h"
 #include "icefloe/transform/tokenizer.h"
 
 namespace icefloe::transform {
@@ -53,6 +55,10 @@ class HfTokenizer final : public Tokenizer {
 
   std::unique_ptr<hf::Normalizer> normalizer_;
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;
+  /// pre_tokenizer_'s words without a string each, when it is a byte-level one.
+  std::unique_ptr<hf::ByteLevelWords> byte_level_words_;
+  /// pre_tokenizer_ when it is a BertPreTokenizer, for the same.
+  const hf::BertPreTokenizer* bert_words_ = nullptr;
   std::unique_ptr<hf::Model> model_;
   hf::AddedVocabulary added_;
   std::vector<int32_t> prefix_;    ///< the post-processor's ids before a text's

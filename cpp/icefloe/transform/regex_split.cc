@@ -91,14 +91,27 @@ arrow::Result<std::unique_ptr<Regex>> Regex::Compile(const std::string& pattern,
 
 Regex::~Regex() { onig_free(Onig(regex_)); }
 
-arrow::Status Regex::FindAll(std::string_view text,
-                             std::vector<std::pair<size_t, size_t>>* matches) const {
-  OnigRegion* region = onig_region_new();
+namespace {
+
+// One region per thread, reused by every search (Oniguruma grows it as needed).
+OnigRegion* ThreadRegion() {
+  struct Owned {
+    OnigRegion* region = onig_region_new();
+    ~Owned() { onig_region_free(region, 1); }
+  };
+  thread_local Owned owned;
+  return owned.region;
+}
+
+}  // namespace
+
+template <typename F>
+arrow::Status Regex::ForEachMatch(std::string_view text, F&& f) const {
+  OnigRegion* region = ThreadRegion();
   const auto* s = reinterpret_cast<const OnigUChar*>(text.data());
   const OnigUChar* end = s + text.size();
   size_t last_end = 0;
   std::optional<size_t> last_match_end;
-  arrow::Status status;
   while (last_end <= text.size()) {
     onig_region_clear(region);
     const int r = onig_search(Onig(regex_), s, end, s + last_end, end, region, ONIG_OPTION_NONE);
@@ -106,8 +119,7 @@ arrow::Status Regex::FindAll(std::string_view text,
     if (r < 0) {
       OnigUChar message[ONIG_MAX_ERROR_MESSAGE_LEN];
       onig_error_code_to_str(message, r);
-      status = arrow::Status::Invalid("regex search failed: ", reinterpret_cast<char*>(message));
-      break;
+      return arrow::Status::Invalid("regex search failed: ", reinterpret_cast<char*>(message));
     }
     const auto start = static_cast<size_t>(region->beg[0]);
     const auto stop = static_cast<size_t>(region->end[0]);
@@ -121,10 +133,14 @@ arrow::Status Regex::FindAll(std::string_view text,
     }
     last_end = stop;
     last_match_end = stop;
-    matches->emplace_back(start, stop);
+    f(start, stop);
   }
-  onig_region_free(region, 1);
-  return status;
+  return arrow::Status::OK();
+}
+
+arrow::Status Regex::FindAll(std::string_view text,
+                             std::vector<std::pair<size_t, size_t>>* matches) const {
+  return ForEachMatch(text, [&](size_t start, size_t stop) { matches->emplace_back(start, stop); });
 }
 
 void SplitBy(std::string_view text, Pieces pieces, SplitBehavior behavior,
@@ -265,6 +281,107 @@ arrow::Status ByteLevelPreTokenizer::Split(std::string_view in,
     for (unsigned char c : (*words)[i]) mapped.append(chars[c]);
     (*words)[i].swap(mapped);
   }
+  return arrow::Status::OK();
+}
+
+}  // namespace icefloe::transform::hf
+
+namespace icefloe::transform::hf {
+
+namespace {
+
+// A JSON field, or `absent` when it is missing (the section was checked when read).
+bool BoolOr(const Json& j, const char* field, bool absent) {
+  auto it = j.find(field);
+  return it == j.end() || !it->is_boolean() ? absent : it->get<bool>();
+}
+
+// GPT-2's byte characters as (bytes, length), for appending without a string each.
+struct ByteChar {
+  char bytes[2];
+  uint8_t len;
+};
+
+const std::array<ByteChar, 256>& ByteCharTable() {
+  static const std::array<ByteChar, 256> table = [] {
+    std::array<ByteChar, 256> out{};
+    const auto& chars = ByteChars();
+    for (int b = 0; b < 256; ++b) {
+      out[b].len = static_cast<uint8_t>(chars[b].size());  // 1 or 2 (below U+0800)
+      for (size_t k = 0; k < chars[b].size(); ++k) out[b].bytes[k] = chars[b][k];
+    }
+    return out;
+  }();
+  return table;
+}
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<ByteLevelWords>> ByteLevelWords::FromJson(const Json* j,
+                                                                        const std::string& path) {
+  if (j == nullptr || !j->is_object()) return nullptr;
+  const std::string type = j->value("type", "");
+  std::unique_ptr<ByteLevelWords> w(new ByteLevelWords());
+  if (type == "ByteLevel") {
+    if (!BoolOr(*j, "use_regex", true)) return nullptr;
+    w->add_prefix_space_ = BoolOr(*j, "add_prefix_space", true);
+    ARROW_ASSIGN_OR_RAISE(w->regex_, Regex::Compile(kGpt2Pattern, path));
+    return w;
+  }
+  if (type != "Sequence") return nullptr;
+  auto list = j->find("pretokenizers");
+  if (list == j->end() || !list->is_array() || list->size() != 2) return nullptr;
+  const Json& split = (*list)[0];
+  const Json& bytes = (*list)[1];
+  if (!split.is_object() || !bytes.is_object() || split.value("type", "") != "Split" ||
+      bytes.value("type", "") != "ByteLevel" || BoolOr(bytes, "use_regex", true) ||
+      BoolOr(bytes, "add_prefix_space", true) || split.value("behavior", "") != "Isolated" ||
+      BoolOr(split, "invert", false)) {
+    return nullptr;
+  }
+  auto pattern = split.find("pattern");
+  if (pattern == split.end() || !pattern->is_object() || pattern->size() != 1 ||
+      !pattern->begin().value().is_string()) {
+    return nullptr;
+  }
+  const std::string kind = pattern->begin().key();
+  const std::string text = pattern->begin().value().get<std::string>();
+  if (kind != "String" && kind != "Regex") return nullptr;
+  ARROW_ASSIGN_OR_RAISE(w->regex_, Regex::Compile(kind == "String" ? EscapeLiteral(text) : text,
+                                                  path + ".pretokenizers[0].pattern." + kind));
+  return w;
+}
+
+// Isolated: every match and every stretch between matches is a word (the
+// empty ones dropped); each then mapped byte by byte.
+arrow::Status ByteLevelWords::ForEach(std::string_view in,
+                                      const std::function<void(std::string_view)>& f) const {
+  if (in.empty()) return arrow::Status::OK();
+  thread_local std::string prefixed, mapped;
+  if (add_prefix_space_ && in[0] != ' ') {
+    prefixed.assign(" ").append(in);
+    in = prefixed;
+  }
+  const auto& table = ByteCharTable();
+  auto emit = [&](size_t start, size_t stop) {
+    if (stop <= start) return;
+    mapped.resize(2 * (stop - start));
+    char* out = mapped.data();
+    for (size_t i = start; i < stop; ++i) {
+      const ByteChar& c = table[static_cast<unsigned char>(in[i])];
+      out[0] = c.bytes[0];
+      out[1] = c.bytes[1];
+      out += c.len;
+    }
+    f(std::string_view(mapped.data(), static_cast<size_t>(out - mapped.data())));
+  };
+  size_t prev = 0;
+  ARROW_RETURN_NOT_OK(regex_->ForEachMatch(in, [&](size_t start, size_t stop) {
+    emit(prev, start);
+    emit(start, stop);
+    prev = stop;
+  }));
+  emit(prev, in.size());
   return arrow::Status::OK();
 }
 

@@ -6,6 +6,7 @@
 // pattern matches here exactly what it matches there.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,6 +31,9 @@ class Regex {
   /// the previous match skipped). Fails where Oniguruma's search does.
   arrow::Status FindAll(std::string_view text,
                         std::vector<std::pair<size_t, size_t>>* matches) const;
+  /// The same matches, each given to `f(start, end)` as found.
+  template <typename F>
+  arrow::Status ForEachMatch(std::string_view text, F&& f) const;
 
  private:
   explicit Regex(void* regex) : regex_(regex) {}
@@ -60,6 +64,27 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   ByteLevelPreTokenizer() = default;
   std::unique_ptr<Regex> regex_;  ///< GPT-2's; null when use_regex is false
   bool add_prefix_space_ = true;
+};
+
+/// The words and byte mapping of the byte-level pre-tokenizers the models
+/// ship, visited in place: the words the pre-tokenizer at that JSON would
+/// give (the same regex, the same cuts, the same bytes), without a string
+/// per word. Recognises GPT-2's `ByteLevel` (use_regex) and Llama-3's and
+/// Qwen2's `Sequence` of a non-inverted `Isolated` `Split` then a
+/// `ByteLevel` without regex or prefix space; anything else stays on the
+/// general path.
+class ByteLevelWords {
+ public:
+  /// Null when `j` (a pre_tokenizer section read already) is none of those.
+  static arrow::Result<std::unique_ptr<ByteLevelWords>> FromJson(const Json* j,
+                                                                 const std::string& path);
+  /// Calls `f` with each word of `in`, in order (a view valid during the call).
+  arrow::Status ForEach(std::string_view in, const std::function<void(std::string_view)>& f) const;
+
+ private:
+  ByteLevelWords() = default;
+  std::unique_ptr<Regex> regex_;
+  bool add_prefix_space_ = false;
 };
 
 /// `pieces` (byte ranges of `text`, each with whether it is a match) cut as

@@ -429,5 +429,27 @@ TEST(TransformSpecTest, InputColumnsAreWhatTheTransformReads) {
   EXPECT_EQ(columns, (std::vector<std::string>{"id", "stars", "price", "text"}));
 }
 
+// A BPE model caches its words per thread (bpe.cc): two models used in turn
+// by one thread each answer with their own ids for the same word.
+TEST(TokenizerTest, TwoBpeModelsUsedInTurnByOneThreadKeepTheirOwnIds) {
+  auto load = [](const std::string& vocab, const std::string& merges) {
+    const std::string json =
+        R"j({"model": {"type": "BPE", "vocab": )j" + vocab + R"j(, "merges": )j" + merges + "}}";
+    return Tokenizer::Load(json, "tokenizer.json").ValueOrDie();
+  };
+  const auto merging = load(R"j({"a": 0, "b": 1, "ab": 2})j", R"j(["a b"])j");
+  const auto plain = load(R"j({"b": 0, "a": 1, "ab": 2})j", "[]");
+  const auto text = ArrayFromJSON(arrow::utf8(), R"(["ab", "ab"])");
+  TokenizeOptions options;
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [t, want] : {std::pair{merging, std::vector<int32_t>{2}},
+                                  std::pair{plain, std::vector<int32_t>{1, 0}}}) {
+      ASSERT_OK_AND_ASSIGN(auto ids, t->Encode(*text, options, arrow::default_memory_pool()));
+      EXPECT_EQ(Row(*ids, 0), want) << "round " << round;
+      EXPECT_EQ(Row(*ids, 1), want) << "round " << round;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace icefloe::transform

@@ -1,5 +1,6 @@
 #include "icefloe/transform/unicode.h"
 
+#include <cstring>
 #include <vector>
 
 #include <utf8proc.h>
@@ -37,6 +38,14 @@ void Append(int32_t cp, std::string* out) {
 bool IsValid(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
+    if (i + 8 <= s.size()) {  // eight ASCII bytes at a time
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if ((w & 0x8080808080808080ull) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     if (Next(s, &i) < 0) return false;
   }
   return true;

@@ -1,6 +1,7 @@
 #include "icefloe/transform/wordpiece.h"
 
 #include <limits>
+#include <string>
 
 #include "icefloe/transform/unicode.h"
 
@@ -21,6 +22,12 @@ arrow::Result<std::unique_ptr<WordPiece>> WordPiece::FromJson(JsonObject* o) {
   ARROW_ASSIGN_OR_RAISE(m->max_chars_, o->Int("max_input_chars_per_word", 0,
                                               std::numeric_limits<int64_t>::max(), 100));
   ARROW_RETURN_NOT_OK(o->Done());
+  m->tokens_.Reserve(m->vocab_.size());
+  for (const auto& [token, id] : m->vocab_) {
+    if (!m->tokens_.Insert(token, id)) {
+      return Refuse(o->PathOf("vocab"), "holds more than 4 GiB of token bytes");
+    }
+  }
   return m;
 }
 
@@ -30,7 +37,18 @@ std::optional<int32_t> WordPiece::TokenToId(std::string_view token) const {
   return it->second;
 }
 
+// Words repeat: the thread's cache answers most of them.
 void WordPiece::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
+  if (word.size() > WordCache::kMaxWord) return TokenizeUncached(word, ids);
+  WordCache& cache = WordCache::For(cache_owner_);
+  const uint64_t h = HashBytes(word);
+  if (cache.Find(word, h, ids)) return;
+  const size_t first = ids->size();
+  TokenizeUncached(word, ids);
+  cache.Put(word, h, ids->data() + first, ids->size() - first);
+}
+
+void WordPiece::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const {
   int64_t chars = 0;
   for (unsigned char c : word) chars += (c & 0xC0) != 0x80;
   if (chars > max_chars_) {
@@ -38,29 +56,31 @@ void WordPiece::Tokenize(std::string_view word, std::vector<int32_t>* ids) const
     return;
   }
   const size_t first = ids->size();
-  std::string piece;  // the prefix, then the candidate continuation
+  // The prefix then the rest of the word: each candidate continuation is a
+  // prefix of it, looked up without a copy.
+  thread_local std::string rest;
   for (size_t start = 0; start < word.size();) {
+    std::string_view text = word.substr(start);
+    size_t skip = 0;  // bytes of `text` before the candidate's own
+    if (start > 0) {
+      rest.assign(prefix_).append(text);
+      text = rest;
+      skip = prefix_.size();
+    }
     size_t end = word.size();
-    std::optional<int32_t> found;
+    int32_t found = -1;
     while (start < end) {
-      std::string_view candidate = word.substr(start, end - start);
-      if (start > 0) {
-        piece.assign(prefix_).append(candidate);
-        candidate = piece;
-      }
-      if (auto it = vocab_.find(candidate); it != vocab_.end()) {
-        found = it->second;
-        break;
-      }
+      found = tokens_.Find(text.substr(0, skip + end - start));
+      if (found >= 0) break;
       do --end;  // one character shorter
       while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80);
     }
-    if (!found) {
+    if (found < 0) {
       ids->resize(first);
       ids->push_back(unk_id_);
       return;
     }
-    ids->push_back(*found);
+    ids->push_back(found);
     start = end;
   }
 }

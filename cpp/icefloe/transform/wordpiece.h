@@ -7,6 +7,7 @@
 #include <string>
 
 #include "icefloe/transform/hf_components.h"
+#include "icefloe/transform/token_table.h"
 
 namespace icefloe::transform::hf {
 
@@ -23,7 +24,11 @@ class WordPiece final : public Model {
 
  private:
   WordPiece() = default;
+  /// Tokenize without the cache.
+  void TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const;
   Vocab vocab_;
+  TokenTable tokens_;  ///< vocab_, for the lookups of Tokenize
+  const uint64_t cache_owner_ = WordCache::NextOwner();
   std::string prefix_;
   int32_t unk_id_ = -1;
   int64_t max_chars_ = 100;
