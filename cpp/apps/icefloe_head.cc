@@ -11,7 +11,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/server_flags.h"
 #include "icefloe/common/server_util.h"
-#include "icefloe/head/head_server.h"
+#include "icefloe/head/service/head_server.h"
 #include "icefloe/iceberg/scan.h"
 #include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/messages.h"

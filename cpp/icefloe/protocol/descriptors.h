@@ -60,7 +60,7 @@ struct EpochDescriptor {
   std::vector<std::string> columns = {};  ///< as RangeDescriptor::columns
   /// The copy to read: a consumer failing over or resuming mid-epoch names
   /// the generation its epoch started on. Empty: the generation the epoch is
-  /// bound to (head/epoch_bindings.h), the newest for an epoch not yet bound.
+  /// bound to (head/core/epoch_bindings.h), the newest for an epoch not yet bound.
   std::optional<uint64_t> generation;
 
   nlohmann::json ToJson() const;

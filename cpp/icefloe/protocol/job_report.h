@@ -4,7 +4,7 @@
 // A consumer measures how long its training loop waited for each batch
 // (`wait_us`) against the time the interval covered (`elapsed_us`, waiting
 // plus the loop's own work); the head sums these per job into the stall
-// share and rows per second it exports (head/jobs.h).
+// share and rows per second it exports (head/core/jobs.h).
 #pragma once
 
 #include <cstdint>

@@ -44,7 +44,7 @@ struct NodeDatasetInfo {
   /// Streams and loads holding the copy now (a replaced copy is freed once
   /// none read it).
   int64_t readers = 0;
-  /// The head's catalog record of this copy (head/catalog_record.h), kept by
+  /// The head's catalog record of this copy (head/core/catalog_record.h), kept by
   /// the node for a restarted head; null when the head has sent none. Opaque
   /// to the node; only checked to be an object here.
   nlohmann::json record;

@@ -228,7 +228,7 @@ struct ClusterNode {
 };
 
 /// One training job's input stalls, from its consumers' job.report: an item
-/// of status's `jobs` (head/jobs.h).
+/// of status's `jobs` (head/core/jobs.h).
 struct JobStatus {
   std::string job;
   std::vector<std::string> datasets;

@@ -1,5 +1,5 @@
 // Which replica set holds row r, and the rows-ticket bodies of a random-access
-// read: the one answer the head's rows descriptor (head/flight_info_planner.cc) and the
+// read: the one answer the head's rows descriptor (head/core/flight_info_planner.cc) and the
 // client's one-hop take (python/icefloe/_slice_map.py, through the client
 // library's icefloe_group_rows) both use.
 //

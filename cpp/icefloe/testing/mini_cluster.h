@@ -15,7 +15,7 @@
 #include <arrow/result.h>
 #include <arrow/table.h>
 
-#include "icefloe/head/head_server.h"
+#include "icefloe/head/service/head_server.h"
 #include "icefloe/node/serve/node_server.h"
 
 namespace icefloe::testing {

@@ -254,7 +254,7 @@ bool NodeServer::Idle() const { return loads_.Idle(); }
 
 std::shared_ptr<const CachedDataset> NodeServer::DefaultDataset() const {
   // A reload stores the new copy as "name@generation" beside the old one
-  // (head/load_coordinator.cc). The current one is the newest the head has
+  // (head/core/load_coordinator.cc). The current one is the newest the head has
   // published (it sends the copy's catalog record then), else the newest.
   const std::string& name = options_.default_dataset;
   std::shared_ptr<const CachedDataset> newest, published;

@@ -16,7 +16,7 @@
 // staged load the head stops following (no node.load_status for
 // loads.staged_lease_s) is dropped. node.record hands the node the head's
 // catalog record of a copy, which node.status reports back, so a restarted
-// head can adopt what the nodes hold (head/adopt.h).
+// head can adopt what the nodes hold (head/core/adopt.h).
 //
 // Threads it owns: the load pool (LoadManager); gRPC's own serve the calls.
 #pragma once

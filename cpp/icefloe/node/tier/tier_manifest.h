@@ -11,7 +11,7 @@
 // directory maps again every file a manifest names after proving it
 // (TierFile::Open: its size and every byte's CRC-32), and publishes those
 // rows as the copy of that generation: the rows it held in memory are gone,
-// and the head heals them as for any node that lost rows (head/heal.h: a
+// and the head heals them as for any node that lost rows (head/core/heal.h: a
 // tier file is one task's rows). A file that fails its proof, or that no manifest names, is
 // removed: its rows are loaded again from the table, never read wrong. So is every file of a
 // manifest that fails its own checksum or its field table (a field missing or of another type),

@@ -1,0 +1,114 @@
+#include "icefloe/head/core/jobs.h"
+
+#include <gtest/gtest.h>
+
+namespace icefloe {
+namespace {
+
+using Clock = JobTable::Clock;
+
+JobReport Report(std::string job, uint32_t rank, uint64_t rows, uint64_t wait_us,
+                 uint64_t elapsed_us) {
+  JobReport r;
+  r.job = std::move(job);
+  r.rank = rank;
+  r.world_size = 8;
+  r.batches = rows / 10;
+  r.rows = rows;
+  r.wait_us = wait_us;
+  r.elapsed_us = elapsed_us;
+  r.dataset = "d";
+  r.nodes = {"grpc://n1:1"};
+  return r;
+}
+
+TEST(JobTableTest, SumsStallAndRowsPerSecondPerJob) {
+  JobTable table;
+  const auto t0 = Clock::now();
+  // Rank 0 waits 0.5 of 2 s, rank 1 waits 1.5 of 2 s: the job waits 2 of 4 s.
+  ASSERT_TRUE(table.Report(Report("train", 0, 1000, 500'000, 2'000'000), t0));
+  ASSERT_TRUE(table.Report(Report("train", 1, 3000, 1'500'000, 2'000'000), t0));
+  ASSERT_TRUE(table.Report(Report("eval", 0, 10, 0, 1'000'000), t0));
+  auto jobs = table.Summaries(t0 + std::chrono::seconds(1));
+  ASSERT_EQ(jobs.size(), 2u);
+  const JobStatus& eval = jobs[0];
+  const JobStatus& train = jobs[1];
+  EXPECT_EQ(train.job, "train");
+  EXPECT_EQ(train.consumers, 2);
+  EXPECT_EQ(train.ranks, 2);
+  EXPECT_DOUBLE_EQ(train.stall_ratio, 0.5);
+  EXPECT_DOUBLE_EQ(train.rows_per_s, 500.0 + 1500.0);  // each over its own 2 s
+  EXPECT_EQ(train.worst_rank, 1);
+  EXPECT_DOUBLE_EQ(train.worst_rank_stall_ratio, 0.75);
+  EXPECT_EQ(train.rows_total, 4000u);
+  EXPECT_EQ(train.nodes, std::vector<std::string>{"grpc://n1:1"});
+  EXPECT_DOUBLE_EQ(eval.stall_ratio, 0.0);
+  EXPECT_DOUBLE_EQ(eval.rows_per_s, 10.0);
+}
+
+TEST(JobTableTest, WindowForgetsOldReportsButTotalsStay) {
+  JobOptions options;
+  options.window_s = 10;
+  options.idle_expire_s = 60;
+  JobTable table(options);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(table.Report(Report("j", 0, 100, 1'000'000, 1'000'000), t0));
+  ASSERT_TRUE(table.Report(Report("j", 0, 100, 0, 1'000'000), t0 + std::chrono::seconds(20)));
+  auto jobs = table.Summaries(t0 + std::chrono::seconds(21));
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_DOUBLE_EQ(jobs[0].stall_ratio, 0.0);  // the fully stalled report left the window
+  EXPECT_EQ(jobs[0].rows_total, 200u);
+  EXPECT_DOUBLE_EQ(jobs[0].wait_s_total, 1.0);
+  // Idle past idle_expire_s: forgotten.
+  EXPECT_TRUE(table.Summaries(t0 + std::chrono::seconds(81)).empty());
+}
+
+// The head reads the clock before taking the table's lock, so a report can be
+// stamped after the snapshot's `now` (CI saw -7e-08 s, which the status reply's
+// own check refused). Such a report belongs to the snapshot with age 0.
+TEST(JobTableTest, AReportStampedAfterTheSnapshotHasAgeZero) {
+  JobTable table;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(table.Report(Report("j", 0, 100, 0, 1'000'000), t0 + std::chrono::microseconds(1)));
+  auto jobs = table.Summaries(t0);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].last_report_age_s, 0.0);
+  EXPECT_EQ(jobs[0].consumers, 1);  // its sample counts in the window
+}
+
+TEST(JobTableTest, BoundsJobsAndConsumers) {
+  JobOptions options;
+  options.max_jobs = 2;
+  options.max_consumers_per_job = 3;
+  JobTable table(options);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(table.Report(Report("a", 0, 1, 0, 1), t0));
+  EXPECT_TRUE(table.Report(Report("b", 0, 1, 0, 1), t0));
+  EXPECT_FALSE(table.Report(Report("c", 0, 1, 0, 1), t0));  // a third job
+  for (uint32_t r = 1; r < 3; ++r) EXPECT_TRUE(table.Report(Report("a", r, 1, 0, 1), t0));
+  EXPECT_FALSE(table.Report(Report("a", 5, 1, 0, 1), t0));  // a fourth consumer
+  EXPECT_TRUE(table.Report(Report("a", 0, 1, 0, 1), t0));   // a known one still counts
+  for (int i = 0; i < 200; ++i) table.Report(Report("b", 0, 1, 0, 1), t0);
+  auto jobs = table.Summaries(t0);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[1].rows_total, 201u);  // totals count every report; the window keeps 64
+}
+
+TEST(JobReportTest, ParseChecksFields) {
+  auto ok = JobReport::Parse(
+      R"({"job":"kf/train-1","rank":1,"world_size":2,"rows":5,"wait_us":1,"elapsed_us":2})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->job, "kf/train-1");
+  auto bad_job = JobReport::Parse(R"({"job":"a b","elapsed_us":2})");
+  EXPECT_TRUE(bad_job.status().IsInvalid());
+  EXPECT_NE(bad_job.status().message().find("'job'"), std::string::npos);
+  auto wait = JobReport::Parse(R"({"job":"a","wait_us":3,"elapsed_us":2})");
+  EXPECT_NE(wait.status().message().find("'wait_us'"), std::string::npos);
+  auto rank = JobReport::Parse(R"({"job":"a","rank":2,"world_size":2,"elapsed_us":2})");
+  EXPECT_NE(rank.status().message().find("'rank'"), std::string::npos);
+  auto zero = JobReport::Parse(R"({"job":"a","elapsed_us":0})");
+  EXPECT_NE(zero.status().message().find("'elapsed_us'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace icefloe
