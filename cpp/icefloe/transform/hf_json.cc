@@ -62,4 +62,26 @@ arrow::Status JsonObject::Done() const {
 
 arrow::Result<std::string> TypeOf(JsonObject* o) { return o->String("type"); }
 
+std::optional<size_t> NestedDeeperThan(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, a quote among them
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return i;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace icefloe::transform::hf

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <arrow/result.h>
 #include <arrow/status.h>
@@ -49,5 +50,14 @@ class JsonObject {
 
 /// The component's "type", read from `o`.
 arrow::Result<std::string> TypeOf(JsonObject* o);
+
+/// The deepest nesting of objects and lists the tokenizers library reads
+/// (serde_json's recursion limit: it refuses a 128th level).
+inline constexpr int kMaxJsonDepth = 127;
+
+/// Where JSON `text` opens an object or list more than `max_depth` levels
+/// deep (its byte offset), or nullopt: a file refused before it is parsed,
+/// so nothing recurses on it (brackets inside strings do not count).
+std::optional<size_t> NestedDeeperThan(std::string_view text, int max_depth);
 
 }  // namespace icefloe::transform::hf

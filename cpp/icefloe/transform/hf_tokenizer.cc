@@ -1,5 +1,6 @@
 #include "icefloe/transform/hf_tokenizer.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -11,9 +12,47 @@ using hf::Json;
 using hf::JsonObject;
 using hf::Refuse;
 
+namespace {
+
+// The decoder section is not run (encode only) but is read as the library
+// reads it: null, or an object naming a decoder it knows.
+arrow::Status CheckDecoder(const Json* j, const std::string& path) {
+  if (j == nullptr) return arrow::Status::OK();
+  if (!j->is_object()) return Refuse(path, "must be an object or null, got ", j->type_name());
+  const auto type = j->find("type");
+  if (type == j->end() || !type->is_string()) return Refuse(path + ".type", "must be a string");
+  const auto name = type->get<std::string>();
+  if (name == "Sequence") {
+    const auto list = j->find("decoders");
+    if (list == j->end() || !list->is_array()) return Refuse(path + ".decoders", "must be a list");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string at = path + ".decoders[" + std::to_string(i) + "]";
+      if ((*list)[i].is_null()) return Refuse(at, "must be an object");
+      ARROW_RETURN_NOT_OK(CheckDecoder(&(*list)[i], at));
+    }
+    return arrow::Status::OK();
+  }
+  for (const char* known : {"BPEDecoder", "ByteLevel", "WordPiece", "Metaspace", "CTC", "Replace",
+                            "Fuse", "Strip", "ByteFallback"}) {
+    if (name == known) return arrow::Status::OK();
+  }
+  return Refuse(path, name, " is not a decoder the tokenizers library knows");
+}
+
+}  // namespace
+
 arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& bytes,
                                                               const std::string& location) {
   const std::string what = "tokenizer model '" + location + "'";
+  if (bytes.starts_with("\xEF\xBB\xBF")) {
+    return arrow::Status::Invalid(what, " starts with a UTF-8 byte-order mark (the tokenizers ",
+                                  "library refuses it; a tokenizer.json has none)");
+  }
+  if (auto at = hf::NestedDeeperThan(bytes, hf::kMaxJsonDepth)) {
+    return arrow::Status::Invalid(what, " is nested deeper than ", hf::kMaxJsonDepth,
+                                  " levels (at byte ", *at, "), more than the tokenizers ",
+                                  "library reads");
+  }
   Json j;
   try {  // nlohmann reports where the JSON breaks only through its exception
     j = Json::parse(bytes);
@@ -27,8 +66,15 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
   std::unique_ptr<HfTokenizer> t(new HfTokenizer(location));
   auto status = [&]() -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(JsonObject top, JsonObject::Of(j, "tokenizer.json"));
-    top.Ignore("version");
-    top.Ignore("truncation");  // max_tokens truncates; see the header
+    // The sections encoding does not run are still refused where the
+    // library refuses them.
+    if (const Json* version = top.Find("version"); version && *version != "1.0") {
+      return Refuse("version", version->dump(), " is not \"1.0\", the only tokenizer.json version");
+    }
+    // max_tokens truncates (see the header); the section is not read.
+    if (const Json* truncation = top.Find("truncation"); truncation && !truncation->is_object()) {
+      return Refuse("truncation", "must be an object or null, got ", truncation->type_name());
+    }
     // pad_to's pad id; the rest of the section is ignored.
     if (const Json* padding = top.Find("padding")) {
       ARROW_ASSIGN_OR_RAISE(JsonObject p, JsonObject::Of(*padding, "padding"));
@@ -36,8 +82,9 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
                             p.Int("pad_id", 0, std::numeric_limits<int32_t>::max(), -1));
       if (id >= 0) t->pad_id_ = static_cast<int32_t>(id);
     }
-    top.Ignore("decoder");  // encode only
+    ARROW_RETURN_NOT_OK(CheckDecoder(top.Find("decoder"), "decoder"));  // encode only
     ARROW_ASSIGN_OR_RAISE(t->model_, hf::ModelFromJson(*top.Find("model"), "model"));
+    t->ids_ = t->model_->vocab_size();
     ARROW_ASSIGN_OR_RAISE(t->normalizer_,
                           hf::NormalizerFromJson(top.Find("normalizer"), "normalizer"));
     ARROW_ASSIGN_OR_RAISE(t->pre_tokenizer_,
@@ -47,6 +94,7 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
     bool framed = false;
     ARROW_RETURN_NOT_OK(
         t->ReadPostProcessor(top.Find("post_processor"), "post_processor", &framed));
+    if (t->pad_id_) ARROW_RETURN_NOT_OK(t->CheckId(*t->pad_id_, "padding.pad_id"));
     for (const auto& [key, value] : j.items()) {
       if (key != "version" && key != "truncation" && key != "padding" && key != "decoder" &&
           key != "model" && key != "normalizer" && key != "pre_tokenizer" &&
@@ -108,6 +156,14 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
     tokens.push_back(std::move(t));
   }
   added_ = hf::AddedVocabulary(std::move(tokens));
+  ids_ = std::max<int64_t>(vocab, max_new + 1);
+  return arrow::Status::OK();
+}
+
+arrow::Status HfTokenizer::CheckId(int64_t id, const std::string& path) const {
+  if (id < 0 || id >= ids_) {
+    return Refuse(path, "id ", id, " is not a token of the vocabulary (", ids_, " ids)");
+  }
   return arrow::Status::OK();
 }
 
@@ -143,7 +199,9 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
           (*pair)[1].get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
         return Refuse(o.PathOf(field), "must be [token, id]");
       }
-      (field[0] == 'c' ? prefix_ : suffix_).push_back((*pair)[1].get<int32_t>());
+      const auto id = (*pair)[1].get<int32_t>();
+      ARROW_RETURN_NOT_OK(CheckId(id, o.PathOf(field)));
+      (field[0] == 'c' ? prefix_ : suffix_).push_back(id);
     }
     return o.Done();
   }
@@ -179,12 +237,19 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
     if (specials == nullptr || !specials->contains(name)) {
       return Refuse(at, "special token '", name, "' is not in post_processor.special_tokens");
     }
-    const Json& ids = (*specials)[name]["ids"];
-    if (!ids.is_array()) return Refuse(special_path, "'ids' must be a list");
-    for (const Json& id : ids) {
+    const Json& special = specials->find(name).value();
+    if (!special.is_object()) {
+      return Refuse(special_path, "must be an object, got ", special.type_name());
+    }
+    const auto ids = special.find("ids");
+    if (ids == special.end() || !ids->is_array()) {
+      return Refuse(special_path, "'ids' must be a list");
+    }
+    for (const Json& id : *ids) {
       if (!id.is_number_unsigned() || id.get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
         return Refuse(special_path, "'ids' must be token ids, got ", id.dump());
       }
+      ARROW_RETURN_NOT_OK(CheckId(id.get<int32_t>(), special_path));
       (seen_a ? suffix_ : prefix_).push_back(id.get<int32_t>());
     }
   }

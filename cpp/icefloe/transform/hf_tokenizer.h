@@ -44,6 +44,8 @@ class HfTokenizer final : public Tokenizer {
   /// Reads the post-processor at `path` (recursing into a Sequence);
   /// `framed` says whether one adding special tokens was read already.
   arrow::Status ReadPostProcessor(const hf::Json* j, const std::string& path, bool* framed);
+  /// Invalid at `path` unless `id` is a token's: the model's or an added one.
+  arrow::Status CheckId(int64_t id, const std::string& path) const;
   /// Normalized text (added tokens split out) to ids.
   arrow::Status EncodeNormalized(std::string_view text, std::vector<int32_t>* ids) const;
 
@@ -54,6 +56,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<int32_t> prefix_;    ///< the post-processor's ids before a text's
   std::vector<int32_t> suffix_;    ///< and after
   std::optional<int32_t> pad_id_;  ///< `padding.pad_id`
+  int64_t ids_ = 0;                ///< the token ids: 0..ids_-1 (model, then added tokens)
 };
 
 }  // namespace icefloe::transform

@@ -1,0 +1,179 @@
+"""Bad tokenizer.json files (issue 43 item 6): each refused by the head before
+anything loads, the load failing with InvalidArgument that names the file's
+location and the JSON path (or the byte where the JSON breaks); the cluster
+then serves a good load. Where the `tokenizers` package refuses a file, so
+does the cache; where it ignores a field (an unknown component option, a
+special id outside the vocabulary), the cache refuses it, naming the path."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from test_hf_bpe import gpt2_like
+from test_hf_tokenizer import _set, bert_like, reference, refused_then_loads
+
+tk = pytest.importorskip("tokenizers")
+
+
+def _template(special_tokens) -> dict:
+    return {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": special_tokens}
+
+
+def _nested(depth: int) -> str:
+    """A normalizer Sequence `depth` Sequences deep, as text (2 JSON levels each)."""
+    return ('{"type": "Sequence", "normalizers": [' * depth + '{"type": "NFC"}' +
+            "]}" * depth)
+
+
+def _replace_normalizer(doc: dict, text: str) -> str:
+    doc["normalizer"] = "NORMALIZER"
+    return json.dumps(doc).replace('"NORMALIZER"', text)
+
+
+def gpt2(tmp_path, edit) -> str:
+    """test_hf_bpe's small byte-level BPE file, changed by `edit(doc)` (which
+    may return the file's text)."""
+    path = gpt2_like(tmp_path, lambda d: None)
+    doc = json.loads(open(path).read())
+    text = edit(doc)
+    with open(path, "w") as f:
+        f.write(text if isinstance(text, str) else json.dumps(doc))
+    return path
+
+
+def _replace_merge(doc: dict, text: str) -> str:
+    doc["model"]["merges"][1] = "MERGE"
+    return json.dumps(doc).replace('"MERGE"', text)
+
+
+# (file, edit, JSON path (or where the JSON breaks), message): the refusal
+# reads "tokenizer model '<location>': <path>: <message>".
+CASES = {
+    # Not a tokenizer.json at all.
+    "not JSON": (bert_like, lambda d: '{"version": "1.0", "model": }', None,
+                 r" is not valid JSON \(byte 29\): .*syntax error"),
+    "truncated": (bert_like, lambda d: json.dumps(d)[:300], None,
+                  r" is not valid JSON \(byte 301\): .*line 1, column 301"),
+    "a JSON list": (bert_like, lambda d: "[1, 2]", None,
+                    r" is JSON but not a Hugging Face tokenizer.json \(no \"model\" object\)"),
+    "a byte-order mark": (bert_like, lambda d: "\ufeff" + json.dumps(d), None,
+                          r" starts with a UTF-8 byte-order mark"),
+    # Nested deeper than serde_json (the library's parser) allows: 128 levels.
+    "nested too deep": (bert_like, lambda d: _replace_normalizer(d, _nested(63)), None,
+                        r" is nested deeper than 127 levels \(at byte \d+\)"),
+    # (A merge of 100,000 nested lists: its message would print it, recursing.)
+    "nested deep in a value": (gpt2, lambda d: _replace_merge(d, "[" * 100_000 +
+                                                                   "]" * 100_000),
+                               None, r" is nested deeper than 127 levels \(at byte \d+\)"),
+    # Sections the library refuses.
+    "unknown section": (bert_like, lambda d: _set(d, ["extra"], {}), "extra",
+                        "section not supported"),
+    "another version": (bert_like, lambda d: _set(d, ["version"], "2.0"), "version",
+                        r'"2.0" is not "1.0", the only tokenizer.json version'),
+    "truncation not an object": (bert_like, lambda d: _set(d, ["truncation"], 5), "truncation",
+                                 r"must be an object or null"),
+    "padding not an object": (bert_like, lambda d: _set(d, ["padding"], 5), "padding",
+                              r"must be an object"),
+    "unknown decoder": (bert_like, lambda d: _set(d, ["decoder"], {"type": "Nope"}),
+                        "decoder", "Nope is not a decoder the tokenizers library knows"),
+    "unknown decoder in a sequence": (
+        bert_like, lambda d: _set(d, ["decoder"], {"type": "Sequence", "decoders": [
+            {"type": "WordPiece", "prefix": "##", "cleanup": True}, {"type": "Nope"}]}),
+        r"decoder.decoders\[1\]", "Nope is not a decoder the tokenizers library knows"),
+    "decoder not an object": (bert_like, lambda d: _set(d, ["decoder"], []), "decoder",
+                              r"must be an object or null"),
+    # Components and options.
+    "unknown pre-tokenizer": (bert_like, lambda d: _set(d, ["pre_tokenizer"],
+                                                        {"type": "UnicodeScripts"}),
+                              "pre_tokenizer", "UnicodeScripts is not supported"),
+    "unknown model": (bert_like, lambda d: _set(d, ["model", "type"], "Nope"), "model",
+                      "Nope is not supported"),
+    "unknown normalizer option": (bert_like, lambda d: _set(d, ["normalizer", "foo"], 1),
+                                  "normalizer.foo", "option not supported"),
+    "unknown added-token option": (bert_like, lambda d: _set(d, ["added_tokens", 2, "foo"], 1),
+                                   r"added_tokens\[2\].foo", "option not supported"),
+    "a pattern Oniguruma refuses": (
+        gpt2, lambda d: _set(d, ["pre_tokenizer", "pretokenizers", 0, "pattern"],
+                                  {"Regex": "[a-"}),
+        r"pre_tokenizer.pretokenizers\[0\].pattern.Regex", "Oniguruma refuses the pattern"),
+    # Vocabularies and merges.
+    "a merge naming a token not in the vocabulary": (
+        gpt2, lambda d: _set(d, ["model", "merges", 3], ["hell", "foo"]),
+        r"model.merges\[3\]", "token 'foo' is not in the vocabulary"),
+    "a vocabulary with a hole": (
+        bert_like, lambda d: _set(d, ["model", "vocab"], {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2,
+                                                          "[PAD]": 3, "[MASK]": 4, "hello": 5,
+                                                          "world": 7}),
+        r'model.vocab\["world"\]', r"id 7 is outside 0..6"),
+    "a vocabulary with a duplicate id": (
+        bert_like, lambda d: _set(d, ["model", "vocab", "world"], 4),
+        r'model.vocab\["(world|\[MASK\])"\]', r"id 4 is also the id of"),
+    "an added token clashing with a vocabulary token": (
+        bert_like, lambda d: d["added_tokens"].append(
+            {"id": 5, "content": "<ent>", "single_word": False, "lstrip": False,
+             "rstrip": False, "normalized": False, "special": True}),
+        r"added_tokens\[5\].id", r"'<ent>' has id 5 but the tokenizers library gives it 8"),
+    # Special ids the library takes as they are; ids outside the vocabulary.
+    "a BertProcessing id outside the vocabulary": (
+        bert_like, lambda d: _set(d, ["post_processor", "cls"], ["[CLS]", 99]),
+        "post_processor.cls", r"id 99 is not a token of the vocabulary \(8 ids\)"),
+    "a template's special token not an object": (
+        bert_like, lambda d: _set(d, ["post_processor"], _template({"[CLS]": 5})),
+        r'post_processor.special_tokens\["\[CLS\]"\]', "must be an object"),
+    "a template's special token without ids": (
+        bert_like, lambda d: _set(d, ["post_processor"], _template({"[CLS]": {"id": "[CLS]"}})),
+        r'post_processor.special_tokens\["\[CLS\]"\]', "'ids' must be a list"),
+    "a template's special id outside the vocabulary": (
+        bert_like, lambda d: _set(d, ["post_processor"], _template(
+            {"[CLS]": {"id": "[CLS]", "ids": [999], "tokens": ["[CLS]"]}})),
+        r'post_processor.special_tokens\["\[CLS\]"\]',
+        r"id 999 is not a token of the vocabulary \(8 ids\)"),
+    "a pad id outside the vocabulary": (
+        bert_like, lambda d: _set(d, ["padding"], {
+            "strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None,
+            "pad_id": 999, "pad_type_id": 0, "pad_token": "[PAD]"}),
+        "padding.pad_id", r"id 999 is not a token of the vocabulary \(8 ids\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_file_is_refused_naming_its_location_and_json_path(tmp_path, case):
+    make, edit, path, message = CASES[case]
+    bad = make(tmp_path, edit)
+    where = "tokenizer model '" + re.escape(bad) + "'"
+    match = where + (message if path is None else f": {path}: {message}")
+    text = "hello worlds hello"
+    got, good = refused_then_loads(tmp_path, text, bad, {}, match,
+                                   lambda: make(tmp_path, lambda d: None))
+    assert got == reference(good, [text])
+
+
+def test_the_library_agrees_where_it_refuses():
+    """The cases above the tokenizers package refuses too (so the cache
+    mirrors it) and those it takes (so the cache is stricter, never laxer)."""
+    import tempfile
+    from pathlib import Path
+
+    refused = {"not JSON", "truncated", "a JSON list", "a byte-order mark", "nested too deep",
+               "nested deep in a value", "unknown section", "another version",
+               "truncation not an object", "padding not an object", "unknown decoder",
+               "unknown decoder in a sequence", "decoder not an object",
+               "unknown model", "a pattern Oniguruma refuses",
+               "a merge naming a token not in the vocabulary",
+               "a template's special token not an object",
+               "a template's special token without ids"}
+    took = {}
+    with tempfile.TemporaryDirectory() as d:
+        for case, (make, edit, _, _) in CASES.items():
+            text = Path(make(Path(d), edit)).read_text()
+            try:
+                tk.Tokenizer.from_str(text).encode("hello worlds hello")
+                took[case] = True
+            except BaseException:  # noqa: BLE001 - the library also panics (PanicException)
+                took[case] = False
+    assert {c for c, ok in took.items() if not ok} == refused
