@@ -3,16 +3,24 @@ anything loads, the load failing with InvalidArgument that names the file's
 location and the JSON path (or the byte where the JSON breaks); the cluster
 then serves a good load. Where the `tokenizers` package refuses a file, so
 does the cache; where it ignores a field (an unknown component option, a
-special id outside the vocabulary), the cache refuses it, naming the path."""
+special id outside the vocabulary), the cache refuses it, naming the path.
+A model rewritten after a load fails the nodes' loads of that copy: each
+re-checks the SHA-256 the head planned with."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import time
 
+import pyarrow as pa
 import pytest
+from iceberg_util import Warehouse
 from test_hf_bpe import gpt2_like
 from test_hf_tokenizer import _set, bert_like, reference, refused_then_loads
+
+import icefloe
 
 tk = pytest.importorskip("tokenizers")
 
@@ -177,3 +185,76 @@ def test_the_library_agrees_where_it_refuses():
             except BaseException:  # noqa: BLE001 - the library also panics (PanicException)
                 took[case] = False
     assert {c for c, ok in took.items() if not ok} == refused
+
+
+def test_a_model_rewritten_after_a_load_fails_the_heal_naming_both_hashes(tmp_path):
+    """The head hashes each model as it plans a load and sends the hash with
+    every node.load, a heal's too; a node whose read differs refuses. So when
+    the file is rewritten after a load, the rows lost with a node are never
+    tokenized with the new model into the old copy: the heal fails, naming
+    the model and both hashes. Loading the name again makes a copy with the
+    new model's ids."""
+    texts = [f"hello worlds {i}" for i in range(2000)]
+    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": texts}))
+    model = bert_like(tmp_path, lambda d: None)
+    spec = {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": model}}]}
+    old_ids = reference(model, texts)
+    with icefloe.LocalCluster(num_nodes=2, head_args=["--heartbeat-timeout-ms", "1000"],
+                              log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
+        loaded = client.load("a", t.metadata_location, transform=spec)
+        assert client.read("a")["ids"].to_pylist() == old_ids
+
+        def swap(d):  # "hello" and "world" trade ids
+            v = d["model"]["vocab"]
+            v["hello"], v["world"] = v["world"], v["hello"]
+        bert_like(tmp_path, swap)
+        new_sha = hashlib.sha256(open(model, "rb").read()).hexdigest()
+        new_ids = reference(model, texts)
+        assert new_ids != old_ids
+
+        lost = client.describe("a")["slices"][0]["nodes"][0]
+        cluster.kill_node(cluster.node_uris.index(lost))
+        deadline = time.monotonic() + 60
+        while "heal_error" not in (desc := client.describe("a")):
+            assert time.monotonic() < deadline, f"no heal failed: {desc}"
+            time.sleep(0.05)
+        error = desc["heal_error"]
+        assert desc["state"] != "ready"
+        assert f"tokenizer model '{model}'" in error, error
+        assert loaded["model_sha256"][0] in error and new_sha in error, error
+
+        again = client.load("a", t.metadata_location, transform=spec)
+        assert again["model_sha256"] == [new_sha]
+        assert again["generation"] != loaded["generation"]
+        assert client.read("a")["ids"].to_pylist() == new_ids
+
+
+def test_an_adopted_copy_whose_model_was_rewritten_says_so_when_it_heals(tmp_path):
+    """After a head restart the copy is adopted from the nodes' records (with
+    the model hashes it was loaded with); its heal re-plans the snapshot and
+    binds the transform again, reading the rewritten file: refused, naming
+    the model and both hashes, not as "another table"."""
+    texts = [f"hello worlds {i}" for i in range(2000)]
+    t = Warehouse(tmp_path / "wh").create("t", pa.table({"text": texts}))
+    model = bert_like(tmp_path, lambda d: None)
+    spec = {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": model}}]}
+    with icefloe.LocalCluster(num_nodes=2, head_args=["--heartbeat-timeout-ms", "1000"],
+                              log_dir=tmp_path / "logs") as cluster:
+        with cluster.client() as client:
+            loaded = client.load("a", t.metadata_location, transform=spec)
+        bert_like(tmp_path, lambda d: _set(d, ["model", "max_input_chars_per_word"], 99))
+        new_sha = hashlib.sha256(open(model, "rb").read()).hexdigest()
+        cluster.kill_head()
+        cluster.restart_head()
+        with cluster.client() as client:
+            desc = client.describe("a")
+            assert desc["model_sha256"] == loaded["model_sha256"]
+            lost = desc["slices"][0]["nodes"][0]
+            cluster.kill_node(cluster.node_uris.index(lost))
+            deadline = time.monotonic() + 60
+            while "heal_error" not in (desc := client.describe("a")):
+                assert time.monotonic() < deadline, f"no heal failed: {desc}"
+                time.sleep(0.05)
+            error = desc["heal_error"]
+            assert f"tokenizer model '{model}'" in error, error
+            assert loaded["model_sha256"][0] in error and new_sha in error, error

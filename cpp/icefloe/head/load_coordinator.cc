@@ -12,6 +12,7 @@
 #include "icefloe/head/load_run_internal.h"
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/fields.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -74,6 +75,24 @@ json KeyJson(const iceberg::ScanPlan& plan, const LoadRequest& r,
     j["models"] = model_sha256;
   }
   return j;
+}
+
+// Invalid naming the first of `r`'s models whose content (`now`) is not
+// what the copy `name` was tokenized with (`copy`).
+arrow::Status ModelChanged(const std::string& name, const LoadRequest& r,
+                           const std::vector<std::string>& copy,
+                           const std::vector<std::string>& now) {
+  auto spec = TransformSpec::FromJson(r.transform);
+  const auto locations = spec.ok() ? spec->ModelLocations() : std::vector<std::string>{};
+  for (size_t i = 0; i < copy.size() && i < now.size(); ++i) {
+    if (copy[i] == now[i]) continue;
+    return arrow::Status::Invalid("re-planning '", name, "': tokenizer model '",
+                                  i < locations.size() ? locations[i] : "#" + std::to_string(i),
+                                  "' changed since the copy was loaded (SHA-256 ", now[i],
+                                  ", the copy's ", copy[i], ")");
+  }
+  return arrow::Status::Invalid("re-planning '", name, "': its transform reads ", now.size(),
+                                " models, the copy was loaded with ", copy.size());
 }
 
 std::string DatasetKey(const iceberg::ScanPlan& plan, const LoadRequest& r,
@@ -237,6 +256,9 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
                                      "' at its snapshot: ", plan.status().message());
   }
   ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(pinned, *plan));
+  if (!entry->model_sha256.empty() && bound.model_sha256 != entry->model_sha256) {
+    return ModelChanged(name, pinned, entry->model_sha256, bound.model_sha256);
+  }
   plan->tasks = iceberg::SplitTasks(std::move(plan->tasks), entry->split_bytes);
   if (plan->tasks.size() != entry->task_rows.size() ||
       DatasetKey(*plan, pinned, bound.model_sha256) != entry->key) {
