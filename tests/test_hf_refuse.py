@@ -121,6 +121,9 @@ CASES = {
     "a vocabulary with a duplicate id": (
         bert_like, lambda d: _set(d, ["model", "vocab", "world"], 4),
         r'model.vocab\["(world|\[MASK\])"\]', r"id 4 is also the id of"),
+    "an added token without its flags": (
+        bert_like, lambda d: d["added_tokens"][3].pop("normalized"),
+        r"added_tokens\[3\].normalized", r"missing \(true or false is needed\)"),
     "an added token clashing with a vocabulary token": (
         bert_like, lambda d: d["added_tokens"].append(
             {"id": 5, "content": "<ent>", "single_word": False, "lstrip": False,
@@ -174,7 +177,7 @@ def test_the_library_agrees_where_it_refuses():
                "unknown model", "a pattern Oniguruma refuses",
                "a merge naming a token not in the vocabulary",
                "a template's special token not an object",
-               "a template's special token without ids"}
+               "a template's special token without ids", "an added token without its flags"}
     took = {}
     with tempfile.TemporaryDirectory() as d:
         for case, (make, edit, _, _) in CASES.items():

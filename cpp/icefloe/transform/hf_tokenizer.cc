@@ -121,6 +121,10 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
   for (size_t i = 0; i < j.size(); ++i) {
     const std::string path = "added_tokens[" + std::to_string(i) + "]";
     ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(j[i], path));
+    // The library needs every flag written out (it defaults none of them).
+    for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized", "special"}) {
+      if (!j[i].contains(flag)) return Refuse(o.PathOf(flag), "missing (true or false is needed)");
+    }
     hf::AddedToken t;
     ARROW_ASSIGN_OR_RAISE(int64_t id, o.Int("id", 0, std::numeric_limits<int32_t>::max()));
     ARROW_ASSIGN_OR_RAISE(t.content, o.String("content"));

@@ -2,7 +2,8 @@
 // `Tokenizer.from_file(path).encode(text, add_special_tokens=S).ids` (with
 // no truncation or padding: the file's `truncation` and `padding` sections
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
-// truncates, `pad_to` pads with `padding.pad_id`). Encode only: the `decoder` section is not read.
+// truncates, `pad_to` pads with `padding.pad_id`). Encode only: the `decoder`
+// section is checked (a decoder the library knows) but not run.
 //
 // Supported: added tokens; normalizers BertNormalizer and NFC/NFD/NFKC/NFKD;
 // pre-tokenizers BertPreTokenizer, ByteLevel and Split (regexes on
