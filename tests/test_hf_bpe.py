@@ -236,7 +236,8 @@ def gpt2_like(tmp_path: Path, edit) -> str:
     (lambda d: _set(d, ["pre_tokenizer", "pretokenizers", 1, "prepend"], True),
      r"pre_tokenizer.pretokenizers\[1\].prepend: option not supported"),
     (lambda d: _set(d, ["post_processor"], {"type": "Sequence", "processors": [
-        {"type": "ByteLevel"}, {"type": "RobertaProcessing"}]}),
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False},
+        {"type": "RobertaProcessing"}]}),
      r"post_processor.processors\[1\]: RobertaProcessing is not supported"),
 ])
 def test_bad_bpe_files_are_refused_by_the_head(tmp_path, edit, match):

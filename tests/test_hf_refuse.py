@@ -25,6 +25,10 @@ import icefloe
 tk = pytest.importorskip("tokenizers")
 
 
+PADDING = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None,
+           "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}
+
+
 def _template(special_tokens) -> dict:
     return {"type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
@@ -124,6 +128,9 @@ CASES = {
     "an added token without its flags": (
         bert_like, lambda d: d["added_tokens"][3].pop("normalized"),
         r"added_tokens\[3\].normalized", r"missing \(true or false is needed\)"),
+    "an added token with a null flag": (
+        bert_like, lambda d: _set(d, ["added_tokens", 1, "lstrip"], None),
+        r"added_tokens\[1\].lstrip", r"missing \(true or false is needed\)"),
     "an added token clashing with a vocabulary token": (
         bert_like, lambda d: d["added_tokens"].append(
             {"id": 5, "content": "<ent>", "single_word": False, "lstrip": False,
@@ -144,10 +151,33 @@ CASES = {
             {"[CLS]": {"id": "[CLS]", "ids": [999], "tokens": ["[CLS]"]}})),
         r'post_processor.special_tokens\["\[CLS\]"\]',
         r"id 999 is not a token of the vocabulary \(8 ids\)"),
+    "padding without pad_token": (
+        bert_like, lambda d: _set(d, ["padding"], {k: v for k, v in PADDING.items()
+                                                   if k != "pad_token"}),
+        "padding.pad_token", r"missing \(the tokenizers library needs it\)"),
+    "truncation without max_length": (
+        bert_like, lambda d: _set(d, ["truncation"], {"direction": "Right", "strategy":
+                                                      "LongestFirst", "stride": 0}),
+        "truncation.max_length", r"missing \(the tokenizers library needs it\)"),
+    "a ByteLevel post-processor without trim_offsets": (
+        gpt2, lambda d: d["post_processor"].pop("trim_offsets") and None,
+        "post_processor.trim_offsets", r"missing \(the tokenizers library needs it\)"),
+    "a template without pair": (
+        bert_like, lambda d: _set(d, ["post_processor"], {
+            k: v for k, v in _template({"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]}})
+            .items() if k != "pair"}),
+        "post_processor.pair", r"missing \(the tokenizers library needs it\)"),
+    "a template piece without type_id": (
+        bert_like, lambda d: _set(d, ["post_processor"], _template(
+            {"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]}}) | {"single": [
+                {"SpecialToken": {"id": "[CLS]"}}, {"Sequence": {"id": "A", "type_id": 0}}]}),
+        r"post_processor.single\[0\].SpecialToken.type_id", "must be a type id"),
+    "a template's special token without tokens": (
+        bert_like, lambda d: _set(d, ["post_processor"], _template(
+            {"[CLS]": {"id": "[CLS]", "ids": [1]}})),
+        r'post_processor.special_tokens\["\[CLS\]"\].tokens', "must be a list of strings"),
     "a pad id outside the vocabulary": (
-        bert_like, lambda d: _set(d, ["padding"], {
-            "strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None,
-            "pad_id": 999, "pad_type_id": 0, "pad_token": "[PAD]"}),
+        bert_like, lambda d: _set(d, ["padding"], PADDING | {"pad_id": 999}),
         "padding.pad_id", r"id 999 is not a token of the vocabulary \(8 ids\)"),
 }
 
@@ -177,7 +207,11 @@ def test_the_library_agrees_where_it_refuses():
                "unknown model", "a pattern Oniguruma refuses",
                "a merge naming a token not in the vocabulary",
                "a template's special token not an object",
-               "a template's special token without ids", "an added token without its flags"}
+               "a template's special token without ids", "an added token without its flags",
+               "an added token with a null flag", "padding without pad_token",
+               "truncation without max_length", "a ByteLevel post-processor without trim_offsets",
+               "a template without pair", "a template piece without type_id",
+               "a template's special token without tokens"}
     took = {}
     with tempfile.TemporaryDirectory() as d:
         for case, (make, edit, _, _) in CASES.items():

@@ -14,6 +14,19 @@ using hf::Refuse;
 
 namespace {
 
+// Invalid naming the first of `fields` that `o` (an object at `path`) lacks
+// or has null: those the library needs written out (it defaults none).
+arrow::Status Need(const Json& o, const std::string& path,
+                   std::initializer_list<const char*> fields) {
+  for (const char* field : fields) {
+    const auto it = o.find(field);
+    if (it == o.end() || it->is_null()) {
+      return Refuse(path + "." + field, "missing (the tokenizers library needs it)");
+    }
+  }
+  return arrow::Status::OK();
+}
+
 // The decoder section is not run (encode only) but is read as the library
 // reads it: null, or an object naming a decoder it knows.
 arrow::Status CheckDecoder(const Json* j, const std::string& path) {
@@ -72,15 +85,19 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
       return Refuse("version", version->dump(), " is not \"1.0\", the only tokenizer.json version");
     }
     // max_tokens truncates (see the header); the section is not read.
-    if (const Json* truncation = top.Find("truncation"); truncation && !truncation->is_object()) {
-      return Refuse("truncation", "must be an object or null, got ", truncation->type_name());
+    if (const Json* truncation = top.Find("truncation")) {
+      if (!truncation->is_object()) {
+        return Refuse("truncation", "must be an object or null, got ", truncation->type_name());
+      }
+      ARROW_RETURN_NOT_OK(Need(*truncation, "truncation", {"max_length", "strategy", "stride"}));
     }
-    // pad_to's pad id; the rest of the section is ignored.
+    // pad_to's pad id; the rest of the section is checked, not read.
     if (const Json* padding = top.Find("padding")) {
       ARROW_ASSIGN_OR_RAISE(JsonObject p, JsonObject::Of(*padding, "padding"));
-      ARROW_ASSIGN_OR_RAISE(int64_t id,
-                            p.Int("pad_id", 0, std::numeric_limits<int32_t>::max(), -1));
-      if (id >= 0) t->pad_id_ = static_cast<int32_t>(id);
+      ARROW_RETURN_NOT_OK(Need(*padding, "padding",
+                               {"strategy", "direction", "pad_id", "pad_type_id", "pad_token"}));
+      ARROW_ASSIGN_OR_RAISE(int64_t id, p.Int("pad_id", 0, std::numeric_limits<int32_t>::max()));
+      t->pad_id_ = static_cast<int32_t>(id);
     }
     ARROW_RETURN_NOT_OK(CheckDecoder(top.Find("decoder"), "decoder"));  // encode only
     ARROW_ASSIGN_OR_RAISE(t->model_, hf::ModelFromJson(*top.Find("model"), "model"));
@@ -123,7 +140,9 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
     ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(j[i], path));
     // The library needs every flag written out (it defaults none of them).
     for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized", "special"}) {
-      if (!j[i].contains(flag)) return Refuse(o.PathOf(flag), "missing (true or false is needed)");
+      if (!j[i].contains(flag) || j[i][flag].is_null()) {
+        return Refuse(o.PathOf(flag), "missing (true or false is needed)");
+      }
     }
     hf::AddedToken t;
     ARROW_ASSIGN_OR_RAISE(int64_t id, o.Int("id", 0, std::numeric_limits<int32_t>::max()));
@@ -176,6 +195,7 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
   ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
   ARROW_ASSIGN_OR_RAISE(std::string type, hf::TypeOf(&o));
   if (type == "ByteLevel") {  // offsets only: the ids are the model's
+    ARROW_RETURN_NOT_OK(Need(*j, path, {"add_prefix_space", "trim_offsets"}));
     for (const char* field : {"add_prefix_space", "trim_offsets", "use_regex"}) {
       ARROW_RETURN_NOT_OK(o.Bool(field, true).status());
     }
@@ -210,6 +230,7 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
     return o.Done();
   }
   if (type != "TemplateProcessing") return Refuse(path, type, " is not supported");
+  ARROW_RETURN_NOT_OK(Need(*j, path, {"single", "pair", "special_tokens"}));
   o.Ignore("pair");  // one text per row: the pair template never applies
   const Json* specials = o.Find("special_tokens");
   if (specials != nullptr && !specials->is_object()) {
@@ -230,6 +251,11 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
       return Refuse(at, "must name an \"id\"");
     }
     const std::string name = value["id"].get<std::string>();
+    const auto type_id = value.find("type_id");
+    if (type_id == value.end() || !type_id->is_number_unsigned() ||
+        type_id->get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return Refuse(at + "." + kind + ".type_id", "must be a type id (0, 1, ...)");
+    }
     if (kind == "Sequence") {
       if (name != "A") return Refuse(at, "sequence ", name, " in the single template");
       if (seen_a) return Refuse(at, "sequence A twice");
@@ -245,9 +271,17 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
     if (!special.is_object()) {
       return Refuse(special_path, "must be an object, got ", special.type_name());
     }
+    if (const auto id = special.find("id"); id == special.end() || !id->is_string()) {
+      return Refuse(special_path + ".id", "must be a string");
+    }
     const auto ids = special.find("ids");
     if (ids == special.end() || !ids->is_array()) {
       return Refuse(special_path, "'ids' must be a list");
+    }
+    const auto tokens = special.find("tokens");
+    if (tokens == special.end() || !tokens->is_array() ||
+        !std::all_of(tokens->begin(), tokens->end(), [](const Json& x) { return x.is_string(); })) {
+      return Refuse(special_path + ".tokens", "must be a list of strings");
     }
     for (const Json& id : *ids) {
       if (!id.is_number_unsigned() || id.get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
