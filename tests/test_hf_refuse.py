@@ -87,6 +87,10 @@ CASES = {
                         "section not supported"),
     "another version": (bert_like, lambda d: _set(d, ["version"], "2.0"), "version",
                         r'"2.0" is not "1.0", the only tokenizer.json version'),
+    "a null version": (bert_like, lambda d: _set(d, ["version"], None), "version",
+                       r'null is not "1.0"'),
+    "null added tokens": (bert_like, lambda d: _set(d, ["added_tokens"], None), "added_tokens",
+                          "must be a list, got null"),
     "truncation not an object": (bert_like, lambda d: _set(d, ["truncation"], 5), "truncation",
                                  r"must be an object or null"),
     "padding not an object": (bert_like, lambda d: _set(d, ["padding"], 5), "padding",
@@ -167,6 +171,10 @@ CASES = {
             k: v for k, v in _template({"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]}})
             .items() if k != "pair"}),
         "post_processor.pair", r"missing \(the tokenizers library needs it\)"),
+    "a template's pair not a template": (
+        bert_like, lambda d: _set(d, ["post_processor"], _template(
+            {"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]}}) | {"pair": [1]}),
+        r"post_processor.pair\[0\]", r'must be \{"SpecialToken": ...\} or \{"Sequence": ...\}'),
     "a template piece without type_id": (
         bert_like, lambda d: _set(d, ["post_processor"], _template(
             {"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]}}) | {"single": [
@@ -211,7 +219,8 @@ def test_the_library_agrees_where_it_refuses():
                "an added token with a null flag", "padding without pad_token",
                "truncation without max_length", "a ByteLevel post-processor without trim_offsets",
                "a template without pair", "a template piece without type_id",
-               "a template's special token without tokens"}
+               "a template's special token without tokens", "a null version",
+               "null added tokens", "a template's pair not a template"}
     took = {}
     with tempfile.TemporaryDirectory() as d:
         for case, (make, edit, _, _) in CASES.items():

@@ -81,8 +81,13 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
     ARROW_ASSIGN_OR_RAISE(JsonObject top, JsonObject::Of(j, "tokenizer.json"));
     // The sections encoding does not run are still refused where the
     // library refuses them.
-    if (const Json* version = top.Find("version"); version && *version != "1.0") {
-      return Refuse("version", version->dump(), " is not \"1.0\", the only tokenizer.json version");
+    top.Ignore("version");  // null and absent differ here: the library refuses null
+    if (j.contains("version") && j["version"] != "1.0") {
+      return Refuse("version", j["version"].dump(),
+                    " is not \"1.0\", the only tokenizer.json version");
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_null()) {
+      return Refuse("added_tokens", "must be a list, got null");
     }
     // max_tokens truncates (see the header); the section is not read.
     if (const Json* truncation = top.Find("truncation")) {
@@ -231,7 +236,21 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
   }
   if (type != "TemplateProcessing") return Refuse(path, type, " is not supported");
   ARROW_RETURN_NOT_OK(Need(*j, path, {"single", "pair", "special_tokens"}));
-  o.Ignore("pair");  // one text per row: the pair template never applies
+  // One text per row: the pair template never applies, but is checked as
+  // the library reads it.
+  const Json* pair = o.Find("pair");
+  if (pair == nullptr || !pair->is_array()) return Refuse(o.PathOf("pair"), "must be a list");
+  for (size_t i = 0; i < pair->size(); ++i) {
+    const Json& piece = (*pair)[i];
+    const auto value = piece.is_object() && piece.size() == 1 ? piece.begin() : piece.end();
+    if (value == piece.end() || (value.key() != "SpecialToken" && value.key() != "Sequence") ||
+        !value->is_object() || !value->contains("id") || !(*value)["id"].is_string() ||
+        !value->contains("type_id") || !(*value)["type_id"].is_number_unsigned()) {
+      return Refuse(o.PathOf("pair") + "[" + std::to_string(i) + "]",
+                    "must be {\"SpecialToken\": ...} or {\"Sequence\": ...} with an id and a "
+                    "type_id");
+    }
+  }
   const Json* specials = o.Find("special_tokens");
   if (specials != nullptr && !specials->is_object()) {
     return Refuse(o.PathOf("special_tokens"), "must be an object");
