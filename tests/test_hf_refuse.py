@@ -109,6 +109,19 @@ CASES = {
                               "pre_tokenizer", "UnicodeScripts is not supported"),
     "unknown model": (bert_like, lambda d: _set(d, ["model", "type"], "Nope"), "model",
                       "Nope is not supported"),
+    "a BertNormalizer without lowercase": (
+        bert_like, lambda d: d["normalizer"].pop("lowercase") and None, "normalizer.lowercase",
+        r"missing \(the tokenizers library needs it\)"),
+    "a ByteLevel pre-tokenizer without add_prefix_space": (
+        gpt2, lambda d: d["pre_tokenizer"]["pretokenizers"][1].pop("add_prefix_space") or None,
+        r"pre_tokenizer.pretokenizers\[1\].add_prefix_space",
+        r"missing \(the tokenizers library needs it\)"),
+    "a Split without invert": (
+        gpt2, lambda d: d["pre_tokenizer"]["pretokenizers"][0].pop("invert") or None,
+        r"pre_tokenizer.pretokenizers\[0\].invert", r"missing \(the tokenizers library needs it\)"),
+    "a WordPiece without max_input_chars_per_word": (
+        bert_like, lambda d: d["model"].pop("max_input_chars_per_word") and None,
+        "model.max_input_chars_per_word", r"missing \(the tokenizers library needs it\)"),
     "unknown normalizer option": (bert_like, lambda d: _set(d, ["normalizer", "foo"], 1),
                                   "normalizer.foo", "option not supported"),
     "unknown added-token option": (bert_like, lambda d: _set(d, ["added_tokens", 2, "foo"], 1),
@@ -220,7 +233,10 @@ def test_the_library_agrees_where_it_refuses():
                "truncation without max_length", "a ByteLevel post-processor without trim_offsets",
                "a template without pair", "a template piece without type_id",
                "a template's special token without tokens", "a null version",
-               "null added tokens", "a template's pair not a template"}
+               "null added tokens", "a template's pair not a template",
+               "a BertNormalizer without lowercase",
+               "a ByteLevel pre-tokenizer without add_prefix_space", "a Split without invert",
+               "a WordPiece without max_input_chars_per_word"}
     took = {}
     with tempfile.TemporaryDirectory() as d:
         for case, (make, edit, _, _) in CASES.items():

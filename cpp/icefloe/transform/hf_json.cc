@@ -53,6 +53,16 @@ arrow::Result<int64_t> JsonObject::Int(const std::string& field, int64_t min, in
   return v->get<int64_t>();
 }
 
+arrow::Status JsonObject::Require(std::initializer_list<const char*> fields) const {
+  for (const char* field : fields) {
+    const auto it = j_->find(field);
+    if (it == j_->end() || it->is_null()) {
+      return Refuse(PathOf(field), "missing (the tokenizers library needs it)");
+    }
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Status JsonObject::Done() const {
   for (const auto& [key, value] : j_->items()) {
     if (!seen_.count(key)) return Refuse(PathOf(key), "option not supported");

@@ -2,6 +2,7 @@
 // known, every refusal naming its JSON path ("pre_tokenizer.pretokenizers[1]").
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,6 +38,9 @@ class JsonObject {
   arrow::Result<std::optional<bool>> OptionalBool(const std::string& field);
   arrow::Result<int64_t> Int(const std::string& field, int64_t min, int64_t max,
                              std::optional<int64_t> absent = std::nullopt);
+  /// Invalid naming the first of `fields` absent or null: those the
+  /// tokenizers library needs written out (it has no default for them).
+  arrow::Status Require(std::initializer_list<const char*> fields) const;
   /// Marks `field` read without reading it (a section encoding ignores).
   void Ignore(const std::string& field) { seen_.insert(field); }
   arrow::Status Done() const;
