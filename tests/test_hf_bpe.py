@@ -236,7 +236,8 @@ def gpt2_like(tmp_path: Path, edit) -> str:
     (lambda d: _set(d, ["pre_tokenizer", "pretokenizers", 1, "prepend"], True),
      r"pre_tokenizer.pretokenizers\[1\].prepend: option not supported"),
     (lambda d: _set(d, ["post_processor"], {"type": "Sequence", "processors": [
-        {"type": "ByteLevel"}, {"type": "RobertaProcessing", "cls": ["h", 1], "sep": ["e", 2]},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False},
+        {"type": "RobertaProcessing", "cls": ["h", 1], "sep": ["e", 2]},
         {"type": "BertProcessing", "cls": ["h", 1], "sep": ["e", 2]}]}),
      r"post_processor.processors\[2\]: a second processor adding special tokens is not "
      r"supported"),

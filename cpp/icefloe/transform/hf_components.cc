@@ -141,6 +141,7 @@ arrow::Result<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json* j,
   ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
   ARROW_ASSIGN_OR_RAISE(std::string type, TypeOf(&o));
   if (type == "BertNormalizer") {
+    ARROW_RETURN_NOT_OK(o.Require({"clean_text", "handle_chinese_chars", "lowercase"}));
     ARROW_ASSIGN_OR_RAISE(bool clean_text, o.Bool("clean_text", true));
     ARROW_ASSIGN_OR_RAISE(bool chinese, o.Bool("handle_chinese_chars", true));
     ARROW_ASSIGN_OR_RAISE(std::optional<bool> strip_accents, o.OptionalBool("strip_accents"));

@@ -53,6 +53,16 @@ arrow::Result<int64_t> JsonObject::Int(const std::string& field, int64_t min, in
   return v->get<int64_t>();
 }
 
+arrow::Status JsonObject::Require(std::initializer_list<const char*> fields) const {
+  for (const char* field : fields) {
+    const auto it = j_->find(field);
+    if (it == j_->end() || it->is_null()) {
+      return Refuse(PathOf(field), "missing (the tokenizers library needs it)");
+    }
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Status JsonObject::Done() const {
   for (const auto& [key, value] : j_->items()) {
     if (!seen_.count(key)) return Refuse(PathOf(key), "option not supported");
@@ -61,5 +71,27 @@ arrow::Status JsonObject::Done() const {
 }
 
 arrow::Result<std::string> TypeOf(JsonObject* o) { return o->String("type"); }
+
+std::optional<size_t> NestedDeeperThan(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, a quote among them
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return i;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
 
 }  // namespace icefloe::transform::hf

@@ -1,5 +1,6 @@
 #include "icefloe/transform/hf_tokenizer.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -11,9 +12,60 @@ using hf::Json;
 using hf::JsonObject;
 using hf::Refuse;
 
+namespace {
+
+// Invalid naming the first of `fields` that `o` (an object at `path`) lacks
+// or has null: those the library needs written out (it defaults none).
+arrow::Status Need(const Json& o, const std::string& path,
+                   std::initializer_list<const char*> fields) {
+  for (const char* field : fields) {
+    const auto it = o.find(field);
+    if (it == o.end() || it->is_null()) {
+      return Refuse(path + "." + field, "missing (the tokenizers library needs it)");
+    }
+  }
+  return arrow::Status::OK();
+}
+
+// The decoder section is not run (encode only) but is read as the library
+// reads it: null, or an object naming a decoder it knows.
+arrow::Status CheckDecoder(const Json* j, const std::string& path) {
+  if (j == nullptr) return arrow::Status::OK();
+  if (!j->is_object()) return Refuse(path, "must be an object or null, got ", j->type_name());
+  const auto type = j->find("type");
+  if (type == j->end() || !type->is_string()) return Refuse(path + ".type", "must be a string");
+  const auto name = type->get<std::string>();
+  if (name == "Sequence") {
+    const auto list = j->find("decoders");
+    if (list == j->end() || !list->is_array()) return Refuse(path + ".decoders", "must be a list");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string at = path + ".decoders[" + std::to_string(i) + "]";
+      if ((*list)[i].is_null()) return Refuse(at, "must be an object");
+      ARROW_RETURN_NOT_OK(CheckDecoder(&(*list)[i], at));
+    }
+    return arrow::Status::OK();
+  }
+  for (const char* known : {"BPEDecoder", "ByteLevel", "WordPiece", "Metaspace", "CTC", "Replace",
+                            "Fuse", "Strip", "ByteFallback"}) {
+    if (name == known) return arrow::Status::OK();
+  }
+  return Refuse(path, name, " is not a decoder the tokenizers library knows");
+}
+
+}  // namespace
+
 arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& bytes,
                                                               const std::string& location) {
   const std::string what = "tokenizer model '" + location + "'";
+  if (bytes.starts_with("\xEF\xBB\xBF")) {
+    return arrow::Status::Invalid(what, " starts with a UTF-8 byte-order mark (the tokenizers ",
+                                  "library refuses it; a tokenizer.json has none)");
+  }
+  if (auto at = hf::NestedDeeperThan(bytes, hf::kMaxJsonDepth)) {
+    return arrow::Status::Invalid(what, " is nested deeper than ", hf::kMaxJsonDepth,
+                                  " levels (at byte ", *at, "), more than the tokenizers ",
+                                  "library reads");
+  }
   Json j;
   try {  // nlohmann reports where the JSON breaks only through its exception
     j = Json::parse(bytes);
@@ -27,17 +79,34 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
   std::unique_ptr<HfTokenizer> t(new HfTokenizer(location));
   auto status = [&]() -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(JsonObject top, JsonObject::Of(j, "tokenizer.json"));
-    top.Ignore("version");
-    top.Ignore("truncation");  // max_tokens truncates; see the header
-    // pad_to's pad id; the rest of the section is ignored.
+    // The sections encoding does not run are still refused where the
+    // library refuses them.
+    top.Ignore("version");  // null and absent differ here: the library refuses null
+    if (j.contains("version") && j["version"] != "1.0") {
+      return Refuse("version", j["version"].dump(),
+                    " is not \"1.0\", the only tokenizer.json version");
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_null()) {
+      return Refuse("added_tokens", "must be a list, got null");
+    }
+    // max_tokens truncates (see the header); the section is not read.
+    if (const Json* truncation = top.Find("truncation")) {
+      if (!truncation->is_object()) {
+        return Refuse("truncation", "must be an object or null, got ", truncation->type_name());
+      }
+      ARROW_RETURN_NOT_OK(Need(*truncation, "truncation", {"max_length", "strategy", "stride"}));
+    }
+    // pad_to's pad id; the rest of the section is checked, not read.
     if (const Json* padding = top.Find("padding")) {
       ARROW_ASSIGN_OR_RAISE(JsonObject p, JsonObject::Of(*padding, "padding"));
-      ARROW_ASSIGN_OR_RAISE(int64_t id,
-                            p.Int("pad_id", 0, std::numeric_limits<int32_t>::max(), -1));
-      if (id >= 0) t->pad_id_ = static_cast<int32_t>(id);
+      ARROW_RETURN_NOT_OK(Need(*padding, "padding",
+                               {"strategy", "direction", "pad_id", "pad_type_id", "pad_token"}));
+      ARROW_ASSIGN_OR_RAISE(int64_t id, p.Int("pad_id", 0, std::numeric_limits<int32_t>::max()));
+      t->pad_id_ = static_cast<int32_t>(id);
     }
-    top.Ignore("decoder");  // encode only
+    ARROW_RETURN_NOT_OK(CheckDecoder(top.Find("decoder"), "decoder"));  // encode only
     ARROW_ASSIGN_OR_RAISE(t->model_, hf::ModelFromJson(*top.Find("model"), "model"));
+    t->ids_ = t->model_->vocab_size();
     ARROW_ASSIGN_OR_RAISE(t->normalizer_,
                           hf::NormalizerFromJson(top.Find("normalizer"), "normalizer"));
     ARROW_ASSIGN_OR_RAISE(t->pre_tokenizer_,
@@ -56,6 +125,7 @@ arrow::Result<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string&
     bool framed = false;
     ARROW_RETURN_NOT_OK(
         t->ReadPostProcessor(top.Find("post_processor"), "post_processor", &framed));
+    if (t->pad_id_) ARROW_RETURN_NOT_OK(t->CheckId(*t->pad_id_, "padding.pad_id"));
     for (const auto& [key, value] : j.items()) {
       if (key != "version" && key != "truncation" && key != "padding" && key != "decoder" &&
           key != "model" && key != "normalizer" && key != "pre_tokenizer" &&
@@ -82,6 +152,12 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
   for (size_t i = 0; i < j.size(); ++i) {
     const std::string path = "added_tokens[" + std::to_string(i) + "]";
     ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(j[i], path));
+    // The library needs every flag written out (it defaults none of them).
+    for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized", "special"}) {
+      if (!j[i].contains(flag) || j[i][flag].is_null()) {
+        return Refuse(o.PathOf(flag), "missing (true or false is needed)");
+      }
+    }
     hf::AddedToken t;
     ARROW_ASSIGN_OR_RAISE(int64_t id, o.Int("id", 0, std::numeric_limits<int32_t>::max()));
     ARROW_ASSIGN_OR_RAISE(t.content, o.String("content"));
@@ -117,6 +193,14 @@ arrow::Status HfTokenizer::ReadAddedTokens(const Json& j) {
     tokens.push_back(std::move(t));
   }
   added_ = hf::AddedVocabulary(std::move(tokens));
+  ids_ = std::max<int64_t>(vocab, max_new + 1);
+  return arrow::Status::OK();
+}
+
+arrow::Status HfTokenizer::CheckId(int64_t id, const std::string& path) const {
+  if (id < 0 || id >= ids_) {
+    return Refuse(path, "id ", id, " is not a token of the vocabulary (", ids_, " ids)");
+  }
   return arrow::Status::OK();
 }
 
@@ -125,6 +209,7 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
   ARROW_ASSIGN_OR_RAISE(JsonObject o, JsonObject::Of(*j, path));
   ARROW_ASSIGN_OR_RAISE(std::string type, hf::TypeOf(&o));
   if (type == "ByteLevel") {  // offsets only: the ids are the model's
+    ARROW_RETURN_NOT_OK(Need(*j, path, {"add_prefix_space", "trim_offsets"}));
     for (const char* field : {"add_prefix_space", "trim_offsets", "use_regex"}) {
       ARROW_RETURN_NOT_OK(o.Bool(field, true).status());
     }
@@ -157,12 +242,29 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
           (*pair)[1].get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
         return Refuse(o.PathOf(field), "must be [token, id]");
       }
-      (field[0] == 'c' ? prefix_ : suffix_).push_back((*pair)[1].get<int32_t>());
+      const auto id = (*pair)[1].get<int32_t>();
+      ARROW_RETURN_NOT_OK(CheckId(id, o.PathOf(field)));
+      (field[0] == 'c' ? prefix_ : suffix_).push_back(id);
     }
     return o.Done();
   }
   if (type != "TemplateProcessing") return Refuse(path, type, " is not supported");
-  o.Ignore("pair");  // one text per row: the pair template never applies
+  ARROW_RETURN_NOT_OK(Need(*j, path, {"single", "pair", "special_tokens"}));
+  // One text per row: the pair template never applies, but is checked as
+  // the library reads it.
+  const Json* pair = o.Find("pair");
+  if (pair == nullptr || !pair->is_array()) return Refuse(o.PathOf("pair"), "must be a list");
+  for (size_t i = 0; i < pair->size(); ++i) {
+    const Json& piece = (*pair)[i];
+    const auto value = piece.is_object() && piece.size() == 1 ? piece.begin() : piece.end();
+    if (value == piece.end() || (value.key() != "SpecialToken" && value.key() != "Sequence") ||
+        !value->is_object() || !value->contains("id") || !(*value)["id"].is_string() ||
+        !value->contains("type_id") || !(*value)["type_id"].is_number_unsigned()) {
+      return Refuse(o.PathOf("pair") + "[" + std::to_string(i) + "]",
+                    "must be {\"SpecialToken\": ...} or {\"Sequence\": ...} with an id and a "
+                    "type_id");
+    }
+  }
   const Json* specials = o.Find("special_tokens");
   if (specials != nullptr && !specials->is_object()) {
     return Refuse(o.PathOf("special_tokens"), "must be an object");
@@ -182,6 +284,11 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
       return Refuse(at, "must name an \"id\"");
     }
     const std::string name = value["id"].get<std::string>();
+    const auto type_id = value.find("type_id");
+    if (type_id == value.end() || !type_id->is_number_unsigned() ||
+        type_id->get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return Refuse(at + "." + kind + ".type_id", "must be a type id (0, 1, ...)");
+    }
     if (kind == "Sequence") {
       if (name != "A") return Refuse(at, "sequence ", name, " in the single template");
       if (seen_a) return Refuse(at, "sequence A twice");
@@ -193,12 +300,27 @@ arrow::Status HfTokenizer::ReadPostProcessor(const Json* j, const std::string& p
     if (specials == nullptr || !specials->contains(name)) {
       return Refuse(at, "special token '", name, "' is not in post_processor.special_tokens");
     }
-    const Json& ids = (*specials)[name]["ids"];
-    if (!ids.is_array()) return Refuse(special_path, "'ids' must be a list");
-    for (const Json& id : ids) {
+    const Json& special = specials->find(name).value();
+    if (!special.is_object()) {
+      return Refuse(special_path, "must be an object, got ", special.type_name());
+    }
+    if (const auto id = special.find("id"); id == special.end() || !id->is_string()) {
+      return Refuse(special_path + ".id", "must be a string");
+    }
+    const auto ids = special.find("ids");
+    if (ids == special.end() || !ids->is_array()) {
+      return Refuse(special_path, "'ids' must be a list");
+    }
+    const auto tokens = special.find("tokens");
+    if (tokens == special.end() || !tokens->is_array() ||
+        !std::all_of(tokens->begin(), tokens->end(), [](const Json& x) { return x.is_string(); })) {
+      return Refuse(special_path + ".tokens", "must be a list of strings");
+    }
+    for (const Json& id : *ids) {
       if (!id.is_number_unsigned() || id.get<uint64_t>() > std::numeric_limits<int32_t>::max()) {
         return Refuse(special_path, "'ids' must be token ids, got ", id.dump());
       }
+      ARROW_RETURN_NOT_OK(CheckId(id.get<int32_t>(), special_path));
       (seen_a ? suffix_ : prefix_).push_back(id.get<int32_t>());
     }
   }

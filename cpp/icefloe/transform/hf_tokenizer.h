@@ -2,7 +2,8 @@
 // `Tokenizer.from_file(path).encode(text, add_special_tokens=S).ids` (with
 // no truncation or padding: the file's `truncation` and `padding` sections
 // are ignored, as transformers' `tokenizer(text)` ignores them; `max_tokens`
-// truncates, `pad_to` pads with `padding.pad_id`). Encode only: the `decoder` section is not read.
+// truncates, `pad_to` pads with `padding.pad_id`). Encode only: the `decoder`
+// section is checked (a decoder the library knows) but not run.
 //
 // Supported: added tokens; normalizers BertNormalizer, NFC/NFD/NFKC/NFKD,
 // Lowercase, Strip, StripAccents, Replace and Prepend; pre-tokenizers
@@ -48,6 +49,8 @@ class HfTokenizer final : public Tokenizer {
   /// Reads the post-processor at `path` (recursing into a Sequence);
   /// `framed` says whether one adding special tokens was read already.
   arrow::Status ReadPostProcessor(const hf::Json* j, const std::string& path, bool* framed);
+  /// Invalid at `path` unless `id` is a token's: the model's or an added one.
+  arrow::Status CheckId(int64_t id, const std::string& path) const;
   /// Normalized text (added tokens split out) to ids; `at_start`: the
   /// piece begins where the row's text does.
   arrow::Status EncodeNormalized(std::string_view text, bool at_start,
@@ -64,6 +67,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<int32_t> prefix_;    ///< the post-processor's ids before a text's
   std::vector<int32_t> suffix_;    ///< and after
   std::optional<int32_t> pad_id_;  ///< `padding.pad_id`
+  int64_t ids_ = 0;                ///< the token ids: 0..ids_-1 (model, then added tokens)
 };
 
 }  // namespace icefloe::transform

@@ -202,6 +202,7 @@ void SplitBy(std::string_view text, Pieces pieces, SplitBehavior behavior,
 
 arrow::Result<std::unique_ptr<SplitPreTokenizer>> SplitPreTokenizer::FromJson(JsonObject* o) {
   std::unique_ptr<SplitPreTokenizer> s(new SplitPreTokenizer());
+  ARROW_RETURN_NOT_OK(o->Require({"pattern", "behavior", "invert"}));
   const std::string pattern_path = o->PathOf("pattern");
   const Json* pattern = o->Find("pattern");
   if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1 ||
@@ -247,6 +248,7 @@ arrow::Status SplitPreTokenizer::Split(std::string_view in, std::vector<std::str
 arrow::Result<std::unique_ptr<ByteLevelPreTokenizer>> ByteLevelPreTokenizer::FromJson(
     JsonObject* o) {
   std::unique_ptr<ByteLevelPreTokenizer> b(new ByteLevelPreTokenizer());
+  ARROW_RETURN_NOT_OK(o->Require({"add_prefix_space", "trim_offsets"}));
   ARROW_ASSIGN_OR_RAISE(b->add_prefix_space_, o->Bool("add_prefix_space", true));
   ARROW_RETURN_NOT_OK(o->Bool("trim_offsets", true).status());  // offsets only
   ARROW_ASSIGN_OR_RAISE(bool use_regex, o->Bool("use_regex", true));

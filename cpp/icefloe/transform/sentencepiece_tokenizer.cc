@@ -33,8 +33,17 @@ arrow::Status SentencePieceTokenizer::Check(const TokenizeOptions& options) cons
 arrow::Status SentencePieceTokenizer::EncodeText(std::string_view text,
                                                  std::vector<int32_t>* ids) const {
   static_assert(std::is_same_v<int, int32_t>);  // Encode's std::vector<int>
-  auto st = processor_.Encode(text, ids);
+  // The processor's Encode replaces its output: encode straight into `ids`
+  // only when there is nothing to keep (the common case), else append.
+  if (ids->empty()) {
+    auto st = processor_.Encode(text, ids);
+    if (!st.ok()) return arrow::Status::Invalid(st.ToString());
+    return arrow::Status::OK();
+  }
+  std::vector<int> own;
+  auto st = processor_.Encode(text, &own);
   if (!st.ok()) return arrow::Status::Invalid(st.ToString());
+  ids->insert(ids->end(), own.begin(), own.end());
   return arrow::Status::OK();
 }
 

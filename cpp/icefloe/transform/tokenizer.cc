@@ -13,10 +13,14 @@ namespace icefloe::transform {
 
 namespace {
 
+// JSON (an object, or anything else a tokenizer.json refusal should name,
+// a list or a byte-order mark before it), else SentencePiece: a serialized
+// ModelProto starts with neither (as a protobuf tag, '{' and '[' open groups).
 bool LooksLikeJson(const std::string& bytes) {
+  if (bytes.starts_with("\xEF\xBB\xBF")) return true;
   for (char c : bytes) {
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    return c == '{';
+    return c == '{' || c == '[';
   }
   return false;
 }

@@ -78,9 +78,10 @@ class Tokenizer {
   const std::string& location() const { return location_; }
 
  protected:
+  friend class TokenizerTest;  // tokenizer_test.cc checks EncodeText's contract per kind
   explicit Tokenizer(std::string location) : location_(std::move(location)) {}
 
-  /// The ids of `text` alone, appended to `ids` (cleared by the caller).
+  /// The ids of `text` alone, appended to `ids` (what it holds is kept).
   virtual arrow::Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const = 0;
   /// The ids set before and after every text's ids for `options`.
   virtual void Framing(const TokenizeOptions& options, std::vector<int32_t>* prefix,

@@ -9,6 +9,7 @@ namespace icefloe::transform::hf {
 
 arrow::Result<std::unique_ptr<WordPiece>> WordPiece::FromJson(JsonObject* o) {
   std::unique_ptr<WordPiece> m(new WordPiece());
+  ARROW_RETURN_NOT_OK(o->Require({"max_input_chars_per_word"}));
   const Json* vocab = o->Find("vocab");
   if (vocab == nullptr) return Refuse(o->PathOf("vocab"), "missing");
   ARROW_ASSIGN_OR_RAISE(m->vocab_, ReadVocab(*vocab, o->PathOf("vocab")));

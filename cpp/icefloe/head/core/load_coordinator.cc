@@ -10,6 +10,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/head/core/heal.h"
 #include "icefloe/iceberg/types.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -58,6 +59,24 @@ int64_t SplitTarget(const iceberg::ScanPlan& plan, size_t nodes) {
   }
   const int64_t target = std::max(kMinSplitBytes, total / (4 * static_cast<int64_t>(nodes)));
   return largest > target ? target : 0;
+}
+
+// Invalid naming the first of `r`'s models whose content (`now`) is not
+// what the copy `name` was tokenized with (`copy`).
+arrow::Status ModelChanged(const std::string& name, const LoadRequest& r,
+                           const std::vector<std::string>& copy,
+                           const std::vector<std::string>& now) {
+  auto spec = TransformSpec::FromJson(r.transform);
+  const auto locations = spec.ok() ? spec->ModelLocations() : std::vector<std::string>{};
+  for (size_t i = 0; i < copy.size() && i < now.size(); ++i) {
+    if (copy[i] == now[i]) continue;
+    return arrow::Status::Invalid("re-planning '", name, "': tokenizer model '",
+                                  i < locations.size() ? locations[i] : "#" + std::to_string(i),
+                                  "' changed since the copy was loaded (SHA-256 ", now[i],
+                                  ", the copy's ", copy[i], ")");
+  }
+  return arrow::Status::Invalid("re-planning '", name, "': its transform reads ", now.size(),
+                                " models, the copy was loaded with ", copy.size());
 }
 
 }  // namespace
@@ -209,6 +228,9 @@ arrow::Result<std::shared_ptr<const DatasetEntry>> LoadCoordinator::WithPlan(
                                      "' at its snapshot: ", plan.status().message());
   }
   ARROW_ASSIGN_OR_RAISE(BoundTransform bound, BindTransform(pinned, *plan));
+  if (!entry->model_sha256.empty() && bound.model_sha256 != entry->model_sha256) {
+    return ModelChanged(name, pinned, entry->model_sha256, bound.model_sha256);
+  }
   plan->tasks = iceberg::SplitTasks(std::move(plan->tasks), entry->split_bytes);
   if (plan->tasks.size() != entry->task_rows.size() ||
       CopyKey::Of(*plan, pinned, bound.model_sha256) != entry->key) {
