@@ -1,5 +1,6 @@
 #include "icefloe/protocol/replies.h"
 
+#include "icefloe/plan/plan.h"
 #include "icefloe/protocol/copy_state.h"
 #include "icefloe/protocol/transform_spec.h"
 
@@ -159,7 +160,6 @@ const Field<FollowStatus> kFollowFields[] = {
 const FieldSpec kFollowDatasets =
     ObjectList("datasets", kRequired, Values(0, kMaxItems), "followed dataset");
 
-constexpr std::string_view kShuffles[] = {"window", "none", "block", "sample"};
 const Field<SharedFileReply> kSharedFileFields[] = {
     {Int("pid", kRequired, Values(1, kInt32Max)), &SharedFileReply::pid},
     {Int("fd", kRequired, Values(0, kInt32Max)), &SharedFileReply::fd},
@@ -179,7 +179,7 @@ const Field<SharedFileReply> kSharedFileFields[] = {
 const Field<EpochShapeReply> kShapeFields[] = {
     {Count("num_rows"), &EpochShapeReply::num_rows},
     {Int("order_version", kRequired, Values(1, 255)), &EpochShapeReply::order_version},
-    {Str("shuffle", kRequired, Values(1, 16), kShuffles), &EpochShapeReply::shuffle},
+    {Str("shuffle", kRequired, Values(1, 16), kShuffleModeNames), &EpochShapeReply::shuffle},
     {Uint("steps", kRequired, Values(0, kMaxRows)), &EpochShapeReply::steps},
     {Uint("worker_batches", kRequired, Values(0, kMaxRows)), &EpochShapeReply::worker_batches},
     {Uint("worker_rows", kRequired, Values(0, kMaxRows)), &EpochShapeReply::worker_rows},
