@@ -102,7 +102,7 @@ arrow::Status Run(const Flags& flags) {
       if (!spec.ok()) {
         return spec.status().WithMessage("ICEFLOE_TRANSFORM: ", spec.status().message());
       }
-      load.transform = std::move(body);
+      load.transform = std::move(*spec);
     }
     options.startup_load = load;
     std::string workers;

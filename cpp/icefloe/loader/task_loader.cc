@@ -39,11 +39,11 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
   ARROW_ASSIGN_OR_RAISE(out.schema, iceberg::ToArrowSchema(schema, &request.projection));
   // The transform, bound to the loaded columns, with the models the head read.
   std::shared_ptr<const transform::Transform> transformer;
-  if (!request.transform.is_null()) {
-    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(request.transform));
+  if (request.transform) {
     auto read_model = [&io](const std::string& location) { return io.ReadAll(location); };
-    ARROW_ASSIGN_OR_RAISE(transformer, transform::Transform::Make(spec, out.schema, read_model,
-                                                                  request.model_sha256));
+    ARROW_ASSIGN_OR_RAISE(transformer,
+                          transform::Transform::Make(*request.transform, out.schema, read_model,
+                                                     request.model_sha256));
     out.schema = transformer->output_schema();
   }
   const size_t n = request.tasks.size();

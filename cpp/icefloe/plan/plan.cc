@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 
 #include "icefloe/plan/permutation.h"
 #include "icefloe/plan/window_order.h"
@@ -165,29 +166,40 @@ arrow::Status CheckPositions(const EpochOrder& order, uint64_t begin, uint64_t e
   return arrow::Status::OK();
 }
 
+// The modes are the values 0 .. size - 1 (a ticket carries the value as a byte).
+constexpr bool ModesAreDense() {
+  for (size_t v = 0; v < std::size(kShuffleModes); ++v) {
+    bool found = false;
+    for (const ShuffleModeInfo& m : kShuffleModes) found |= static_cast<size_t>(m.mode) == v;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(ModesAreDense(), "kShuffleModes must hold every value 0 .. size - 1");
+
 }  // namespace
 
+bool IsShuffleMode(uint8_t value) { return value < std::size(kShuffleModes); }
+
 std::string_view ShuffleModeName(ShuffleMode mode) {
-  switch (mode) {
-    case ShuffleMode::kNone:
-      return "none";
-    case ShuffleMode::kBlock:
-      return "block";
-    case ShuffleMode::kSample:
-      return "sample";
-    case ShuffleMode::kWindow:
-      return "window";
+  for (const ShuffleModeInfo& m : kShuffleModes) {
+    if (m.mode == mode) return m.name;
   }
   return "unknown";
 }
 
 arrow::Result<ShuffleMode> ParseShuffleMode(std::string_view name) {
-  for (ShuffleMode m :
-       {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kSample, ShuffleMode::kWindow}) {
-    if (name == ShuffleModeName(m)) return m;
+  for (const ShuffleModeInfo& m : kShuffleModes) {
+    if (m.name == name) return m.mode;
   }
-  return arrow::Status::Invalid("unknown shuffle mode '", name,
-                                "'; expected 'none', 'block', 'sample' or 'window'");
+  // The modes in value order (0, 1, ...): "'none', 'block', 'sample' or 'window'".
+  std::string expected;
+  constexpr size_t kCount = std::size(kShuffleModes);
+  for (size_t v = 0; v < kCount; ++v) {
+    expected += v == 0 ? "'" : (v + 1 == kCount ? " or '" : ", '");
+    expected += std::string(ShuffleModeName(static_cast<ShuffleMode>(v))) + "'";
+  }
+  return arrow::Status::Invalid("unknown shuffle mode '", name, "'; expected ", expected);
 }
 
 void ResolveDefaults(EpochOrder* order) {
@@ -215,8 +227,7 @@ void ResolveDefaults(EpochOrder* order) {
 }
 
 arrow::Status ValidateOrder(const EpochOrder& order) {
-  if (order.mode != ShuffleMode::kNone && order.mode != ShuffleMode::kBlock &&
-      order.mode != ShuffleMode::kSample && order.mode != ShuffleMode::kWindow) {
+  if (!IsShuffleMode(static_cast<uint8_t>(order.mode))) {
     return arrow::Status::Invalid("unknown shuffle mode ", static_cast<int>(order.mode));
   }
   if (order.num_rows > kMaxPlanRows) {

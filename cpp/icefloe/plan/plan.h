@@ -32,6 +32,8 @@
 // slice_map.h turns the rows a plan yields into per-node reads.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -68,7 +70,33 @@ enum class ShuffleMode : uint8_t {
   kWindow = 3,
 };
 
-/// "none", "block", "sample" or "window".
+/// A shuffle mode and its name on the wire.
+struct ShuffleModeInfo {
+  ShuffleMode mode;
+  std::string_view name;
+};
+
+/// Every shuffle mode, the default (window) first: the one list of them, in
+/// the order the wire names them (the epoch descriptor's and epoch shape's
+/// choices, python/icefloe/_fields.json).
+inline constexpr ShuffleModeInfo kShuffleModes[] = {
+    {ShuffleMode::kWindow, "window"},
+    {ShuffleMode::kNone, "none"},
+    {ShuffleMode::kBlock, "block"},
+    {ShuffleMode::kSample, "sample"},
+};
+
+/// kShuffleModes' names, in its order (a string field's choices).
+inline constexpr std::array<std::string_view, std::size(kShuffleModes)> kShuffleModeNames = [] {
+  std::array<std::string_view, std::size(kShuffleModes)> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = kShuffleModes[i].name;
+  return names;
+}();
+
+/// Whether `value` is a ShuffleMode's (a ticket's mode byte).
+bool IsShuffleMode(uint8_t value);
+
+/// "none", "block", "sample" or "window" (kShuffleModes).
 std::string_view ShuffleModeName(ShuffleMode mode);
 
 /// Parses ShuffleModeName's output; Invalid for anything else.

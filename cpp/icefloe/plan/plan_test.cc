@@ -139,6 +139,19 @@ TEST(ShuffleMode, NamesRoundTrip) {
   EXPECT_NE(bad.status().message().find("'rows'"), std::string::npos) << bad.status();
 }
 
+TEST(ShuffleMode, OneTableListsEveryModeInTheWiresOrder) {
+  EXPECT_EQ(std::vector<std::string_view>(kShuffleModeNames.begin(), kShuffleModeNames.end()),
+            (std::vector<std::string_view>{"window", "none", "block", "sample"}));
+  for (const ShuffleModeInfo& m : kShuffleModes) {
+    EXPECT_EQ(ShuffleModeName(m.mode), m.name);
+    EXPECT_TRUE(IsShuffleMode(static_cast<uint8_t>(m.mode))) << m.name;
+  }
+  EXPECT_FALSE(IsShuffleMode(static_cast<uint8_t>(std::size(kShuffleModes))));
+  auto bad = ParseShuffleMode("rows");
+  EXPECT_EQ(bad.status().message(),
+            "unknown shuffle mode 'rows'; expected 'none', 'block', 'sample' or 'window'");
+}
+
 TEST(Plan, RejectsBadParametersNamingTheField) {
   auto expect_invalid = [](const PlanParams& p, const std::string& needle) {
     auto s = Shape(p);

@@ -2,8 +2,6 @@
 
 #include <cctype>
 
-#include "icefloe/protocol/transform_spec.h"
-
 namespace icefloe {
 
 using json = nlohmann::json;
@@ -25,9 +23,8 @@ const Field<LoadRequest> kLoadFields[] = {
     {Str("filter", kOptional, Values(0, 65536)), &LoadRequest::filter},
     {Int("batch_rows", kOptional, Values(1, kMaxBatchRows)), &LoadRequest::batch_rows},
     {Int("replication", kOptional, Values(1, 16)), &LoadRequest::replication},
+    {ObjectField("transform", kOptional), MessageOf<&LoadRequest::transform>()},
 };
-
-const FieldSpec kLoadTransform = ObjectField("transform", kOptional);
 
 const Field<NameRequest> kNameFields[] = {
     {Str("name", kRequired, Values(1, 1024)), &NameRequest::name},
@@ -56,7 +53,6 @@ arrow::Status CheckDatasetName(std::string_view name, std::string_view what) {
 json LoadRequest::ToJson() const {
   json j = {{"v", kProtocolVersion}};
   WriteFields<LoadRequest>(kLoadFields, *this, &j);
-  if (!transform.is_null()) j["transform"] = transform;
   return j;
 }
 
@@ -65,12 +61,6 @@ arrow::Result<LoadRequest> LoadRequest::FromJson(const json& j) {
   LoadRequest r;
   ARROW_RETURN_NOT_OK(ReadFields<LoadRequest>(in, kLoadFields, &r));
   ARROW_RETURN_NOT_OK(CheckDatasetName(r.name, "load"));
-  ARROW_ASSIGN_OR_RAISE(const json* transform, in.Find(kLoadTransform));
-  if (transform != nullptr) {
-    ARROW_ASSIGN_OR_RAISE(transform, in.Object(*transform, kLoadTransform));
-    ARROW_RETURN_NOT_OK(TransformSpec::FromJson(*transform).status());
-    r.transform = *transform;
-  }
   int selectors = (r.snapshot_id ? 1 : 0) + (r.ref ? 1 : 0) + (r.as_of_ms ? 1 : 0);
   if (selectors > 1) {
     return arrow::Status::Invalid("load: give at most one of 'snapshot_id', 'ref' and 'as_of_ms'");
@@ -83,9 +73,7 @@ arrow::Result<LoadRequest> LoadRequest::Parse(std::string_view body) {
   return FromJson(j);
 }
 
-MessageSpec LoadRequest::Spec() {
-  return SpecOf<LoadRequest>("load", kLoadFields, {kLoadTransform});
-}
+MessageSpec LoadRequest::Spec() { return SpecOf<LoadRequest>("load", kLoadFields); }
 
 json NameRequest::ToJson() const {
   json j = {{"v", kProtocolVersion}};

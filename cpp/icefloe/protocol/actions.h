@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "icefloe/protocol/fields.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -30,9 +31,9 @@ struct LoadRequest {
   std::string filter;                ///< empty: all rows
   int64_t batch_rows = kDefaultBatchRows;
   int32_t replication = 1;
-  /// The transform as given (docs/transforms.md), checked by
-  /// TransformSpec::FromJson on parse; null: the table's columns as they are.
-  nlohmann::json transform;
+  /// The transform (docs/transforms.md), parsed with the request; empty:
+  /// the table's columns as they are.
+  std::optional<TransformSpec> transform;
 
   bool operator==(const LoadRequest&) const = default;
   nlohmann::json ToJson() const;

@@ -1,5 +1,6 @@
 #include "icefloe/protocol/descriptors.h"
 
+#include "icefloe/plan/plan.h"
 #include "icefloe/protocol/actions.h"
 
 namespace icefloe {
@@ -11,7 +12,6 @@ namespace {
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
 constexpr std::string_view kKinds[] = {"range", "epoch", "rows"};
-constexpr std::string_view kShuffleModes[] = {"window", "none", "block", "sample"};
 
 const FieldSpec kKind = Str("kind", kOptional, Values(1, 16), kKinds);
 const FieldSpec kDataset = Str("dataset", kRequired, Values(1, 200));
@@ -33,7 +33,7 @@ const Field<EpochDescriptor> kEpochFields[] = {
     {kDataset, &EpochDescriptor::dataset},
     {Uint("seed", kOptional, Values(0, kU64Max)), &EpochDescriptor::seed},
     {Uint("epoch", kOptional, Values(0, kU64Max)), &EpochDescriptor::epoch},
-    {Str("shuffle", kOptional, Values(1, 16), kShuffleModes), &EpochDescriptor::shuffle},
+    {Str("shuffle", kOptional, Values(1, 16), kShuffleModeNames), &EpochDescriptor::shuffle},
     {Uint("order_version", kOptional, Values(0, kU32Max)), &EpochDescriptor::order_version},
     {Uint("block_rows", kOptional, Values(1, kMaxRows)), &EpochDescriptor::block_rows},
     {Uint("window_blocks", kOptional, Values(1, kMaxRows)), &EpochDescriptor::window_blocks},

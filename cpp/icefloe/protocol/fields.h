@@ -18,8 +18,10 @@
 // A message is a struct plus a table of Field<M>, one per scalar or list
 // member (name, member pointer, presence, range). ReadFields/WriteFields
 // parse and serialize those members; SpecOf describes them (docs, the Python
-// client's field list, tests). Members that are objects are read by hand
-// next to the table.
+// client's field list, tests). A member that is a typed message of its own
+// (std::optional<TransformSpec>) is a field too (MessageOf): decoding the
+// outer message parses it once. Other members that are objects are read by
+// hand next to the table.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -136,6 +139,15 @@ class JsonFields {
   std::string what_;
 };
 
+/// A member of M that is a typed message of its own, read from an object
+/// field and written back as one (made by MessageOf).
+template <typename M>
+struct MessageMember {
+  arrow::Status (*read)(const JsonFields& in, const nlohmann::json& v, const FieldSpec& spec,
+                        M* out);
+  void (*write)(const M& m, std::string_view name, nlohmann::json* out);
+};
+
 /// A member of message M bound to a field.
 template <typename M>
 using Member =
@@ -143,7 +155,7 @@ using Member =
                  std::optional<int64_t> M::*, uint64_t M::*, std::optional<uint64_t> M::*,
                  int32_t M::*, uint32_t M::*, bool M::*, double M::*, std::optional<double> M::*,
                  std::vector<std::string> M::*, std::vector<int64_t> M::*,
-                 std::vector<uint64_t> M::*, std::vector<int32_t> M::*>;
+                 std::vector<uint64_t> M::*, std::vector<int32_t> M::*, MessageMember<M>>;
 
 template <typename M>
 struct Field {
@@ -207,7 +219,44 @@ void WriteValue(nlohmann::json* out, std::string_view name, const std::optional<
   if (v) (*out)[std::string(name)] = *v;
 }
 
+template <typename P>
+struct OptionalMember;
+template <typename M, typename T>
+struct OptionalMember<std::optional<T> M::*> {
+  using Message = M;
+  using Value = T;
+};
+
 }  // namespace fields_internal
+
+/// Whether MessageOf prefixes the member's errors with the outer message and
+/// field ("dataset description 'transform': transform: ...").
+enum class MessageErrors : uint8_t { kAsIs, kNamed };
+
+/// The member `P`, a std::optional<T> of M, as a field: an object read by
+/// `T::FromJson(const json&) -> Result<T>` (its errors as they are, or named
+/// after the outer message and field), written by `T::ToJson()`, left out
+/// when empty. The table's FieldSpec is an ObjectField.
+template <auto P, MessageErrors kErrors = MessageErrors::kAsIs>
+MessageMember<typename fields_internal::OptionalMember<decltype(P)>::Message> MessageOf() {
+  using M = typename fields_internal::OptionalMember<decltype(P)>::Message;
+  using T = typename fields_internal::OptionalMember<decltype(P)>::Value;
+  return {[](const JsonFields& in, const nlohmann::json& v, const FieldSpec& spec,
+             M* out) -> arrow::Status {
+            ARROW_ASSIGN_OR_RAISE(const nlohmann::json* object, in.Object(v, spec));
+            auto value = T::FromJson(*object);
+            if (!value.ok()) {
+              if constexpr (kErrors == MessageErrors::kAsIs) return value.status();
+              return arrow::Status::Invalid(in.what(), " '", spec.name,
+                                            "': ", value.status().message());
+            }
+            out->*P = std::move(*value);
+            return arrow::Status::OK();
+          },
+          [](const M& m, std::string_view name, nlohmann::json* out) {
+            if (m.*P) (*out)[std::string(name)] = (m.*P)->ToJson();
+          }};
+}
 
 /// Reads every field of `table` from `in` into `out`; absent optional fields
 /// keep the member's current (default) value.
@@ -217,7 +266,13 @@ arrow::Status ReadFields(const JsonFields& in, std::span<const Field<M>> table, 
     ARROW_ASSIGN_OR_RAISE(const nlohmann::json* v, in.Find(f.spec));
     if (v == nullptr) continue;
     ARROW_RETURN_NOT_OK(std::visit(
-        [&](auto member) { return fields_internal::ReadInto(in, *v, f.spec, &(out->*member)); },
+        [&](auto member) -> arrow::Status {
+          if constexpr (std::is_same_v<decltype(member), MessageMember<M>>) {
+            return member.read(in, *v, f.spec, out);
+          } else {
+            return fields_internal::ReadInto(in, *v, f.spec, &(out->*member));
+          }
+        },
         f.member));
   }
   return arrow::Status::OK();
@@ -228,8 +283,15 @@ arrow::Status ReadFields(const JsonFields& in, std::span<const Field<M>> table, 
 template <typename M>
 void WriteFields(std::span<const Field<M>> table, const M& m, nlohmann::json* out) {
   for (const Field<M>& f : table) {
-    std::visit([&](auto member) { fields_internal::WriteValue(out, f.spec.name, m.*member); },
-               f.member);
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<decltype(member), MessageMember<M>>) {
+            member.write(m, f.spec.name, out);
+          } else {
+            fields_internal::WriteValue(out, f.spec.name, m.*member);
+          }
+        },
+        f.member);
   }
 }
 

@@ -5,7 +5,6 @@
 #include "icefloe/iceberg/types.h"
 #include "icefloe/protocol/data_file_json.h"
 #include "icefloe/protocol/job_report.h"
-#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -99,8 +98,8 @@ const Field<NodeLoadRequest> kLoadFields[] = {
     // (Empty and 0 when no task is reused.)
     {Str("reuse_dataset", kOptional, Values(0, 1024)), &NodeLoadRequest::reuse_dataset},
     {Uint("reuse_generation", kOptional, Values(0, kU64Max)), &NodeLoadRequest::reuse_generation},
+    {ObjectField("transform", kOptional), MessageOf<&NodeLoadRequest::transform>()},
 };
-const FieldSpec kLoadTransform = ObjectField("transform", kOptional);
 const FieldSpec kLoadSchema = ObjectField("schema", kRequired);
 const FieldSpec kLoadTasks = ObjectList("tasks", kRequired, Values(0, kMaxTasks));
 const FieldSpec kTaskIndex = Int("index", kRequired, Values(0, kMaxTasks));
@@ -361,7 +360,6 @@ json NodeLoadRequest::ToJson() const {
     tasks_json.push_back(std::move(task));
   }
   j["tasks"] = std::move(tasks_json);
-  if (!transform.is_null()) j["transform"] = transform;
   return j;
 }
 
@@ -375,16 +373,10 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::FromJson(const json& j) {
   if (!parsed.ok())
     return parsed.status().WithMessage("node.load 'schema': ", parsed.status().message());
   r.schema = *schema;
-  ARROW_ASSIGN_OR_RAISE(const json* transform, in.Find(kLoadTransform));
-  if (transform != nullptr) {
-    ARROW_ASSIGN_OR_RAISE(transform, in.Object(*transform, kLoadTransform));
-    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(*transform));
-    if (spec.ModelLocations().size() != r.model_sha256.size()) {
-      return arrow::Status::Invalid("node.load: 'model_sha256' has ", r.model_sha256.size(),
-                                    " hashes for ", spec.ModelLocations().size(),
-                                    " tokenize models");
-    }
-    r.transform = *transform;
+  if (r.transform && r.transform->ModelLocations().size() != r.model_sha256.size()) {
+    return arrow::Status::Invalid("node.load: 'model_sha256' has ", r.model_sha256.size(),
+                                  " hashes for ", r.transform->ModelLocations().size(),
+                                  " tokenize models");
   }
   auto read_task = [](const json& t, std::string what) -> arrow::Result<TaskSpec> {
     JsonFields tin(t, what);
@@ -439,8 +431,7 @@ arrow::Result<NodeLoadRequest> NodeLoadRequest::Parse(std::string_view body) {
 }
 
 MessageSpec NodeLoadRequest::Spec() {
-  return SpecOf<NodeLoadRequest>("node.load", kLoadFields,
-                                 {kLoadSchema, kLoadTasks, kLoadTransform});
+  return SpecOf<NodeLoadRequest>("node.load", kLoadFields, {kLoadSchema, kLoadTasks});
 }
 
 // --- the small ones -----------------------------------------------------------

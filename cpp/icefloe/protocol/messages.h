@@ -24,6 +24,7 @@
 #include "icefloe/protocol/descriptors.h"
 #include "icefloe/protocol/fields.h"
 #include "icefloe/protocol/replies.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -152,10 +153,10 @@ struct NodeLoadRequest {
   /// Heal: more rows of a generation the node may already hold (decision 1 of
   /// docs/protocol.md); the commit adds them to that copy instead of replacing it.
   bool extend = false;
-  /// The load's transform as given (null: none), checked on parse, and the
+  /// The load's transform (empty: none), parsed with the request, and the
   /// SHA-256 (hex) of each tokenize's model as the head read it, in column
   /// order: a node that reads other model bytes refuses to load.
-  nlohmann::json transform;
+  std::optional<TransformSpec> transform;
   std::vector<std::string> model_sha256;
   /// Refresh: the copy (storage name and generation) this node holds whose
   /// rows the reused tasks take; empty when no task is reused.

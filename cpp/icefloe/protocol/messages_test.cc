@@ -205,7 +205,7 @@ DatasetDescription SampleDescription() {
   d.load_seconds = 0.25;
   d.scan.manifests_total = 1;
   d.scan.planning_ms = 2.5;
-  d.transform = {{"keep", {"a"}}};
+  d.transform = TransformSpec::FromJson(json{{"keep", {"a"}}}).ValueOrDie();
   d.model_sha256 = {std::string(64, 'a')};
   d.model_kind = {"tokenizer.json WordPiece"};
   d.schema = "c2NoZW1h";

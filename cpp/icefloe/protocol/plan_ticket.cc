@@ -54,7 +54,7 @@ arrow::Result<PlanTicket> DecodePlanBody(std::string_view body) {
   ARROW_ASSIGN_OR_RAISE(p.order.seed, r.U64());
   ARROW_ASSIGN_OR_RAISE(p.order.epoch, r.U64());
   ARROW_ASSIGN_OR_RAISE(uint8_t mode, r.U8());
-  if (mode > static_cast<uint8_t>(ShuffleMode::kWindow)) {
+  if (!IsShuffleMode(mode)) {
     return arrow::Status::Invalid("Invalid ticket format: shuffle mode ", int{mode});
   }
   p.order.mode = static_cast<ShuffleMode>(mode);

@@ -1,7 +1,7 @@
 #include "icefloe/protocol/replies.h"
 
+#include "icefloe/plan/plan.h"
 #include "icefloe/protocol/copy_state.h"
-#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -159,7 +159,6 @@ const Field<FollowStatus> kFollowFields[] = {
 const FieldSpec kFollowDatasets =
     ObjectList("datasets", kRequired, Values(0, kMaxItems), "followed dataset");
 
-constexpr std::string_view kShuffles[] = {"window", "none", "block", "sample"};
 const Field<SharedFileReply> kSharedFileFields[] = {
     {Int("pid", kRequired, Values(1, kInt32Max)), &SharedFileReply::pid},
     {Int("fd", kRequired, Values(0, kInt32Max)), &SharedFileReply::fd},
@@ -179,7 +178,7 @@ const Field<SharedFileReply> kSharedFileFields[] = {
 const Field<EpochShapeReply> kShapeFields[] = {
     {Count("num_rows"), &EpochShapeReply::num_rows},
     {Int("order_version", kRequired, Values(1, 255)), &EpochShapeReply::order_version},
-    {Str("shuffle", kRequired, Values(1, 16), kShuffles), &EpochShapeReply::shuffle},
+    {Str("shuffle", kRequired, Values(1, 16), kShuffleModeNames), &EpochShapeReply::shuffle},
     {Uint("steps", kRequired, Values(0, kMaxRows)), &EpochShapeReply::steps},
     {Uint("worker_batches", kRequired, Values(0, kMaxRows)), &EpochShapeReply::worker_batches},
     {Uint("worker_rows", kRequired, Values(0, kMaxRows)), &EpochShapeReply::worker_rows},
@@ -241,9 +240,10 @@ const Field<DatasetDescription> kDescriptionFields[] = {
     {Count("replicas_missing"), &DatasetDescription::replicas_missing},
     {Num("heal_seconds", kOptional, Values(0, kU64Max)), &DatasetDescription::heal_seconds},
     {Text("heal_error", kOptional), &DatasetDescription::heal_error},
+    {ObjectField("transform", kOptional),
+     MessageOf<&DatasetDescription::transform, MessageErrors::kNamed>()},
 };
 const FieldSpec kDescriptionScan = ObjectField("scan", kRequired, "scan metrics");
-const FieldSpec kDescriptionTransform = ObjectField("transform", kOptional);
 const FieldSpec kDescriptionRefresh = ObjectField("refresh", kOptional, "refresh summary");
 const FieldSpec kDescriptionFiles =
     ObjectList("files", kOptional, Values(0, kMaxItems), "file run");
@@ -432,11 +432,9 @@ MessageSpec ReplySlice::Spec() {
 json DatasetDescription::ToJson() const {
   json j = Write<DatasetDescription>(kDescriptionFields, *this);
   j["scan"] = ScanMetricsToJson(scan);
-  if (transform.is_null()) {
+  if (!transform) {
     j.erase("model_sha256");  // no transform, no models
     j.erase("model_kind");
-  } else {
-    j["transform"] = transform;
   }
   if (refresh) j["refresh"] = refresh->ToJson();
   if (files) j["files"] = ToJsonList(*files);
@@ -452,13 +450,6 @@ arrow::Result<DatasetDescription> DatasetDescription::FromJson(const json& j, st
   ARROW_ASSIGN_OR_RAISE(auto scan,
                         ReadOptionalObject<ScanMetrics>(in, kDescriptionScan, ScanMetricsFromJson));
   d.scan = *scan;  // required: present
-  ARROW_ASSIGN_OR_RAISE(d.transform, ReadObject(in, kDescriptionTransform));
-  if (!d.transform.is_null()) {
-    auto transform = TransformSpec::FromJson(d.transform);
-    if (!transform.ok()) {
-      return arrow::Status::Invalid(in.what(), " 'transform': ", transform.status().message());
-    }
-  }
   ARROW_ASSIGN_OR_RAISE(d.refresh, ReadOptionalObject<RefreshSummary>(in, kDescriptionRefresh,
                                                                       RefreshSummary::FromJson));
   ARROW_ASSIGN_OR_RAISE(d.files,
@@ -477,8 +468,8 @@ arrow::Result<DatasetDescription> DatasetDescription::Parse(std::string_view bod
 
 MessageSpec DatasetDescription::Spec() {
   return SpecOf<DatasetDescription>("dataset description", kDescriptionFields,
-                                    {kDescriptionScan, kDescriptionTransform, kDescriptionRefresh,
-                                     kDescriptionFiles, kDescriptionSlices, kSlicesPerNode});
+                                    {kDescriptionScan, kDescriptionRefresh, kDescriptionFiles,
+                                     kDescriptionSlices, kSlicesPerNode});
 }
 
 // --- LoadProgressReply ----------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include "icefloe/iceberg/scan_metrics.h"
 #include "icefloe/protocol/actions.h"
 #include "icefloe/protocol/fields.h"
+#include "icefloe/protocol/transform_spec.h"
 
 namespace icefloe {
 
@@ -114,9 +115,9 @@ struct DatasetDescription {
   int64_t tasks = 0;
   double load_seconds = 0;
   iceberg::ScanMetrics scan;
-  /// The load's transform (a TransformSpec, checked on parse); null: none
-  /// (then `model_sha256` and `model_kind` are not written).
-  nlohmann::json transform;
+  /// The load's transform, parsed with the description; empty: none (then
+  /// `model_sha256` and `model_kind` are not written).
+  std::optional<TransformSpec> transform;
   std::vector<std::string> model_sha256;
   /// Each tokenize model's kind, in column order: "sentencepiece" or
   /// "tokenizer.json <model type>" ("tokenizer.json WordPiece").

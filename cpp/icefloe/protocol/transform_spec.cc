@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 
 namespace icefloe {
 
@@ -94,7 +95,51 @@ arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
   return c;
 }
 
+// The fields of `table` in `m` that are required or differ from their
+// default (a default-constructed M's).
+template <typename M>
+json NonDefaultFields(std::span<const Field<M>> table, const M& m) {
+  json j = json::object();
+  json defaults = json::object();
+  WriteFields<M>(table, m, &j);
+  WriteFields<M>(table, M{}, &defaults);
+  for (const Field<M>& f : table) {
+    const std::string name(f.spec.name);
+    if (!f.spec.required && j.contains(name) && defaults.contains(name) &&
+        j[name] == defaults[name]) {
+      j.erase(name);
+    }
+  }
+  return j;
+}
+
 }  // namespace
+
+bool TransformSpec::operator==(const TransformSpec& other) const {
+  return ToJson() == other.ToJson();
+}
+
+json TransformSpec::Canonical() const {
+  json j = NonDefaultFields<TransformSpec>(kSpecFields, *this);
+  if (!columns.empty()) {
+    json list = json::array();
+    for (const TransformColumn& c : columns) {
+      json column = NonDefaultFields<TransformColumn>(kColumnFields, c);
+      if (c.tokenize)
+        column["tokenize"] = NonDefaultFields<TokenizeSpec>(kTokenizeFields, *c.tokenize);
+      list.push_back(std::move(column));
+    }
+    j["columns"] = std::move(list);
+  }
+  if (pack) j["pack"] = NonDefaultFields<PackSpec>(kPackFields, *pack);
+  return j;
+}
+
+json TransformSpec::ToJson() const {
+  json canonical = Canonical();
+  if (!given_.is_null() && canonical == read_as_) return given_;
+  return canonical;
+}
 
 std::vector<std::string> TransformSpec::OutputNames() const {
   std::vector<std::string> names = keep;
@@ -187,6 +232,8 @@ arrow::Result<TransformSpec> TransformSpec::FromJson(const json& j) {
           "row); leave the others out or drop 'pack'");
     }
   }
+  spec.given_ = j;
+  spec.read_as_ = spec.Canonical();
   return spec;
 }
 

@@ -10,6 +10,11 @@
 // tokens. This file only parses and checks the spec's shape (every field
 // typed and bounded, names unique, exactly one of expr/tokenize per column);
 // binding it to a table schema and running it is transform/transform.h.
+//
+// A process parses a spec once, where the message that carries it is
+// decoded (load, node.load, a dataset description: their field tables hold
+// it as std::optional<TransformSpec>, fields.h MessageOf), and hands the
+// typed value on. On the wire it stays the JSON the client gave.
 #pragma once
 
 #include <cstdint>
@@ -88,7 +93,11 @@ struct TransformSpec {
   std::vector<TransformColumn> columns;
   std::optional<PackSpec> pack;
 
-  bool operator==(const TransformSpec&) const = default;
+  /// Equal when both go on the wire as the same JSON (ToJson): a spec that
+  /// spells out a default ("bos": false) differs from one that leaves it
+  /// out, as loads compared their specs before they were typed (a load joins
+  /// a running one, and copies are shared, only on equal specs).
+  bool operator==(const TransformSpec& other) const;
 
   /// Output column names in order: keep, then columns, each pad_to column
   /// followed by its mask (without pack).
@@ -96,10 +105,23 @@ struct TransformSpec {
   /// Every tokenize's model location, in column order.
   std::vector<std::string> ModelLocations() const;
 
+  /// The spec as JSON. A spec FromJson read, its members unchanged since, is
+  /// the object it was read from, as the client gave it: what describe
+  /// echoes, node.load carries and copy keys hold (catalog records), byte for
+  /// byte as before specs were typed. Any other spec is its canonical JSON:
+  /// every field, less the optional ones at their defaults.
+  nlohmann::json ToJson() const;
+
   /// Checks the shape of `j` (an object); Invalid naming the field
   /// ("transform: 'columns'[1].tokenize: 'model' must be ...").
   static arrow::Result<TransformSpec> FromJson(const nlohmann::json& j);
   static MessageSpec Spec();
+
+ private:
+  nlohmann::json Canonical() const;
+
+  nlohmann::json given_;    // the object FromJson read; null: built in code
+  nlohmann::json read_as_;  // Canonical() when read: tells whether members changed since
 };
 
 }  // namespace icefloe

@@ -37,7 +37,7 @@ DatasetDescription DatasetEntry::Description(bool with_slices) const {
   d.tasks = tasks_total;
   d.load_seconds = load_seconds;
   d.scan = scan;
-  if (!request.transform.is_null()) {
+  if (request.transform) {
     d.transform = request.transform;
     d.model_sha256 = model_sha256;
     d.model_kind = model_kind;

@@ -51,8 +51,8 @@ CopyKey CopyKey::Of(const iceberg::ScanPlan& plan, const LoadRequest& request,
   k.filter = request.filter;
   k.batch_rows = request.batch_rows;
   k.replication = request.replication;
-  if (!request.transform.is_null()) {
-    k.transform = request.transform;
+  if (request.transform) {
+    k.transform = request.transform->ToJson();
     k.model_sha256 = model_sha256;
   }
   return k;

@@ -30,7 +30,8 @@ struct CopyKey {
   std::string filter;               ///< as the load gave it; empty: all rows
   int64_t batch_rows = 0;
   int32_t replication = 0;
-  nlohmann::json transform;               ///< as the load gave it; null: none
+  /// The load's TransformSpec::ToJson: as the load gave it; null: none.
+  nlohmann::json transform;
   std::vector<std::string> model_sha256;  ///< with a transform: each tokenize model's SHA-256
 
   /// The key of a load of `request` planned as `plan`, with its transform's

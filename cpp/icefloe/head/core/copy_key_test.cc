@@ -95,11 +95,11 @@ TEST(CopyKeyTest, OfTakesThePlanAndTheRequest) {
   EXPECT_TRUE(k.model_sha256.empty());  // models count only with a transform
   plan.table_uuid = "u-1";
   plan.snapshot_id = 9;
-  request.transform = json{{"columns", json::array()}};
+  request.transform = TransformSpec::FromJson(json{{"keep", {"a"}}}).ValueOrDie();
   k = CopyKey::Of(plan, request, {std::string(64, 'a')});
   EXPECT_EQ(k.table, "u-1");
   EXPECT_EQ(k.snapshot, 9);
-  EXPECT_EQ(k.transform, request.transform);
+  EXPECT_EQ(k.transform, request.transform->ToJson());
   EXPECT_EQ(k.model_sha256, std::vector<std::string>{std::string(64, 'a')});
 }
 
@@ -116,6 +116,31 @@ TEST(CopyKeyTest, TextIsTheRecordedKey) {
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(*back, key);
   }
+}
+
+// A load's transform is in the key as the load gave it (defaults spelled
+// out and all): the text heads wrote before specs were typed.
+TEST(CopyKeyTest, TheKeyHoldsTheTransformAsTheLoadGaveIt) {
+  auto spec = TransformSpec::FromJson(json::parse(R"({"keep": ["id"], "columns": [
+      {"name": "ids", "tokenize": {"column": "text", "model": "/m/u.model", "bos": false,
+                                   "special_tokens": true}}]})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  LoadRequest request;
+  request.transform = *spec;
+  iceberg::ScanPlan plan;
+  plan.table_uuid = "u-1";
+  plan.snapshot_id = 3;
+  plan.projection = {1, 2};
+  const CopyKey k = CopyKey::Of(plan, request, {std::string(64, 'a')});
+  const std::string text =
+      R"({"batch_rows":65536,"filter":"","models":[")" + std::string(64, 'a') +
+      R"("],"projection":[1,2],"replication":1,"snapshot":3,"table":"u-1","transform":)"
+      R"({"columns":[{"name":"ids","tokenize":{"bos":false,"column":"text","model":"/m/u.model",)"
+      R"("special_tokens":true}}],"keep":["id"]}})";
+  EXPECT_EQ(k.ToText(), text);
+  auto back = CopyKey::FromText(text, "key");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, k);
 }
 
 TEST(CopyKeyTest, BadTextIsInvalidNamingTheField) {

@@ -201,7 +201,7 @@ uint64_t LoadCoordinator::NewGeneration() {
 
 arrow::Result<BoundTransform> LoadCoordinator::BindTransform(const LoadRequest& request,
                                                              const iceberg::ScanPlan& plan) const {
-  if (request.transform.is_null()) return BoundTransform{};
+  if (!request.transform) return BoundTransform{};
   if (!transform_binder_) {
     return arrow::Status::NotImplemented("load '", request.name,
                                          "': this head cannot run transforms");

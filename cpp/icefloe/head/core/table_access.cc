@@ -5,7 +5,6 @@
 
 #include "icefloe/iceberg/metadata.h"
 #include "icefloe/iceberg/scan.h"
-#include "icefloe/protocol/transform_spec.h"
 #include "icefloe/transform/transform.h"
 
 namespace icefloe {
@@ -28,11 +27,11 @@ ScanPlanner IcebergScanPlanner(iceberg::FileIO* io) {
     scan.as_of_ms = r.as_of_ms;
     scan.columns = r.columns;
     scan.filter = r.filter;
-    if (!scan.columns.empty() || r.transform.is_null()) {
+    if (!scan.columns.empty() || !r.transform) {
       return iceberg::PlanScan(*io, r.source, scan);
     }
     // A transform reads only the columns it names.
-    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
+    const TransformSpec& spec = *r.transform;
     ARROW_ASSIGN_OR_RAISE(scan.columns, transform::InputColumns(spec));
     auto plan = iceberg::PlanScan(*io, r.source, scan);
     if (plan.ok()) return plan;
@@ -52,9 +51,9 @@ ScanPlanner IcebergScanPlanner(iceberg::FileIO* io) {
 TransformBinder FileTransformBinder(iceberg::FileIO* io) {
   return [io](const LoadRequest& r,
               const std::shared_ptr<arrow::Schema>& input) -> arrow::Result<BoundTransform> {
-    ARROW_ASSIGN_OR_RAISE(TransformSpec spec, TransformSpec::FromJson(r.transform));
+    if (!r.transform) return arrow::Status::Invalid("load '", r.name, "': no transform to bind");
     auto read = [io](const std::string& location) { return io->ReadAll(location); };
-    ARROW_ASSIGN_OR_RAISE(auto bound, transform::Transform::Make(spec, input, read));
+    ARROW_ASSIGN_OR_RAISE(auto bound, transform::Transform::Make(*r.transform, input, read));
     return BoundTransform{bound->output_schema(), bound->model_sha256(), bound->model_kind()};
   };
 }
