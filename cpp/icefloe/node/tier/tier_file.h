@@ -75,6 +75,19 @@ class TierFile : public MappedRegion {
   /// The file's record batches: views of the mapping, which they keep alive.
   const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches() const { return batches_; }
 
+  /// The file, open read-only for as long as the TierFile lives (a same-host
+  /// reader opens it as /proc/<pid>/fd/<fd>: shared_export.h).
+  int fd() const { return map_->file_descriptor(); }
+  /// Where `batch` (a view of the file's rows) lies in the IPC file: the
+  /// index of the record batch it is rows of, and the first of those rows;
+  /// nullopt when it views no batch of this file whole-column (every column
+  /// of one of batches(), at one row offset).
+  struct Location {
+    int64_t batch = 0;
+    int64_t offset = 0;
+  };
+  std::optional<Location> Locate(const arrow::RecordBatch& batch) const;
+
   /// Reads every byte: Invalid naming the path when its CRC-32 is not `crc32`.
   arrow::Status Verify(uint32_t crc32) const;
 

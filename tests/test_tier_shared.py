@@ -1,0 +1,82 @@
+"""A copy partly on the disk tier is shared with same-host readers: a node
+started with --share-memory names its tier files' record batches in the
+shared file beside its memory segments, and a reader maps them read-only
+instead of having their rows sent (docs/protocol.md, "Shared memory")."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from iceberg_util import Warehouse
+from test_metrics import nodes_total, scrape_nodes
+
+import icefloe
+
+ROWS = 600_000  # about 45 MB of Arrow: more than the two nodes' 16 MiB budgets hold
+MEMORY = 16 << 20
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    ids = np.arange(ROWS, dtype=np.int64)
+    columns = {"id": ids, "s": pc.cast(pa.array(ids % 1000), pa.string())}
+    for k in range(7):
+        columns[f"x{k}"] = (ids * (k + 1) % 9973).astype(np.float64)
+    return Warehouse(tmp_path_factory.mktemp("tier") / "wh").create(
+        "t", pa.table(columns), properties={"write.target-file-size-bytes": str(2 << 20)})
+
+
+def _served(scrapes, transport: str) -> float:
+    return nodes_total(scrapes, "icefloe_node_served_bytes_total", ticket="plan",
+                       transport=transport)
+
+
+def _tier_read(scrapes) -> float:
+    return (nodes_total(scrapes, "icefloe_node_tier_read_bytes_total", **{"from": "ram"})
+            + nodes_total(scrapes, "icefloe_node_tier_read_bytes_total", **{"from": "disk"}))
+
+
+def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp_path):
+    source = table.scan().to_arrow().sort_by("id")
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="256MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_rows=4096)
+            nodes = c.status()["nodes"]
+            assert sum(n["disk_used_bytes"] for n in nodes) > 0, nodes  # partly on the tier
+            before = scrape_nodes(cluster)
+            in_order = None  # the copy's rows in global row order (the none epoch)
+            for shuffle in ("none", "window"):
+                batches = list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7))
+                got = pa.Table.from_batches(batches)
+                in_order = in_order or got
+                assert got.sort_by("id").equals(source), shuffle
+                over_tcp = pa.Table.from_batches(
+                    list(wire.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7)))
+                assert got.equals(over_tcp), shuffle  # the same rows in the same order
+            after = scrape_nodes(cluster)
+            # The mapping reader's epochs: every row named by reference, none
+            # sent and none read from the tier for it (the wire reader's
+            # epochs are the only network bytes and tier reads).
+            assert _served(after, "shared") - _served(before, "shared") >= source.nbytes
+            wire_bytes = _served(after, "network") - _served(before, "network")
+            wire_tier = _tier_read(after) - _tier_read(before)
+            assert wire_bytes > 0 and wire_tier > 0
+            before = scrape_nodes(cluster)
+            for shuffle in ("none", "window"):
+                assert len(list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=8))) > 0
+            after = scrape_nodes(cluster)
+            assert _served(after, "network") == _served(before, "network")
+            assert _tier_read(after) == _tier_read(before)
+            # Takes by reference map the same files; a read (over TCP) agrees.
+            rows = [0, ROWS - 1, 123_456, 77, 599_000, 123_456]
+            assert c.take("t", rows).equals(in_order.take(rows))
+            mapped = {os.readlink(path) for e in c._exports.values() for path, _ in e._paths}
+            tier = str(cluster._tier_dir)
+            assert any(p.startswith(tier) for p in mapped), mapped  # tier files, mapped
+            assert any(p.startswith("/memfd:") for p in mapped), mapped  # beside memory segments
+            assert c.read("t").equals(in_order)
