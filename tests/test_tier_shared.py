@@ -67,7 +67,7 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
             wire_tier = _tier_read(after) - _tier_read(before)
             assert wire_bytes > 0 and wire_tier > 0
             before = scrape_nodes(cluster)
-            for shuffle in ("none", "window"):
+            for shuffle in ("none", "block", "window"):
                 assert len(list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=8))) > 0
             after = scrape_nodes(cluster)
             assert _served(after, "network") == _served(before, "network")
