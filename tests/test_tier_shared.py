@@ -48,30 +48,24 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
             c.load("t", table.metadata_location, batch_rows=4096)
             nodes = c.status()["nodes"]
             assert sum(n["disk_used_bytes"] for n in nodes) > 0, nodes  # partly on the tier
-            before = scrape_nodes(cluster)
             in_order = None  # the copy's rows in global row order (the none epoch)
-            for shuffle in ("none", "window"):
-                batches = list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7))
-                got = pa.Table.from_batches(batches)
+            for shuffle in ("none", "block", "window"):
+                before = scrape_nodes(cluster)
+                got = pa.Table.from_batches(
+                    list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7)))
+                after = scrape_nodes(cluster)
                 in_order = in_order or got
                 assert got.sort_by("id").equals(source), shuffle
                 over_tcp = pa.Table.from_batches(
                     list(wire.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7)))
                 assert got.equals(over_tcp), shuffle  # the same rows in the same order
-            after = scrape_nodes(cluster)
-            # The mapping reader's epochs: every row named by reference, none
-            # sent and none read from the tier for it (the wire reader's
-            # epochs are the only network bytes and tier reads).
-            assert _served(after, "shared") - _served(before, "shared") >= source.nbytes
-            wire_bytes = _served(after, "network") - _served(before, "network")
-            wire_tier = _tier_read(after) - _tier_read(before)
-            assert wire_bytes > 0 and wire_tier > 0
-            before = scrape_nodes(cluster)
-            for shuffle in ("none", "block", "window"):
-                assert len(list(c.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=8))) > 0
-            after = scrape_nodes(cluster)
-            assert _served(after, "network") == _served(before, "network")
-            assert _tier_read(after) == _tier_read(before)
+                if shuffle == "window":  # over TCP on a copy with tier rows (node_server.cc)
+                    continue
+                # Every row named by reference: none sent, none read from the
+                # tier by the node for this reader.
+                assert _served(after, "shared") - _served(before, "shared") > 0, shuffle
+                assert _served(after, "network") == _served(before, "network"), shuffle
+                assert _tier_read(after) == _tier_read(before), shuffle
             # Takes by reference map the same files; a read (over TCP) agrees.
             rows = [0, ROWS - 1, 123_456, 77, 599_000, 123_456]
             assert c.take("t", rows).equals(in_order.take(rows))
