@@ -273,18 +273,7 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
     }
     std::vector<uint64_t> cuts = commit.task_starts;
     std::sort(cuts.begin(), cuts.end());
-    const CachedDataset* copy = ds.get();
-    auto on_tier = [copy](size_t i) -> std::optional<TierBatch> {
-      const MappedSpan& span = copy->on_disk()[i];
-      for (const auto& region : copy->held()) {
-        auto file = std::dynamic_pointer_cast<const TierFile>(region);
-        if (file == nullptr || !file->Contains(span.data, span.data + span.size)) continue;
-        auto at = file->Locate(*copy->batches()[i].batch);
-        if (!at) return std::nullopt;
-        return TierBatch{file, file->fd(), at->batch, at->offset};
-      }
-      return std::nullopt;
-    };
+    const TierLocator on_tier = LocateOnTier(*ds);  // `ds` lives through ExportShared
     Shared shared = ExportShared(std::move(ds), budget_, reusable, cuts, on_tier);
     reusable.clear();
     ds = std::move(shared.dataset);

@@ -204,6 +204,20 @@ std::optional<TierFile::Location> TierFile::Locate(const arrow::RecordBatch& bat
   return std::nullopt;
 }
 
+TierLocator LocateOnTier(const CachedDataset& copy) {
+  return [&copy](size_t i) -> std::optional<TierBatch> {
+    const MappedSpan& span = copy.on_disk()[i];
+    for (const auto& region : copy.held()) {
+      auto file = std::dynamic_pointer_cast<const TierFile>(region);
+      if (file == nullptr || !file->Contains(span.data, span.data + span.size)) continue;
+      auto at = file->Locate(*copy.batches()[i].batch);
+      if (!at) return std::nullopt;
+      return TierBatch{file, file->fd(), at->batch, at->offset};
+    }
+    return std::nullopt;
+  };
+}
+
 arrow::Status TierFile::Verify(uint32_t crc32) const {
   const uint32_t got = arrow::internal::crc32(0, data(), static_cast<size_t>(size()));
   if (got != crc32) {

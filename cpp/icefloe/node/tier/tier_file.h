@@ -32,6 +32,8 @@
 #include <arrow/result.h>
 
 #include "icefloe/common/memory.h"
+#include "icefloe/node/copy/dataset.h"
+#include "icefloe/node/copy/shared_export.h"
 
 namespace icefloe {
 
@@ -115,6 +117,11 @@ class TierFile : public MappedRegion {
   std::shared_ptr<arrow::Buffer> region_;  // all of map_, viewed
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
 };
+
+/// Where `copy`'s cached batches on the tier lie in its tier files (its held
+/// TierFiles), for ExportShared: the file, its fd and the record batch and
+/// row of it a batch is. `copy` must outlive the locator.
+TierLocator LocateOnTier(const CachedDataset& copy);
 
 /// Writes one tier file batch by batch, as a load streams a task's rows to
 /// the tier: each batch is cut to kTierBatchBytes, charged to the disk
