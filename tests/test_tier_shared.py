@@ -74,3 +74,38 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
             assert any(p.startswith(tier) for p in mapped), mapped  # tier files, mapped
             assert any(p.startswith("/memfd:") for p in mapped), mapped  # beside memory segments
             assert c.read("t").equals(in_order)
+
+
+def _ipc_file(path, batches: list[pa.RecordBatch]) -> int:
+    """Writes ``batches`` as one Arrow IPC file; an fd of it open read-only."""
+    with pa.ipc.new_file(str(path), batches[0].schema) as writer:
+        for b in batches:
+            writer.write_batch(b)
+    return os.open(path, os.O_RDONLY)
+
+
+def test_the_reader_maps_a_tier_files_batches_and_refuses_a_replaced_file(tmp_path):
+    from icefloe import _shared
+    from icefloe.errors import ProtocolError
+
+    parts = [pa.record_batch({"id": pa.array(range(k * 100, k * 100 + 100))}) for k in range(3)]
+    fd = _ipc_file(tmp_path / "t.arrow", parts)
+    try:
+        st = os.fstat(fd)
+        me = (os.getpid(), fd, st.st_ino, st.st_size)
+        # Three segments of one file: batch 2, rows 10..39 of batch 0, batch 1.
+        export = _shared.Export(*me, segments=(me[1:], me[1:]),
+                                batches=((2, 0, 100), (0, 10, 30), (1, 0, 100)))
+        assert [b.column(0).to_pylist()[:2] for b in export.batches] == [[200, 201], [10, 11],
+                                                                          [100, 101]]
+        assert export.num_rows == 230 and len(export._views) == 1  # the file mapped once
+        with pytest.raises(_shared.Unshareable, match="not the node's file"):
+            _shared.Export(os.getpid(), fd, st.st_ino + 1, st.st_size, batches=((0, 0, 100),))
+        with pytest.raises(ProtocolError, match="record batch 3 of a file of 3"):
+            _shared.Export(*me, batches=((3, 0, 1),))
+        with pytest.raises(ProtocolError, match=r"rows \[90, 110\) of record batch 0"):
+            _shared.Export(*me, batches=((0, 90, 20),))
+        with pytest.raises(ProtocolError, match="2 segments' batches for a shared file of 1"):
+            _shared.Export(*me, batches=((0, 0, 100), (1, 0, 100)))
+    finally:
+        os.close(fd)
