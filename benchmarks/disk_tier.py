@@ -203,9 +203,11 @@ def run(env: Env) -> dict[str, Any]:
     no_prefetch = [["--prefetch-limit", "0"] for _ in range(NODES)]
     for variant, kwargs in (("in memory", {"memory_limit": str(4 * arrow_bytes)}),
                             ("disk tier", tier_args),
-                            ("disk tier, no prefetch", {**tier_args, "node_args": no_prefetch})):
-        with icefloe.LocalCluster(num_nodes=NODES, share_memory=False,
-                                  log_dir=env.log_dir(NAME), **kwargs) as cluster, \
+                            ("disk tier, no prefetch", {**tier_args, "node_args": no_prefetch}),
+                            ("disk tier, mapped", {**tier_args, "share_memory": True})):
+        kwargs = {"share_memory": False, **kwargs}
+        with icefloe.LocalCluster(num_nodes=NODES, log_dir=env.log_dir(NAME),
+                                  **kwargs) as cluster, \
                 cluster.client() as client:
 
             def tier_read() -> tuple[float, float]:
@@ -219,6 +221,8 @@ def run(env: Env) -> dict[str, Any]:
                 f"{sum(n['memory_used_bytes'] for n in status) / 1e6:.0f} MB in memory, "
                 f"{sum(n['disk_used_bytes'] for n in status) / 1e6:.0f} MB on disk")
             pids = [n.popen.pid for n in cluster.nodes]
+            if kwargs["share_memory"]:  # this process maps the tier files and reads them
+                pids.append(os.getpid())
             tier = cluster._tier_dir
             if tier is not None and disk_gbps is None:
                 disk_gbps = _disk_gbps(tier, 256)
@@ -277,6 +281,13 @@ def run(env: Env) -> dict[str, Any]:
                                      ratio(f"disk tier {mode}, warm", f"in memory {mode}")))
         targets.append(common.target(f"disk tier {mode}, cold, prefetch / no prefetch", "report",
                                      0, ratio(cold, f"disk tier, no prefetch {mode}, cold")))
+        # A same-host reader maps the tier files (share memory) instead of
+        # having the units sent over loopback TCP: none epochs (a window
+        # epoch over a copy with tier rows still goes over TCP, node_server.cc).
+        for warmth in ("cold", "warm") if mode == "none" else ():
+            targets.append(common.target(
+                f"disk tier {mode}, {warmth}: mapped / over TCP", "report", 0,
+                ratio(f"disk tier, mapped {mode}, {warmth}", f"disk tier {mode}, {warmth}")))
     # A window epoch's first part reads a block of every stratum, so it needs
     # nearly every page of the tier before the stream can run at memory speed:
     # the ratio if the whole tier were read at the disk's full rate first and

@@ -41,7 +41,10 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
     source = table.scan().to_arrow().sort_by("id")
     with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="512MiB",
                               log_dir=tmp_path) as cluster:
-        with cluster.client() as c:
+        # Over TCP, as a reader on another host: the streams read the tier
+        # through the prefetcher (a same-host reader maps it instead:
+        # test_tier_shared.py).
+        with cluster.client(share_memory=False) as c:
             desc = c.load("t", table.metadata_location, batch_rows=4096)
             assert desc["rows"] == ROWS
             nodes = c.status()["nodes"]

@@ -247,6 +247,11 @@ def _check_reply(message: str, what: str, body: Any) -> None:
             if more[i] > 2**31 - 1 or more[i + 2] == 0:
                 raise ProtocolError(f"{what}: 'segments' segment {i // 3 + 1} has fd {more[i]} "
                                     f"and size {more[i + 2]} (fd 0..2^31-1, size 1 or more)")
+        where = body.get("batches") or []
+        if where and len(where) != len(more) + 3:
+            raise ProtocolError(f"{what}: 'batches' must hold a (batch, first row, rows) "
+                                f"triple per segment ({len(more) // 3 + 1}); got {len(where)} "
+                                "numbers")
 
 
 def check_reply(action: str, reply: Any) -> Any:

@@ -2,7 +2,11 @@
 
 A node started with ``--share-memory`` holds each copy as segments, each an
 Arrow IPC file of one record batch in a sealed memfd (a refresh reuses the
-segments of the tasks it keeps). Asked by reference (DoGet header
+segments of the tasks it keeps), or, for rows on its disk tier, one record
+batch (or rows of one) of a tier file, an Arrow IPC file of many batches that
+the node holds open read-only (its inode and size are checked like a memfd's,
+so a replaced file is refused; its CRC-32 is not: that would read every byte
+of it, and nothing but the node writes its --disk-dir). Asked by reference (DoGet header
 ``icefloe-shared``), it names the file's segments in the stream's schema
 ("shared file") and each piece's header names its rows in the file (the
 segments laid end to end; one piece's rows lie in one segment) instead of
@@ -36,9 +40,9 @@ class Unshareable(Exception):
     namespace, another user): read the endpoint over the wire instead."""
 
 
-def _map(pid: int, fd: int, inode: int, size: int) -> tuple[str, mmap.mmap, pa.RecordBatch]:
-    """A node's segment ``/proc/<pid>/fd/<fd>``, checked to be the one named
-    and mapped private: its path, mapping and record batch."""
+def _map(pid: int, fd: int, inode: int, size: int) -> tuple[str, mmap.mmap, Any]:
+    """A node's file ``/proc/<pid>/fd/<fd>``, checked to be the one named
+    and mapped private: its path, mapping and IPC file reader."""
     path = f"/proc/{pid}/fd/{fd}"
     try:
         handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -53,11 +57,27 @@ def _map(pid: int, fd: int, inode: int, size: int) -> tuple[str, mmap.mmap, pa.R
                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(handle)
-    reader = pa.ipc.open_file(pa.py_buffer(view))
-    if reader.num_record_batches != 1:  # nodes write each segment as one batch
-        raise InvalidArgument(f"{path}: a node's shared file holds "
-                              f"{reader.num_record_batches} record batches, not 1")
-    return path, view, reader.get_batch(0)
+    return path, view, pa.ipc.open_file(pa.py_buffer(view))
+
+
+def _segment_batch(path: str, reader: Any, where: tuple[int, int, int] | None) -> pa.RecordBatch:
+    """A segment's rows in its mapped file: the file's one record batch
+    (``where`` None: a memory segment), or rows ``[first, first + rows)`` of
+    record batch ``batch`` of a tier file (``where``: (batch, first, rows))."""
+    count = reader.num_record_batches
+    if where is None:
+        if count != 1:  # nodes write each memory segment as one batch
+            raise InvalidArgument(f"{path}: a node's shared file holds {count} record "
+                                  "batches, not 1")
+        return reader.get_batch(0)
+    batch, first, rows = where
+    if batch >= count:
+        raise ProtocolError(f"{path}: a node named record batch {batch} of a file of {count}")
+    whole = reader.get_batch(batch)
+    if rows == 0 or first + rows > whole.num_rows:
+        raise ProtocolError(f"{path}: a node named rows [{first}, {first + rows}) of record "
+                            f"batch {batch}, which has {whole.num_rows}")
+    return whole if (first, rows) == (0, whole.num_rows) else whole.slice(first, rows)
 
 
 class Export:
@@ -73,12 +93,21 @@ class Export:
     _SMALL_TAKE = 16  # rows up to which a take copies row slices (a take kernel costs ~70 us)
 
     def __init__(self, pid: int, fd: int, inode: int, size: int,
-                 segments: tuple[tuple[int, int, int], ...] = ()) -> None:
-        mapped = [_map(pid, fd, inode, size)] + [_map(pid, *s) for s in segments]
-        self._paths = [(path, ino) for (path, _, _), (_, ino, _) in
-                       zip(mapped, ((fd, inode, size), *segments), strict=True)]
-        self._views = [view for _, view, _ in mapped]
-        self.batches = [batch for _, _, batch in mapped]
+                 segments: tuple[tuple[int, int, int], ...] = (),
+                 batches: tuple[tuple[int, int, int], ...] = ()) -> None:
+        files = ((fd, inode, size), *segments)
+        if batches and len(batches) != len(files):
+            raise ProtocolError(f"a node named {len(batches)} segments' batches for a shared "
+                                f"file of {len(files)} segments")
+        # A tier file holds many segments' rows: each file is mapped once.
+        opened: dict[tuple[int, int, int], tuple[str, mmap.mmap, Any]] = {}
+        for f in files:
+            if f not in opened:
+                opened[f] = _map(pid, *f)
+        self._paths = [(opened[f][0], f[1]) for f in files]
+        self._views = [view for _, view, _ in opened.values()]
+        self.batches = [_segment_batch(opened[f][0], opened[f][2], batches[i] if batches else None)
+                        for i, f in enumerate(files)]
         self.batch = self.batches[0]
         sizes = [b.num_rows for b in self.batches]
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -98,7 +127,7 @@ class Export:
         """Whether the node still holds this file (a stat per segment: it has
         not died or dropped every copy that holds one)."""
         try:
-            return all(os.stat(path).st_ino == inode for path, inode in self._paths)
+            return all(os.stat(path).st_ino == inode for path, inode in set(self._paths))
         except OSError:
             return False
 
@@ -249,7 +278,9 @@ def shared_reader(reader: Any) -> Any:
     held = tuple(zip(desc["held"][::2], desc["held"][1::2], strict=True))
     more = desc["segments"]  # triples: checked by decode
     segments = tuple(zip(more[::3], more[1::3], more[2::3], strict=True))
-    export = Export(desc["pid"], desc["fd"], desc["inode"], desc["size"], segments)
+    where = desc.get("batches") or []  # triples: checked by decode
+    batches = tuple(zip(where[::3], where[1::3], where[2::3], strict=True))
+    export = Export(desc["pid"], desc["fd"], desc["inode"], desc["size"], segments, batches)
     if held and sum(z - a for a, z in held) != export.num_rows:
         raise ProtocolError(f"a node's shared file holds {export.num_rows} rows, not the "
                             f"{sum(z - a for a, z in held)} it named")

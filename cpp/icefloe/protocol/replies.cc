@@ -173,6 +173,9 @@ const Field<SharedFileReply> kSharedFileFields[] = {
     {ListOf(FieldType::kUintList, "segments", kRequired, Values(0, kU64Max),
             Values(0, 3 * kMaxSegments)),
      &SharedFileReply::segments},
+    {ListOf(FieldType::kUintList, "batches", kOptional, Values(0, kMaxRows),
+            Values(0, 3 * (kMaxSegments + 1))),
+     &SharedFileReply::batches},
 };
 
 const Field<EpochShapeReply> kShapeFields[] = {

@@ -370,6 +370,10 @@ struct SharedFileReply {
   std::vector<uint64_t> held;
   /// The file's further segments, in its order: (fd, inode, size) triples.
   std::vector<uint64_t> segments = {};
+  /// Per segment, the first included, where its rows lie in its file:
+  /// (record batch, first row, rows) triples (a tier file holds many
+  /// batches); empty: each segment is the one record batch of its file, whole.
+  std::vector<uint64_t> batches = {};
 
   bool operator==(const SharedFileReply&) const = default;
   nlohmann::json ToJson() const;

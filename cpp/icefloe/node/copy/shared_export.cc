@@ -138,7 +138,7 @@ size_t Tiles(const std::vector<CachedBatch>& batches, size_t i, const SharedSegm
 SharedSegment::~SharedSegment() {
   mapped_.reset();  // views of the mapping that own nothing
   if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
-  if (fd_ >= 0) close(fd_);
+  if (fd_ >= 0 && tier_ == nullptr) close(fd_);  // a tier file's fd is its own
   if (budget_ && charged_ > 0) budget_->Release(charged_);
 }
 
@@ -161,7 +161,7 @@ size_t SharedExport::SegmentOf(int64_t row) const {
 
 int64_t SharedExport::size() const {
   int64_t n = 0;
-  for (const auto& s : segments_) n += s->size();
+  for (const auto& s : segments_) n += s->on_tier() ? 0 : s->size();
   return n;
 }
 
@@ -221,21 +221,56 @@ struct Sharing {
     out->rows_ = all.num_rows();
     return out;
   }
+
+  // Cached batch `batch`, which lies in a tier file where `where` says: a
+  // segment naming that file (its inode and size as the reader will find
+  // them), charged to nothing.
+  static arrow::Result<std::shared_ptr<const SharedSegment>> OnTier(
+      const std::string& name, TierBatch where, std::shared_ptr<arrow::RecordBatch> batch) {
+    struct stat st {};
+    if (fstat(where.fd, &st) != 0) return SysError("fstat of a tier file", name);
+    if (st.st_size <= 0) {
+      return arrow::Status::IOError("sharing dataset '", name, "': its tier file (fd ", where.fd,
+                                    ") is empty");
+    }
+    std::shared_ptr<SharedSegment> out(new SharedSegment());
+    out->fd_ = where.fd;
+    out->inode_ = static_cast<uint64_t>(st.st_ino);
+    out->size_ = static_cast<int64_t>(st.st_size);
+    out->rows_ = batch->num_rows();
+    out->batch_ = where.batch;
+    out->offset_ = where.offset;
+    out->tier_ = std::move(where.file);
+    out->mapped_ = std::move(batch);  // views of the tier file's mapping
+    return out;
+  }
 };
 
 Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget,
                     const std::vector<std::shared_ptr<const SharedExport>>& reusable,
-                    const std::vector<uint64_t>& cuts) {
+                    const std::vector<uint64_t>& cuts, const TierLocator& on_tier) {
   const std::string name = dataset->name();
   const auto& batches = dataset->batches();
   if (batches.empty()) {
     return {std::move(dataset), arrow::Status::Invalid("dataset '", name, "' has no rows")};
+  }
+  // Each cached batch on the tier: where it lies in its tier file.
+  std::vector<std::optional<TierBatch>> tier(batches.size());
+  for (size_t i = 0; i < dataset->on_disk().size(); ++i) {
+    if (dataset->on_disk()[i].size == 0) continue;
+    if (on_tier) tier[i] = on_tier(i);
+    if (!tier[i].has_value()) {
+      return {std::move(dataset), arrow::Status::Invalid("dataset '", name, "': cached batch ", i,
+                                                         " is on the disk tier but in no tier "
+                                                         "file a reader can map")};
+    }
   }
   // The segments a run of batches may be: those its first column's buffers name.
   std::unordered_map<const uint8_t*, std::shared_ptr<const SharedSegment>> known;
   for (const auto& e : reusable) {
     if (e == nullptr) continue;
     for (const auto& s : e->segments()) {
+      if (s->on_tier()) continue;  // a batch on the tier is always its own segment
       if (const uint8_t* key = Key(*s->mapped())) known.emplace(key, s);
     }
   }
@@ -254,6 +289,14 @@ Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<Memo
   auto pool = std::make_shared<TrackingPool>(budget ? budget : std::make_shared<MemoryBudget>(0),
                                              "sharing dataset '" + name + "'");
   for (size_t i = 0; i < batches.size();) {
+    if (tier[i].has_value()) {  // its own segment, in its tier file
+      auto made = Sharing::OnTier(name, std::move(*tier[i]), batches[i].batch);
+      if (!made.ok()) return {std::move(dataset), made.status()};
+      views.push_back(batches[i]);
+      segments.push_back(std::move(*made));
+      ++i;
+      continue;
+    }
     auto [segment, n] = reused_at(i);
     if (n > 0) {  // the batches already view it: they stay as they are
       for (size_t j = i; j < i + n; ++j) views.push_back(batches[j]);
@@ -269,7 +312,9 @@ Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<Memo
     for (; j < batches.size(); ++j) {
       if (j > i) {
         const bool cut = std::binary_search(cuts.begin(), cuts.end(), batches[j].global_start);
-        if ((cut && bytes >= kMinSegmentBytes) || reused_at(j).second > 0) break;
+        if ((cut && bytes >= kMinSegmentBytes) || tier[j].has_value() || reused_at(j).second > 0) {
+          break;
+        }
       }
       parts.push_back(batches[j].batch);
       auto size = arrow::util::ReferencedBufferSize(*batches[j].batch);
@@ -294,8 +339,9 @@ Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<Memo
     segments.push_back(std::move(*made));
   }
   auto held = HeldRanges(views);
+  // The tier files stay the copy's: its batches on the tier are theirs.
   auto shared = CachedDataset::Make(name, dataset->generation(), dataset->schema(),
-                                    std::move(views), nullptr);
+                                    std::move(views), nullptr, {}, dataset->held());
   if (!shared.ok()) return {std::move(dataset), shared.status()};
   (*shared)->AttachShared(
       std::make_shared<SharedExport>(std::move(segments), std::move(held), written));

@@ -21,10 +21,23 @@
 // mapping as immutable as the node's own copy: nothing can change the rows a
 // reader has mapped, even after the node drops the copy or dies (the memory
 // goes when the last mapping does).
+//
+// A copy partly on the node's disk tier is shared too: its rows in memory are
+// laid out in segments as above, and each of its cached batches on the tier
+// is a segment of its own that names the tier file (an Arrow IPC file of many
+// record batches, open read-only here) and the record batch and rows of it
+// that the cached batch is. A reader maps the tier file as it maps a memfd;
+// nothing is copied or charged to the node's memory budget for it (the page
+// cache is the kernel's), and the prefetcher, which reads the tier ahead of
+// streams sent over the network, has nothing to do for it. Tier files cannot
+// be sealed: like the node's own mapping, a reader's relies on nothing but
+// the node writing its --disk-dir (tier_file.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +52,9 @@ namespace icefloe {
 /// One sealed memfd holding consecutive rows of a copy as an Arrow IPC file of
 /// one record batch, mapped read-only here. Charges its bytes to the node's
 /// budget while it lives. Immutable; shared by the generations that reuse it.
+/// Or (on_tier()) one cached batch of a tier file: rows [offset(), offset() +
+/// num_rows()) of record batch batch() of the file open as fd(), which the
+/// segment keeps open (it holds the tier file) and charges nothing.
 class SharedSegment {
  public:
   ~SharedSegment();
@@ -48,8 +64,14 @@ class SharedSegment {
   int fd() const { return fd_; }
   int64_t size() const { return size_; }
   uint64_t inode() const { return inode_; }
+  /// The memfd's mapping (null for a segment on the tier).
   const uint8_t* data() const { return data_; }
   int64_t num_rows() const { return rows_; }
+  bool on_tier() const { return tier_ != nullptr; }
+  /// The record batch of the file's IPC file that holds the segment's rows
+  /// (0 for a memfd), and the first of its rows that is the segment's.
+  int64_t batch() const { return batch_; }
+  int64_t offset() const { return offset_; }
   /// The file's record batch, views of the mapping that do not own it (to
   /// compare with; the copy's batches own their segments).
   const std::shared_ptr<arrow::RecordBatch>& mapped() const { return mapped_; }
@@ -61,7 +83,10 @@ class SharedSegment {
   int64_t size_ = 0;
   uint64_t inode_ = 0;
   int64_t rows_ = 0;
-  const uint8_t* data_ = nullptr;  // PROT_READ, MAP_SHARED
+  int64_t batch_ = 0;
+  int64_t offset_ = 0;
+  std::shared_ptr<const MappedRegion> tier_;  // owns fd_ when set
+  const uint8_t* data_ = nullptr;             // PROT_READ, MAP_SHARED
   std::shared_ptr<arrow::RecordBatch> mapped_;
   std::shared_ptr<MemoryBudget> budget_;
   int64_t charged_ = 0;
@@ -85,7 +110,7 @@ class SharedExport {
   const std::vector<uint64_t>& held() const { return held_; }
   /// Bytes of segments laid out for this copy (the others it reuses).
   int64_t bytes_written() const { return bytes_written_; }
-  /// Bytes of all its segments.
+  /// Bytes of all its segments in memory (not its tier files').
   int64_t size() const;
 
  private:
@@ -94,6 +119,20 @@ class SharedExport {
   std::vector<uint64_t> held_;
   int64_t bytes_written_ = 0;
 };
+
+/// Where a copy's cached batch lies in a tier file a same-host reader can map:
+/// rows [offset, offset + its rows) of record batch `batch` of the Arrow IPC
+/// file `file` keeps open read-only as `fd`.
+struct TierBatch {
+  std::shared_ptr<const MappedRegion> file;
+  int fd = -1;
+  int64_t batch = 0;
+  int64_t offset = 0;
+};
+
+/// The TierBatch of a copy's cached batch (by index), or nullopt when it is
+/// in memory. The tier wing answers (tier_file.h: TierFile::Locate).
+using TierLocator = std::function<std::optional<TierBatch>(size_t)>;
 
 /// What to publish in place of a copy (ExportShared), and why it is not
 /// shared when it is not.
@@ -119,9 +158,14 @@ constexpr int64_t kMinSegmentBytes = 8 << 20;
 /// `status` says why (OutOfMemory when the budget cannot hold a segment beside
 /// the copy, IOError naming the system call, whatever the IPC writer refuses)
 /// and `dataset` is the copy given, to serve instead.
+/// Batches `on_tier` locates (a copy partly on the disk tier) are segments of
+/// their own that name their tier file: nothing is copied for them, and the
+/// copy published keeps its tier files (CachedDataset::held) so that streams
+/// over the network still read them through the prefetcher. A batch on the
+/// tier it does not locate (no locator) is refused: Invalid.
 Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget,
                     const std::vector<std::shared_ptr<const SharedExport>>& reusable = {},
-                    const std::vector<uint64_t>& cuts = {});
+                    const std::vector<uint64_t>& cuts = {}, const TierLocator& on_tier = {});
 
 /// The kernel's policy for transparent huge pages in shared memory: the
 /// chosen word of /sys/kernel/mm/transparent_hugepage/shmem_enabled (`never`,

@@ -257,13 +257,11 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
            : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
                                  std::move(batches), staged.pool, std::move(staged.kept_pools),
                                  std::move(staged.held)));
-  if (options_.share_memory && !ds->held().empty()) {
-    // Sharing lays the copy out in memory: a copy on the disk tier stays there.
-    LogInfo("not shared", {{"dataset", commit.dataset}, {"reason", "on the disk tier"}});
-  } else if (options_.share_memory) {
+  if (options_.share_memory) {
     // The copy as views of a sealed memory file for same-host readers; on
     // failure (memory, dictionaries the IPC file format cannot hold) a
-    // private copy is published and every reader streams it.
+    // private copy is published and every reader streams it. Its batches on
+    // the disk tier stay there: readers map their tier files.
     // Segments of the copies shared now (a refresh's source, a heal's base)
     // that runs of its batches still view are the new copy's too.
     std::vector<std::shared_ptr<const SharedExport>> reusable;
@@ -275,7 +273,8 @@ arrow::Result<std::string> NodeServer::HandleCommit(const std::string& body) {
     }
     std::vector<uint64_t> cuts = commit.task_starts;
     std::sort(cuts.begin(), cuts.end());
-    Shared shared = ExportShared(std::move(ds), budget_, reusable, cuts);
+    const TierLocator on_tier = LocateOnTier(*ds);  // `ds` lives through ExportShared
+    Shared shared = ExportShared(std::move(ds), budget_, reusable, cuts, on_tier);
     reusable.clear();
     ds = std::move(shared.dataset);
     if (!shared.status.ok()) {

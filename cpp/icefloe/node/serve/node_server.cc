@@ -369,10 +369,14 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
     // over the wire on the benchmark's table, with 22% less CPU). Sample
     // rows, one run each, are gathered here, on the node's threads, which
     // measured faster than the reading process taking them itself.
+    // Not a window epoch over a copy with rows on the tier: its units (a
+    // load batch each, ~0.3 MB) are segments of their own, a window batch's
+    // rows cross dozens of them, and the reader paid ~60 us a piece: 0.03
+    // against 0.54 GB/s over TCP (benchmarks/README.md, disk_tier).
     const ShuffleMode mode = plan.params.order.mode;
-    const bool by_reference =
-        wants_shared && dataset->shared() != nullptr &&
-        (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock || mode == ShuffleMode::kWindow);
+    const bool by_reference = wants_shared && dataset->shared() != nullptr &&
+                              (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
+                               (mode == ShuffleMode::kWindow && dataset->disk_bytes() == 0));
     ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
                                                   Meter(StreamKind::kPlan), std::move(columns),
                                                   by_reference, prefetcher_));

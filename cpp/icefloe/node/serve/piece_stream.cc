@@ -522,6 +522,14 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
     file.segments.push_back(segments[i]->inode());
     file.segments.push_back(static_cast<uint64_t>(segments[i]->size()));
   }
+  // Where each segment's rows lie in its file, once any is in a tier file.
+  const bool on_tier =
+      std::any_of(segments.begin(), segments.end(), [](const auto& s) { return s->on_tier(); });
+  for (size_t i = 0; on_tier && i < segments.size(); ++i) {
+    file.batches.push_back(static_cast<uint64_t>(segments[i]->batch()));
+    file.batches.push_back(static_cast<uint64_t>(segments[i]->offset()));
+    file.batches.push_back(static_cast<uint64_t>(segments[i]->num_rows()));
+  }
   auto metadata = arrow::key_value_metadata({"icefloe.shared"}, {file.ToJson().dump()});
   return arrow::schema(arrow::FieldVector{}, std::move(metadata));
 }
@@ -545,9 +553,10 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   const CachedDataset* ds = dataset.get();
   const PieceTarget target{gather_pool.get(), by_reference};
   if (by_reference) columns.clear();  // the reader projects what it maps
-  // The prefetcher follows what the stream reads of a copy on the tier.
+  // The prefetcher follows what the stream reads of a copy on the tier; a
+  // stream by reference reads nothing (its reader maps the tier files).
   std::shared_ptr<Prefetcher::Follower> follower;
-  if (prefetcher != nullptr) {
+  if (prefetcher != nullptr && !by_reference) {
     ARROW_ASSIGN_OR_RAISE(follower, prefetcher->Follow(dataset, ticket));
   }
   auto producer = [ds, target, ticket = std::move(ticket), next_batch, cache, follower,

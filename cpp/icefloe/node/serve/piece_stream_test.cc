@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <tuple>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <arrow/array/builder_binary.h>
@@ -19,11 +21,14 @@
 #include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/ipc/writer.h>
+#include <arrow/table.h>
 #include <arrow/type.h>
+#include <arrow/util/key_value_metadata.h>
 #include <gtest/gtest.h>
 
 #include "icefloe/common/memory.h"
 #include "icefloe/common/wire_status.h"
+#include "icefloe/node/tier/tier_file.h"
 
 namespace icefloe {
 namespace {
@@ -739,6 +744,67 @@ TEST(SharedExport, ARefreshReusesTheSegmentsItsBatchesView) {
   mapped.reset();
   shared.dataset.reset();
   EXPECT_EQ(budget->used_bytes(), 0);
+}
+
+// A copy partly on the tier is shared: its rows in memory in a memfd
+// segment (charged to the budget), each batch on the tier a segment of its
+// own naming the tier file (open read-only, charged nothing), and the
+// shared file's description says where each segment's rows lie in its file.
+TEST(SharedExport, BatchesOnTheTierAreSegmentsNamingTheirTierFile) {
+  std::string dir = (std::filesystem::temp_directory_path() / "icefloe-share-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  auto all = Cached(2100, 700);  // ids 0..2099 in three batches
+  const auto& b = all->batches();
+  auto file = TierFile::Write(dir + "/t.arrow", all->schema(), {b[1].batch, b[2].batch}, nullptr);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<CachedBatch> batches = {
+      b[0], {700, (*file)->batches()[0]}, {1400, (*file)->batches()[1]->Slice(0, 700)}};
+  auto copy = *CachedDataset::Make("d", 1, all->schema(), std::move(batches), nullptr, {}, {*file});
+  ASSERT_GT(copy->disk_bytes(), 0);
+  auto budget = std::make_shared<MemoryBudget>(int64_t{1} << 30);
+
+  Shared refused = ExportShared(copy, budget);  // no locator: a batch on the tier is not shared
+  EXPECT_TRUE(refused.status.IsInvalid()) << refused.status.ToString();
+  EXPECT_EQ(refused.dataset, copy);
+
+  Shared shared = ExportShared(copy, budget, {}, {}, LocateOnTier(*copy));
+  ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+  const SharedExport& out = *shared.dataset->shared();
+  ASSERT_EQ(out.segments().size(), 3u);
+  EXPECT_FALSE(out.segments()[0]->on_tier());
+  EXPECT_EQ(budget->used_bytes(), out.segments()[0]->size());  // the tier's pages are the kernel's
+  EXPECT_EQ(out.size(), out.segments()[0]->size());
+  struct stat st {};
+  ASSERT_EQ(stat((dir + "/t.arrow").c_str(), &st), 0);
+  for (int k = 1; k <= 2; ++k) {
+    const SharedSegment& s = *out.segments()[k];
+    EXPECT_TRUE(s.on_tier());
+    EXPECT_EQ(s.fd(), (*file)->fd());
+    EXPECT_EQ(s.inode(), static_cast<uint64_t>(st.st_ino));
+    EXPECT_EQ(s.size(), st.st_size);
+    EXPECT_EQ(s.batch(), k - 1);
+    EXPECT_EQ(s.offset(), 0);
+    EXPECT_EQ(s.num_rows(), 700);
+  }
+  // The copy published keeps its tier batches (served over TCP through the
+  // prefetcher) and its rows.
+  EXPECT_EQ(shared.dataset->disk_bytes(), copy->disk_bytes());
+  EXPECT_EQ(shared.dataset->batches()[1].batch, copy->batches()[1].batch);
+  EXPECT_TRUE(shared.dataset->table()->Equals(*all->table()));
+
+  auto schema = SharedSchema(*shared.dataset, {});
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  auto reply = SharedFileReply::Parse((*schema)->metadata()->value(0));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->batches, (std::vector<uint64_t>{0, 0, 700, 0, 0, 700, 1, 0, 700}));
+  EXPECT_EQ(reply->segments.size(), 6u);
+
+  file->reset();
+  shared = {};
+  refused = {};
+  copy.reset();
+  EXPECT_EQ(budget->used_bytes(), 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <utility>
 
+#include <arrow/array/data.h>
 #include <arrow/buffer.h>
 #include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
@@ -170,6 +171,51 @@ arrow::Status TierFile::Map(const std::string& path, std::optional<uint32_t> crc
     batches_.push_back(std::move(batch));
   }
   return arrow::Status::OK();
+}
+
+std::optional<TierFile::Location> TierFile::Locate(const arrow::RecordBatch& batch) const {
+  auto same = [](const std::shared_ptr<arrow::Buffer>& a, const std::shared_ptr<arrow::Buffer>& b) {
+    if (a == nullptr || b == nullptr) return a == b;
+    return a->data() == b->data() && a->size() == b->size();
+  };
+  for (size_t k = 0; k < batches_.size(); ++k) {
+    const arrow::RecordBatch& file = *batches_[k];
+    if (file.num_columns() != batch.num_columns() || file.num_columns() == 0) continue;
+    const int64_t offset = batch.column_data(0)->offset - file.column_data(0)->offset;
+    if (offset < 0 || offset + batch.num_rows() > file.num_rows()) continue;
+    bool views = true;
+    for (int c = 0; c < file.num_columns() && views; ++c) {
+      const arrow::ArrayData& a = *batch.column_data(c);
+      const arrow::ArrayData& b = *file.column_data(c);
+      views = a.offset == b.offset + offset && a.buffers.size() == b.buffers.size() &&
+              a.child_data.size() == b.child_data.size();
+      for (size_t i = 0; views && i < a.buffers.size(); ++i)
+        views = same(a.buffers[i], b.buffers[i]);
+      // Nested columns: their children are the file's too where their buffers are.
+      for (size_t i = 0; views && i < a.child_data.size(); ++i) {
+        views = a.child_data[i]->buffers.size() == b.child_data[i]->buffers.size();
+        for (size_t j = 0; views && j < a.child_data[i]->buffers.size(); ++j) {
+          views = same(a.child_data[i]->buffers[j], b.child_data[i]->buffers[j]);
+        }
+      }
+    }
+    if (views) return Location{static_cast<int64_t>(k), offset};
+  }
+  return std::nullopt;
+}
+
+TierLocator LocateOnTier(const CachedDataset& copy) {
+  return [&copy](size_t i) -> std::optional<TierBatch> {
+    const MappedSpan& span = copy.on_disk()[i];
+    for (const auto& region : copy.held()) {
+      auto file = std::dynamic_pointer_cast<const TierFile>(region);
+      if (file == nullptr || !file->Contains(span.data, span.data + span.size)) continue;
+      auto at = file->Locate(*copy.batches()[i].batch);
+      if (!at) return std::nullopt;
+      return TierBatch{file, file->fd(), at->batch, at->offset};
+    }
+    return std::nullopt;
+  };
 }
 
 arrow::Status TierFile::Verify(uint32_t crc32) const {

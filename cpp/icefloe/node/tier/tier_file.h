@@ -32,6 +32,8 @@
 #include <arrow/result.h>
 
 #include "icefloe/common/memory.h"
+#include "icefloe/node/copy/dataset.h"
+#include "icefloe/node/copy/shared_export.h"
 
 namespace icefloe {
 
@@ -75,6 +77,19 @@ class TierFile : public MappedRegion {
   /// The file's record batches: views of the mapping, which they keep alive.
   const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches() const { return batches_; }
 
+  /// The file, open read-only for as long as the TierFile lives (a same-host
+  /// reader opens it as /proc/<pid>/fd/<fd>: shared_export.h).
+  int fd() const { return map_->file_descriptor(); }
+  /// Where `batch` (a view of the file's rows) lies in the IPC file: the
+  /// index of the record batch it is rows of, and the first of those rows;
+  /// nullopt when it views no batch of this file whole-column (every column
+  /// of one of batches(), at one row offset).
+  struct Location {
+    int64_t batch = 0;
+    int64_t offset = 0;
+  };
+  std::optional<Location> Locate(const arrow::RecordBatch& batch) const;
+
   /// Reads every byte: Invalid naming the path when its CRC-32 is not `crc32`.
   arrow::Status Verify(uint32_t crc32) const;
 
@@ -102,6 +117,11 @@ class TierFile : public MappedRegion {
   std::shared_ptr<arrow::Buffer> region_;  // all of map_, viewed
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
 };
+
+/// Where `copy`'s cached batches on the tier lie in its tier files (its held
+/// TierFiles), for ExportShared: the file, its fd and the record batch and
+/// row of it a batch is. `copy` must outlive the locator.
+TierLocator LocateOnTier(const CachedDataset& copy);
 
 /// Writes one tier file batch by batch, as a load streams a task's rows to
 /// the tier: each batch is cut to kTierBatchBytes, charged to the disk

@@ -10,8 +10,10 @@
 #include <arrow/array/builder_primitive.h>
 #include <arrow/memory_pool.h>
 #include <arrow/util/byte_size.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 namespace icefloe {
 namespace {
@@ -102,6 +104,32 @@ TEST_F(TierFileTest, WritesBatchesAndMapsThemBackWithoutACopy) {
   again->reset();
   EXPECT_TRUE(Files().empty());
   EXPECT_TRUE(view->Equals(*batches_[1]));
+}
+
+// A same-host reader maps the file itself (shared_export.h): the file is
+// open read-only as fd(), and each of its batches, or a slice of one, is
+// located as (record batch, first row); a batch of other memory is not.
+TEST_F(TierFileTest, LocatesItsBatchesAndSlicesForAReaderThatMapsTheFile) {
+  auto file = TierFile::Write(Path("a.arrow"), schema_, batches_, nullptr);
+  ASSERT_TRUE(file.ok()) << file.status();
+  struct stat by_fd {
+  }, by_path{};
+  ASSERT_EQ(fstat((*file)->fd(), &by_fd), 0);
+  ASSERT_EQ(stat(Path("a.arrow").c_str(), &by_path), 0);
+  EXPECT_EQ(by_fd.st_ino, by_path.st_ino);
+  EXPECT_EQ(by_fd.st_size, (*file)->bytes());
+  EXPECT_EQ(fcntl((*file)->fd(), F_GETFL) & O_ACCMODE, O_RDONLY);
+  for (int64_t k = 0; k < 3; ++k) {
+    auto at = (*file)->Locate(*(*file)->batches()[k]);
+    ASSERT_TRUE(at.has_value()) << k;
+    EXPECT_EQ(at->batch, k);
+    EXPECT_EQ(at->offset, 0);
+  }
+  auto at = (*file)->Locate(*(*file)->batches()[1]->Slice(2500, 100));
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(at->batch, 1);
+  EXPECT_EQ(at->offset, 2500);
+  EXPECT_FALSE((*file)->Locate(*batches_[1]).has_value());  // equal rows, other memory
 }
 
 TEST_F(TierFileTest, ABudgetTooSmallRefusesTheWriteNamingBoth) {
