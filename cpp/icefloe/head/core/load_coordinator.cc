@@ -66,8 +66,7 @@ int64_t SplitTarget(const iceberg::ScanPlan& plan, size_t nodes) {
 arrow::Status ModelChanged(const std::string& name, const LoadRequest& r,
                            const std::vector<std::string>& copy,
                            const std::vector<std::string>& now) {
-  auto spec = TransformSpec::FromJson(r.transform);
-  const auto locations = spec.ok() ? spec->ModelLocations() : std::vector<std::string>{};
+  const auto locations = r.transform ? r.transform->ModelLocations() : std::vector<std::string>{};
   for (size_t i = 0; i < copy.size() && i < now.size(); ++i) {
     if (copy[i] == now[i]) continue;
     return arrow::Status::Invalid("re-planning '", name, "': tokenizer model '",
