@@ -431,7 +431,7 @@ TEST(TransformSpecTest, InputColumnsAreWhatTheTransformReads) {
 
 // A BPE model caches its words per thread (bpe.cc): two models used in turn
 // by one thread each answer with their own ids for the same word.
-TEST(TokenizerTest, TwoBpeModelsUsedInTurnByOneThreadKeepTheirOwnIds) {
+TEST(BpeWordCacheTest, TwoBpeModelsUsedInTurnByOneThreadKeepTheirOwnIds) {
   auto load = [](const std::string& vocab, const std::string& merges) {
     const std::string json =
         R"j({"model": {"type": "BPE", "vocab": )j" + vocab + R"j(, "merges": )j" + merges + "}}";
