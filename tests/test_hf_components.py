@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from iceberg_util import Warehouse
-from test_hf_bpe import BYTES, MORE
+from test_hf_bpe import BYTES, MORE, compare
 from test_hf_tokenizer import (
     ADVERSARIAL,
     _set,
@@ -86,35 +85,6 @@ def variant(path: str, name: str, edit) -> str:
     out = Path(path).with_name(f"{name}.json")
     out.write_text(json.dumps(doc))
     return str(out)
-
-
-def compare(tmp_path: Path, texts: list[str | None], models: dict[str, str],
-            columns: list[tuple[str, bool]]) -> Counter:
-    """Loads `texts` tokenized by each (model, special_tokens) column and
-    asserts the ids equal the package's; the ids compared, per model."""
-    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
-        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
-    spec = {"keep": ["id"], "columns": [
-        {"name": f"{name}_{special}",
-         "tokenize": {"column": "text", "model": models[name], "special_tokens": special}}
-        for name, special in columns]}
-    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
-            cluster.client() as client:
-        client.load("tok", t.metadata_location, transform=spec, batch_rows=2000)
-        got = client.read("tok").sort_by("id")
-    assert got["id"].to_pylist() == list(range(len(texts)))
-    compared = Counter()
-    for (name, special), column in zip(columns, spec["columns"], strict=True):
-        ours = got[column["name"]].to_pylist()
-        want = reference(models[name], texts, special)
-        bad = [i for i, (a, b) in enumerate(zip(ours, want, strict=True)) if a != b]
-        assert not bad, (f"{column['name']}: {len(bad)} rows differ, e.g. {texts[bad[0]]!r}: "
-                         f"ours {ours[bad[0]]} theirs {want[bad[0]]}")
-        compared[name] += sum(len(x) for x in want if x)
-    nbytes = sum(len(x.encode()) for x in texts if x)
-    print(f"\nids equal on {len(texts)} strings, {nbytes} bytes: {dict(compared)} ids")
-    assert nbytes > 1_000_000
-    return compared
 
 
 def byte_level() -> object:
