@@ -1,4 +1,5 @@
 #include "icefloe/node/copy/gather.h"
+#include "icefloe/node/copy/id_batches_test_util.h"
 
 #include <arrow/array/builder_binary.h>
 #include <arrow/array/builder_decimal.h>
@@ -13,25 +14,9 @@
 namespace icefloe {
 namespace {
 
-std::shared_ptr<arrow::Schema> TestSchema() {
-  return arrow::schema({arrow::field("id", arrow::int64())});
-}
-
-// A batch whose "id" column holds its own global row ids.
-CachedBatch Batch(uint64_t start, int64_t rows) {
-  arrow::Int64Builder b;
-  for (int64_t i = 0; i < rows; ++i) EXPECT_TRUE(b.Append(static_cast<int64_t>(start) + i).ok());
-  return {start, arrow::RecordBatch::Make(TestSchema(), rows, {*b.Finish()})};
-}
-
-std::vector<int64_t> Ids(const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches) {
-  std::vector<int64_t> ids;
-  for (const auto& b : batches) {
-    auto col = std::static_pointer_cast<arrow::Int64Array>(b->column(0));
-    for (int64_t i = 0; i < col->length(); ++i) ids.push_back(col->Value(i));
-  }
-  return ids;
-}
+using copy_test_util::Batch;
+using copy_test_util::Ids;
+using copy_test_util::TestSchema;
 
 // Rows with an int64 id, a float32 with nulls (every 3rd row), an int8 and a
 // string (null every 5th row): the gather's fixed-width and fallback paths.
