@@ -10,6 +10,8 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/node/serve/piece_stream.h"
+#include "icefloe/node/tier/tier_file.h"
+#include "icefloe/node/tier/tier_sink.h"
 #include "icefloe/protocol/messages.h"
 #include "icefloe/protocol/ticket.h"
 
@@ -111,6 +113,7 @@ NodeServer::NodeServer(NodeOptions options)
       io_(options_.io),
       metrics_(std::make_shared<NodeMetrics>()),
       advertised_location_(options_.advertised_location),
+      actions_(ActionParts()),
       loads_(options_.loads, [this](const NodeLoadRequest& request, LoadProgress* progress) {
         return LoadForManager(request, progress);
       }) {
@@ -170,6 +173,189 @@ int64_t NodeServer::PrefetchLimit() const {
   if (!TierEnabled()) return 0;
   return options_.prefetch_limit_bytes >= 0 ? options_.prefetch_limit_bytes
                                             : options_.memory_limit_bytes / 8;
+}
+
+int64_t NodeServer::RowMemory() const {
+  const int64_t limit = budget_->limit_bytes();
+  if (!TierEnabled()) return limit;  // rows stay in memory, or the load fails
+  return std::max<int64_t>(0, limit - limit / 4 - PrefetchLimit());
+}
+
+int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() - RowMemory(); }
+
+LoadPlan NodeServer::PlanLoad(LoadSpill* spill, const TrackingPool* pool) {
+  LoadPlan plan;
+  if (options_.memory_limit_bytes <= 0) return plan;  // unlimited: nothing to admit
+  ReadRoom* room = &spill->room;
+  // Reads and rows take what the budget has besides TierReserve (RowMemory);
+  // one read alone may take all of it.
+  const int64_t reads = RowMemory();
+  room->most = budget_->limit_bytes();
+  // What the rest of the node holds: the budget's use less this load's pool
+  // (the rows it keeps and its reads' buffers).
+  auto others = [this, pool] { return budget_->used_bytes() - pool->bytes_allocated(); };
+  room->available = [room, others, reads] { return reads - others() - room->kept.load(); };
+  plan.room = room;
+  // A row group whose chunks take more than an eighth of the reads' room
+  // streams them, through buffers that together take at most another.
+  plan.io.coalesce_limit_bytes = reads / 8;
+  plan.io.stream_budget_bytes = reads / 8;
+  if (!TierEnabled()) return plan;
+  plan.sink = [this, spill, room, others, reads]() -> std::unique_ptr<TaskSink> {
+    // Rows stay in memory while room for two reads at their peak is left.
+    auto keep = [room, others, reads](int64_t bytes) {
+      if (others() + room->kept.load() + bytes > reads - 2 * room->largest.load()) {
+        return false;
+      }
+      room->kept += bytes;
+      return true;
+    };
+    auto open = [this](const std::shared_ptr<arrow::Schema>& schema) {
+      const std::string path = options_.disk_dir + "/" + tier_prefix_ + "-" +
+                               std::to_string(tier_files_.fetch_add(1)) + ".arrow";
+      return TierFileWriter::Open(path, schema, disk_budget_);
+    };
+    auto hold = [spill](std::shared_ptr<TierFile> file) {
+      MutexLock lock(&spill->mu);
+      spill->files.push_back(std::move(file));
+    };
+    return std::make_unique<TierSink>(keep, open, hold);
+  };
+  return plan;
+}
+
+arrow::Result<LoadedTasks> NodeServer::LoadForManager(const NodeLoadRequest& request,
+                                                      LoadProgress* progress) {
+  // A refresh's reused tasks take their rows from the copy this node holds;
+  // only the others are read.
+  std::shared_ptr<const CachedDataset> source;
+  if (!request.reuse_dataset.empty()) {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(request.reuse_dataset);
+    if (it != datasets_.end() && it->second->generation() == request.reuse_generation) {
+      source = it->second;
+    }
+  }
+  NodeLoadRequest to_read = request;
+  to_read.tasks.clear();
+  for (const auto& t : request.tasks) {
+    if (!t.reused()) to_read.tasks.push_back(t);
+  }
+  const size_t reused = request.tasks.size() - to_read.tasks.size();
+  if (reused > 0 && source == nullptr) {
+    return arrow::Status::Invalid("node.load: reused rows come from dataset '",
+                                  request.reuse_dataset, "' generation ", request.reuse_generation,
+                                  ", which this node does not hold");
+  }
+  auto pool = NewPool("dataset '" + request.dataset + "'");
+  LoadSpill spill;
+  const LoadPlan plan = PlanLoad(&spill, pool.get());
+  auto read = LoadTasks(to_read, io_, std::move(pool), options_.load_threads, progress, plan);
+  base_pool_->ReleaseUnused();  // decode buffers of the load are garbage now
+  if (read.ok()) {
+    MutexLock lock(&spill.mu);
+    read->held = std::move(spill.files);
+  }
+  if (!read.ok() || reused == 0) return read;
+  if (!read->schema->Equals(*source->schema(), /*check_metadata=*/false)) {
+    return arrow::Status::Invalid("node.load: dataset '", request.reuse_dataset, "' has columns ",
+                                  source->schema()->ToString(), ", not the load's ",
+                                  read->schema->ToString());
+  }
+  LoadedTasks out;
+  out.pool = read->pool;
+  out.schema = read->schema;
+  out.kept_pools = source->pools();
+  out.held = std::move(read->held);
+  out.held.insert(out.held.end(), source->held().begin(), source->held().end());
+  size_t next_read = 0;
+  for (const auto& t : request.tasks) {
+    if (!t.reused()) {
+      out.batches.push_back(std::move(read->batches[next_read]));
+      out.rows.push_back(read->rows[next_read]);
+      ++next_read;
+      continue;
+    }
+    const RowRange range{t.reuse_start, t.reuse_start + static_cast<uint64_t>(t.reuse_rows)};
+    if (source->CountRows(range) != static_cast<uint64_t>(t.reuse_rows)) {
+      return arrow::Status::Invalid("node.load: task ", t.index, " reuses rows [", range.start,
+                                    ", ", range.stop, ") of dataset '", request.reuse_dataset,
+                                    "', of which this node holds ", source->CountRows(range));
+    }
+    out.batches.push_back(source->Slice(range));
+    out.rows.push_back(t.reuse_rows);
+  }
+  progress->tasks_total += static_cast<int64_t>(reused);
+  progress->tasks_done += static_cast<int64_t>(reused);
+  return out;
+}
+
+NodeActions::Parts NodeServer::ActionParts() {
+  NodeActions::Parts parts;
+  parts.ticket_key = ticket_key_;
+  parts.trusted_head_host = options_.trusted_head_host;
+  parts.share_memory = options_.share_memory;
+  parts.budget = budget_;
+  parts.loads = &loads_;
+  parts.status = [this] { return Status(); };
+  parts.find = [this](const std::string& name) -> std::shared_ptr<const CachedDataset> {
+    MutexLock lock(&mu_);
+    auto it = datasets_.find(name);
+    return it == datasets_.end() ? nullptr : it->second;
+  };
+  parts.shared_exports = [this] { return SharedExports(); };
+  parts.put = [this](std::shared_ptr<const CachedDataset> copy) { Put(std::move(copy)); };
+  parts.replace = [this](const std::shared_ptr<const CachedDataset>& base,
+                         std::shared_ptr<const CachedDataset> copy) {
+    return Replace(base, std::move(copy));
+  };
+  parts.drop = [this](const std::string& name, uint64_t generation) {
+    return Drop(name, generation);
+  };
+  parts.keep_record = [this](const std::string& name, uint64_t generation, nlohmann::json record) {
+    return KeepRecord(name, generation, std::move(record));
+  };
+  parts.sync_tier_manifest = [this](const std::string& name) { SyncTierManifest(name); };
+  return parts;
+}
+
+bool NodeServer::Replace(const std::shared_ptr<const CachedDataset>& base,
+                         std::shared_ptr<const CachedDataset> copy) {
+  MutexLock lock(&mu_);
+  auto it = datasets_.find(base->name());
+  if (it == datasets_.end() || it->second != base) return false;
+  it->second.swap(copy);  // `base`'s old snapshot is released outside the lock
+  return true;
+}
+
+std::shared_ptr<const CachedDataset> NodeServer::Drop(const std::string& name,
+                                                      uint64_t generation) {
+  MutexLock lock(&mu_);
+  auto it = datasets_.find(name);
+  if (it == datasets_.end() || (generation != 0 && it->second->generation() != generation)) {
+    return nullptr;
+  }
+  std::shared_ptr<const CachedDataset> dropped = std::move(it->second);
+  datasets_.erase(it);
+  records_.erase(name);
+  return dropped;
+}
+
+bool NodeServer::KeepRecord(const std::string& name, uint64_t generation, nlohmann::json record) {
+  MutexLock lock(&mu_);
+  auto it = datasets_.find(name);
+  if (it == datasets_.end() || it->second->generation() != generation) return false;
+  records_[name] = std::move(record);
+  return true;
+}
+
+std::vector<std::shared_ptr<const SharedExport>> NodeServer::SharedExports() const {
+  std::vector<std::shared_ptr<const SharedExport>> out;
+  MutexLock lock(&mu_);
+  for (const auto& [name, held] : datasets_) {
+    if (held->shared() != nullptr) out.push_back(held->shared());
+  }
+  return out;
 }
 
 void NodeServer::set_advertised_location(std::string location) {
@@ -310,6 +496,18 @@ arrow::Status NodeServer::ListFlights(const flight::ServerCallContext&, const fl
   }
   *listings = std::make_unique<flight::SimpleFlightListing>(std::move(infos));
   return arrow::Status::OK();
+}
+
+arrow::Status NodeServer::ListActions(const flight::ServerCallContext&,
+                                      std::vector<flight::ActionType>* actions) {
+  *actions = NodeActions::Types();
+  return arrow::Status::OK();
+}
+
+arrow::Status NodeServer::DoAction(const flight::ServerCallContext& context,
+                                   const flight::Action& action,
+                                   std::unique_ptr<flight::ResultStream>* result) {
+  return ToWireStatus(actions_.Run(context, action, result));
 }
 
 arrow::Status NodeServer::DoGet(const flight::ServerCallContext& context,

@@ -8,15 +8,16 @@
 // node's memory budget: a gather that does not fit fails with OutOfMemory.
 //
 // Node actions (node.status, node.load, node.load_status, node.commit,
-// node.evict, node.record) come from the head and are accepted only with its signature
-// (HMAC with the cluster secret), or, on a Kubeflow worker started without a
-// secret, only from its leader's address. Loads run in the background
-// (LoadManager): node.load answers at once, node.load_status follows it,
-// node.commit gives each task its first global row id and publishes. A
-// staged load the head stops following (no node.load_status for
-// loads.staged_lease_s) is dropped. node.record hands the node the head's
-// catalog record of a copy, which node.status reports back, so a restarted
-// head can adopt what the nodes hold (head/core/adopt.h).
+// node.evict, node.record; node_actions.h) come from the head and are
+// accepted only with its signature (HMAC with the cluster secret), or, on a
+// Kubeflow worker started without a secret, only from its leader's address.
+// Loads run in the background (LoadManager): node.load answers at once,
+// node.load_status follows it, node.commit gives each task its first global
+// row id and publishes. A staged load the head stops following (no
+// node.load_status for loads.staged_lease_s) is dropped. node.record hands
+// the node the head's catalog record of a copy, which node.status reports
+// back, so a restarted head can adopt what the nodes hold
+// (head/core/adopt.h).
 //
 // Threads it owns: the load pool (LoadManager); gRPC's own serve the calls.
 #pragma once
@@ -29,13 +30,13 @@
 
 #include <arrow/flight/server.h>
 
-#include "icefloe/common/log_once.h"
 #include "icefloe/common/memory.h"
 #include "icefloe/common/mutex.h"
 #include "icefloe/common/security.h"
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/node/copy/dataset.h"
 #include "icefloe/node/copy/load_manager.h"
+#include "icefloe/node/serve/node_actions.h"
 #include "icefloe/node/serve/node_metrics.h"
 #include "icefloe/node/tier/prefetcher.h"
 #include "icefloe/node/tier/tier_manifest.h"
@@ -127,17 +128,21 @@ class NodeServer : public arrow::flight::FlightServerBase {
   std::unique_ptr<StreamMeter> Meter(StreamKind kind) const;
   /// The copy Kubeflow tickets read: the default dataset's current copy.
   std::shared_ptr<const CachedDataset> DefaultDataset() const EXCLUDES(mu_);
-  // node_actions.cc
-  arrow::Status RunAction(const arrow::flight::ServerCallContext& context,
-                          const arrow::flight::Action& action,
-                          std::unique_ptr<arrow::flight::ResultStream>* result);
-  arrow::Status Authorize(const arrow::flight::ServerCallContext& context, const std::string& type,
-                          const std::string& body) const;
-  arrow::Result<std::string> HandleLoad(const std::string& body);
-  arrow::Result<std::string> HandleLoadStatus(const std::string& body);
-  arrow::Result<std::string> HandleCommit(const std::string& body);
-  arrow::Result<std::string> HandleEvict(const std::string& body);
-  arrow::Result<std::string> HandleRecord(const std::string& body);
+  // The node's actions' view of the copies published (NodeActions::Parts).
+  NodeActions::Parts ActionParts();
+  // Puts `copy` in the place of `base` if that is still published under its
+  // name; false when it is not.
+  bool Replace(const std::shared_ptr<const CachedDataset>& base,
+               std::shared_ptr<const CachedDataset> copy) EXCLUDES(mu_);
+  // Unpublishes the copy of `name` (of `generation`; 0: any) with its record.
+  std::shared_ptr<const CachedDataset> Drop(const std::string& name, uint64_t generation)
+      EXCLUDES(mu_);
+  // Keeps the head's record of the copy of `name` and `generation`; false
+  // when that copy is not published.
+  bool KeepRecord(const std::string& name, uint64_t generation, nlohmann::json record)
+      EXCLUDES(mu_);
+  // The memory files of the copies published now that have one.
+  std::vector<std::shared_ptr<const SharedExport>> SharedExports() const EXCLUDES(mu_);
   arrow::Result<LoadedTasks> LoadForManager(const NodeLoadRequest& request, LoadProgress* progress);
   // One load on this node: the room its reads are admitted by, and the tier
   // files its tasks' sinks wrote (on its loader threads).
@@ -183,14 +188,14 @@ class NodeServer : public arrow::flight::FlightServerBase {
   iceberg::FileIO io_;
   std::shared_ptr<NodeMetrics> metrics_;    // shared with the streams it meters
   std::shared_ptr<Prefetcher> prefetcher_;  // null without a tier; shared with the streams
-  mutable LogOnce refusals_;                // refused node actions already logged, per caller
   mutable Mutex mu_;
   std::string advertised_location_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);
   /// The head's catalog record per dataset in datasets_ (same generation);
   /// dropped with the copy it describes.
   std::map<std::string, nlohmann::json> records_ GUARDED_BY(mu_);
-  LoadManager loads_;  // last: its threads stop before the members they use go
+  NodeActions actions_;  // points at loads_, declared after it (its address only)
+  LoadManager loads_;    // last: its threads stop before the members they use go
 };
 
 }  // namespace icefloe
