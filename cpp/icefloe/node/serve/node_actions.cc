@@ -95,7 +95,7 @@ arrow::Status NodeServer::RunAction(const flight::ServerCallContext& context,
 int64_t NodeServer::RowMemory() const {
   const int64_t limit = budget_->limit_bytes();
   if (!TierEnabled()) return limit;  // rows stay in memory, or the load fails
-  return std::max<int64_t>(0, limit - limit / 4 - PrefetchLimit());
+  return std::max<int64_t>(0, limit - limit / 4 - ReadaheadLimit());
 }
 
 int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() - RowMemory(); }
