@@ -10,12 +10,12 @@ files, then ``POSIX_FADV_DONTNEED`` on the files, after ``sync``: mapped
 pages survive ``drop_caches`` and ``fadvise`` alone), and warm. The bytes the
 nodes read from disk come from ``/proc/<pid>/io`` (``read_bytes``); the
 disk's own sequential rate from ``dd`` with ``O_DIRECT`` on a file in the
-same directory. The tier is read with the nodes' prefetcher (its default
+same directory. The tier is read with the nodes' read-ahead (its default
 working set, an eighth of the memory limit) and without it
 (``--prefetch-limit 0``: a cold epoch is then the kernel's readahead on page
 faults); the nodes' own count of tier bytes found in RAM and read from disk
-(``icefloe_node_tier_read_bytes_total``) is reported for each. The prefetcher
-follows ``none`` streams; ``window`` ones are the kernel's either way.
+(``icefloe_node_tier_read_bytes_total``) is reported for each. The read-ahead
+tracks ``none`` streams; ``window`` ones are the kernel's either way.
 
 Belady against LRU on the real nodes: two jobs (seeds 1 and 2) read
 ``EPOCHS`` ``block`` epochs each at once, on the tier cold, with the nodes'

@@ -42,7 +42,7 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
     with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="512MiB",
                               log_dir=tmp_path) as cluster:
         # Over TCP, as a reader on another host: the streams read the tier
-        # through the prefetcher (a same-host reader maps it instead:
+        # through the read-ahead (a same-host reader maps it instead:
         # test_tier_shared.py).
         with cluster.client(share_memory=False) as c:
             desc = c.load("t", table.metadata_location, batch_rows=4096)
@@ -63,7 +63,7 @@ def test_a_table_four_times_the_memory_budget_loads_and_reads_exactly(table, tmp
                 in_order = in_order or pa.Table.from_batches(batches)
                 assert _by_id(batches).equals(source), shuffle
                 if shuffle == "block":
-                    _assert_prefetcher_followed(cluster, on_disk)
+                    _assert_read_ahead_tracked(cluster, on_disk)
                     _assert_status_shows_the_tier_reads(c, on_disk)
             rows = [0, ROWS - 1, 123_456, 77, 123_456]
             assert c.take("t", rows).equals(in_order.take(rows))
@@ -157,9 +157,9 @@ def _assert_status_shows_the_tier_reads(c, on_disk: int) -> None:
     assert re.search(r"read \d+\.\d% from RAM, .* waited for; \d+ batches ahead", text), text
 
 
-def _assert_prefetcher_followed(cluster, on_disk: int) -> None:
+def _assert_read_ahead_tracked(cluster, on_disk: int) -> None:
     """After a `none` and a `block` epoch: each read every tier byte once,
-    counted by where it was (RAM or disk), and the prefetcher read ahead
+    counted by where it was (RAM or disk), and the node's read-ahead read ahead
     within its working set (an eighth of the memory limit by default)."""
     scrapes = scrape_nodes(cluster)
     read = (nodes_total(scrapes, "icefloe_node_tier_read_bytes_total", **{"from": "ram"})

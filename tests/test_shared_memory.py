@@ -373,10 +373,10 @@ def test_a_ranks_batches_come_as_chunks_of_views(table, tmp_path, monkeypatch, w
 
     split = _pieces.Span.split
 
-    def counted(span, transform):  # a chunk whose batches lie apart in a slice of the file
+    def counted(span, convert):  # a chunk whose batches lie apart in a slice of the file
         if span.offsets is not None:
             spans.append(span.data.num_rows)
-        return split(span, transform)
+        return split(span, convert)
 
     monkeypatch.setattr(_pieces.Span, "split", counted)
     monkeypatch.setenv("WORLD_SIZE", str(world))

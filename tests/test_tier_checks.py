@@ -85,7 +85,7 @@ def test_a_disk_limit_too_small_for_what_memory_cannot_keep_is_refused_up_front(
     """Two nodes of 16 MiB memory and 3 MiB disk; a table of 4 x 8 bytes x
     1M rows (30.5 MiB). Counting all memory (16 + 3 MiB a node) it fits, and
     the load was admitted, then failed half-way: a node keeps a quarter of
-    its memory and its prefetcher's eighth free of rows (10 MiB of rows at
+    its memory and its read-ahead's eighth free of rows (10 MiB of rows at
     most), so its tier needs more than 5 MiB. Placement now counts what the
     node says it keeps (row_memory_bytes): refused up front, naming memory
     and disk. With disk enough, the same load fits and reads back exactly."""

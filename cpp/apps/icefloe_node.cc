@@ -132,10 +132,10 @@ arrow::Status Run(const Flags& flags) {
           "--prefetch-limit needs --disk-dir (it sizes the disk tier's "
           "RAM working set)");
     }
-    options.prefetch_limit_bytes = flags.prefetch_limit;
+    options.readahead_limit_bytes = flags.prefetch_limit;
   }
   if (flags.prefetch_policy == "lru") {
-    options.prefetch_policy = WorkingSet::Policy::kLru;
+    options.readahead_policy = WorkingSet::Policy::kLru;
   } else if (flags.prefetch_policy != "belady") {
     return arrow::Status::Invalid("--prefetch-policy: '", flags.prefetch_policy,
                                   "' is neither belady nor lru");
@@ -218,14 +218,14 @@ int main(int argc, char** argv) {
                "Most bytes the disk tier may hold, e.g. 100GiB (needs --disk-dir).",
                "ICEFLOE_DISK_LIMIT");
   parser.Bytes("prefetch-limit", &flags.prefetch_limit,
-               "RAM the disk tier's prefetcher may fill ahead of the streams, within "
-               "--memory-limit (default: an eighth of it; 0: no prefetch, and window and "
+               "RAM the disk tier's read-ahead may fill ahead of the streams, within "
+               "--memory-limit (default: an eighth of it; 0: no read-ahead, and window and "
                "sample epochs read the tier on page faults only).",
                "ICEFLOE_PREFETCH_LIMIT");
   parser.String("prefetch-policy", &flags.prefetch_policy,
                 "Which disk-tier batches the working set keeps: belady (the ones read furthest "
                 "ahead go first; reads ahead of the streams) or lru (the baseline; no "
-                "prefetch).",
+                "read-ahead).",
                 "ICEFLOE_PREFETCH_POLICY");
   parser.Int("load-threads", &flags.load_threads,
              "Files one load reads in parallel (1..64; default: one per core, at most 64).");

@@ -23,7 +23,7 @@ ORDER_VERSION: int = _protocol.constants()["epoch_order_version"]
 SHUFFLES: tuple[str, ...] = tuple(_protocol.fields("epoch descriptor")["shuffle"]["choices"])
 _SHARED_KEYS = ("epoch", "seed", "shuffle", "block_rows", "window_blocks",
                 "shuffle_within_block", "generation")
-FOLLOWS = ("latest", "pinned")
+FOLLOWS = ("latest", "pinned")  # the generation policies, CacheDataset(follow=)
 
 
 class CacheDataset(ClusterClient, IterableDataset):
@@ -64,10 +64,12 @@ class CacheDataset(ClusterClient, IterableDataset):
     loop's thread too: each batch is a slice of mapped memory, cheaper to
     make than to hand between threads.
 
-    Tables change: with ``follow="latest"`` (the default) each epoch reads
-    the newest generation of the dataset (a refresh, ``Client.refresh``,
-    lands at the next epoch: every rank and worker finishes the epoch on the
-    generation it started, which the head keeps while it is read). With
+    Tables change: ``follow`` is the generation policy (not the head's
+    ``--follow``, which reloads changed tables). With ``follow="latest"``
+    (the default) each epoch reads the newest generation of the dataset (a
+    refresh, ``Client.refresh``, lands at the next epoch: every rank and
+    worker finishes the epoch on the generation it started, which the head
+    keeps while it is read). With
     ``follow="pinned"`` every epoch reads the generation the first one read
     (an error names both once the head has freed it; to keep a snapshot for
     good, load it under a name of its own). :meth:`state_dict` records the

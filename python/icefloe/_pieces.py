@@ -5,8 +5,10 @@ client library's merge (client/merge.h) reads them all: which stream to read
 next, which messages make each batch or span of batches, how rows left in a
 node's shared file are read; its assembly puts the rows in place. Here the
 streams are read, a span's batches split zero-copy (or turned into tensors
-at once by a transform's ``many``, :func:`apply_many`), and broken streams resumed after the last
-whole batch.
+at once by a batch conversion's ``many``, :func:`apply_many`), and broken streams resumed
+after the last whole batch. The batch conversion (``convert`` here) is the callable
+``Client.iter_epoch(transform=)`` takes; the word transform is kept for the load spec
+(ARCHITECTURE.md, glossary).
 """
 
 from __future__ import annotations
@@ -51,12 +53,12 @@ class Span(NamedTuple):
     sizes: list[int]
     offsets: list[int] | None = None
 
-    def split(self, transform: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
+    def split(self, convert: Callable[[pa.RecordBatch], Any] | None) -> list[Any]:
         """One item per batch: the batch (a zero-copy slice), or what
-        ``transform`` makes of it (its ``many`` at once when it has one)."""
+        ``convert`` makes of it (its ``many`` at once when it has one)."""
         if len(self.sizes) == 1 and self.offsets is None:
-            return [self.data if transform is None else transform(self.data)]
-        return apply_many(transform, self.data, self.sizes, self.offsets)
+            return [self.data if convert is None else convert(self.data)]
+        return apply_many(convert, self.data, self.sizes, self.offsets)
 
 
 def starts(sizes: list[int], offsets: list[int] | None) -> list[int]:
@@ -64,19 +66,19 @@ def starts(sizes: list[int], offsets: list[int] | None) -> list[int]:
     return offsets if offsets is not None else list(itertools.accumulate(sizes[:-1], initial=0))
 
 
-def apply_many(transform: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
+def apply_many(convert: Callable[[pa.RecordBatch], Any] | None, data: pa.RecordBatch,
                sizes: list[int], offsets: list[int] | None = None) -> list[Any]:
-    """``transform`` of each ``sizes[k]``-row slice of ``data``, one after
+    """``convert`` of each ``sizes[k]``-row slice of ``data``, one after
     another or at row ``offsets[k]`` (the slices themselves without a
-    transform), through its ``many`` when it has one: ``many(data, sizes)``
+    conversion), through its ``many`` when it has one: ``many(data, sizes)``
     or ``many(data, sizes, offsets)``, one item per batch, equal to the
-    transform of each (icefloe.torch's ``batch_to_tensors`` has one)."""
-    many = getattr(transform, "many", None)
+    conversion of each (icefloe.torch's ``batch_to_tensors`` has one)."""
+    many = getattr(convert, "many", None)
     if many is not None:
         return many(data, sizes) if offsets is None else many(data, sizes, offsets)
     at = zip(starts(sizes, offsets), sizes, strict=True)
     batches = [data.slice(o, n) for o, n in at]
-    return batches if transform is None else [transform(b) for b in batches]
+    return batches if convert is None else [convert(b) for b in batches]
 
 
 def _in_file(message: Any) -> bool:
@@ -257,18 +259,18 @@ Recover = Callable[[BaseException, int, threading.Event], None]
 
 
 def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
-                   transform: Callable[[pa.RecordBatch], Any] | None = None,
+                   convert: Callable[[pa.RecordBatch], Any] | None = None,
                    prefetch: int = 0, *, dataset: str = "",
                    recover: Recover | None = None) -> Iterator[Any]:
     """Batches first..num_batches-1 of the streams ``open_streams(first)``
-    opens (each through ``transform`` when given).
+    opens (each through ``convert`` when given).
 
     When a stream breaks and ``recover`` is given (it raises to give up),
     the batches yielded stay yielded, the partial one is dropped, and every
     endpoint is opened again from ``open_streams(b)``, b the first batch not
     yet complete: nothing is lost or repeated.
 
-    With ``prefetch`` > 0 a thread reads, assembles and transforms up to
+    With ``prefetch`` > 0 a thread reads, assembles and converts up to
     ``prefetch`` messages' worth of batches ahead, so a training loop's step
     only takes finished ones off a queue; unless every stream of the first
     batch is by reference, whose batches cost less to make than to hand
@@ -277,7 +279,7 @@ def merged_batches(open_streams: OpenStreams, num_batches: int, first: int = 0,
     stop = threading.Event()
     current: list[_Stream] = []  # the streams being read, for cancel()
     merged = _merge(open_streams, num_batches, first, dataset, recover, stop, current)
-    groups = (span.split(transform) for span in merged)  # a span's batches together
+    groups = (span.split(convert) for span in merged)  # a span's batches together
     if prefetch > 0:
         try:
             opened = next(groups, None)  # opens the streams, here

@@ -474,12 +474,13 @@ class Client:
         slices, cheaper to make than to hand between threads.
         Yields record batches, or with ``as_numpy`` dicts of numpy arrays
         (framework-neutral, for JAX or ``tf.data.Dataset.from_generator``), or
-        what ``transform`` makes of each batch (run on the same thread as the
-        assembly). The epoch is ``plan`` (an :class:`icefloe.EpochPlan`) with
-        ``batch_size`` and ``fields`` (its other fields: seed, epoch, shuffle,
-        rank, world_size, ...; see :meth:`epoch_info`) changed. With
-        ``columns`` the batches hold only those
-        columns, in that order: the nodes project them, so the others never
+        what ``transform`` makes of each batch (the batch conversion, run on
+        the same thread as the assembly; not the load's ``transform``, which
+        the nodes ran when they loaded the copy). The epoch is ``plan`` (an
+        :class:`icefloe.EpochPlan`) with ``batch_size`` and ``fields`` (its
+        other fields: seed, epoch, shuffle, rank, world_size, ...; see
+        :meth:`epoch_info`) changed. With ``columns`` the batches hold only
+        those columns, in that order: the nodes project them, so the others never
         cross the wire, and a failover asks for the same columns. Where a node
         sent several whole batches as one message, a transform with a
         ``many(record_batch, sizes)`` attribute turns them at once
@@ -509,8 +510,9 @@ class Client:
 
         if as_numpy and transform is not None:
             raise ValueError("as_numpy and transform exclude each other")
-        if as_numpy:
-            transform = _to_numpy
+        # The keyword's batch conversion; called `convert` from here on, so
+        # that `transform` keeps to the load spec (ARCHITECTURE.md, glossary).
+        convert = _to_numpy if as_numpy else transform
         if plan is None and batch_size is None:
             raise TypeError("iter_epoch() missing required keyword argument: 'batch_size'")
         plan = (plan or EpochPlan()).replace(**fields)
@@ -542,9 +544,9 @@ class Client:
         recovery = self._recovery(name, "epoch")
         meter = self._stall_meter(name, job, plan, info)
         if meter is not None:
-            transform = _counting(meter, transform)
+            convert = _counting(meter, convert)
         batches = merged_batches(open_streams, shape["worker_batches"],
-                                 first=shape["first_batch"], transform=transform,
+                                 first=shape["first_batch"], convert=convert,
                                  prefetch=max(0, prefetch), dataset=name,
                                  recover=recovery.broken)
         yield from (batches if meter is None else _stall.metered(batches, meter))
@@ -740,19 +742,19 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _counting(meter: _stall.ConsumerMeter,
-              transform: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
-    """``transform`` that also tells ``meter`` each batch's rows (in order)."""
+              convert: Callable[[pa.RecordBatch], Any] | None) -> Callable[[pa.RecordBatch], Any]:
+    """``convert`` that also tells ``meter`` each batch's rows (in order)."""
     from ._pieces import apply_many
 
     def count(batch: pa.RecordBatch) -> Any:
         meter.count_rows(batch.num_rows)
-        return batch if transform is None else transform(batch)
+        return batch if convert is None else convert(batch)
 
     def count_many(batch: pa.RecordBatch, sizes: list[int],
                    offsets: list[int] | None = None) -> list[Any]:
         for n in sizes:
             meter.count_rows(n)
-        return apply_many(transform, batch, sizes, offsets)
+        return apply_many(convert, batch, sizes, offsets)
 
     count.many = count_many  # type: ignore[attr-defined]
     return count

@@ -1,7 +1,7 @@
 // One background thread running a body in rounds, waiting between rounds
 // until a period passed, Wake() was called or Stop() began. Every periodic
-// loop of the servers (heartbeats, polls, adoption, follow, lease expiry,
-// prefetch, the parent watch) runs on one of these instead of a hand-written
+// loop of the servers (heartbeats, polls, adoption, the follower, lease
+// expiry, disk-tier read-ahead, the parent watch) runs on one of these instead of a hand-written
 // stop flag, condition variable and join.
 //
 //   BackgroundLoop loop;  // last member: stops before what the body uses

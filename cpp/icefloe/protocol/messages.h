@@ -103,9 +103,10 @@ struct NodeStatus {
   /// and the bytes its tier files hold.
   int64_t disk_limit_bytes = 0;
   int64_t disk_used_bytes = 0;
-  /// Its prefetcher (prefetcher.h), since start: tier bytes streams read
+  /// Its read-ahead (readahead.h), since start: tier bytes streams read
   /// from RAM and waited for the disk to read; now: the fewest batches a
-  /// followed stream has in RAM ahead of it.
+  /// tracked stream has in RAM ahead of it (the wire's name keeps the
+  /// public word prefetch).
   int64_t tier_ram_bytes = 0;
   int64_t tier_disk_bytes = 0;
   int64_t prefetch_lead_batches = 0;

@@ -217,7 +217,7 @@ struct ClusterNode {
   nlohmann::json datasets = nlohmann::json::array();
   int64_t disk_limit_bytes = 0;  ///< the node's disk tier budget; 0: none
   int64_t disk_used_bytes = 0;
-  /// The node's prefetcher: tier bytes read from RAM and from disk since
+  /// The node's read-ahead: tier bytes read from RAM and from disk since
   /// it started, and its lead now (NodeStatus's).
   int64_t tier_ram_bytes = 0;
   int64_t tier_disk_bytes = 0;

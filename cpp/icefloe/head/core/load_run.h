@@ -2,7 +2,7 @@
 // placed tasks to the published copy. The coordinator (load_coordinator.h)
 // plans and places a load and fills the run's inputs; a heal (heal_runner.h)
 // fills them with the lost tasks of a copy. The run then starts the tasks on
-// their nodes, follows them until staged, numbers the rows, commits and (a
+// their nodes, watches them until staged, numbers the rows, commits and (a
 // load) publishes:
 //   Load:    node.load everywhere, node.load_status until all are staged,
 //            global row ids from the exact row counts, node.commit.

@@ -208,7 +208,7 @@ TEST(RegistryRefusalTest, ARefusedLoadCallCountsAsARefusal) {
 
 // Placement counts a tier node's memory as the node's own rule does: the
 // rows it keeps in memory (row_memory_bytes, its limit less what it keeps
-// free for serving and prefetch), not its whole limit; the rest goes to disk.
+// free for serving and read-ahead), not its whole limit; the rest goes to disk.
 TEST(NodeCapacityTest, ATierNodeOffersTheRowsItKeepsInMemoryAndItsFreeDisk) {
   NodeInfo n;
   n.status.memory_limit_bytes = 16 << 20;

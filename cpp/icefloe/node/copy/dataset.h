@@ -84,7 +84,7 @@ class CachedDataset {
   /// Bytes of the copy's batches on the tier (the sum of on_disk's sizes).
   int64_t disk_bytes() const { return disk_bytes_; }
   /// A number no other copy made by this process has: names the copy's
-  /// batches (with their index) to the node's prefetcher.
+  /// batches (with their index) to the node's read-ahead.
   uint64_t serial() const { return serial_; }
   /// The index in batches() of the batch holding global row `row`, or
   /// batches().size() when this copy holds none.

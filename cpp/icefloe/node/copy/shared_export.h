@@ -28,7 +28,7 @@
 // record batches, open read-only here) and the record batch and rows of it
 // that the cached batch is. A reader maps the tier file as it maps a memfd;
 // nothing is copied or charged to the node's memory budget for it (the page
-// cache is the kernel's), and the prefetcher, which reads the tier ahead of
+// cache is the kernel's), and the read-ahead, which reads the tier ahead of
 // streams sent over the network, has nothing to do for it. Tier files cannot
 // be sealed: like the node's own mapping, a reader's relies on nothing but
 // the node writing its --disk-dir (tier_file.h).
@@ -161,7 +161,7 @@ constexpr int64_t kMinSegmentBytes = 8 << 20;
 /// Batches `on_tier` locates (a copy partly on the disk tier) are segments of
 /// their own that name their tier file: nothing is copied for them, and the
 /// copy published keeps its tier files (CachedDataset::held) so that streams
-/// over the network still read them through the prefetcher. A batch on the
+/// over the network still read them through the read-ahead. A batch on the
 /// tier it does not locate (no locator) is refused: Invalid.
 Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget,
                     const std::vector<std::shared_ptr<const SharedExport>>& reusable = {},

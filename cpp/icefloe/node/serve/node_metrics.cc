@@ -72,7 +72,7 @@ NodeMetrics::NodeMetrics() {
       &r.Gauge("icefloe_node_disk_limit_bytes", "The disk tier's budget (0: no tier).").Add({});
   auto& tier_read = r.Counter("icefloe_node_tier_read_bytes_total",
                               "Bytes of disk-tier batches that plan streams read, by where "
-                              "they were: in RAM (prefetched, or still cached) or on disk (the "
+                              "they were: in RAM (read ahead, or still cached) or on disk (the "
                               "stream waited for the read).");
   tier_read_[0] = &tier_read.Add({{"from", "ram"}});
   tier_read_[1] = &tier_read.Add({{"from", "disk"}});
@@ -80,22 +80,22 @@ NodeMetrics::NodeMetrics() {
                            "Reads of a disk-tier batch by a plan stream that waited for the disk.")
                      .Add({});
   prefetched_ = &r.Counter("icefloe_node_prefetched_bytes_total",
-                           "Bytes the prefetcher read from the disk tier ahead of the streams.")
+                           "Bytes the node read from the disk tier ahead of the streams.")
                      .Add({});
   auto& set_reads = r.Counter("icefloe_node_prefetch_reads_total",
-                              "Reads of a disk-tier batch by a followed plan stream, by whether "
-                              "the prefetcher's working set held it (result=hit) or not.");
+                              "Reads of a disk-tier batch by a tracked plan stream, by whether "
+                              "the read-ahead's working set held it (result=hit) or not.");
   set_reads_[0] = &set_reads.Add({{"result", "hit"}});
   set_reads_[1] = &set_reads.Add({{"result", "miss"}});
   prefetch_lead_ = &r.Gauge("icefloe_node_prefetch_lead_batches",
-                            "Of the plan streams the prefetcher follows, the fewest upcoming "
-                            "batches already in RAM (0: none followed).")
+                            "Of the plan streams the read-ahead tracks, the fewest upcoming "
+                            "batches already in RAM (0: none tracked).")
                         .Add({});
   prefetch_used_ = &r.Gauge("icefloe_node_prefetch_bytes",
-                            "Bytes of disk-tier batches the prefetcher holds in RAM.")
+                            "Bytes of disk-tier batches the read-ahead holds in RAM.")
                         .Add({});
   prefetch_limit_ =
-      &r.Gauge("icefloe_node_prefetch_limit_bytes", "The prefetcher's RAM working set (0: none).")
+      &r.Gauge("icefloe_node_prefetch_limit_bytes", "The read-ahead's RAM working set (0: none).")
            .Add({});
   memory_staged_ = &r.Gauge("icefloe_node_memory_staged_bytes",
                             "Bytes of loads staged here, waiting for node.commit.")
@@ -107,18 +107,18 @@ NodeMetrics::NodeMetrics() {
   loads_ = &r.Gauge("icefloe_node_loads", "Loads known here, by state.");
 }
 
-void NodeMetrics::SetPrefetch(const PrefetchStats& stats) {
-  MutexLock lock(&prefetch_mu_);
+void NodeMetrics::SetReadahead(const ReadaheadStats& stats) {
+  MutexLock lock(&readahead_mu_);
   auto add = [](prometheus::Counter* c, int64_t now, int64_t* seen) {
     if (now > *seen) c->Increment(static_cast<double>(now - *seen));
     *seen = std::max(*seen, now);
   };
-  add(tier_read_[0], stats.ram_bytes, &prefetch_seen_.ram_bytes);
-  add(tier_read_[1], stats.disk_bytes, &prefetch_seen_.disk_bytes);
-  add(disk_waits_, stats.disk_waits, &prefetch_seen_.disk_waits);
-  add(prefetched_, stats.prefetched_bytes, &prefetch_seen_.prefetched_bytes);
-  add(set_reads_[0], stats.set_hits, &prefetch_seen_.set_hits);
-  add(set_reads_[1], stats.set_reads - stats.set_hits, &prefetch_misses_seen_);
+  add(tier_read_[0], stats.ram_bytes, &readahead_seen_.ram_bytes);
+  add(tier_read_[1], stats.disk_bytes, &readahead_seen_.disk_bytes);
+  add(disk_waits_, stats.disk_waits, &readahead_seen_.disk_waits);
+  add(prefetched_, stats.read_ahead_bytes, &readahead_seen_.read_ahead_bytes);
+  add(set_reads_[0], stats.set_hits, &readahead_seen_.set_hits);
+  add(set_reads_[1], stats.set_reads - stats.set_hits, &readahead_misses_seen_);
   prefetch_lead_->Set(static_cast<double>(stats.lead_batches));
   prefetch_used_->Set(static_cast<double>(stats.used_bytes));
   prefetch_limit_->Set(static_cast<double>(stats.capacity_bytes));

@@ -18,7 +18,7 @@
 
 #include "icefloe/common/metrics.h"
 #include "icefloe/common/mutex.h"
-#include "icefloe/node/tier/prefetcher.h"
+#include "icefloe/node/tier/readahead.h"
 #include "icefloe/protocol/messages.h"
 
 namespace icefloe {
@@ -39,9 +39,9 @@ class NodeMetrics {
   /// Sets the gauges from a status (memory, datasets, loads); `gather_bytes`
   /// is what gathers hold now. Call from a scrape hook.
   void SetStatus(const NodeStatus& status, int64_t gather_bytes);
-  /// Sets the disk tier's figures from its prefetcher (counters move by what
+  /// Sets the disk tier's figures from its read-ahead (counters move by what
   /// they moved since the last call). Call from a scrape hook.
-  void SetPrefetch(const PrefetchStats& stats);
+  void SetReadahead(const ReadaheadStats& stats);
   /// A dataset published by a load: `rows` and `bytes` now cached.
   void Published(int64_t rows, int64_t bytes);
   /// A failed RPC, by Arrow status code (a small fixed set of label values).
@@ -84,9 +84,9 @@ class NodeMetrics {
   prometheus::Gauge* prefetch_lead_;
   prometheus::Gauge* prefetch_used_;
   prometheus::Gauge* prefetch_limit_;
-  Mutex prefetch_mu_;
-  PrefetchStats prefetch_seen_ GUARDED_BY(prefetch_mu_);  // what the counters hold
-  int64_t prefetch_misses_seen_ GUARDED_BY(prefetch_mu_) = 0;
+  Mutex readahead_mu_;
+  ReadaheadStats readahead_seen_ GUARDED_BY(readahead_mu_);  // what the counters hold
+  int64_t readahead_misses_seen_ GUARDED_BY(readahead_mu_) = 0;
   prometheus::Gauge* memory_staged_;
   prometheus::Gauge* gather_bytes_;
   prometheus::Gauge* datasets_;

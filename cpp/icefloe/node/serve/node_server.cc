@@ -118,11 +118,11 @@ NodeServer::NodeServer(NodeOptions options)
         return LoadForManager(request, progress);
       }) {
   if (TierEnabled()) {
-    prefetcher_ = std::make_shared<Prefetcher>(PrefetchLimit(), options_.prefetch_policy);
+    readahead_ = std::make_shared<TierReadahead>(ReadaheadLimit(), options_.readahead_policy);
   }
   metrics_->registry().OnScrape([this] {
     metrics_->SetStatus(Status(), gather_pool_->bytes_allocated());
-    if (prefetcher_ != nullptr) metrics_->SetPrefetch(prefetcher_->Stats());
+    if (readahead_ != nullptr) metrics_->SetReadahead(readahead_->Stats());
   });
 }
 
@@ -130,7 +130,7 @@ NodeServer::~NodeServer() { StopBackground(); }
 
 void NodeServer::StopBackground() {
   loads_.Shutdown();
-  if (prefetcher_ != nullptr) prefetcher_->Stop();
+  if (readahead_ != nullptr) readahead_->Stop();
 }
 
 arrow::Result<TierAdoption> NodeServer::AdoptTier() {
@@ -169,16 +169,16 @@ bool NodeServer::TierEnabled() const {
          options_.memory_limit_bytes > 0;
 }
 
-int64_t NodeServer::PrefetchLimit() const {
+int64_t NodeServer::ReadaheadLimit() const {
   if (!TierEnabled()) return 0;
-  return options_.prefetch_limit_bytes >= 0 ? options_.prefetch_limit_bytes
-                                            : options_.memory_limit_bytes / 8;
+  return options_.readahead_limit_bytes >= 0 ? options_.readahead_limit_bytes
+                                             : options_.memory_limit_bytes / 8;
 }
 
 int64_t NodeServer::RowMemory() const {
   const int64_t limit = budget_->limit_bytes();
   if (!TierEnabled()) return limit;  // rows stay in memory, or the load fails
-  return std::max<int64_t>(0, limit - limit / 4 - PrefetchLimit());
+  return std::max<int64_t>(0, limit - limit / 4 - ReadaheadLimit());
 }
 
 int64_t NodeServer::TierReserve() const { return budget_->limit_bytes() - RowMemory(); }
@@ -394,11 +394,11 @@ NodeStatus NodeServer::Status() const {
   status.row_memory_bytes = RowMemory();
   status.disk_limit_bytes = disk_budget_->limit_bytes();
   status.disk_used_bytes = disk_budget_->used_bytes();
-  if (prefetcher_ != nullptr) {
-    const PrefetchStats prefetch = prefetcher_->Stats();
-    status.tier_ram_bytes = prefetch.ram_bytes;
-    status.tier_disk_bytes = prefetch.disk_bytes;
-    status.prefetch_lead_batches = prefetch.lead_batches;
+  if (readahead_ != nullptr) {
+    const ReadaheadStats readahead = readahead_->Stats();
+    status.tier_ram_bytes = readahead.ram_bytes;
+    status.tier_disk_bytes = readahead.disk_bytes;
+    status.prefetch_lead_batches = readahead.lead_batches;
   }
   for (const auto& l : loads_.States()) {
     if (l.state == LoadState::kStaged) ++status.staged;
@@ -577,7 +577,7 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
                                (mode == ShuffleMode::kWindow && dataset->disk_bytes() == 0));
     ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
                                                   Meter(StreamKind::kPlan), std::move(columns),
-                                                  by_reference, prefetcher_));
+                                                  by_reference, readahead_));
     return arrow::Status::OK();
   }
   // A granted rows ticket (kind 04) is served exactly as a head-signed one.

@@ -38,7 +38,7 @@
 #include "icefloe/node/copy/load_manager.h"
 #include "icefloe/node/serve/node_actions.h"
 #include "icefloe/node/serve/node_metrics.h"
-#include "icefloe/node/tier/prefetcher.h"
+#include "icefloe/node/tier/readahead.h"
 #include "icefloe/node/tier/tier_manifest.h"
 #include "icefloe/protocol/messages.h"
 
@@ -66,12 +66,12 @@ struct NodeOptions {
   /// further task to a tier file and serves it mapped. 0: no tier.
   std::string disk_dir;
   int64_t disk_limit_bytes = 0;
-  /// The tier's RAM working set (prefetcher.h), kept free of loaded rows
+  /// The tier's RAM working set (readahead.h), kept free of loaded rows
   /// within the memory limit; -1: an eighth of the memory limit; 0: none.
-  int64_t prefetch_limit_bytes = -1;
-  /// Which units the working set keeps: Belady (with prefetch) or the LRU
-  /// baseline it is measured against (no prefetch).
-  WorkingSet::Policy prefetch_policy = WorkingSet::Policy::kBelady;
+  int64_t readahead_limit_bytes = -1;
+  /// Which units the working set keeps: Belady (with read-ahead) or the LRU
+  /// baseline it is measured against (no read-ahead).
+  WorkingSet::Policy readahead_policy = WorkingSet::Policy::kBelady;
 };
 
 /// DoGet call header by which a same-host reader asks for a plan stream by
@@ -105,9 +105,9 @@ class NodeServer : public arrow::flight::FlightServerBase {
   /// proven intact, and removes the rest there (tier_manifest.h). Call once,
   /// before serving; nothing without a --disk-dir.
   arrow::Result<TierAdoption> AdoptTier() EXCLUDES(mu_);
-  /// The disk tier's prefetcher (null without a tier).
-  const std::shared_ptr<Prefetcher>& prefetcher() const { return prefetcher_; }
-  /// Cancels loads, joins the load pool and the prefetcher. Idempotent.
+  /// The disk tier's read-ahead (null without a tier).
+  const std::shared_ptr<TierReadahead>& readahead() const { return readahead_; }
+  /// Cancels loads, joins the load pool and the read-ahead. Idempotent.
   void StopBackground();
 
   arrow::Status ListFlights(const arrow::flight::ServerCallContext& context,
@@ -162,7 +162,7 @@ class NodeServer : public arrow::flight::FlightServerBase {
   // The node's one rule for rows in memory: of its memory budget, the most a
   // load fills with rows before it writes them to the tier (less the room
   // its reads take, PlanLoad): the budget less a quarter for serving and the
-  // prefetcher's working set; the whole budget without a tier. node.status
+  // read-ahead's working set; the whole budget without a tier. node.status
   // reports it (row_memory_bytes) and the head's placement counts it as is.
   int64_t RowMemory() const;
   // Memory a load leaves free besides its reads: the budget less
@@ -173,8 +173,8 @@ class NodeServer : public arrow::flight::FlightServerBase {
   void SyncTierManifest(const std::string& name) EXCLUDES(mu_, manifest_mu_);
   // A disk tier and a memory limit: rows may go to the tier.
   bool TierEnabled() const;
-  // The prefetcher's working set (options' prefetch_limit_bytes resolved).
-  int64_t PrefetchLimit() const;
+  // The read-ahead's working set (options' readahead_limit_bytes resolved).
+  int64_t ReadaheadLimit() const;
 
   const NodeOptions options_;
   const std::string ticket_key_;
@@ -186,8 +186,8 @@ class NodeServer : public arrow::flight::FlightServerBase {
   arrow::MemoryPool* base_pool_;  // jemalloc when built in: returns freed memory to the OS
   std::shared_ptr<TrackingPool> gather_pool_;  // every gather, charged to the budget
   iceberg::FileIO io_;
-  std::shared_ptr<NodeMetrics> metrics_;    // shared with the streams it meters
-  std::shared_ptr<Prefetcher> prefetcher_;  // null without a tier; shared with the streams
+  std::shared_ptr<NodeMetrics> metrics_;      // shared with the streams it meters
+  std::shared_ptr<TierReadahead> readahead_;  // null without a tier; shared with the streams
   mutable Mutex mu_;
   std::string advertised_location_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const CachedDataset>> datasets_ GUARDED_BY(mu_);

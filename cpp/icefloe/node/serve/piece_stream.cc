@@ -537,7 +537,7 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
-    std::vector<int> columns, bool by_reference, std::shared_ptr<Prefetcher> prefetcher) {
+    std::vector<int> columns, bool by_reference, std::shared_ptr<TierReadahead> readahead) {
   ARROW_ASSIGN_OR_RAISE(auto schema, by_reference ? SharedSchema(*dataset, columns)
                                                   : ProjectedSchema(*dataset, columns));
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
@@ -553,13 +553,13 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   const CachedDataset* ds = dataset.get();
   const PieceTarget target{gather_pool.get(), by_reference};
   if (by_reference) columns.clear();  // the reader projects what it maps
-  // The prefetcher follows what the stream reads of a copy on the tier; a
+  // The read-ahead tracks what the stream reads of a copy on the tier; a
   // stream by reference reads nothing (its reader maps the tier files).
-  std::shared_ptr<Prefetcher::Follower> follower;
-  if (prefetcher != nullptr && !by_reference) {
-    ARROW_ASSIGN_OR_RAISE(follower, prefetcher->Follow(dataset, ticket));
+  std::shared_ptr<TierReadahead::TrackedStream> tracked;
+  if (readahead != nullptr && !by_reference) {
+    ARROW_ASSIGN_OR_RAISE(tracked, readahead->Track(dataset, ticket));
   }
-  auto producer = [ds, target, ticket = std::move(ticket), next_batch, cache, follower,
+  auto producer = [ds, target, ticket = std::move(ticket), next_batch, cache, tracked,
                    columns = std::move(columns)](std::deque<Piece>* out) -> arrow::Result<bool> {
     if (*next_batch >= ticket.batch_end) return false;
     uint64_t chunked = 0;
@@ -575,7 +575,7 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     }
     *next_batch += chunked;
     // The pieces are views of the copy: its pages are read as they are sent.
-    if (follower != nullptr) ARROW_RETURN_NOT_OK(follower->Reading(*next_batch));
+    if (tracked != nullptr) ARROW_RETURN_NOT_OK(tracked->Reading(*next_batch));
     return true;
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),

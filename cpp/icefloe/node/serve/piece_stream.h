@@ -17,7 +17,7 @@
 
 #include "icefloe/node/copy/dataset.h"
 #include "icefloe/node/serve/node_metrics.h"
-#include "icefloe/node/tier/prefetcher.h"
+#include "icefloe/node/tier/readahead.h"
 #include "icefloe/protocol/plan_ticket.h"
 
 namespace icefloe {
@@ -34,13 +34,13 @@ namespace icefloe {
 /// `by_reference` (the dataset must have a shared export): the stream for a
 /// same-host reader that maps the export; its schema is SharedSchema's and
 /// its messages name their rows in the export (PieceInfo::source) instead
-/// of holding them. `prefetcher` (may be null): the node's, told what the
+/// of holding them. `readahead` (may be null): the node's, told what the
 /// stream will read of a copy on the disk tier and what it reads.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
     std::vector<int> columns = {}, bool by_reference = false,
-    std::shared_ptr<Prefetcher> prefetcher = nullptr);
+    std::shared_ptr<TierReadahead> readahead = nullptr);
 
 /// A by-reference stream's schema: no fields; metadata "icefloe.shared", a
 /// SharedFileReply naming the export, the projection and what the file holds

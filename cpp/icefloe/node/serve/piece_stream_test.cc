@@ -787,7 +787,7 @@ TEST(SharedExport, BatchesOnTheTierAreSegmentsNamingTheirTierFile) {
     EXPECT_EQ(s.num_rows(), 700);
   }
   // The copy published keeps its tier batches (served over TCP through the
-  // prefetcher) and its rows.
+  // read-ahead) and its rows.
   EXPECT_EQ(shared.dataset->disk_bytes(), copy->disk_bytes());
   EXPECT_EQ(shared.dataset->batches()[1].batch, copy->batches()[1].batch);
   EXPECT_TRUE(shared.dataset->table()->Equals(*all->table()));

@@ -11,8 +11,8 @@
 // truncated or corrupt file is an error naming the path, never wrong rows.
 //
 // Rows are written as record batches of about kTierBatchBytes at most (a
-// larger batch is cut into slices): the unit the node's prefetcher reads
-// ahead of its streams and evicts (prefetcher.h) is one such batch, whose
+// larger batch is cut into slices): the unit the node's read-ahead reads
+// ahead of its streams and evicts (readahead.h) is one such batch, whose
 // columns lie back to back in the file, so loading it is one contiguous read.
 //
 // The file must not change while mapped: a truncation under a live mapping

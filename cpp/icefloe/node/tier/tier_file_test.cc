@@ -52,7 +52,7 @@ class TierFileTest : public ::testing::Test {
 };
 
 // A batch larger than kTierBatchBytes is written as slices of about that
-// size (the prefetcher's unit), rows and values unchanged, strings included.
+// size (the read-ahead's unit), rows and values unchanged, strings included.
 TEST_F(TierFileTest, CutsALargeBatchIntoBatchesOfAboutTheTierBatchBytes) {
   arrow::Int64Builder ids;
   arrow::StringBuilder s;

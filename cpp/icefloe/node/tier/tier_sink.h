@@ -2,7 +2,7 @@
 //
 // Each batch of the task stays in memory while the node's rule says there is
 // room for it (KeepRule: the budget keeps its serving quarter, the
-// prefetcher's working set and two reads at their peak free besides the
+// read-ahead's working set and two reads at their peak free besides the
 // reads in flight); from the first batch that does not fit, the rest of the
 // task goes to one tier file, written batch by batch as it comes, so a task
 // of any size passes through memory one batch at a time.

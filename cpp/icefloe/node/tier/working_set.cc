@@ -124,7 +124,7 @@ arrow::Result<bool> WorkingSet::Read(uint32_t stream, std::vector<Unit>* evicted
   return false;
 }
 
-std::optional<WorkingSet::Unit> WorkingSet::Prefetch() const {
+std::optional<WorkingSet::Unit> WorkingSet::NextToLoad() const {
   if (policy_ != Policy::kBelady) return std::nullopt;
   std::optional<Unit> best;
   uint64_t soonest = kNever;

@@ -1,5 +1,6 @@
 // Which of a node's on-disk units to keep in RAM, knowing what its streams
-// will read (issue: the disk tier, "clairvoyant prefetch and eviction").
+// will read (issue: the disk tier, "clairvoyant prefetch and eviction"; the
+// node calls it read-ahead, ARCHITECTURE.md's glossary).
 //
 // An epoch's order is a pure function of its plan (plan.h), so a node knows,
 // once a consumer's stream starts, the exact units (cached batches, or parts
@@ -8,7 +9,7 @@
 // keeps the units needed soonest: on a miss it evicts the resident unit whose
 // next read, over every stream, lies furthest ahead (Belady's choice, optimal
 // when every future read is known; units no stream will read go first, least
-// recently used among them), and Prefetch names the unit to load next, so a
+// recently used among them), and NextToLoad names the unit to load next, so a
 // reader can fill RAM ahead of the streams. Policy::kLru is the baseline it is
 // measured against (an LRU cache thrashes under epoch scans larger than it).
 //
@@ -58,7 +59,7 @@ class WorkingSet {
   /// The unit to load ahead of the streams (Policy::kBelady): the one not
   /// resident whose next read is soonest, when it fits without evicting a
   /// unit read sooner than it; nullopt when none. Load it with Load.
-  std::optional<Unit> Prefetch() const;
+  std::optional<Unit> NextToLoad() const;
   /// Loads `unit` (planned by some stream), evicting as the policy says
   /// (into `evicted`, as Read).
   arrow::Status Load(Unit unit, std::vector<Unit>* evicted = nullptr);

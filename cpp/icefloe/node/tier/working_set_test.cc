@@ -56,29 +56,29 @@ TEST(WorkingSet, CountsBytesAndRefusesWhatCannotFit) {
   EXPECT_FALSE(set.Load(9).ok());  // nobody plans to read it
 }
 
-TEST(WorkingSet, PrefetchesWhatIsReadSoonestWithoutEvictingSoonerReads) {
+TEST(WorkingSet, LoadsWhatIsReadSoonestWithoutEvictingSoonerReads) {
   WorkingSet set(2, Policy::kBelady);
   set.Plan(0, {{5, 1}, {6, 1}, {5, 1}, {7, 1}});
   set.Plan(1, {{8, 1}});
   // Soonest: 5 and 8 (next read), the lower id first.
-  ASSERT_EQ(set.Prefetch(), 5u);
+  ASSERT_EQ(set.NextToLoad(), 5u);
   ASSERT_TRUE(set.Load(5).ok());
-  ASSERT_EQ(set.Prefetch(), 8u);
+  ASSERT_EQ(set.NextToLoad(), 8u);
   ASSERT_TRUE(set.Load(8).ok());
   // 6 (1 read ahead) would evict 5 or 8, both read sooner: nothing to do.
-  EXPECT_EQ(set.Prefetch(), std::nullopt);
+  EXPECT_EQ(set.NextToLoad(), std::nullopt);
   EXPECT_TRUE(set.Read(1).ValueOrDie());  // 8: a hit, and read by nobody again
-  EXPECT_EQ(set.Prefetch(), 6u);          // so it makes room for 6
+  EXPECT_EQ(set.NextToLoad(), 6u);        // so it makes room for 6
   ASSERT_TRUE(set.Load(6).ok());
   EXPECT_FALSE(set.Resident(8));
   EXPECT_TRUE(set.Read(0).ValueOrDie());
   EXPECT_TRUE(set.Read(0).ValueOrDie());
   // A stream that ends no longer holds units in the set.
   set.End(0);
-  EXPECT_EQ(set.Prefetch(), std::nullopt);
+  EXPECT_EQ(set.NextToLoad(), std::nullopt);
   WorkingSet lru(2, Policy::kLru);
   lru.Plan(0, {{1, 1}});
-  EXPECT_EQ(lru.Prefetch(), std::nullopt);  // LRU knows no future
+  EXPECT_EQ(lru.NextToLoad(), std::nullopt);  // LRU knows no future
 }
 
 // The units (`unit_rows` rows each) a consumer's epochs read, batch by batch:

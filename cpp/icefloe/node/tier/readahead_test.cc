@@ -1,4 +1,4 @@
-#include "icefloe/node/tier/prefetcher.h"
+#include "icefloe/node/tier/readahead.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -21,12 +21,12 @@ namespace fs = std::filesystem;
 
 // A copy of 24 MiB (12 tier batches of about 2 MiB) written to a tier file
 // on this machine's disk, and ways to push its pages out of RAM.
-class PrefetcherTest : public ::testing::Test {
+class TierReadaheadTest : public ::testing::Test {
  protected:
   static constexpr int64_t kRows = 6 << 20;  // int64 id + int64 value: 16 bytes a row
 
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "icefloe-prefetch-XXXXXX").string();
+    std::string pattern = (fs::temp_directory_path() / "icefloe-readahead-XXXXXX").string();
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
     auto schema =
@@ -100,7 +100,7 @@ class PrefetcherTest : public ::testing::Test {
   std::shared_ptr<const CachedDataset> dataset_;
 };
 
-TEST_F(PrefetcherTest, TheCopyKnowsWhichOfItsBatchesLieOnTheTier) {
+TEST_F(TierReadaheadTest, TheCopyKnowsWhichOfItsBatchesLieOnTheTier) {
   ASSERT_GE(dataset_->batches().size(), 12u);  // cut to about kTierBatchBytes each
   ASSERT_EQ(dataset_->on_disk().size(), dataset_->batches().size());
   int64_t total = 0;
@@ -118,88 +118,88 @@ TEST_F(PrefetcherTest, TheCopyKnowsWhichOfItsBatchesLieOnTheTier) {
   EXPECT_TRUE((*in_memory)->on_disk().empty());
 }
 
-// A stream reading slowly finds its batches in RAM: the prefetcher read them
+// A stream reading slowly finds its batches in RAM: the read-ahead read them
 // from disk ahead of it. Without a working set, the same stream waits for
 // the disk on most of its batches. Where they were is the kernel's answer
-// (mincore), not the prefetcher's own.
-TEST_F(PrefetcherTest, ReadsAheadOfAStreamSoThatItFindsItsBatchesInRam) {
+// (mincore), not the read-ahead's own.
+TEST_F(TierReadaheadTest, ReadsAheadOfAStreamSoThatItFindsItsBatchesInRam) {
   for (const int64_t capacity : {int64_t{8} << 20, int64_t{0}}) {
     SCOPED_TRACE(capacity);
     if (!PageOut()) GTEST_SKIP() << "this kernel keeps the tier file's pages";
-    Prefetcher prefetcher(capacity);
+    TierReadahead readahead(capacity);
     const PlanTicket ticket = Ticket(ShuffleMode::kNone, 64 * 1024);
-    auto follower = prefetcher.Follow(dataset_, ticket);
-    ASSERT_TRUE(follower.ok()) << follower.status();
-    ASSERT_NE(*follower, nullptr);
+    auto tracked = readahead.Track(dataset_, ticket);
+    ASSERT_TRUE(tracked.ok()) << tracked.status();
+    ASSERT_NE(*tracked, nullptr);
     for (uint64_t b = ticket.batch_begin; b < ticket.batch_end; ++b) {
-      // A consumer slower than the disk: the prefetcher has time to get ahead.
-      for (int i = 0; i < 200 && capacity > 0 && prefetcher.Stats().lead_batches < 1; ++i) {
+      // A consumer slower than the disk: the read-ahead has time to get ahead.
+      for (int i = 0; i < 200 && capacity > 0 && readahead.Stats().lead_batches < 1; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      const PrefetchStats before = prefetcher.Stats();
+      const ReadaheadStats before = readahead.Stats();
       EXPECT_LE(before.used_bytes, capacity);
-      ASSERT_TRUE((*follower)->Reading(b + 1).ok());
+      ASSERT_TRUE((*tracked)->Reading(b + 1).ok());
     }
-    const PrefetchStats stats = prefetcher.Stats();
+    const ReadaheadStats stats = readahead.Stats();
     EXPECT_EQ(stats.streams, 1);
     const double read = static_cast<double>(stats.ram_bytes + stats.disk_bytes);
     EXPECT_NEAR(read, static_cast<double>(dataset_->disk_bytes()), 4096.0);
     if (capacity > 0) {
       EXPECT_GE(stats.ram_bytes, 0.9 * read);
-      EXPECT_GE(stats.prefetched_bytes, dataset_->disk_bytes() - 2 * kTierBatchBytes - 8192);
+      EXPECT_GE(stats.read_ahead_bytes, dataset_->disk_bytes() - 2 * kTierBatchBytes - 8192);
       EXPECT_LE(stats.disk_waits, 1);
     } else {
       EXPECT_GE(stats.disk_bytes, 0.8 * read);
-      EXPECT_EQ(stats.prefetched_bytes, 0);
+      EXPECT_EQ(stats.read_ahead_bytes, 0);
       EXPECT_GE(stats.disk_waits, 10);
     }
-    follower->reset();
-    EXPECT_EQ(prefetcher.Stats().streams, 0);
+    tracked->reset();
+    EXPECT_EQ(readahead.Stats().streams, 0);
   }
 }
 
 // Two jobs reading the copy: the working set is shared, and each stream's
 // next batch is in RAM by the time it reads it.
-TEST_F(PrefetcherTest, TwoStreamsShareOneWorkingSetWithinItsBound) {
+TEST_F(TierReadaheadTest, TwoStreamsShareOneWorkingSetWithinItsBound) {
   const int64_t capacity = int64_t{6} << 20;
-  Prefetcher prefetcher(capacity);
+  TierReadahead readahead(capacity);
   const PlanTicket a = Ticket(ShuffleMode::kNone, 32 * 1024);
   PlanTicket b = Ticket(ShuffleMode::kBlock, 32 * 1024);
   b.params.order.seed = 7;
-  auto fa = prefetcher.Follow(dataset_, a);
-  auto fb = prefetcher.Follow(dataset_, b);
+  auto fa = readahead.Track(dataset_, a);
+  auto fb = readahead.Track(dataset_, b);
   ASSERT_TRUE(fa.ok() && fb.ok());
   ASSERT_NE(*fa, nullptr);
   ASSERT_NE(*fb, nullptr);
-  EXPECT_EQ(prefetcher.Stats().streams, 2);
+  EXPECT_EQ(readahead.Stats().streams, 2);
   for (uint64_t k = 0; k < a.batch_end; ++k) {
-    for (int i = 0; i < 20 && prefetcher.Stats().lead_batches < 1; ++i) {
+    for (int i = 0; i < 20 && readahead.Stats().lead_batches < 1; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    EXPECT_LE(prefetcher.Stats().used_bytes, capacity);
+    EXPECT_LE(readahead.Stats().used_bytes, capacity);
     ASSERT_TRUE((*fa)->Reading(k + 1).ok());
     ASSERT_TRUE((*fb)->Reading(k + 1).ok());
   }
   // Each read the whole copy once: the bytes counted are the copy's, twice
   // (less rounding of each batch's share).
-  const PrefetchStats stats = prefetcher.Stats();
-  EXPECT_GT(stats.prefetched_bytes, 0);
+  const ReadaheadStats stats = readahead.Stats();
+  EXPECT_GT(stats.read_ahead_bytes, 0);
   EXPECT_NEAR(static_cast<double>(stats.ram_bytes + stats.disk_bytes),
               2.0 * static_cast<double>(dataset_->disk_bytes()), 4096.0);
 }
 
-TEST_F(PrefetcherTest, FollowsOnlyRunsOfRowsOnTheTier) {
-  Prefetcher prefetcher(int64_t{8} << 20);
+TEST_F(TierReadaheadTest, TracksOnlyRunsOfRowsOnTheTier) {
+  TierReadahead readahead(int64_t{8} << 20);
   for (ShuffleMode mode : {ShuffleMode::kWindow, ShuffleMode::kSample}) {
-    auto follower = prefetcher.Follow(dataset_, Ticket(mode, 1024));
-    ASSERT_TRUE(follower.ok());
-    EXPECT_EQ(*follower, nullptr) << ShuffleModeName(mode);
+    auto tracked = readahead.Track(dataset_, Ticket(mode, 1024));
+    ASSERT_TRUE(tracked.ok());
+    EXPECT_EQ(*tracked, nullptr) << ShuffleModeName(mode);
   }
   auto in_memory = CachedDataset::Make("m", 1, dataset_->schema(), {{0, file_->batches()[0]}});
   ASSERT_TRUE(in_memory.ok());
-  auto follower = prefetcher.Follow(*in_memory, Ticket(ShuffleMode::kNone, 1024));
-  ASSERT_TRUE(follower.ok());
-  EXPECT_EQ(*follower, nullptr);
+  auto tracked = readahead.Track(*in_memory, Ticket(ShuffleMode::kNone, 1024));
+  ASSERT_TRUE(tracked.ok());
+  EXPECT_EQ(*tracked, nullptr);
 }
 
 }  // namespace

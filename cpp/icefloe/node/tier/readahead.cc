@@ -1,4 +1,4 @@
-#include "icefloe/node/tier/prefetcher.h"
+#include "icefloe/node/tier/readahead.h"
 
 #include <algorithm>
 #include <chrono>
@@ -76,25 +76,25 @@ int64_t ResidentBytes(const MappedSpan& span) {
 
 }  // namespace
 
-Prefetcher::Prefetcher(int64_t capacity_bytes, WorkingSet::Policy policy)
+TierReadahead::TierReadahead(int64_t capacity_bytes, WorkingSet::Policy policy)
     : capacity_(capacity_bytes), set_(capacity_bytes, policy) {
-  loop_.Start("node prefetch", [this]() -> std::optional<BackgroundLoop::Duration> {
+  loop_.Start("node readahead", [this]() -> std::optional<BackgroundLoop::Duration> {
     // Units taken in: look for the next ones at once; none: until woken.
     if (Round()) return BackgroundLoop::Duration::zero();
     return kIdleWait;
   });
 }
 
-Prefetcher::~Prefetcher() { Stop(); }
+TierReadahead::~TierReadahead() { Stop(); }
 
-void Prefetcher::Stop() { loop_.Stop(); }
+void TierReadahead::Stop() { loop_.Stop(); }
 
-PrefetchStats Prefetcher::Stats() const {
-  PrefetchStats stats;
+ReadaheadStats TierReadahead::Stats() const {
+  ReadaheadStats stats;
   stats.ram_bytes = ram_bytes_.load();
   stats.disk_bytes = disk_bytes_.load();
   stats.disk_waits = disk_waits_.load();
-  stats.prefetched_bytes = prefetched_bytes_.load();
+  stats.read_ahead_bytes = read_ahead_bytes_.load();
   stats.set_reads = set_reads_.load();
   stats.set_hits = set_hits_.load();
   MutexLock lock(&mu_);
@@ -102,9 +102,9 @@ PrefetchStats Prefetcher::Stats() const {
   stats.capacity_bytes = set_.capacity_bytes();
   stats.streams = static_cast<int64_t>(streams_.size());
   bool first = true;
-  for (const auto& [id, followed] : streams_) {
+  for (const auto& [id, plan] : streams_) {
     int64_t lead = 0;
-    for (const PlannedBatch& b : followed.upcoming) {
+    for (const PlannedBatch& b : plan.upcoming) {
       bool in = true;
       for (const auto& access : b.units) in = in && InRam(access.unit);
       if (!in) break;
@@ -116,35 +116,36 @@ PrefetchStats Prefetcher::Stats() const {
   return stats;
 }
 
-arrow::Result<std::unique_ptr<Prefetcher::Follower>> Prefetcher::Follow(
+arrow::Result<std::unique_ptr<TierReadahead::TrackedStream>> TierReadahead::Track(
     std::shared_ptr<const CachedDataset> dataset, const PlanTicket& ticket) {
   const ShuffleMode mode = ticket.params.order.mode;
   if (dataset->on_disk().empty() || (mode != ShuffleMode::kNone && mode != ShuffleMode::kBlock)) {
     return nullptr;
   }
   // Units name a batch by the copy's serial and its index (32 bits each); a
-  // copy beyond that is not followed.
+  // copy beyond that is not tracked.
   if (dataset->serial() > UINT32_MAX || dataset->batches().size() > UINT32_MAX) return nullptr;
   uint32_t stream = 0;
   {
     MutexLock lock(&mu_);
-    // Ids of streams followed now; the counter wraps past the ones in use.
+    // Ids of streams tracked now; the counter wraps past the ones in use.
     while (streams_.count(next_stream_) != 0) ++next_stream_;
     stream = next_stream_++;
     streams_[stream];
   }
-  std::unique_ptr<Follower> follower(new Follower(this, stream, std::move(dataset), ticket));
-  ARROW_RETURN_NOT_OK(follower->PlanAhead(ticket.batch_begin));
-  return follower;
+  std::unique_ptr<TrackedStream> tracked(
+      new TrackedStream(this, stream, std::move(dataset), ticket));
+  ARROW_RETURN_NOT_OK(tracked->PlanAhead(ticket.batch_begin));
+  return tracked;
 }
 
-void Prefetcher::Unplan(Unit unit) {
+void TierReadahead::Unplan(Unit unit) {
   auto it = units_.find(unit);
   if (it == units_.end()) return;
   if (--it->second.planned <= 0 && !set_.Resident(unit)) units_.erase(it);
 }
 
-void Prefetcher::Unfollow(uint32_t stream) {
+void TierReadahead::Untrack(uint32_t stream) {
   MutexLock lock(&mu_);
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
@@ -156,9 +157,9 @@ void Prefetcher::Unfollow(uint32_t stream) {
   loop_.Wake();
 }
 
-void Prefetcher::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
-                      const std::vector<std::pair<Unit, MappedSpan>>& spans,
-                      const std::shared_ptr<const CachedDataset>& owner) {
+void TierReadahead::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
+                         const std::vector<std::pair<Unit, MappedSpan>>& spans,
+                         const std::shared_ptr<const CachedDataset>& owner) {
   MutexLock lock(&mu_);
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
@@ -178,7 +179,7 @@ void Prefetcher::Plan(uint32_t stream, std::vector<PlannedBatch> batches,
   loop_.Wake();
 }
 
-void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<SpanUse>* cold) {
+void TierReadahead::Evicted(const std::vector<Unit>& evicted, std::vector<SpanUse>* cold) {
   for (Unit unit : evicted) {
     loading_.erase(unit);
     auto it = units_.find(unit);
@@ -188,9 +189,9 @@ void Prefetcher::Evicted(const std::vector<Unit>& evicted, std::vector<SpanUse>*
   }
 }
 
-void Prefetcher::Read(uint32_t stream, uint64_t end,
-                      const std::shared_ptr<const CachedDataset>& owner,
-                      std::vector<SpanUse>* missed) {
+void TierReadahead::Read(uint32_t stream, uint64_t end,
+                         const std::shared_ptr<const CachedDataset>& owner,
+                         std::vector<SpanUse>* missed) {
   std::vector<Unit> evicted;
   std::vector<SpanUse> cold;
   {
@@ -225,7 +226,7 @@ void Prefetcher::Read(uint32_t stream, uint64_t end,
   for (const SpanUse& m : cold) MarkCold(m.span);
 }
 
-void Prefetcher::CountSpanUse(const std::vector<SpanUse>& missed) {
+void TierReadahead::CountSpanUse(const std::vector<SpanUse>& missed) {
   for (const SpanUse& m : missed) {
     const int64_t in = ResidentBytes(m.span);
     if (in >= m.span.size) {
@@ -241,7 +242,7 @@ void Prefetcher::CountSpanUse(const std::vector<SpanUse>& missed) {
   }
 }
 
-bool Prefetcher::Round() {
+bool TierReadahead::Round() {
   std::vector<Unit> evicted;
   std::vector<std::pair<Unit, SpanUse>> round;  // units taken in, their reads in flight
   std::vector<SpanUse> cold;
@@ -251,7 +252,7 @@ bool Prefetcher::Round() {
     // Belady says), so that their reads go to the disk together.
     int64_t bytes = 0;
     while (round.size() < kRoundUnits && bytes < kRoundBytes) {
-      auto next = set_.Prefetch();
+      auto next = set_.NextToLoad();
       if (!next) break;
       auto it = units_.find(*next);
       if (it == units_.end()) break;
@@ -270,22 +271,23 @@ bool Prefetcher::Round() {
   for (const auto& [unit, load] : round) {
     LoadPages(load.span);  // outside the lock: streams go on meanwhile
     MutexLock lock(&mu_);
-    if (loading_.erase(unit) != 0) prefetched_bytes_ += load.span.size;
+    if (loading_.erase(unit) != 0) read_ahead_bytes_ += load.span.size;
   }
   return true;
 }
 
-Prefetcher::Follower::Follower(Prefetcher* owner, uint32_t stream,
-                               std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket)
+TierReadahead::TrackedStream::TrackedStream(TierReadahead* owner, uint32_t stream,
+                                            std::shared_ptr<const CachedDataset> dataset,
+                                            PlanTicket ticket)
     : owner_(owner),
       stream_(stream),
       dataset_(std::move(dataset)),
       ticket_(std::move(ticket)),
       next_plan_(ticket_.batch_begin) {}
 
-Prefetcher::Follower::~Follower() { owner_->Unfollow(stream_); }
+TierReadahead::TrackedStream::~TrackedStream() { owner_->Untrack(stream_); }
 
-arrow::Status Prefetcher::Follower::PlanAhead(uint64_t reading) {
+arrow::Status TierReadahead::TrackedStream::PlanAhead(uint64_t reading) {
   const int64_t horizon_bytes = std::max(kMinHorizonBytes, 2 * owner_->capacity_);
   const auto& batches = dataset_->batches();
   const auto& on_disk = dataset_->on_disk();
@@ -339,7 +341,7 @@ arrow::Status Prefetcher::Follower::PlanAhead(uint64_t reading) {
   return arrow::Status::OK();
 }
 
-arrow::Status Prefetcher::Follower::Reading(uint64_t end) {
+arrow::Status TierReadahead::TrackedStream::Reading(uint64_t end) {
   while (!planned_.empty() && planned_.front().first < end) {
     planned_bytes_ -= planned_.front().second;
     planned_.pop_front();
