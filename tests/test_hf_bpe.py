@@ -43,6 +43,16 @@ def texts() -> list[str | None]:
     return [None, *adversarial, *corpus, *mixed]
 
 
+def save(tok, path: Path, edit=None) -> str:
+    """Saves `tok` as `path`, then changes the file by `edit(doc)` if given; the path."""
+    tok.save(str(path))
+    if edit is not None:
+        doc = json.loads(path.read_text())
+        edit(doc)
+        path.write_text(json.dumps(doc))
+    return str(path)
+
+
 def train(path: Path, texts: list[str], model, pre_tokenizer, *, specials: list[str],
           post=None, edit=None, **trainer) -> str:
     tok = tk.Tokenizer(model)
@@ -52,12 +62,7 @@ def train(path: Path, texts: list[str], model, pre_tokenizer, *, specials: list[
         vocab_size=3000, special_tokens=specials, show_progress=False, **trainer))
     if post is not None:
         tok.post_processor = post(tok)
-    tok.save(str(path))
-    if edit is not None:
-        doc = json.loads(path.read_text())
-        edit(doc)
-        path.write_text(json.dumps(doc))
-    return str(path)
+    return save(tok, path, edit)
 
 
 def legacy_merges(doc):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from iceberg_util import Warehouse
-from test_hf_bpe import BYTES, MORE, compare
+from test_hf_bpe import BYTES, MORE, compare, save
 from test_hf_tokenizer import (
     ADVERSARIAL,
     _set,
@@ -70,12 +70,7 @@ def train(path: Path, texts: list[str], model, *, normalizer=None, pre_tokenizer
         tok.add_tokens(list(added))
     if post is not None:
         tok.post_processor = post(tok)
-    tok.save(str(path))
-    if edit is not None:
-        doc = json.loads(path.read_text())
-        edit(doc)
-        path.write_text(json.dumps(doc))
-    return str(path)
+    return save(tok, path, edit)
 
 
 def variant(path: str, name: str, edit) -> str:

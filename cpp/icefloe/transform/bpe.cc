@@ -181,13 +181,9 @@ int32_t Bpe::CharId(std::string_view word, size_t start, size_t len, int32_t cp)
 // instead of the vocabulary's and the merges' tables).
 void Bpe::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
   if (word.empty()) return;
-  if (word.size() > WordCache::kMaxWord) return TokenizeUncached(word, ids);
-  WordCache& cache = WordCache::For(cache_owner_);
-  const uint64_t h = HashBytes(word);
-  if (cache.Find(word, h, ids)) return;
-  const size_t first = ids->size();
-  TokenizeUncached(word, ids);
-  cache.Put(word, h, ids->data() + first, ids->size() - first);
+  WordCache::Tokenize(
+      cache_owner_, word, ids,
+      [this](std::string_view w, std::vector<int32_t>* out) { TokenizeUncached(w, out); });
 }
 
 void Bpe::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const {

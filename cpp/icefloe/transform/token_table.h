@@ -163,6 +163,20 @@ class WordCache {
     return next.fetch_add(1, std::memory_order_relaxed);
   }
 
+  /// Appends `word`'s ids to `ids`: from the calling thread's cache for
+  /// `owner`, else from `uncached(word, ids)`, whose ids are then cached.
+  template <typename Uncached>
+  static void Tokenize(uint64_t owner, std::string_view word, std::vector<int32_t>* ids,
+                       const Uncached& uncached) {
+    if (word.size() > kMaxWord) return uncached(word, ids);
+    WordCache& cache = For(owner);
+    const uint64_t h = HashBytes(word);
+    if (cache.Find(word, h, ids)) return;
+    const size_t first = ids->size();
+    uncached(word, ids);
+    cache.Put(word, h, ids->data() + first, ids->size() - first);
+  }
+
   /// Appends the ids of `word` (hash `h`) to `ids` when it is cached.
   bool Find(std::string_view word, uint64_t h, std::vector<int32_t>* ids) const {
     if (word.size() > kMaxWord) return false;

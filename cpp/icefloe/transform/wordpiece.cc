@@ -40,13 +40,9 @@ std::optional<int32_t> WordPiece::TokenToId(std::string_view token) const {
 
 // Words repeat: the thread's cache answers most of them.
 void WordPiece::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
-  if (word.size() > WordCache::kMaxWord) return TokenizeUncached(word, ids);
-  WordCache& cache = WordCache::For(cache_owner_);
-  const uint64_t h = HashBytes(word);
-  if (cache.Find(word, h, ids)) return;
-  const size_t first = ids->size();
-  TokenizeUncached(word, ids);
-  cache.Put(word, h, ids->data() + first, ids->size() - first);
+  WordCache::Tokenize(
+      cache_owner_, word, ids,
+      [this](std::string_view w, std::vector<int32_t>* out) { TokenizeUncached(w, out); });
 }
 
 void WordPiece::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const {
