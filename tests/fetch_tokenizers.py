@@ -15,6 +15,7 @@ from icefloe_demo.tokenizer_files import (  # noqa: F401 - re-exported
     cache_dir,
     llama3,
     llama3_tiktoken,
+    llama_cpp_file,
 )
 
 if __name__ == "__main__":

