@@ -1,0 +1,196 @@
+"""Real vocabularies (issue 43, item 3): byte-level BPE (GPT-2, Qwen2, the
+Qwen3.5 test vocabulary, Llama-3, StarCoder2, Refact, Command-R, MPT,
+Falcon, DeepSeek-LLM, DeepSeek-Coder), SentencePiece BPE (Llama-2, Phi-3)
+and WordPiece (BGE, BERT-base-uncased's vocabulary), as llama.cpp's GGUF
+vocabulary files hold them (fetched from the pinned llama-cpp-python sdist),
+rebuilt as Hugging Face tokenizer.json files by icefloe_demo.gguf_tokenizer.
+
+First the rebuild is proven: the `tokenizers` package on each rebuilt file
+gives, for every one of llama.cpp's test strings, the ids Hugging Face's own
+tokenizer gave (the `.out` files). Then the cache: the data nodes' ids equal
+the package's on the same files for those strings, the machine's gettext
+catalogs (100+ languages) and the adversarial strings of the other
+tokenizer tests, and equal the `.out` ids directly."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from iceberg_util import Warehouse
+from test_hf_bpe import MORE
+from test_hf_tokenizer import ADVERSARIAL, gettext_corpus, reference
+
+import icefloe
+from icefloe_demo import gguf_tokenizer
+from icefloe_demo.tokenizer_files import bert_uncased, llama3, llama_cpp_file
+
+tk = pytest.importorskip("tokenizers")
+
+FAMILIES = ["gpt-2", "qwen2", "qwen35", "llama-bpe", "starcoder", "refact", "command-r",
+            "mpt", "falcon", "deepseek-llm", "deepseek-coder", "llama-spm", "phi-3", "bert-bge"]
+
+
+def fetched(what, *args):
+    """`what(*args)`, or a skip saying why when the sdist cannot be fetched."""
+    try:
+        return what(*args)
+    except RuntimeError as e:
+        pytest.skip(f"llama.cpp's GGUF vocabularies cannot be fetched: {e}")
+
+
+@pytest.fixture(scope="module")
+def converted() -> dict[str, str]:
+    return {family: str(fetched(gguf_tokenizer.converted, family)) for family in FAMILIES}
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict[str, list[tuple[str, list[int]]]]:
+    return {family: fetched(gguf_tokenizer.reference_ids, family) for family in FAMILIES}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_rebuilt_file_gives_hugging_face_s_ids(family, converted, expected):
+    tok = tk.Tokenizer.from_file(converted[family])
+    pairs = expected[family]
+    bad = [(text, ids, got) for text, ids in pairs
+           if (got := tok.encode(text, add_special_tokens=False).ids) != ids]
+    assert not bad, (f"{family}: {len(bad)} of {len(pairs)} strings differ, e.g. "
+                     f"{bad[0][0]!r}: Hugging Face {bad[0][1]} rebuilt {bad[0][2]}")
+    assert len(pairs) >= 46
+    print(f"\n{family}: {len(pairs)} strings, {sum(len(ids) for _, ids in pairs)} ids equal")
+
+
+def test_the_rebuilt_llama3_file_is_the_published_one(converted):
+    """The Llama-3 vocabulary, merges and special tokens rebuilt from the GGUF
+    file equal those of the tokenizer.json another upload ships (fetched by
+    tokenizer_files.llama3)."""
+    try:
+        published = json.loads(llama3().read_text())
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the Llama-3 tokenizer.json cannot be fetched: {e}")
+    ours = json.loads(Path(converted["llama-bpe"]).read_text())
+    assert {t: i for t, i in ours["model"]["vocab"].items() if i < 128_000} \
+        == published["model"]["vocab"]
+    assert ours["model"]["merges"] == [m.split(" ") for m in published["model"]["merges"]]
+    assert [(t["id"], t["content"], t["special"]) for t in ours["added_tokens"]] \
+        == [(t["id"], t["content"], t["special"]) for t in published["added_tokens"]]
+    assert ours["pre_tokenizer"] == published["pre_tokenizer"]
+    assert ours["model"]["ignore_merges"] is published["model"]["ignore_merges"] is True
+
+
+def test_the_rebuilt_bge_file_has_bert_base_uncased_s_vocabulary(converted):
+    """BGE's WordPiece vocabulary, rebuilt from the GGUF file, is
+    BERT-base-uncased's (fetched by tokenizer_files.bert_uncased): its
+    `.out` ids prove that file's vocabulary too."""
+    try:
+        published = json.loads(bert_uncased().read_text())
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the BERT-base-uncased tokenizer.json cannot be fetched: {e}")
+    ours = json.loads(Path(converted["bert-bge"]).read_text())
+    assert ours["model"]["vocab"] == published["model"]["vocab"]
+    assert ours["normalizer"] == published["normalizer"]
+
+
+@pytest.fixture(scope="module")
+def texts(expected) -> list[str | None]:
+    corpus, locales = gettext_corpus(1_200_000)
+    if locales < 100:
+        pytest.skip(f"only {locales} locales of gettext catalogs on this machine")
+    rng = random.Random(43)
+    inp = list(dict.fromkeys(text for pairs in expected.values() for text, _ in pairs))
+    adversarial = ADVERSARIAL + MORE + ["<|im_start|>user\nhi<|im_end|>", "<fim_prefix>x",
+                                        ">>TITLE<<\n", "<｜begin▁of▁sentence｜>a"]
+    mixed = [" ".join(rng.sample(corpus, 3)) + " " + rng.choice(adversarial + inp)
+             for _ in range(300)]
+    return [None, *inp, *adversarial, *corpus, *mixed]
+
+
+def test_the_cache_s_ids_equal_hugging_face_s_on_real_vocabularies(tmp_path, converted,
+                                                                  expected, texts):
+    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
+        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
+    columns = [(family, special) for family in FAMILIES for special in (True, False)]
+    spec = {"keep": ["id"], "columns": [
+        {"name": f"{family}_{special}",
+         "tokenize": {"column": "text", "model": converted[family], "special_tokens": special}}
+        for family, special in columns]}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", t.metadata_location, transform=spec, batch_rows=2000)
+        got = client.read("tok").sort_by("id")
+    assert got["id"].to_pylist() == list(range(len(texts)))
+    row = {text: i for i, text in enumerate(texts)}
+    compared, direct = 0, 0
+    for (family, special), column in zip(columns, spec["columns"], strict=True):
+        ours = got[column["name"]].to_pylist()
+        want = reference(converted[family], texts, special)
+        bad = [i for i, (a, b) in enumerate(zip(ours, want, strict=True)) if a != b]
+        assert not bad, (f"{column['name']}: {len(bad)} rows differ, e.g. {texts[bad[0]]!r}: "
+                         f"ours {ours[bad[0]]} theirs {want[bad[0]]}")
+        compared += sum(len(x) for x in want if x)
+        if not special:  # and without the rebuilt file in between
+            for text, ids in expected[family]:
+                assert ours[row[text]] == ids, f"{family}: {text!r}"
+                direct += len(ids)
+    nbytes = sum(len(x.encode()) for x in texts if x)
+    print(f"\n{len(FAMILIES)} vocabularies: ids equal on {len(texts)} strings, {nbytes} bytes, "
+          f"{compared} ids; {direct} of them the .out files' own")
+    assert nbytes > 1_000_000
+
+
+def tiny_gguf(path: Path, meta: dict[str, str | list[str] | list[int]]) -> Path:
+    """A GGUF file (version 3, no tensors) holding `meta`: strings, lists of
+    strings and lists of int32."""
+    def string(s: str) -> bytes:
+        return struct.pack("<Q", len(s.encode())) + s.encode()
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(meta))
+    for key, value in meta.items():
+        out += string(key)
+        if isinstance(value, str):
+            out += struct.pack("<I", 8) + string(value)
+        elif all(isinstance(v, str) for v in value):
+            out += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(map(string, value))
+        else:
+            out += struct.pack(f"<IIQ{len(value)}i", 9, 5, len(value), *value)
+    path.write_bytes(out)
+    return path
+
+
+@pytest.mark.parametrize("meta, match", [
+    ({"tokenizer.ggml.model": "t5"}, r"tiny.gguf: tokenizer.ggml.model 't5' is not one of "
+                                     r"\['bert', 'gpt2', 'llama'\]"),
+    ({"tokenizer.ggml.model": "gpt2"}, r"tiny.gguf: no tokenizer.ggml.pre"),
+    ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "jais"},
+     r"tiny.gguf: tokenizer.ggml.pre 'jais' is not one of \['command-r', "),
+    ({"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "gemma"},
+     r"tokenizer.ggml.pre 'gemma' with add_space_prefix True: only Llama-2's"),
+    ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2",
+      "tokenizer.ggml.tokens": ["a", "b", "a"], "tokenizer.ggml.token_type": [1, 1]},
+     r"tiny.gguf: 3 tokens but 2 token types"),
+    ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2",
+      "tokenizer.ggml.tokens": ["a", "b", "a"], "tokenizer.ggml.token_type": [1, 1, 1]},
+     r"tiny.gguf: tokenizer.ggml.tokens\[2\] 'a' is also token 0"),
+    ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2",
+      "tokenizer.ggml.tokens": ["a", "b", "ab"], "tokenizer.ggml.token_type": [1, 1, 1],
+      "tokenizer.ggml.merges": ["a b", "ab  c"]},
+     r"tiny.gguf: tokenizer.ggml.merges\[1\] 'ab  c' is not two tokens separated by one"),
+])
+def test_a_file_the_converter_cannot_rebuild_is_refused_naming_why(tmp_path, meta, match):
+    with pytest.raises(ValueError, match=match):
+        gguf_tokenizer.tokenizer_json(tiny_gguf(tmp_path / "tiny.gguf", meta))
+
+
+def test_a_file_that_is_not_gguf_or_is_cut_short_is_refused_naming_where(tmp_path):
+    with pytest.raises(ValueError, match=r"ggml-vocab-gpt-2.gguf.inp: not a GGUF file"):
+        gguf_tokenizer.tokenizer_json(fetched(llama_cpp_file, "ggml-vocab-gpt-2.gguf.inp"))
+    data = fetched(llama_cpp_file, "ggml-vocab-gpt-2.gguf").read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:100_000])
+    with pytest.raises(ValueError, match=r"cut.gguf: (truncated GGUF file at byte \d+|"
+                                         r"a string of \d+ bytes at byte \d+ runs past)"):
+        gguf_tokenizer.tokenizer_json(cut)
