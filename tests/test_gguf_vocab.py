@@ -194,3 +194,37 @@ def test_a_file_that_is_not_gguf_or_is_cut_short_is_refused_naming_where(tmp_pat
     with pytest.raises(ValueError, match=r"cut.gguf: (truncated GGUF file at byte \d+|"
                                          r"a string of \d+ bytes at byte \d+ runs past)"):
         gguf_tokenizer.tokenizer_json(cut)
+
+
+def test_ten_megabytes_in_a_hundred_languages(tmp_path, converted):
+    """Issue 43's corpus: 10 MB of every gettext catalog on the machine,
+    round-robin over its locales (at least 100), through the vocabularies
+    the issue names (GPT-2, Llama-3, Qwen2, BERT-uncased's) and Llama-2's
+    SentencePiece BPE, with special tokens: not one id differs."""
+    corpus, locales = gettext_corpus(10_500_000, files_per_locale=None)
+    nbytes = sum(len(x.encode()) for x in corpus)
+    if locales < 100 or nbytes < 10_000_000:
+        pytest.skip(f"the machine's gettext catalogs hold {nbytes} bytes in {locales} locales")
+    families = ["gpt-2", "llama-bpe", "qwen2", "bert-bge", "llama-spm"]
+    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
+        "id": pa.array(range(len(corpus)), pa.int64()), "text": pa.array(corpus, pa.string())}))
+    spec = {"keep": ["id"], "columns": [
+        {"name": family, "tokenize": {"column": "text", "model": converted[family]}}
+        for family in families]}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", t.metadata_location, transform=spec, batch_rows=4000)
+        got = client.read("tok").sort_by("id")
+    assert got["id"].to_pylist() == list(range(len(corpus)))
+    compared = {}
+    for family in families:
+        tok = tk.Tokenizer.from_file(converted[family])
+        column, n = got[family], 0
+        for start in range(0, len(corpus), 5000):  # a chunk at a time: bounded memory
+            ours = column.slice(start, 5000).to_pylist()
+            for i, text in enumerate(corpus[start:start + 5000]):
+                want = tok.encode(text).ids
+                assert ours[i] == want, f"{family}: {text!r}: ours {ours[i]} theirs {want}"
+                n += len(want)
+        compared[family] = n
+    print(f"\n{nbytes} bytes, {len(corpus)} strings, {locales} locales: ids equal {compared}")
