@@ -104,7 +104,8 @@ def texts(expected) -> list[str | None]:
     rng = random.Random(43)
     inp = list(dict.fromkeys(text for pairs in expected.values() for text, _ in pairs))
     adversarial = ADVERSARIAL + MORE + ["<|im_start|>user\nhi<|im_end|>", "<fim_prefix>x",
-                                        ">>TITLE<<\n", "<｜begin▁of▁sentence｜>a"]
+                                        ">>TITLE<<\n", "<｜begin▁of▁sentence｜>a",
+                                        "<s>hello</s> world<unk>", "[CLS]x[SEP] [MASK]"]
     mixed = [" ".join(rng.sample(corpus, 3)) + " " + rng.choice(adversarial + inp)
              for _ in range(300)]
     return [None, *inp, *adversarial, *corpus, *mixed]
@@ -141,6 +142,40 @@ def test_the_cache_s_ids_equal_hugging_face_s_on_real_vocabularies(tmp_path, con
     print(f"\n{len(FAMILIES)} vocabularies: ids equal on {len(texts)} strings, {nbytes} bytes, "
           f"{compared} ids; {direct} of them the .out files' own")
     assert nbytes > 1_000_000
+
+
+def test_llama2_as_a_sentencepiece_model_and_as_a_tokenizer_json(tmp_path, converted,
+                                                                  expected, texts):
+    """Llama-2's vocabulary rebuilt twice: as a SentencePiece `.model` (the
+    `sentencepiece` package on it gives the `.out` ids) and as a
+    tokenizer.json. The nodes tokenize the corpus with both: the `.model`
+    column equals the `sentencepiece` package's ids, the tokenizer.json
+    column the `tokenizers` package's, and the two are the same ids but
+    where a text holds `<s>`, `</s>` or `<unk>` (the `tokenizers` package
+    splits those out as added tokens, SentencePiece reads them as text)."""
+    spm = pytest.importorskip("sentencepiece")
+    model = str(fetched(gguf_tokenizer.llama2_model))
+    sp = spm.SentencePieceProcessor(model_file=model)
+    for text, ids in expected["llama-spm"]:
+        assert sp.encode(text) == ids, text
+    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
+        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
+    spec = {"keep": ["id"], "columns": [
+        {"name": "model", "tokenize": {"column": "text", "model": model, "bos": True}},
+        {"name": "json", "tokenize": {"column": "text", "model": converted["llama-spm"]}}]}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        desc = client.load("tok", t.metadata_location, transform=spec, batch_rows=2000)
+        got = client.read("tok").sort_by("id")
+    assert desc["model_kind"] == ["sentencepiece", "tokenizer.json BPE"]
+    by_model = [None if x is None else [sp.bos_id(), *sp.encode(x)] for x in texts]
+    by_json = reference(converted["llama-spm"], texts)
+    assert got["model"].to_pylist() == by_model
+    assert got["json"].to_pylist() == by_json
+    differ = [x for x, a, b in zip(texts, by_model, by_json, strict=True) if a != b]
+    assert all(any(s in x for s in ("<s>", "</s>", "<unk>")) for x in differ), differ[:3]
+    print(f"\nLlama-2 as .model and tokenizer.json: {len(texts)} strings, "
+          f"{sum(len(x) for x in by_model if x)} ids; {len(differ)} strings with <s>/</s>/<unk>")
 
 
 def tiny_gguf(path: Path, meta: dict[str, str | list[str] | list[int]]) -> Path:

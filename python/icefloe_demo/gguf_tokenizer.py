@@ -415,6 +415,72 @@ def llama3_bpe() -> Path:
     return converted("llama-bpe")
 
 
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1  # protobuf writes a negative int32 as its 64-bit two's complement
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(number: int, value: int | float | bytes) -> bytes:
+    """One protobuf field: an int (varint), a float (fixed32) or bytes."""
+    if isinstance(value, bytes):
+        return _varint(number << 3 | 2) + _varint(len(value)) + value
+    if isinstance(value, float):
+        return _varint(number << 3 | 5) + struct.pack("<f", value)
+    return _varint(number << 3) + _varint(value)
+
+
+def sentencepiece_model_proto(path: Path | str) -> bytes:
+    """The SentencePiece `.model` (a ModelProto) of the Llama-2-shaped GGUF
+    vocabulary at `path`: its pieces, scores and types (llama.cpp keeps
+    SentencePiece's numbering), BPE with byte fallback, the identity
+    normalizer with a dummy prefix and whitespace kept, as Llama-2's
+    tokenizer.model has them. Raises ValueError as tokenizer_json does."""
+    meta = _Meta(path)
+    model = meta.need("tokenizer.ggml.model")
+    if model != "llama":
+        raise meta.fail(f"tokenizer.ggml.model {model!r} is not 'llama' (SentencePiece)")
+    _sentencepiece_bpe(meta)  # the same checks
+    tokens, kinds = meta.need("tokenizer.ggml.tokens"), meta.need("tokenizer.ggml.token_type")
+    scores = meta.need("tokenizer.ggml.scores")
+    out = b"".join(_field(1, _field(1, token.encode()) + _field(2, float(score))
+                          + _field(3, kind))
+                   for token, kind, score in zip(tokens, kinds, scores, strict=True))
+    trainer = b"".join([  # TrainerSpec: model_type BPE, vocab_size, byte_fallback, ids
+        _field(3, 2), _field(4, len(tokens)), _field(35, 1),
+        _field(40, meta.need("tokenizer.ggml.unknown_token_id")),
+        _field(41, meta.need("tokenizer.ggml.bos_token_id")),
+        _field(42, meta.need("tokenizer.ggml.eos_token_id")), _field(43, -1)])
+    normalizer = b"".join([  # NormalizerSpec: name, add_dummy_prefix, remove_extra_whitespaces,
+        _field(1, b"identity"), _field(3, 1), _field(4, 0), _field(5, 1)])  # escape_whitespaces
+    return out + _field(2, trainer) + _field(3, normalizer)
+
+
+def sentencepiece_model(family: str) -> Path:
+    """The SentencePiece `.model` rebuilt from llama.cpp's
+    `ggml-vocab-<family>.gguf` (fetched and converted once, then cached)."""
+    out = cache_dir() / f"gguf-{CONVERTER}" / family / "tokenizer.model"
+    if out.exists():
+        return out
+    return _cache_bytes(out, sentencepiece_model_proto(
+        llama_cpp_file(f"ggml-vocab-{family}.gguf")))
+
+
+def llama2() -> Path:
+    """Llama-2's tokenizer.json (32,000 SentencePiece BPE pieces), rebuilt
+    from its GGUF vocabulary; llama2_model() is the same as a `.model`."""
+    return converted("llama-spm")
+
+
+def llama2_model() -> Path:
+    """Llama-2's SentencePiece `.model`, rebuilt from its GGUF vocabulary."""
+    return sentencepiece_model("llama-spm")
+
+
 _TEST_SEPARATOR = "\n__ggml_vocab_test__\n"
 
 
@@ -444,5 +510,6 @@ def reference_ids(family: str) -> list[tuple[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    for name in FAMILIES:
+    for name in (*FAMILIES, "llama-spm", "phi-3", "bert-bge"):
         print(converted(name))
+    print(llama2_model())
