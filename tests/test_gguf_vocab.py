@@ -291,6 +291,8 @@ def test_a_file_that_is_not_gguf_or_is_cut_short_is_refused_naming_where(tmp_pat
         gguf_tokenizer.tokenizer_json(cut)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about 2 minutes on the shared 2-core machine
 def test_ten_megabytes_in_a_hundred_languages(tmp_path, converted):
     """Issue 43's corpus: 10 MB of every gettext catalog on the machine,
     round-robin over its locales (at least 100), through the vocabularies
