@@ -10,7 +10,10 @@ gives, for every one of llama.cpp's test strings, the ids Hugging Face's own
 tokenizer gave (the `.out` files). Then the cache: the data nodes' ids equal
 the package's on the same files for those strings, the machine's gettext
 catalogs (100+ languages) and the adversarial strings of the other
-tokenizer tests, and equal the `.out` ids directly."""
+tokenizer tests, and equal the `.out` ids directly; on 10.5 MB of every
+gettext catalog (197 locales here) for GPT-2, Llama-3, Qwen2, BERT and
+Llama-2; Llama-2 also as a SentencePiece `.model` through the nodes'
+SentencePiece path; Llama-3 and Qwen2 also against `tiktoken`."""
 
 from __future__ import annotations
 
