@@ -1,8 +1,8 @@
 """Real vocabularies (issue 43, item 3): byte-level BPE (GPT-2, Qwen2, the
 Qwen3.5 test vocabulary, Llama-3, StarCoder2, Refact, Command-R, MPT,
-Falcon, DeepSeek-LLM, DeepSeek-Coder), SentencePiece BPE (Llama-2, Phi-3)
-and WordPiece (BGE, BERT-base-uncased's vocabulary), as llama.cpp's GGUF
-vocabulary files hold them (fetched from the pinned llama-cpp-python sdist),
+Falcon, DeepSeek-LLM, DeepSeek-Coder), SentencePiece BPE (Llama-2, Phi-3),
+Gemma 4's BPE and WordPiece (BGE, BERT-base-uncased's vocabulary), as
+llama.cpp's GGUF vocabulary files hold them (fetched from the pinned llama-cpp-python sdist),
 rebuilt as Hugging Face tokenizer.json files by icefloe_demo.gguf_tokenizer.
 
 First the rebuild is proven: the `tokenizers` package on each rebuilt file
@@ -36,7 +36,8 @@ from icefloe_demo.tokenizer_files import bert_uncased, llama3, llama3_tiktoken, 
 tk = pytest.importorskip("tokenizers")
 
 FAMILIES = ["gpt-2", "qwen2", "qwen35", "llama-bpe", "starcoder", "refact", "command-r",
-            "mpt", "falcon", "deepseek-llm", "deepseek-coder", "llama-spm", "phi-3", "bert-bge"]
+            "mpt", "falcon", "deepseek-llm", "deepseek-coder", "llama-spm", "phi-3", "gemma-4",
+            "bert-bge"]
 
 
 def fetched(what, *args):
@@ -261,7 +262,7 @@ def tiny_gguf(path: Path, meta: dict[str, str | list[str] | list[int]]) -> Path:
 
 @pytest.mark.parametrize("meta, match", [
     ({"tokenizer.ggml.model": "t5"}, r"tiny.gguf: tokenizer.ggml.model 't5' is not one of "
-                                     r"\['bert', 'gpt2', 'llama'\]"),
+                                     r"\['bert', 'gemma4', 'gpt2', 'llama'\]"),
     ({"tokenizer.ggml.model": "gpt2"}, r"tiny.gguf: no tokenizer.ggml.pre"),
     ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "jais"},
      r"tiny.gguf: tokenizer.ggml.pre 'jais' is not one of \['command-r', "),

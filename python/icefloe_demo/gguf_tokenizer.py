@@ -11,12 +11,13 @@ strings (`.inp`) with the ids Hugging Face's tokenizer gave for them
 vocabulary but not the normalizer, pre-tokenizer and post-processor: those
 are the family's, written here as the model repositories' tokenizer.json has
 them: byte-level BPE families by `tokenizer.ggml.pre` (FAMILIES), Llama-2's
-SentencePiece BPE (merges derived from the scores, as transformers does) and
-BERT-uncased's WordPiece. The tests check each rebuilt file against the
-`.out` ids with the `tokenizers` package before using it, so the rebuild is
-proven, not assumed. The `.out` ids have no special tokens: the BOS a
-post-processor adds follows the GGUF file's `add_bos_token` (else the
-family's), as llama.cpp does, and is not proven by them.
+SentencePiece BPE (merges derived from the scores, as transformers does),
+Gemma 4's BPE and BERT-uncased's WordPiece. The tests check each rebuilt
+file against the `.out` ids with the `tokenizers` package before using it,
+so the rebuild is proven, not assumed. The `.out` ids have no special
+tokens: the BOS a post-processor adds follows the GGUF file's
+`add_bos_token` (else the family's), as llama.cpp does, and is not proven
+by them.
 
     python -m icefloe_demo.gguf_tokenizer   # convert every family, print the paths
 
@@ -35,7 +36,7 @@ from typing import Any
 from icefloe_demo.tokenizer_files import _cache_bytes, cache_dir, llama_cpp_file
 
 # Bumped when the conversion changes, so that a cached file is rebuilt.
-CONVERTER = 1
+CONVERTER = 2
 
 # llama.cpp's token types (gguf-py's TokenType).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -267,12 +268,8 @@ def _bos_template(meta: _Meta, tokens: list[str]) -> dict:
     return _template([bos, "A"], [(bos, 0), ("A", 0), (bos, 1), ("B", 1)], {bos: bos_id})
 
 
-def _byte_level_bpe(meta: _Meta) -> dict:
-    pre = meta.need("tokenizer.ggml.pre")
-    if pre not in FAMILIES:
-        raise meta.fail(f"tokenizer.ggml.pre {pre!r} is not one of {sorted(FAMILIES)}")
-    family = FAMILIES[pre]
-    vocab, added, tokens = meta.vocabulary((CONTROL, USER_DEFINED))
+def _merges(meta: _Meta) -> list[list[str]]:
+    """The file's merges ("a b" strings) as [a, b] pairs."""
     merges = []
     for i, merge in enumerate(meta.need("tokenizer.ggml.merges")):
         pair = merge.split(" ")
@@ -280,6 +277,16 @@ def _byte_level_bpe(meta: _Meta) -> dict:
             raise meta.fail(f"tokenizer.ggml.merges[{i}] {merge!r} is not two tokens "
                             "separated by one space")
         merges.append(pair)
+    return merges
+
+
+def _byte_level_bpe(meta: _Meta) -> dict:
+    pre = meta.need("tokenizer.ggml.pre")
+    if pre not in FAMILIES:
+        raise meta.fail(f"tokenizer.ggml.pre {pre!r} is not one of {sorted(FAMILIES)}")
+    family = FAMILIES[pre]
+    vocab, added, tokens = meta.vocabulary((CONTROL, USER_DEFINED))
+    merges = _merges(meta)
     post = family.post_byte_level
     if meta.get("tokenizer.ggml.add_bos_token", family.add_bos):
         post = {"type": "Sequence", "processors": [post, _bos_template(meta, tokens)]}
@@ -340,6 +347,27 @@ def _sentencepiece_bpe(meta: _Meta) -> dict:
     }
 
 
+def _gemma4_bpe(meta: _Meta) -> dict:
+    """Gemma 4's shape: spaces become ▁ (no ▁ prepended), no pre-tokenizer,
+    BPE on the file's merges with byte fallback."""
+    if meta.get("tokenizer.ggml.add_space_prefix", False):
+        raise meta.fail("tokenizer.ggml.add_space_prefix is true: Gemma 4 has none")
+    vocab, added, tokens = meta.vocabulary((UNKNOWN, CONTROL, USER_DEFINED))
+    merges = _merges(meta)
+    post = _bos_template(meta, tokens) if meta.get("tokenizer.ggml.add_bos_token", True) \
+        else None
+    return {
+        "added_tokens": added,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": None, "post_processor": post, "decoder": None,
+        "model": {"type": "BPE", "dropout": None,
+                  "unk_token": tokens[meta.need("tokenizer.ggml.unknown_token_id")],
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": vocab, "merges": merges},
+    }
+
+
 def _wordpiece(meta: _Meta) -> dict:
     """BERT-uncased's shape. llama.cpp writes a word-initial piece with a ▁
     in front and a continuing one without its ##: undone here."""
@@ -372,13 +400,14 @@ def _wordpiece(meta: _Meta) -> dict:
     }
 
 
-_MODELS = {"gpt2": _byte_level_bpe, "llama": _sentencepiece_bpe, "bert": _wordpiece}
+_MODELS = {"gpt2": _byte_level_bpe, "llama": _sentencepiece_bpe, "gemma4": _gemma4_bpe,
+           "bert": _wordpiece}
 
 
 def tokenizer_json(path: Path | str) -> dict:
     """The Hugging Face tokenizer.json document for the GGUF vocabulary at
-    `path`: byte-level BPE (FAMILIES), Llama-2's SentencePiece BPE or
-    BERT-uncased's WordPiece. Raises ValueError naming the file and the key
+    `path`: byte-level BPE (FAMILIES), Llama-2's SentencePiece BPE, Gemma
+    4's BPE or BERT-uncased's WordPiece. Raises ValueError naming the file and the key
     when it is none of those."""
     meta = _Meta(path)
     model = meta.need("tokenizer.ggml.model")
@@ -491,9 +520,9 @@ def reference_ids(family: str) -> list[tuple[str, list[int]]]:
     `.inp` and `.out` files do not pair up."""
     inp = llama_cpp_file(f"ggml-vocab-{family}.gguf.inp").read_text(encoding="utf-8")
     out = llama_cpp_file(f"ggml-vocab-{family}.gguf.out").read_text(encoding="utf-8")
-    if not inp.endswith(_TEST_SEPARATOR):
-        raise ValueError(f"ggml-vocab-{family}.gguf.inp does not end with a test separator")
-    texts = inp[:-len(_TEST_SEPARATOR)].split(_TEST_SEPARATOR)
+    texts = inp.split(_TEST_SEPARATOR)
+    if texts[-1] == "":  # convert_hf_to_gguf_update.py ends each string with a separator;
+        texts.pop()      # some files (Gemma 4's) end the last one at the end of the file
     lines = out.split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -510,6 +539,6 @@ def reference_ids(family: str) -> list[tuple[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    for name in (*FAMILIES, "llama-spm", "phi-3", "bert-bge"):
+    for name in (*FAMILIES, "llama-spm", "phi-3", "gemma-4", "bert-bge"):
         print(converted(name))
     print(llama2_model())
