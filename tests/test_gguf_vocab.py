@@ -242,15 +242,17 @@ def test_llama3_and_qwen2_equal_tiktoken(tmp_path, converted, expected, texts):
     print(f"\nLlama-3 and Qwen2 equal tiktoken on {len(texts)} strings")
 
 
-def tiny_gguf(path: Path, meta: dict[str, str | list[str] | list[int]]) -> Path:
-    """A GGUF file (version 3, no tensors) holding `meta`: strings, lists of
-    strings and lists of int32."""
+def tiny_gguf(path: Path, meta: dict[str, int | str | list[str] | list[int]]) -> Path:
+    """A GGUF file (version 3, no tensors) holding `meta`: int32s, strings,
+    lists of strings and lists of int32."""
     def string(s: str) -> bytes:
         return struct.pack("<Q", len(s.encode())) + s.encode()
     out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(meta))
     for key, value in meta.items():
         out += string(key)
-        if isinstance(value, str):
+        if isinstance(value, int):
+            out += struct.pack("<Ii", 5, value)
+        elif isinstance(value, str):
             out += struct.pack("<I", 8) + string(value)
         elif all(isinstance(v, str) for v in value):
             out += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(map(string, value))
@@ -278,6 +280,10 @@ def tiny_gguf(path: Path, meta: dict[str, str | list[str] | list[int]]) -> Path:
       "tokenizer.ggml.tokens": ["a", "b", "ab"], "tokenizer.ggml.token_type": [1, 1, 1],
       "tokenizer.ggml.merges": ["a b", "ab  c"]},
      r"tiny.gguf: tokenizer.ggml.merges\[1\] 'ab  c' is not two tokens separated by one"),
+    ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "llama-bpe",  # adds a BOS
+      "tokenizer.ggml.tokens": ["a", "b"], "tokenizer.ggml.token_type": [1, 1],
+      "tokenizer.ggml.merges": [], "tokenizer.ggml.bos_token_id": 7},
+     r"tiny.gguf: tokenizer.ggml.bos_token_id 7 is not a token id \(0..1\)"),
 ])
 def test_a_file_the_converter_cannot_rebuild_is_refused_naming_why(tmp_path, meta, match):
     with pytest.raises(ValueError, match=match):

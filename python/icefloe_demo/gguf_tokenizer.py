@@ -221,6 +221,13 @@ class _Meta:
     def fail(self, why: str) -> ValueError:
         return ValueError(f"{self.path}: {why}")
 
+    def token(self, key: str, tokens: list[str]) -> tuple[str, int]:
+        """(token, id) of the id `key` names, checked to be a token's."""
+        i = self.need(key)
+        if not isinstance(i, int) or not 0 <= i < len(tokens):
+            raise self.fail(f"{key} {i!r} is not a token id (0..{len(tokens) - 1})")
+        return tokens[i], i
+
     def vocabulary(self, special_kinds: tuple[int, ...], rename=lambda t: t):
         """(vocab, added tokens, tokens by id): every token but llama.cpp's
         placeholders, renamed by `rename`; the added tokens are those of
@@ -263,8 +270,7 @@ def _template(single: list[str], pair: list[tuple[str, int]], ids: dict[str, int
 
 def _bos_template(meta: _Meta, tokens: list[str]) -> dict:
     """`<bos> $A` and `<bos> $A <bos>:1 $B:1`, as Llama's files have it."""
-    bos_id = meta.need("tokenizer.ggml.bos_token_id")
-    bos = tokens[bos_id]
+    bos, bos_id = meta.token("tokenizer.ggml.bos_token_id", tokens)
     return _template([bos, "A"], [(bos, 0), ("A", 0), (bos, 1), ("B", 1)], {bos: bos_id})
 
 
@@ -329,7 +335,7 @@ def _sentencepiece_bpe(meta: _Meta) -> dict:
     scores = meta.need("tokenizer.ggml.scores")
     if len(scores) != len(tokens):
         raise meta.fail(f"{len(tokens)} tokens but {len(scores)} scores")
-    unk = tokens[meta.need("tokenizer.ggml.unknown_token_id")]
+    unk, _ = meta.token("tokenizer.ggml.unknown_token_id", tokens)
     post = _bos_template(meta, tokens) if meta.get("tokenizer.ggml.add_bos_token", True) \
         else None
     return {
@@ -361,7 +367,7 @@ def _gemma4_bpe(meta: _Meta) -> dict:
         "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
         "pre_tokenizer": None, "post_processor": post, "decoder": None,
         "model": {"type": "BPE", "dropout": None,
-                  "unk_token": tokens[meta.need("tokenizer.ggml.unknown_token_id")],
+                  "unk_token": meta.token("tokenizer.ggml.unknown_token_id", tokens)[0],
                   "continuing_subword_prefix": None, "end_of_word_suffix": None,
                   "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
                   "vocab": vocab, "merges": merges},
@@ -381,8 +387,8 @@ def _wordpiece(meta: _Meta) -> dict:
         return token[1:] if token.startswith("\u2581") else "##" + token
 
     vocab, added, tokens = meta.vocabulary((CONTROL,), rename)
-    cls_id, sep_id = (meta.need(f"tokenizer.ggml.{k}_token_id") for k in ("cls", "seperator"))
-    cls, sep = tokens[cls_id], tokens[sep_id]
+    cls, cls_id = meta.token("tokenizer.ggml.cls_token_id", tokens)
+    sep, sep_id = meta.token("tokenizer.ggml.seperator_token_id", tokens)  # llama.cpp's spelling
     return {
         "added_tokens": added,
         "normalizer": {"type": "BertNormalizer", "clean_text": True,
@@ -394,7 +400,7 @@ def _wordpiece(meta: _Meta) -> dict:
                                     {cls: cls_id, sep: sep_id}),
         "decoder": None,
         "model": {"type": "WordPiece",
-                  "unk_token": tokens[meta.need("tokenizer.ggml.unknown_token_id")],
+                  "unk_token": meta.token("tokenizer.ggml.unknown_token_id", tokens)[0],
                   "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
                   "vocab": vocab},
     }
