@@ -41,13 +41,14 @@ ADVERSARIAL = [
 ]
 
 
-def gettext_corpus(max_bytes: int) -> tuple[list[str], int]:
-    """msgstr strings of the machine's .mo catalogs, a few files per locale,
-    round-robin over locales up to `max_bytes`; and the number of locales."""
+def gettext_corpus(max_bytes: int, files_per_locale: int | None = 4) -> tuple[list[str], int]:
+    """msgstr strings of the machine's .mo catalogs, `files_per_locale` files
+    per locale (None: all), round-robin over locales up to `max_bytes`; and
+    the number of locales."""
     per_locale: dict[str, list[str]] = {}
     for locale_dir in sorted(Path("/usr/share/locale").iterdir()):
         texts: list[str] = []
-        for mo in sorted(locale_dir.glob("LC_MESSAGES/*.mo"))[:4]:
+        for mo in sorted(locale_dir.glob("LC_MESSAGES/*.mo"))[:files_per_locale]:
             try:
                 with open(mo, "rb") as f:
                     catalog = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
