@@ -205,3 +205,26 @@ def test_unpacked_token_columns_pad_labels_with_ignore_index(cluster):
             assert b["labels"][k].tolist() == (labels[row] or []) + [-100] * (width - m)
         rows += n
     assert rows == len(ids)
+
+
+def test_describe_counts_padding_and_overlong_documents(cluster):
+    c, tmp = cluster
+    ids, labels = sft_documents(1500, seed=SEED + 4)
+    t = Warehouse(tmp / "wh6").create("sft", sft_table(ids, labels))
+    docs = [i for i in ids if i]
+    overlong = sum(1 for i in docs if len(i) > SEQ_LEN)
+    with c.client() as client:
+        for strategy, rule in [("ffd", "drop"), ("concat", "split")]:
+            name = f"sft_{strategy}_{rule}"
+            client.load(name, t.metadata_location, transform={
+                "keep": ["input_ids", "labels"],
+                "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN, "tail": "pad",
+                         "strategy": strategy, "overlong": rule}})
+            mask = np.array(client.read(name)["attention_mask"].to_pylist())
+            scan = client.describe(name)["scan"]
+            assert scan["pack_rows"] == len(mask)
+            assert scan["pack_pad_tokens"] == int((mask == 0).sum())
+            assert scan["pack_tokens"] == int(mask.sum())
+            assert scan["pack_overlong_dropped"] == (overlong if rule == "drop" else 0)
+            assert scan["pack_overlong_split"] == (overlong if rule == "split" else 0)
+            assert scan["pack_documents"] == len(docs) - scan["pack_overlong_dropped"]

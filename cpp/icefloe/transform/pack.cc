@@ -145,7 +145,10 @@ class Transform::PackStream : public Transform::TaskStream {
     for (int c : columns_) cols.emplace_back(applied->column(c));
     const int64_t first_row = rows_seen_;
     rows_seen_ += applied->num_rows();
-    if (ffd_) window_.push_back(cols);
+    if (ffd_) {
+      window_.push_back(cols);
+      batch_held_ = false;
+    }
     for (int64_t i = 0; i < applied->num_rows(); ++i) {
       ARROW_ASSIGN_OR_RAISE(const int64_t n, Aligned(cols, i, first_row + i));
       if (n < 0) continue;  // null: no document
@@ -168,6 +171,8 @@ class Transform::PackStream : public Transform::TaskStream {
       }
       ARROW_RETURN_NOT_OK(Hold(i, length, out));
     }
+    // A batch none of whose documents wait in the window is not held.
+    if (ffd_ && !batch_held_) window_.pop_back();
     return arrow::Status::OK();
   }
 
@@ -305,6 +310,7 @@ class Transform::PackStream : public Transform::TaskStream {
       window_.push_back(std::move(current));
     }
     const auto batch = static_cast<int32_t>(window_.size() - 1);
+    batch_held_ = true;
     if (length <= s_) {
       whole_.push_back({batch, i, 0, length});
       window_tokens_ += length;
@@ -390,6 +396,7 @@ class Transform::PackStream : public Transform::TaskStream {
   std::vector<Piece> opening_;  // last pieces of split documents: each opens a row
   std::vector<Piece> whole_;    // documents of at most seq_len tokens
   int64_t window_tokens_ = 0;
+  bool batch_held_ = false;  // a piece in the window is in the last input batch
 };
 
 std::unique_ptr<Transform::TaskStream> Transform::MakePackStream(int64_t batch_rows,
