@@ -228,3 +228,19 @@ def test_describe_counts_padding_and_overlong_documents(cluster):
             assert scan["pack_overlong_dropped"] == (overlong if rule == "drop" else 0)
             assert scan["pack_overlong_split"] == (overlong if rule == "split" else 0)
             assert scan["pack_documents"] == len(docs) - scan["pack_overlong_dropped"]
+
+
+def test_describe_counts_each_document_once_at_replication_two(tmp_path):
+    ids, labels = sft_documents(700, seed=SEED + 5)
+    t = Warehouse(tmp_path / "wh").create("sft", sft_table(ids, labels))
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as c, \
+            c.client() as client:
+        client.load("twice", t.metadata_location, replication=2, transform={
+            "keep": ["input_ids", "labels"],
+            "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN,
+                     "strategy": "ffd"}})
+        scan = client.describe("twice")["scan"]
+        mask = np.array(client.read("twice")["attention_mask"].to_pylist())
+    assert scan["pack_documents"] == sum(1 for i in ids if i)
+    assert scan["pack_rows"] == len(mask)
+    assert scan["pack_pad_tokens"] == int((mask == 0).sum())

@@ -196,7 +196,7 @@ TEST(PackTest, FirstFitDecreasingKeepsEveryDocumentWholeWithLessPadding) {
     ASSERT_OK(labels.Append());
     for (int32_t k = 0; k < n; ++k) {
       ASSERT_OK(id_values->Append(d * 1000 + k));
-      ASSERT_OK(label_values->Append(k % 3 == 0 ? -100 : d * 1000 + k));
+      ASSERT_OK(label_values->Append(k % 3 == 1 ? -100 : d * 1000 + k));
     }
     want[d * 1000] = n;
     tokens += n;
@@ -233,7 +233,7 @@ TEST(PackTest, FirstFitDecreasingKeepsEveryDocumentWholeWithLessPadding) {
         EXPECT_EQ(label_rows[r][k], -100);
         EXPECT_TRUE(got.emplace(id, 1).second) << "document " << id / 1000 << " twice";
       } else {
-        EXPECT_EQ(label_rows[r][k], p % 3 == 0 ? -100 : id);
+        EXPECT_EQ(label_rows[r][k], p % 3 == 1 ? -100 : id);
         ASSERT_GT(k, 0) << "a document cut across rows";
         EXPECT_EQ(id_rows[r][k - 1], id - 1);
         ++got[id - p];
