@@ -143,7 +143,7 @@ def test_unaligned_columns_are_refused_naming_the_columns_and_row(cluster):
     c, tmp = cluster
     ids, labels = [[1, 2, 3], [4, 5]], [[1, 2, 3], [4, 5, 6]]
     t = Warehouse(tmp / "wh3").create("bad", sft_table(ids, labels))
-    with c.client() as client, pytest.raises(icefloe.errors.Error) as e:
+    with c.client() as client, pytest.raises(icefloe.errors.InvalidArgument) as e:
         client.load("bad", t.metadata_location, transform={
             "keep": ["input_ids", "labels"],
             "pack": {"columns": ["input_ids", "labels"], "seq_len": 8}})
