@@ -1,6 +1,8 @@
 """Record batches to dicts of torch tensors: zero copy where Arrow's buffers
-allow (DLPack), token-id lists padded to ``[B, L]`` with their lengths, nulls
-as ``<name>_valid`` masks; a chunk of whole batches converted at once."""
+allow (DLPack), token-id lists padded to ``[B, L]`` with their lengths (a
+``labels`` column padded with -100, and an ``attention_mask`` beside
+``input_ids``), nulls as ``<name>_valid`` masks; a chunk of whole batches
+converted at once."""
 
 from __future__ import annotations
 
@@ -21,15 +23,21 @@ def _is_token_list(t: pa.DataType) -> bool:
         pa.types.is_integer(t.value_type)
 
 
+# The label torch's cross_entropy ignores (ignore_index): a `labels` token
+# column is padded with it, so padding is never trained.
+IGNORE_INDEX = -100
+LABELS = "labels"
+
 # Integer types torch has no general support for, widened to one it has.
 _TORCH_INT = {pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.int64()}
 
 
 def _token_lists_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> None:
     """A list-of-integers column as a right-padded ``[B, L]`` tensor (L the
-    longest row of this batch, padded with 0) plus ``<name>_lengths`` (int64
-    ``[B]``), and ``<name>_valid`` when some rows are null (null rows: length
-    0, all padding). No per-row Python: one scatter of the flat values."""
+    longest row of this batch, padded with 0; ``labels``, when signed, with
+    -100) plus ``<name>_lengths`` (int64 ``[B]``), and ``<name>_valid`` when
+    some rows are null (null rows: length 0, all padding). No per-row Python:
+    one scatter of the flat values."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     value_type = _TORCH_INT.get(col.type.value_type, col.type.value_type)
@@ -53,7 +61,8 @@ def _token_lists_to_tensor(name: str, col: pa.Array, out: dict[str, Any]) -> Non
             torch.zeros(0, dtype=_torch_dtype(value_type))
         out[name] = values.reshape(rows, width)
     else:
-        padded = np.zeros((rows, width), dtype=value_type.to_pandas_dtype())
+        pad = IGNORE_INDEX if name == LABELS and pa.types.is_signed_integer(value_type) else 0
+        padded = np.full((rows, width), pad, dtype=value_type.to_pandas_dtype())
         # Row-major positions of the real tokens: exactly the flat order.
         padded[np.arange(width) < lengths[:, None]] = flat.to_numpy(zero_copy_only=False)
         out[name] = torch.from_numpy(padded)
@@ -148,8 +157,10 @@ def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
     copy, via DLPack); columns with nulls are copied with nulls filled and get
     a ``<name>_valid`` mask. Variable-length lists of integers (token ids,
     ``list<int32>``) become a right-padded ``[B, L]`` tensor (L: the batch's
-    longest row, pad 0) plus ``<name>_lengths`` (int64 ``[B]``). Strings and
-    other types become Python lists.
+    longest row, pad 0, a ``labels`` column's -100) plus ``<name>_lengths``
+    (int64 ``[B]``); beside such an ``input_ids`` column, an int8
+    ``attention_mask`` (1 for a token, 0 for padding) unless the batch has
+    one. Strings and other types become Python lists.
     """
     out: dict[str, Any] = {}
     column = batch.column
@@ -159,6 +170,10 @@ def batch_to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
             out[name] = convert(col)
         else:
             _column_to_tensor(name, col, out)
+    lengths = out.get("input_ids_lengths")
+    if lengths is not None and "attention_mask" not in out:
+        width = out["input_ids"].shape[1]
+        out["attention_mask"] = (torch.arange(width) < lengths[:, None]).to(torch.int8)
     return out
 
 

@@ -16,6 +16,16 @@ struct ScanMetrics {
   int64_t delete_files = 0;      ///< live delete files considered
   int64_t row_groups_total = 0;  ///< filled in by loads: row groups in the files read
   int64_t row_groups_read = 0;   ///< of those, decoded (the others pruned by statistics)
+  /// Filled in by loads with a `pack` (transform/pack.h PackStats), over the
+  /// tasks the load read: documents packed, their tokens, pad tokens, packed
+  /// rows, documents longer than seq_len split or dropped, tail tokens dropped.
+  int64_t pack_documents = 0;
+  int64_t pack_tokens = 0;
+  int64_t pack_pad_tokens = 0;
+  int64_t pack_rows = 0;
+  int64_t pack_overlong_split = 0;
+  int64_t pack_overlong_dropped = 0;
+  int64_t pack_tail_dropped_tokens = 0;
   double planning_ms = 0;
 };
 

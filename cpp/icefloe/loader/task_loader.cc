@@ -159,6 +159,10 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
     reader.reset();  // its buffers go before its room does
     release(bytes);
     ARROW_RETURN_NOT_OK(streamed);
+    if (stream) {
+      MutexLock lock(&progress->pack_mu);
+      progress->pack += stream->pack_stats();
+    }
     if (sink) return sink->Finish();
     return kept;
   };

@@ -16,9 +16,11 @@
 #include <arrow/result.h>
 
 #include "icefloe/common/memory.h"
+#include "icefloe/common/mutex.h"
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/iceberg/parquet_columns.h"
 #include "icefloe/protocol/messages.h"
+#include "icefloe/transform/pack.h"
 
 namespace icefloe {
 
@@ -30,6 +32,9 @@ struct LoadProgress {
   std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
   std::atomic<int64_t> row_groups_total{0};
   std::atomic<int64_t> row_groups_read{0};  ///< the others were pruned by statistics
+  /// What the transform's `pack` did, over the tasks done.
+  Mutex pack_mu;
+  transform::PackStats pack GUARDED_BY(pack_mu);
   /// Set by the caller to stop the load at its next batch (it then fails
   /// with Cancelled).
   std::atomic<bool> cancelled{false};

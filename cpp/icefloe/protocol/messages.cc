@@ -53,6 +53,13 @@ const Field<NodeLoadState> kLoadStateFields[] = {
     {Count("row_groups_total"), &NodeLoadState::row_groups_total},
     {Count("row_groups_read"), &NodeLoadState::row_groups_read},
     {Count("bytes_read"), &NodeLoadState::bytes_read},
+    {Count("pack_documents"), &NodeLoadState::pack_documents},
+    {Count("pack_tokens"), &NodeLoadState::pack_tokens},
+    {Count("pack_pad_tokens"), &NodeLoadState::pack_pad_tokens},
+    {Count("pack_rows"), &NodeLoadState::pack_rows},
+    {Count("pack_overlong_split"), &NodeLoadState::pack_overlong_split},
+    {Count("pack_overlong_dropped"), &NodeLoadState::pack_overlong_dropped},
+    {Count("pack_tail_dropped_tokens"), &NodeLoadState::pack_tail_dropped_tokens},
 };
 
 // Read by hand (an enum), listed third in the spec as it always was.

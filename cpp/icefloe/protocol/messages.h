@@ -72,6 +72,14 @@ struct NodeLoadState {
   int64_t row_groups_total = 0;
   int64_t row_groups_read = 0;
   int64_t bytes_read = 0;
+  /// staged: what a `pack` did (transform/pack.h PackStats), over its tasks.
+  int64_t pack_documents = 0;
+  int64_t pack_tokens = 0;
+  int64_t pack_pad_tokens = 0;
+  int64_t pack_rows = 0;
+  int64_t pack_overlong_split = 0;
+  int64_t pack_overlong_dropped = 0;
+  int64_t pack_tail_dropped_tokens = 0;
 
   bool finished() const { return state != LoadState::kQueued && state != LoadState::kLoading; }
   /// Records `st` (not OK) as this load's error.

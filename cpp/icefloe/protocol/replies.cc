@@ -46,6 +46,13 @@ const Field<ScanMetrics> kScanFields[] = {
     {OptionalCount("delete_files"), &ScanMetrics::delete_files},
     {OptionalCount("row_groups_total"), &ScanMetrics::row_groups_total},
     {OptionalCount("row_groups_read"), &ScanMetrics::row_groups_read},
+    {OptionalCount("pack_documents"), &ScanMetrics::pack_documents},
+    {OptionalCount("pack_tokens"), &ScanMetrics::pack_tokens},
+    {OptionalCount("pack_pad_tokens"), &ScanMetrics::pack_pad_tokens},
+    {OptionalCount("pack_rows"), &ScanMetrics::pack_rows},
+    {OptionalCount("pack_overlong_split"), &ScanMetrics::pack_overlong_split},
+    {OptionalCount("pack_overlong_dropped"), &ScanMetrics::pack_overlong_dropped},
+    {OptionalCount("pack_tail_dropped_tokens"), &ScanMetrics::pack_tail_dropped_tokens},
     {Seconds("planning_ms", kOptional), &ScanMetrics::planning_ms},
 };
 

@@ -11,6 +11,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr std::string_view kTails[] = {"drop", "pad"};
+constexpr std::string_view kOverlong[] = {"split", "drop"};
+constexpr std::string_view kStrategies[] = {"concat", "ffd"};
 
 // Output and source column names: as the load's `columns`.
 constexpr Bounds kColumnName = Values(1, 1024);
@@ -42,12 +44,18 @@ const Field<TokenizeSpec> kTokenizeFields[] = {
 };
 
 const Field<PackSpec> kPackFields[] = {
-    {Str("column", kRequired, kColumnName), &PackSpec::column},
+    {Str("column", kOptional, kColumnName), &PackSpec::column},
+    {ListOf(FieldType::kStringList, "columns", kOptional, kColumnName,
+            Values(0, kMaxTransformColumns)),
+     &PackSpec::columns},
     {Int("seq_len", kRequired, Values(1, kMaxSeqLen)), &PackSpec::seq_len},
     {Int("eos", kOptional, Values(0, std::numeric_limits<int32_t>::max())), &PackSpec::eos},
     {Str("tail", kOptional, Values(1, 8), kTails), &PackSpec::tail},
     {Int("pad", kOptional, Values(0, std::numeric_limits<int32_t>::max())), &PackSpec::pad},
     {Flag("position_ids"), &PackSpec::position_ids},
+    {Str("labels", kOptional, kColumnName), &PackSpec::labels},
+    {Str("overlong", kOptional, Values(1, 8), kOverlong), &PackSpec::overlong},
+    {Str("strategy", kOptional, Values(1, 8), kStrategies), &PackSpec::strategy},
 };
 
 // pad_to is `tokenizer(text, padding="max_length", max_length=N,
@@ -93,6 +101,55 @@ arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
                                   "'): give exactly one of 'expr' and 'tokenize'");
   }
   return c;
+}
+
+// The packed columns: named once, each an output column of token ids, and
+// every output column packed (a packed row has no value of any other).
+arrow::Status CheckPack(const PackSpec& p, const TransformSpec& spec,
+                        const std::set<std::string>& outputs) {
+  if (p.column.empty() == p.columns.empty()) {
+    return arrow::Status::Invalid(
+        "transform: 'pack': give exactly one of 'columns' (the aligned token columns packed "
+        "together, e.g. [\"input_ids\", \"labels\"]) and 'column' (one token column)");
+  }
+  const std::vector<std::string> packed = p.Columns();
+  std::set<std::string> names;
+  for (const auto& name : packed) {
+    if (!names.insert(name).second) {
+      return arrow::Status::Invalid("transform: 'pack': column '", name, "' is packed twice");
+    }
+    if (!outputs.count(name)) {
+      return arrow::Status::Invalid("transform: 'pack': column '", name,
+                                    "' must name an output column; it is none");
+    }
+    for (const auto& c : spec.columns) {
+      if (c.name == name && c.tokenize && c.tokenize->pad_to) {
+        return arrow::Status::Invalid("transform: 'pack': column '", name,
+                                      "' has 'pad_to': pack lays documents end to end, ",
+                                      "padding each would put pad ids inside packed rows; ",
+                                      "give one of 'pad_to' and 'pack'");
+      }
+    }
+  }
+  for (const auto& name : outputs) {
+    if (!names.count(name)) {
+      return arrow::Status::Invalid(
+          "transform: 'pack' makes rows of ", p.seq_len, " tokens from several documents, so '",
+          name,
+          "' must be packed or left out (an unpacked column has no value per packed row); "
+          "name it in 'pack': 'columns' or drop it from the output columns");
+    }
+  }
+  if (p.labels && !names.count(*p.labels)) {
+    return arrow::Status::Invalid("transform: 'pack': 'labels' '", *p.labels,
+                                  "' must be one of the packed 'columns'");
+  }
+  if (p.eos && packed.size() > 1) {
+    return arrow::Status::Invalid(
+        "transform: 'pack': 'eos' appends a separator to one column; with several 'columns' "
+        "each document carries its own end token (in input_ids and labels alike)");
+  }
+  return arrow::Status::OK();
 }
 
 // The fields of `table` in `m` that are required or differ from their
@@ -210,31 +267,18 @@ arrow::Result<TransformSpec> TransformSpec::FromJson(const json& j) {
                                            : "");
     }
   }
-  if (spec.pack) {
-    const PackSpec& p = *spec.pack;
-    for (const auto& c : spec.columns) {
-      if (c.name == p.column && c.tokenize && c.tokenize->pad_to) {
-        return arrow::Status::Invalid("transform: 'pack': column '", p.column,
-                                      "' has 'pad_to': pack lays documents end to end, ",
-                                      "padding each would put pad ids inside packed rows; ",
-                                      "give one of 'pad_to' and 'pack'");
-      }
-    }
-    if (!seen.count(p.column)) {
-      return arrow::Status::Invalid("transform: 'pack': 'column' must name an output column; '",
-                                    p.column, "' is none");
-    }
-    if (names.size() != 1) {
-      return arrow::Status::Invalid(
-          "transform: 'pack' makes rows of ", p.seq_len, " tokens from several documents, so '",
-          p.column,
-          "' must be the only output column (other columns have no value per packed "
-          "row); leave the others out or drop 'pack'");
-    }
-  }
+  if (spec.pack) ARROW_RETURN_NOT_OK(CheckPack(*spec.pack, spec, seen));
   spec.given_ = j;
   spec.read_as_ = spec.Canonical();
   return spec;
+}
+
+std::optional<std::string> PackSpec::LabelsColumn() const {
+  if (labels) return labels;
+  for (const auto& c : Columns()) {
+    if (c == "labels") return c;
+  }
+  return std::nullopt;
 }
 
 MessageSpec TransformSpec::Spec() {

@@ -6,9 +6,10 @@
 // filter language plus arithmetic and Arrow compute functions) and string
 // columns tokenized into token ids (`tokenize`, a SentencePiece model or a
 // Hugging Face tokenizer.json). An
-// optional `pack` then cuts one token column into rows of exactly `seq_len`
-// tokens. This file only parses and checks the spec's shape (every field
-// typed and bounded, names unique, exactly one of expr/tokenize per column);
+// optional `pack` then cuts token columns (several aligned ones together:
+// input_ids, labels) into rows of exactly `seq_len` tokens. This file only
+// parses and checks the spec's shape (every field typed and bounded, names
+// unique, exactly one of expr/tokenize per column);
 // binding it to a table schema and running it is transform/transform.h.
 //
 // A process parses a spec once, where the message that carries it is
@@ -74,16 +75,36 @@ struct TransformColumn {
   bool operator==(const TransformColumn&) const = default;
 };
 
-/// `pack`: documents of a token column concatenated (each followed by `eos`
-/// when given) and cut into rows of exactly `seq_len` tokens, within each
-/// scan task. The packed columns are then the only output columns.
+/// `pack`: documents (rows) of aligned token columns laid end to end and cut
+/// together into rows of exactly `seq_len` tokens, within each scan task
+/// (transform/pack.h). The packed columns are then the only output columns.
 struct PackSpec {
-  std::string column;  ///< an output column of list<int32> token ids
+  std::string column;  ///< the one-column form: `columns` [column]
+  /// Aligned list<int32> output columns (equal lengths per row), packed
+  /// together: input_ids, labels, a mask.
+  std::vector<std::string> columns;
   int64_t seq_len = 0;
-  std::optional<int64_t> eos;  ///< separator id appended after each document
-  std::string tail = "drop";   ///< "drop": a last partial row is dropped; "pad": padded
-  int64_t pad = 0;             ///< the pad id (tail "pad")
+  std::optional<int64_t> eos;  ///< separator id appended after each document (one column only)
+  std::string tail = "drop";   ///< concat: a last partial row "drop"ped or "pad"ded
+  int64_t pad = 0;             ///< the pad id of every packed column but the labels
   bool position_ids = false;   ///< add `position_ids`: each token's position in its document
+  /// The labels column among `columns`: each document's first label set to
+  /// -100, padding -100. Absent: "labels" when `columns` names it.
+  std::optional<std::string> labels;
+  /// A document longer than seq_len: "split" across rows or "drop"ped (counted).
+  std::string overlong = "split";
+  /// "concat": documents end to end, cut anywhere; "ffd": first-fit
+  /// decreasing, whole documents into rows padded to seq_len.
+  std::string strategy = "concat";
+
+  /// The packed columns: `columns`, or [column].
+  std::vector<std::string> Columns() const {
+    return columns.empty() ? std::vector<std::string>{column} : columns;
+  }
+  /// The labels column, if any.
+  std::optional<std::string> LabelsColumn() const;
+  /// Whether rows may hold padding (and the copy an attention_mask).
+  bool Pads() const { return tail == "pad" || strategy == "ffd"; }
 
   bool operator==(const PackSpec&) const = default;
 };

@@ -42,11 +42,6 @@ std::string Quoted(const std::string& expr) {
   return "'" + expr.substr(0, n) + "...' (" + std::to_string(expr.size()) + " bytes)";
 }
 
-bool IsTokenList(const arrow::DataType& type) {
-  if (type.id() != arrow::Type::LIST && type.id() != arrow::Type::LARGE_LIST) return false;
-  return type.field(0)->type()->id() == arrow::Type::INT32;
-}
-
 // pad_to's pad id: the model's own, else the spec's `pad_id`; both given
 // and different is refused rather than one silently winning.
 arrow::Result<int32_t> PadId(const TokenizeSpec& tok, const Tokenizer& tokenizer,
@@ -186,34 +181,7 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
   }
   t->columns_schema_ = arrow::schema(fields);
   t->output_schema_ = t->columns_schema_;
-  if (spec.pack) {
-    const PackSpec& p = *spec.pack;
-    auto field = t->columns_schema_->GetFieldByName(p.column);
-    if (!IsTokenList(*field->type())) {
-      return arrow::Status::Invalid("transform: 'pack': column '", p.column,
-                                    "' must hold token ids (list<int32>); it is ",
-                                    field->type()->ToString());
-    }
-    const auto s = static_cast<int32_t>(p.seq_len);
-    arrow::FieldVector packed = {
-        arrow::field(p.column, arrow::fixed_size_list(arrow::int32(), s), false)};
-    if (p.tail == "pad") {
-      packed.push_back(
-          arrow::field("attention_mask", arrow::fixed_size_list(arrow::int8(), s), false));
-    }
-    if (p.position_ids) {
-      packed.push_back(
-          arrow::field("position_ids", arrow::fixed_size_list(arrow::int32(), s), false));
-    }
-    std::set<std::string> names;
-    for (const auto& f : packed) {
-      if (!names.insert(f->name()).second) {
-        return arrow::Status::Invalid("transform: 'pack': column '", p.column,
-                                      "' clashes with the packed column of that name; rename it");
-      }
-    }
-    t->output_schema_ = arrow::schema(packed);
-  }
+  if (spec.pack) ARROW_RETURN_NOT_OK(t->BindPack());
   return std::shared_ptr<const Transform>(std::move(t));
 }
 
@@ -279,135 +247,9 @@ class Transform::RowStream : public Transform::TaskStream {
   arrow::MemoryPool* pool_;
 };
 
-namespace {
-
-template <typename ListArray>
-arrow::Status ForEachDocument(const arrow::Array& array,
-                              const std::function<arrow::Status(const int32_t*, int64_t)>& fn) {
-  const auto& list = static_cast<const ListArray&>(array);
-  const auto& values = static_cast<const arrow::Int32Array&>(*list.values());
-  for (int64_t i = 0; i < list.length(); ++i) {
-    if (list.IsNull(i)) continue;
-    ARROW_RETURN_NOT_OK(fn(values.raw_values() + list.value_offset(i), list.value_length(i)));
-  }
-  return arrow::Status::OK();
-}
-
-}  // namespace
-
-// With pack: the task's documents (and separators) laid end to end and cut
-// into rows of seq_len tokens; a batch goes out each time batch_rows rows
-// are full, so at most one batch of packed tokens is held.
-class Transform::PackStream : public Transform::TaskStream {
- public:
-  PackStream(const Transform* t, int64_t batch_rows, arrow::MemoryPool* pool)
-      : t_(t),
-        p_(*t->spec_.pack),
-        column_(t->columns_schema_->GetFieldIndex(p_.column)),
-        batch_rows_(batch_rows),
-        batch_tokens_(batch_rows * p_.seq_len),
-        with_mask_(p_.tail == "pad"),
-        pool_(pool),
-        ids_(pool),
-        mask_(pool),
-        positions_(pool) {}
-
-  arrow::Status Add(const arrow::RecordBatch& batch,
-                    std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
-    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_));
-    const arrow::Array& a = *applied->column(column_);
-    auto document = [&](const int32_t* doc, int64_t n) -> arrow::Status {
-      const int64_t sep = p_.eos ? 1 : 0;
-      if (p_.position_ids && n + sep > std::numeric_limits<int32_t>::max()) {
-        return arrow::Status::Invalid("transform: 'pack': a document of ", n,
-                                      " tokens has positions beyond int32 (position_ids)");
-      }
-      for (int64_t k = 0; k < n; ++k) {
-        ARROW_RETURN_NOT_OK(Put(doc[k], static_cast<int32_t>(k), out));  // < 2^31: checked
-      }
-      if (p_.eos)
-        ARROW_RETURN_NOT_OK(Put(static_cast<int32_t>(*p_.eos), static_cast<int32_t>(n), out));
-      return arrow::Status::OK();
-    };
-    if (a.type_id() == arrow::Type::LIST) return ForEachDocument<arrow::ListArray>(a, document);
-    return ForEachDocument<arrow::LargeListArray>(a, document);
-  }
-
-  arrow::Status Finish(std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
-    const int64_t s = p_.seq_len;
-    if (with_mask_) {  // tail "pad": the last row filled with the pad id
-      while (held_ % s != 0) {
-        ARROW_RETURN_NOT_OK(Reserve());
-        ids_.UnsafeAppend(static_cast<int32_t>(p_.pad));
-        mask_.UnsafeAppend(0);
-        if (p_.position_ids) positions_.UnsafeAppend(0);
-        ++held_;
-      }
-    }
-    return Flush(held_ / s, out);  // tail "drop": a partial row is not flushed
-  }
-
- private:
-  // Room for the next token: the builders grow together, doubling, up to
-  // one batch of packed rows.
-  arrow::Status Reserve() {
-    if (ids_.length() < ids_.capacity()) return arrow::Status::OK();
-    const int64_t more = std::min(batch_tokens_ - held_, std::max<int64_t>(held_, 4096));
-    ARROW_RETURN_NOT_OK(ids_.Reserve(more));
-    if (with_mask_) ARROW_RETURN_NOT_OK(mask_.Reserve(more));
-    if (p_.position_ids) ARROW_RETURN_NOT_OK(positions_.Reserve(more));
-    return arrow::Status::OK();
-  }
-
-  arrow::Status Put(int32_t id, int32_t position,
-                    std::vector<std::shared_ptr<arrow::RecordBatch>>* out) {
-    ARROW_RETURN_NOT_OK(Reserve());
-    ids_.UnsafeAppend(id);
-    if (with_mask_) mask_.UnsafeAppend(1);
-    if (p_.position_ids) positions_.UnsafeAppend(position);
-    if (++held_ == batch_tokens_) return Flush(batch_rows_, out);
-    return arrow::Status::OK();
-  }
-
-  // The first `rows` rows held go out as one batch; the builders start over.
-  arrow::Status Flush(int64_t rows, std::vector<std::shared_ptr<arrow::RecordBatch>>* out) {
-    arrow::ArrayVector columns;
-    auto fixed = [&](arrow::ArrayBuilder* b,
-                     const std::shared_ptr<arrow::DataType>& type) -> arrow::Status {
-      ARROW_ASSIGN_OR_RAISE(auto values, b->Finish());
-      ARROW_ASSIGN_OR_RAISE(auto list, arrow::FixedSizeListArray::FromArrays(
-                                           values->Slice(0, rows * p_.seq_len), type));
-      columns.push_back(std::move(list));
-      return arrow::Status::OK();
-    };
-    // In output_schema_'s order: the ids, then the mask and the positions.
-    const auto& schema = t_->output_schema_;
-    int next_field = 0;
-    ARROW_RETURN_NOT_OK(fixed(&ids_, schema->field(next_field++)->type()));
-    if (with_mask_) ARROW_RETURN_NOT_OK(fixed(&mask_, schema->field(next_field++)->type()));
-    if (p_.position_ids)
-      ARROW_RETURN_NOT_OK(fixed(&positions_, schema->field(next_field++)->type()));
-    held_ = 0;
-    if (rows > 0) out->push_back(arrow::RecordBatch::Make(schema, rows, std::move(columns)));
-    return arrow::Status::OK();
-  }
-
-  const Transform* t_;
-  const PackSpec& p_;
-  const int column_;
-  const int64_t batch_rows_;
-  const int64_t batch_tokens_;
-  const bool with_mask_;
-  arrow::MemoryPool* pool_;
-  arrow::Int32Builder ids_;
-  arrow::Int8Builder mask_;
-  arrow::Int32Builder positions_;
-  int64_t held_ = 0;  // tokens in the builders
-};
-
 std::unique_ptr<Transform::TaskStream> Transform::Stream(int64_t batch_rows,
                                                          arrow::MemoryPool* pool) const {
-  if (spec_.pack) return std::make_unique<PackStream>(this, batch_rows, pool);
+  if (spec_.pack) return MakePackStream(batch_rows, pool);
   return std::make_unique<RowStream>(this, pool);
 }
 

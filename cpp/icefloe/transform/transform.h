@@ -21,6 +21,7 @@
 #include <arrow/result.h>
 
 #include "icefloe/protocol/transform_spec.h"
+#include "icefloe/transform/pack.h"
 #include "icefloe/transform/tokenizer.h"
 
 namespace icefloe::transform {
@@ -63,6 +64,8 @@ class Transform {
     /// The rest, after the task's last batch: with pack, the last rows (a
     /// partial row padded or dropped by `tail`).
     virtual arrow::Status Finish(std::vector<std::shared_ptr<arrow::RecordBatch>>* out) = 0;
+    /// With pack, what it did so far (all of it after Finish); else zeros.
+    virtual PackStats pack_stats() const { return {}; }
   };
   /// A stream of one task's output in batches of at most `batch_rows` rows
   /// (buffers from `pool`). Packed rows never depend on where the input's
@@ -93,7 +96,10 @@ class Transform {
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Apply(const arrow::RecordBatch& batch,
                                                            arrow::MemoryPool* pool) const;
   class RowStream;
-  class PackStream;
+  class PackStream;  // pack.cc
+  /// pack.cc: checks the packed columns' types, sets output_schema_.
+  arrow::Status BindPack();
+  std::unique_ptr<TaskStream> MakePackStream(int64_t batch_rows, arrow::MemoryPool* pool) const;
 
   TransformSpec spec_;
   std::shared_ptr<arrow::Schema> input_schema_;
