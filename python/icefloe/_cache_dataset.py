@@ -81,6 +81,15 @@ class CacheDataset(ClusterClient, IterableDataset):
     each process's :class:`Client`.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> CacheDataset:
+        # Several datasets with weights make a mixture (icefloe._mixture_dataset).
+        dataset = args[1] if len(args) > 1 else kwargs.get("dataset")
+        if cls is CacheDataset and dataset is not None and not isinstance(dataset, str):
+            from ._mixture_dataset import MixtureDataset
+
+            return super().__new__(MixtureDataset)
+        return super().__new__(cls)
+
     def __init__(
         self,
         head_uri: str,
