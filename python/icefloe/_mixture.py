@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -36,8 +36,15 @@ import pyarrow.compute as pc
 from ._epoch_plan import EpochPlan
 from .errors import InvalidArgument, NotFound
 
-if TYPE_CHECKING:
-    from .client import Client
+
+class Reader(Protocol):
+    """What a mixture asks of ``icefloe.Client`` (which imports this module)."""
+
+    def describe(self, name: str) -> dict[str, Any]: ...
+
+    def take(self, name: str, rows: Any, columns: list[str] | None = None) -> pa.Table: ...
+
+    def iter_epoch(self, name: Any, **kwargs: Any) -> Iterator[Any]: ...
 
 MIX_BY = ("rows", "tokens")
 # Rows sampled per source (evenly spaced ids) to measure its mean tokens per
@@ -243,7 +250,7 @@ class Anchor:
                    float(value.get("done", 0.0)))
 
 
-def resolve(client: Client, mixture: Mixture, batch_size: int, world_size: int,
+def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
             columns: list[str] | None) -> Resolved:
     """The mixture for this job: every source described once (unknown
     names, columns that differ and token columns that are not lists are
@@ -300,7 +307,7 @@ def _columns(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name}: {f.type}" for f in schema)
 
 
-def _mean_tokens(client: Client, name: str, rows: int, schema: pa.Schema,
+def _mean_tokens(client: Reader, name: str, rows: int, schema: pa.Schema,
                  column: str | None) -> float:
     """Mean tokens per row of ``column``, over up to TOKEN_SAMPLE_ROWS rows
     spaced evenly over the source (all of them in a smaller one)."""
@@ -336,7 +343,7 @@ def worker_segments(source: Source, base: Position, steps: int, num_workers: int
     return out
 
 
-def iter_source(client: Client, name: str, plan: EpochPlan,
+def iter_source(client: Reader, name: str, plan: EpochPlan,
                 segments: list[tuple[Position, int, int, int]], prefetch: int,
                 job: str | None) -> Iterator[pa.RecordBatch]:
     """A source's batches for one worker: each source epoch an ordinary
@@ -357,7 +364,7 @@ def iter_source(client: Client, name: str, plan: EpochPlan,
             batches.close()
 
 
-def iter_batches(client: Client, resolved: Resolved, base: dict[str, Position], steps: int,
+def iter_batches(client: Reader, resolved: Resolved, base: dict[str, Position], steps: int,
                  plan: EpochPlan, prefetch: int = 2, job: str | None = None,
                  first_batch: int = 0) -> Iterator[pa.RecordBatch]:
     """One consumer's batches of a mixture epoch: ``steps`` steps per rank
@@ -381,7 +388,7 @@ def iter_batches(client: Client, resolved: Resolved, base: dict[str, Position], 
             s.close()
 
 
-def iter_mixture(client: Client, weights: Mixture | Mapping[str, float], *,
+def iter_mixture(client: Reader, weights: Mixture | Mapping[str, float], *,
                  batch_size: int | None, prefetch: int, job: str | None,
                  plan: EpochPlan | None, mix_by: str = "rows",
                  token_column: str | None = None, epoch_source: str | None = None,

@@ -180,3 +180,6 @@ class MixtureDataset(CacheDataset):
             self._first_batch = int(state["worker"]["batches"])
             self._worker_state = state
         self._publish()
+
+
+CacheDataset.mixture_class = MixtureDataset
