@@ -242,3 +242,22 @@ def test_common_projection_and_token_column_checks(cluster):
     with pytest.raises(InvalidArgument, match="'x'.*list"):
         next(iter(CacheDataset(cluster.head_uri, {"web": 0.5, "code": 0.5}, batch_size=10,
                                mix_by="tokens", token_column="x")))
+
+
+def test_persistent_workers_see_set_epoch_and_resume(cluster):
+    weights = {"web": 0.6, "code": 0.3, "math": 0.1}
+    ds = CacheDataset(cluster.head_uri, weights, batch_size=20, seed=6)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
+                        multiprocessing_context=CONTEXT)
+    orders = []
+    for e in range(2):
+        ds.set_epoch(e)
+        orders.append(_ids(loader))
+    fresh = CacheDataset(cluster.head_uri, weights, batch_size=20, seed=6)
+    fresh.set_epoch(1)
+    assert orders[1] == _ids(fresh) != orders[0]
+    # A resume state loaded in the main process reaches the workers.
+    fresh.set_epoch(0)
+    state = fresh.state_dict(steps=10)
+    ds.load_state_dict(state)
+    assert _ids(loader) == orders[0][10:]
