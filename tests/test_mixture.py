@@ -261,3 +261,25 @@ def test_persistent_workers_see_set_epoch_and_resume(cluster):
     state = fresh.state_dict(steps=10)
     ds.load_state_dict(state)
     assert _ids(loader) == orders[0][10:]
+
+
+def test_a_node_dying_mid_epoch_changes_no_batch(tmp_path):
+    # Each source fails over as one dataset does; the small source opens its
+    # later epochs after the kill, on the survivor.
+    wh = Warehouse(tmp_path / "wh")
+    tables = {"web": wh.create("web", _data(3000, 0, (1, 2))),
+              "math": wh.create("math", _data(200, 20_000, (1, 2)))}
+    weights = {"web": 0.8, "math": 0.2}
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as c:
+        with c.client() as client:
+            for name, table in tables.items():
+                client.load(name, table.metadata_location, batch_rows=100, replication=2)
+            want = [b["id"].to_pylist() for b in
+                    client.iter_epoch(weights, batch_size=10, seed=2, epoch=1)]
+            assert len(want) == 3000 // 8
+            got = []
+            for b in client.iter_epoch(weights, batch_size=10, seed=2, epoch=1, prefetch=0):
+                got.append(b["id"].to_pylist())
+                if len(got) == 50:
+                    c.kill_node(0)
+            assert got == want
