@@ -223,6 +223,7 @@ def test_one_name_keeps_todays_dataset(cluster):
     ({"web": -0.5, "code": 1.0}, InvalidArgument, "'web'"),
     ({"web": 0.0, "code": 0.0}, InvalidArgument, "zero"),
     ({}, InvalidArgument, "no source"),
+    (["web", "code"], InvalidArgument, "not list"),
     ({"web": 0.5, "nope": 0.5}, NotFound, "'nope'"),
     ({"web": 0.5, "other": 0.5}, InvalidArgument, "'other'"),
     ({"web": 0.99, "math": 0.01}, InvalidArgument, "'math'"),

@@ -117,6 +117,14 @@ class Mixture:
         return "+".join(self.names)
 
 
+def as_weights(value: Any) -> dict[str, float]:
+    """``{name: weight}``, checked to be a mapping."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"a dataset is a name or a mixture {{name: weight}}, not "
+                              f"{type(value).__name__} {value!r}")
+    return dict(value)
+
+
 def apportion(shares: list[float], total: int) -> list[int]:
     """``total`` split in proportion to ``shares`` (summing to 1) by largest
     remainder: each part is its exact share rounded down or up, ties to the
@@ -396,7 +404,7 @@ def iter_mixture(client: Reader, weights: Mixture | Mapping[str, float], *,
     """``Client.iter_epoch`` of a mixture: epoch ``epoch`` read from the
     mixture's start (epoch 0, position 0 of every source) by arithmetic."""
     mixture = weights if isinstance(weights, Mixture) else Mixture(
-        dict(weights), mix_by=mix_by, token_column=token_column, epoch_source=epoch_source,
+        as_weights(weights), mix_by=mix_by, token_column=token_column, epoch_source=epoch_source,
         epoch_total=epoch_total)
     plan = (plan or EpochPlan()).replace(**fields)
     if batch_size is not None:

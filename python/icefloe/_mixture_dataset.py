@@ -15,7 +15,7 @@ from torch.utils.data import get_worker_info
 
 from ._cache_dataset import ORDER_VERSION, CacheDataset
 from ._epoch_plan import EpochPlan
-from ._mixture import Anchor, Mixture, Position, Resolved, iter_batches, resolve
+from ._mixture import Anchor, Mixture, Position, Resolved, as_weights, iter_batches, resolve
 from ._torch_cluster import distributed_coordinates, live_coordinates
 from .errors import InvalidArgument
 
@@ -37,7 +37,7 @@ class MixtureDataset(CacheDataset):
                  token_column: str | None = None, epoch_source: str | None = None,
                  epoch_total: int | None = None, **kwargs: Any) -> None:
         mixture = dataset if isinstance(dataset, Mixture) else Mixture(
-            dict(dataset), mix_by=mix_by, token_column=token_column,
+            as_weights(dataset), mix_by=mix_by, token_column=token_column,
             epoch_source=epoch_source, epoch_total=epoch_total)
         super().__init__(head_uri, mixture.label(), batch_size, *args, **kwargs)
         if not self.drop_last:
