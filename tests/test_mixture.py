@@ -284,3 +284,24 @@ def test_a_node_dying_mid_epoch_changes_no_batch(tmp_path):
                 if len(got) == 50:
                     c.kill_node(0)
             assert got == want
+
+
+def test_a_source_refreshed_mid_job_is_a_clear_error(tmp_path):
+    # The mixture's arithmetic holds each source's row count; a source epoch
+    # that the head binds to a refreshed copy of another size is refused,
+    # naming the source, rather than read with the wrong steps.
+    wh = Warehouse(tmp_path / "wh")
+    web = wh.create("web", _data(1200, 0, (1, 2)))
+    grow = wh.create("grow", _data(100, 20_000, (1, 2)))
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as c:
+        with c.client() as client:
+            client.load("web", web.metadata_location)
+            client.load("grow", grow.metadata_location)
+            batches = client.iter_epoch({"web": 0.5, "grow": 0.5}, batch_size=10, prefetch=0)
+            for _ in range(5):
+                next(batches)
+            grow.append(_data(100, 20_100, (1, 2)))
+            client.refresh("grow")
+            with pytest.raises(InvalidArgument, match="'grow'.*200 rows.*100"):
+                for _ in batches:
+                    pass

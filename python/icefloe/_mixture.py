@@ -351,16 +351,28 @@ def worker_segments(source: Source, base: Position, steps: int, num_workers: int
     return out
 
 
-def iter_source(client: Reader, name: str, plan: EpochPlan,
+def iter_source(client: Reader, source: Source, plan: EpochPlan,
                 segments: list[tuple[Position, int, int, int]], prefetch: int,
                 job: str | None) -> Iterator[pa.RecordBatch]:
     """A source's batches for one worker: each source epoch an ordinary
     epoch plan (its streams cancelled once the mixture has what it needs)."""
+    name = source.name
+
+    def same_rows(shape: dict[str, Any]) -> None:
+        # The steps of every source epoch were counted with the rows the
+        # mixture resolved; a copy of another size would be misread.
+        if int(shape["num_rows"]) != source.rows:
+            raise InvalidArgument(
+                f"mixture source {name!r}: a source epoch reads a copy of "
+                f"{shape['num_rows']} rows (generation {shape['generation']}), the mixture "
+                f"was planned for {source.rows} (the dataset was refreshed or reloaded); "
+                "resume from a state in a new process to plan with the new copy")
+
     for at, w, skip, count in segments:
         batches = client.iter_epoch(
             name, plan=plan.replace(epoch=at.epoch, start=at.position, worker=w,
                                     first_batch=skip or None),
-            prefetch=prefetch, job=job)
+            prefetch=prefetch, job=job, on_shape=same_rows)
         try:
             for _ in range(count - skip):
                 batch = next(batches, None)
@@ -385,7 +397,7 @@ def iter_batches(client: Reader, resolved: Resolved, base: dict[str, Position], 
     for source in resolved.sources:
         segments = worker_segments(source, base[source.name], steps, plan.num_workers or 0,
                                    worker, first_batch)
-        streams.append(iter_source(client, source.name, plan.replace(
+        streams.append(iter_source(client, source, plan.replace(
             batch_size=source.per_step, drop_last=True), segments, prefetch, job))
     try:
         for _ in range(count):
