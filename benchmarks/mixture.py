@@ -4,7 +4,8 @@ dataset, side by side in one run.
 
 Three tokenized sources whose rows differ in length (web ~60 tokens, code
 ~200, math ~30, lognormal), weights 0.6 / 0.3 / 0.1, read by
-``Client.iter_epoch`` with ``mix_by="rows"`` and ``mix_by="tokens"``; the
+``Client.iter_epoch`` with ``mix_by="rows"`` and ``mix_by="tokens"``, each
+batch mixed or (``per_batch``) one source's; the
 single-dataset baseline reads web alone with the same batch size and number
 of batches. Variants alternate over the repeats; medians are reported.
 
@@ -111,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                 "mixture, rows": (WEIGHTS, {"mix_by": "rows", "epoch_total": steps * b}),
                 "mixture, tokens": (WEIGHTS, {"mix_by": "tokens", "token_column": "tok",
                                               "epoch_source": "web"}),
+                "per_batch, rows": (WEIGHTS, {"per_batch": True, "epoch_total": steps * b}),
+                "per_batch, tokens": (WEIGHTS, {"per_batch": True, "mix_by": "tokens",
+                                                "token_column": "tok", "epoch_source": "web"}),
             }
             seconds: dict[str, list[float]] = {v: [] for v in variants}
             shares: dict[str, dict[str, float]] = {}

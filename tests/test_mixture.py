@@ -70,6 +70,12 @@ def _rank_epochs(cluster, weights, world_size, epochs, num_workers=0, **kw):
     return out
 
 
+def _in_step_order(per_rank: list[list[list[int]]]) -> list[int]:
+    """The rows of a job's batches, step by step, ranks side by side."""
+    assert len({len(batches) for batches in per_rank}) == 1, "unequal steps per rank"
+    return [i for step in zip(*per_rank, strict=True) for batch in step for i in batch]
+
+
 def _worst_window_deviation(batches: list[list[int]], weights: dict[str, float],
                             window: int, size=lambda row_id: 1) -> float:
     total = sum(weights.values())
@@ -173,14 +179,14 @@ def test_resume_with_another_world_size(cluster):
             state = ds.state_dict(steps=k)
     assert set(state["sources"]) == set(weights)
     assert state["sources"]["web"]["position"] == 2 * 6 * k
-    resumed = []
+    per_rank = []
     for r in range(3):
         with as_rank(r, 3):
             ds2 = CacheDataset(cluster.head_uri, weights, batch_size=20)
             ds2.load_state_dict(state)
-            resumed += [i for b in DataLoader(ds2, batch_size=None, num_workers=2,
-                                              multiprocessing_context=CONTEXT)
-                        for i in b["id"].tolist()]
+            per_rank.append(_ids(DataLoader(ds2, batch_size=None, num_workers=2,
+                                            multiprocessing_context=CONTEXT)))
+    resumed = _in_step_order(per_rank)
     web_first = [i for i in first if _source_of(i) == "web"]
     web_resumed = [i for i in resumed if _source_of(i) == "web"]
     # web is the epoch's source: the resumed job finishes its pass, every row
@@ -305,3 +311,77 @@ def test_a_source_refreshed_mid_job_is_a_clear_error(tmp_path):
             with pytest.raises(InvalidArgument, match="'grow'.*200 rows.*100"):
                 for _ in batches:
                     pass
+
+
+def test_per_batch_each_batch_is_one_source_in_proportion(cluster):
+    weights = {"web": 0.5, "code": 0.3, "math": 0.2}
+    ds = CacheDataset(cluster.head_uri, weights, batch_size=10, seed=3, per_batch=True)
+    batches = _ids(ds)
+    assert all(len({_source_of(i) for i in b}) == 1 for b in batches)
+    # An epoch is web's pass: 120 batches of web, the last one last.
+    kinds = [_source_of(b[0]) for b in batches]
+    assert len(batches) == len(ds) and kinds.count("web") == 120 and kinds[-1] == "web"
+    # The pattern repeats every 100 runs: any 100 consecutive batches hold
+    # exactly 50, 30 and 20 of each source's.
+    assert _worst_window_deviation(batches, weights, 100) < 1e-9
+
+
+@pytest.mark.parametrize("world_size, num_workers", [(2, 2), (3, 0)])
+def test_per_batch_every_source_row_once_per_its_own_epoch(cluster, world_size, num_workers):
+    weights = {"web": 0.6, "code": 0.3, "math": 0.1}
+    runs = _rank_epochs(cluster, weights, world_size, [0, 1], num_workers, batch_size=10,
+                        seed=2, per_batch=True, run_steps=2)
+    steps = len(runs[0][0])
+    assert all(len(runs[r][e]) == len(runs[0][e]) for r in range(world_size) for e in (0, 1))
+    for r in range(world_size):
+        for e in (0, 1):  # every rank reads the same source at each step
+            assert ([_source_of(b[0]) for b in runs[r][e]]
+                    == [_source_of(b[0]) for b in runs[0][e]])
+    for name, (rows, _, _) in SOURCES.items():
+        seq = [i for e in (0, 1) for s in range(len(runs[0][e])) for r in range(world_size)
+               for i in runs[r][e][s] if _source_of(i) == name]
+        per_epoch = (rows // (world_size * 10)) * world_size * 10
+        for k in range(0, len(seq), per_epoch):
+            chunk = seq[k:k + per_epoch]
+            assert len(set(chunk)) == len(chunk), f"{name}: a row read twice in one epoch"
+    assert steps > 0
+
+
+def test_per_batch_resume_with_another_world_size(cluster):
+    weights = {"web": 0.6, "code": 0.4}
+    k = 9
+    first = []
+    for r in range(2):
+        with as_rank(r, 2):
+            ds = CacheDataset(cluster.head_uri, weights, batch_size=10, seed=8, per_batch=True,
+                              run_steps=2)
+            first += [i for b in _ids(ds)[:k] for i in b]
+            state = ds.state_dict(steps=k)
+    per_rank = []
+    for r in range(3):
+        with as_rank(r, 3):
+            ds2 = CacheDataset(cluster.head_uri, weights, batch_size=10, per_batch=True,
+                               run_steps=2)
+            ds2.load_state_dict(state)
+            per_rank.append(_ids(DataLoader(ds2, batch_size=None, num_workers=2,
+                                            multiprocessing_context=CONTEXT)))
+    resumed = _in_step_order(per_rank)
+    for name in weights:
+        a = [i for i in first if _source_of(i) == name]
+        b = [i for i in resumed if _source_of(i) == name]
+        rows = SOURCES[name][0]
+        assert not set(a) & set(b[:rows - len(a)]), f"{name}: a consumed row read again"
+    # web's pass ends the epoch: the two jobs read it all, once, but for the
+    # resumed job's drop_last tail (under one step of 3 x 10 rows).
+    web = [i for i in first + resumed if _source_of(i) == "web"]
+    assert len(set(web)) == len(web) > 1200 - 30
+
+
+def test_per_batch_run_steps_must_fit_the_workers(cluster):
+    ds = CacheDataset(cluster.head_uri, {"web": 0.5, "code": 0.5}, batch_size=10,
+                      per_batch=True, run_steps=3)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=CONTEXT)
+    with pytest.raises(InvalidArgument, match="run_steps a multiple of 2"):
+        next(iter(loader))
+    with pytest.raises(InvalidArgument, match="per_batch"):
+        Mixture({"web": 1.0}, run_steps=2)

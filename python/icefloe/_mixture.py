@@ -47,6 +47,9 @@ class Reader(Protocol):
     def iter_epoch(self, name: Any, **kwargs: Any) -> Iterator[Any]: ...
 
 MIX_BY = ("rows", "tokens")
+# per_batch: the pattern of runs repeats every PATTERN_RUNS runs, in which
+# each source has its apportioned count (so weights resolve to 1/100).
+PATTERN_RUNS = 100
 # Rows sampled per source (evenly spaced ids) to measure its mean tokens per
 # row for mix_by="tokens": one take of one column per source and process.
 TOKEN_SAMPLE_ROWS = 4096
@@ -60,8 +63,11 @@ class Mixture:
     ``token_column`` (a list column). An epoch of the mixture is one pass of
     ``epoch_source`` (default: the heaviest source, the first listed on a
     tie) or, with ``epoch_total``, that many rows or tokens (``mix_by``'s
-    unit) of the mixture. Sources of weight 0 are left out. Bad weights are
-    refused here, naming the source.
+    unit) of the mixture. Sources of weight 0 are left out. With
+    ``per_batch`` every batch is one source: runs of ``run_steps`` steps
+    (default 1; a multiple of the DataLoader's workers) each read one
+    source, in a fixed pattern of PATTERN_RUNS runs whose counts follow the
+    weights. Bad weights are refused here, naming the source.
     """
 
     weights: Mapping[str, float]
@@ -69,6 +75,8 @@ class Mixture:
     token_column: str | None = None
     epoch_source: str | None = None
     epoch_total: int | None = None
+    per_batch: bool = False
+    run_steps: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Mapping) or not self.weights:
@@ -98,6 +106,12 @@ class Mixture:
                                              or not isinstance(self.epoch_total, int)
                                              or self.epoch_total < 1):
             raise InvalidArgument(f"epoch_total must be an int >= 1, not {self.epoch_total!r}")
+        if self.run_steps is not None:
+            if not self.per_batch:
+                raise InvalidArgument("run_steps needs per_batch=True")
+            if (isinstance(self.run_steps, bool) or not isinstance(self.run_steps, int)
+                    or self.run_steps < 1):
+                raise InvalidArgument(f"run_steps must be an int >= 1, not {self.run_steps!r}")
 
     @property
     def names(self) -> list[str]:
@@ -194,59 +208,118 @@ class Source:
 
 
 @dataclasses.dataclass(frozen=True)
+class Runs:
+    """per_batch: run k of an epoch (``run_steps`` consecutive steps, counted
+    from ``run0``, the pattern's place when the epoch began) reads source
+    ``pattern[(run0 + k) % len(pattern)]`` alone."""
+
+    pattern: tuple[int, ...]
+    run_steps: int
+
+    def sources_of(self, run0: int, steps: int) -> np.ndarray:
+        """The source of each of ``steps`` steps from run ``run0``."""
+        runs = -(-steps // self.run_steps)
+        index = (run0 + np.arange(runs)) % len(self.pattern)
+        return np.repeat(np.asarray(self.pattern)[index], self.run_steps)[:steps]
+
+    def next_run(self, run0: int, steps: int) -> int:
+        """The pattern's place after ``steps`` steps (a partial run counts whole)."""
+        return (run0 + -(-steps // self.run_steps)) % len(self.pattern)
+
+    def steps_until(self, source: int, run0: int, steps: int) -> int:
+        """Steps from run ``run0`` until ``source`` has had ``steps`` of them."""
+        size = len(self.pattern)
+        mine = [k for k in range(size) if self.pattern[(run0 + k) % size] == source]
+        need = -(-steps // self.run_steps)
+        cycles, nth = divmod(need - 1, len(mine))
+        return (cycles * size + mine[nth]) * self.run_steps + steps - (need - 1) * self.run_steps
+
+
+def pattern_of(counts: list[int]) -> tuple[int, ...]:
+    """Runs spread by smooth weighted round robin: source i ``counts[i]``
+    times, as evenly as can be (ties to the first)."""
+    total, current, out = sum(counts), [0] * len(counts), []
+    for _ in range(total):
+        current = [c + n for c, n in zip(current, counts, strict=True)]
+        best = max(range(len(counts)), key=lambda i: (current[i], -i))
+        current[best] -= total
+        out.append(best)
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
 class Resolved:
-    """A mixture as one job reads it: the sources with their rows per step."""
+    """A mixture as one job reads it: the sources with their rows per step
+    (and with per_batch, the runs)."""
 
     mixture: Mixture
     sources: tuple[Source, ...]
     batch_size: int
     schema: pa.Schema
+    runs: Runs | None = None
+
+    def taken(self, at: Anchor, steps: int) -> list[int]:
+        """Steps of each source in ``steps`` steps from ``at``."""
+        if self.runs is None:
+            return [steps] * len(self.sources)
+        return np.bincount(self.runs.sources_of(at.run, steps),
+                           minlength=len(self.sources)).tolist()
 
     def units_per_step(self) -> float:
-        """Rows (or estimated tokens) one step of the whole job reads."""
-        return sum(s.step_positions * s.mean_tokens for s in self.sources)
+        """Rows (or estimated tokens) one step of the whole job reads (per_batch:
+        on average over the pattern)."""
+        units = [s.step_positions * s.mean_tokens for s in self.sources]
+        if self.runs is None:
+            return sum(units)
+        share = np.bincount(self.runs.pattern, minlength=len(units)) / len(self.runs.pattern)
+        return float(np.dot(share, units))
 
-    def epoch_steps(self, base: dict[str, Position], done: float) -> int:
-        """Steps per rank of the mixture epoch from ``base``, ``done`` units
-        of it already read."""
+    def epoch_steps(self, at: Anchor) -> int:
+        """Steps per rank of the mixture epoch from ``at``."""
         name = self.mixture.pass_source()
         if name is not None:
-            source = next(s for s in self.sources if s.name == name)
-            return source.left(source.normal(base[name]))
-        remaining = self.mixture.epoch_total - done  # type: ignore[operator]
+            i = next(i for i, s in enumerate(self.sources) if s.name == name)
+            source = self.sources[i]
+            left = source.left(source.normal(at.sources[name]))
+            return left if self.runs is None else self.runs.steps_until(i, at.run, left)
+        remaining = self.mixture.epoch_total - at.done  # type: ignore[operator]
         return max(0, math.floor(remaining / self.units_per_step() + 1e-9))
 
-    def advance(self, base: dict[str, Position], steps: int) -> dict[str, Position]:
-        return {s.name: s.advance(base[s.name], steps) for s in self.sources}
+    def after(self, at: Anchor, steps: int) -> Anchor:
+        """Where the job stands ``steps`` steps after ``at``, in the same epoch."""
+        taken = self.taken(at, steps)
+        return Anchor(at.epoch, {s.name: s.advance(at.sources[s.name], n)
+                                 for s, n in zip(self.sources, taken, strict=True)},
+                      at.done + steps * self.units_per_step(),
+                      self.runs.next_run(at.run, steps) if self.runs else 0)
 
-    def start(self) -> dict[str, Position]:
-        return {s.name: Position(0, 0) for s in self.sources}
-
-    def base_of(self, epoch: int, anchor: Anchor | None) -> tuple[dict[str, Position], float]:
+    def base_of(self, epoch: int, anchor: Anchor | None) -> Anchor:
         """Where every source stands when mixture epoch ``epoch`` begins (or
         resumes), from ``anchor`` (a known epoch's start) by arithmetic: the
         epochs between are read whole by this job's world size."""
         if anchor is None or anchor.epoch > epoch:
-            anchor = Anchor(0, self.start(), 0.0)
-        base = {s.name: anchor.sources.get(s.name, Position(0, 0)) for s in self.sources}
-        done = anchor.done
-        for _ in range(anchor.epoch, epoch):
-            base = self.advance(base, self.epoch_steps(base, done))
-            done = 0.0
-        return base, done
+            anchor = Anchor(0, {})
+        at = Anchor(anchor.epoch, {s.name: anchor.sources.get(s.name, Position(0, 0))
+                                   for s in self.sources}, anchor.done, anchor.run)
+        while at.epoch < epoch:
+            end = self.after(at, self.epoch_steps(at))
+            at = Anchor(at.epoch + 1, end.sources, 0.0, end.run)
+        return at
 
 
 @dataclasses.dataclass(frozen=True)
 class Anchor:
     """A mixture epoch whose start (or resume point) is known: every
-    source's position there, and the units of the epoch already read."""
+    source's position there, the units of the epoch already read, and
+    (per_batch) the pattern's place."""
 
     epoch: int
     sources: dict[str, Position]
     done: float = 0.0
+    run: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "done": self.done,
+        return {"epoch": self.epoch, "done": self.done, "run": self.run,
                 "sources": {n: {"epoch": p.epoch, "position": p.position}
                             for n, p in self.sources.items()}}
 
@@ -255,7 +328,7 @@ class Anchor:
         return cls(int(value["epoch"]),
                    {n: Position(int(p["epoch"]), int(p["position"]))
                     for n, p in value["sources"].items()},
-                   float(value.get("done", 0.0)))
+                   float(value.get("done", 0.0)), int(value.get("run", 0)))
 
 
 def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
@@ -285,20 +358,27 @@ def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
                  for n in mixture.names]
         shares = [w / m for w, m in zip(shares, means, strict=True)]
     total = sum(shares)
-    per_step = apportion([s / total for s in shares], batch_size)
+    runs = None
+    if mixture.per_batch:
+        counts = apportion([s / total for s in shares], PATTERN_RUNS)
+        per_step = [batch_size] * len(counts)
+        runs = Runs(pattern_of(counts), mixture.run_steps or 1)
+    else:
+        counts = per_step = apportion([s / total for s in shares], batch_size)
     sources = []
-    for name, n, mean in zip(mixture.names, per_step, means, strict=True):
-        if n == 0:
+    for name, count, n, mean in zip(mixture.names, counts, per_step, means, strict=True):
+        if count == 0:
+            unit = f"run of {PATTERN_RUNS}" if runs else f"row of a batch of {batch_size}"
             raise InvalidArgument(
-                f"mixture source {name!r} gets no row of a batch of {batch_size} (weight "
-                f"{mixture.weights[name]}): raise batch_size or the weight")
+                f"mixture source {name!r} gets no {unit} (weight {mixture.weights[name]}): "
+                "raise its weight" + ("" if runs else " or batch_size"))
         source = Source(name, rows[name], n, world_size, mean)
         if rows[name] < source.step_positions:
             raise InvalidArgument(
                 f"mixture source {name!r} has {rows[name]} rows, fewer than one step reads "
                 f"of it ({world_size} ranks x {n} rows)")
         sources.append(source)
-    return Resolved(mixture, tuple(sources), batch_size, schemas[first])
+    return Resolved(mixture, tuple(sources), batch_size, schemas[first], runs)
 
 
 def _projected(name: str, schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
@@ -384,19 +464,22 @@ def iter_source(client: Reader, source: Source, plan: EpochPlan,
             batches.close()
 
 
-def iter_batches(client: Reader, resolved: Resolved, base: dict[str, Position], steps: int,
+def iter_batches(client: Reader, resolved: Resolved, at: Anchor, steps: int,
                  plan: EpochPlan, prefetch: int = 2, job: str | None = None,
                  first_batch: int = 0) -> Iterator[pa.RecordBatch]:
     """One consumer's batches of a mixture epoch: ``steps`` steps per rank
-    from ``base``; ``plan`` carries the order options and the consumer's
+    from ``at``; ``plan`` carries the order options and the consumer's
     place (rank, world_size, num_workers, worker)."""
+    if resolved.runs is not None:
+        yield from _iter_runs(client, resolved, at, steps, plan, prefetch, job, first_batch)
+        return
     k = max(plan.num_workers or 0, 1)
     worker = plan.worker or 0
     count = max(0, -(-(steps - worker) // k) - first_batch)
     streams = []
     for source in resolved.sources:
-        segments = worker_segments(source, base[source.name], steps, plan.num_workers or 0,
-                                   worker, first_batch)
+        segments = worker_segments(source, at.sources[source.name], steps,
+                                   plan.num_workers or 0, worker, first_batch)
         streams.append(iter_source(client, source, plan.replace(
             batch_size=source.per_step, drop_last=True), segments, prefetch, job))
     try:
@@ -408,16 +491,56 @@ def iter_batches(client: Reader, resolved: Resolved, base: dict[str, Position], 
             s.close()
 
 
+def _iter_runs(client: Reader, resolved: Resolved, at: Anchor, steps: int, plan: EpochPlan,
+               prefetch: int, job: str | None, first_batch: int) -> Iterator[pa.RecordBatch]:
+    """per_batch: each of this worker's steps is the next batch of its run's
+    source. Runs start at multiples of ``run_steps`` (a multiple of the
+    workers), so a source's steps that fall to one worker are every K-th
+    batch of its plan: one plan worker's batches."""
+    runs = resolved.runs
+    assert runs is not None
+    k = max(plan.num_workers or 0, 1)
+    worker = plan.worker or 0
+    if runs.run_steps % k:
+        raise InvalidArgument(f"per_batch with {k} DataLoader workers needs run_steps a "
+                              f"multiple of {k}, not {runs.run_steps}")
+    of_step = runs.sources_of(at.run, steps)
+    streams = []
+    for i, source in enumerate(resolved.sources):
+        mine = np.flatnonzero(of_step == i)  # the iteration steps of this source
+        segments = []
+        for start, c0, n in source.segments(at.sources[source.name], len(mine)):
+            part = mine[c0:c0 + n]
+            own = np.flatnonzero(part % k == worker)  # plan batches of this worker
+            if not len(own):
+                continue
+            w = int(own[0] % k)
+            if np.any(own % k != w):  # runs aligned to the workers: never
+                raise AssertionError("per_batch run misaligned with the workers")
+            skip = int(np.count_nonzero((part[own] - worker) // k < first_batch))
+            if skip < len(own):
+                segments.append((start, w, skip, len(own)))
+        streams.append(iter_source(client, source, plan.replace(
+            batch_size=resolved.batch_size, drop_last=True), segments, prefetch, job))
+    try:
+        for t in range(worker + first_batch * k, steps, k):
+            yield next(streams[int(of_step[t])])
+    finally:
+        for s in streams:
+            s.close()
+
+
 def iter_mixture(client: Reader, weights: Mixture | Mapping[str, float], *,
                  batch_size: int | None, prefetch: int, job: str | None,
                  plan: EpochPlan | None, mix_by: str = "rows",
                  token_column: str | None = None, epoch_source: str | None = None,
-                 epoch_total: int | None = None, **fields: Any) -> Iterator[pa.RecordBatch]:
+                 epoch_total: int | None = None, per_batch: bool = False,
+                 run_steps: int | None = None, **fields: Any) -> Iterator[pa.RecordBatch]:
     """``Client.iter_epoch`` of a mixture: epoch ``epoch`` read from the
     mixture's start (epoch 0, position 0 of every source) by arithmetic."""
     mixture = weights if isinstance(weights, Mixture) else Mixture(
         as_weights(weights), mix_by=mix_by, token_column=token_column, epoch_source=epoch_source,
-        epoch_total=epoch_total)
+        epoch_total=epoch_total, per_batch=per_batch, run_steps=run_steps)
     plan = (plan or EpochPlan()).replace(**fields)
     if batch_size is not None:
         plan = plan.replace(batch_size=batch_size)
@@ -428,6 +551,5 @@ def iter_mixture(client: Reader, weights: Mixture | Mapping[str, float], *,
     world_size = plan.world_size or 1
     resolved = resolve(client, mixture, plan.batch_size, world_size,
                        list(plan.columns) if plan.columns is not None else None)
-    base, done = resolved.base_of(plan.epoch or 0, None)
-    steps = resolved.epoch_steps(base, done)
-    yield from iter_batches(client, resolved, base, steps, plan, prefetch, job)
+    at = resolved.base_of(plan.epoch or 0, None)
+    yield from iter_batches(client, resolved, at, resolved.epoch_steps(at), plan, prefetch, job)

@@ -15,7 +15,7 @@ from torch.utils.data import get_worker_info
 
 from ._cache_dataset import ORDER_VERSION, CacheDataset
 from ._epoch_plan import EpochPlan
-from ._mixture import Anchor, Mixture, Position, Resolved, as_weights, iter_batches, resolve
+from ._mixture import Anchor, Mixture, Resolved, as_weights, iter_batches, resolve
 from ._torch_cluster import distributed_coordinates, live_coordinates
 from .errors import InvalidArgument
 
@@ -24,9 +24,10 @@ class MixtureDataset(CacheDataset):
     """This consumer's batches of each epoch of a weighted mixture.
 
     ``dataset`` is ``{name: weight}`` or a :class:`icefloe.Mixture`;
-    ``mix_by``, ``token_column``, ``epoch_source`` and ``epoch_total`` are
-    the Mixture's (used when ``dataset`` is a dict). Every batch holds each
-    source's share of ``batch_size`` rows (docs/epochs.md, "Mixtures");
+    ``mix_by``, ``token_column``, ``epoch_source``, ``epoch_total``,
+    ``per_batch`` and ``run_steps`` are the Mixture's (used when ``dataset``
+    is a dict). Every batch holds each source's share of ``batch_size`` rows,
+    or with ``per_batch`` is one source's (docs/epochs.md, "Mixtures");
     every other argument means what it means for one dataset, for every
     source. ``drop_last`` must be True: each source drops the tail of its
     epoch that does not fill a step.
@@ -35,10 +36,12 @@ class MixtureDataset(CacheDataset):
     def __init__(self, head_uri: str, dataset: Mixture | Mapping[str, float],
                  batch_size: int, *args: Any, mix_by: str = "rows",
                  token_column: str | None = None, epoch_source: str | None = None,
-                 epoch_total: int | None = None, **kwargs: Any) -> None:
+                 epoch_total: int | None = None, per_batch: bool = False,
+                 run_steps: int | None = None, **kwargs: Any) -> None:
         mixture = dataset if isinstance(dataset, Mixture) else Mixture(
             as_weights(dataset), mix_by=mix_by, token_column=token_column,
-            epoch_source=epoch_source, epoch_total=epoch_total)
+            epoch_source=epoch_source, epoch_total=epoch_total, per_batch=per_batch,
+            run_steps=run_steps)
         super().__init__(head_uri, mixture.label(), batch_size, *args, **kwargs)
         if not self.drop_last:
             raise InvalidArgument("a mixture reads every source with drop_last=True")
@@ -60,10 +63,9 @@ class MixtureDataset(CacheDataset):
                                      list(self.columns) if self.columns is not None else None)
         return self._resolved
 
-    def _base(self) -> tuple[Resolved, dict[str, Position], float]:
+    def _base(self) -> tuple[Resolved, Anchor]:
         resolved = self._resolve()
-        base, done = resolved.base_of(self.epoch, self._anchor)
-        return resolved, base, done
+        return resolved, resolved.base_of(self.epoch, self._anchor)
 
     def set_epoch(self, epoch: int) -> None:
         """Selects the mixture epoch to read next; every source goes on from
@@ -100,8 +102,8 @@ class MixtureDataset(CacheDataset):
 
     def __len__(self) -> int:
         """Batches this rank reads in the current mixture epoch."""
-        resolved, base, done = self._base()
-        return resolved.epoch_steps(base, done)
+        resolved, at = self._base()
+        return resolved.epoch_steps(at)
 
     def __iter__(self) -> Iterator[Any]:
         if get_worker_info() is not None:
@@ -109,13 +111,13 @@ class MixtureDataset(CacheDataset):
         plan = self._plan()
         if self._worker_state is not None:
             self._check_worker_topology(plan)
-        resolved, base, done = self._base()
-        steps = resolved.epoch_steps(base, done)
+        resolved, at = self._base()
+        steps = resolved.epoch_steps(at)
         prefetch = self.prefetch
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
         self._yielded = self._first_batch
-        for batch in iter_batches(self.client(), resolved, base, steps, plan, prefetch,
+        for batch in iter_batches(self.client(), resolved, at, steps, plan, prefetch,
                                   self.job, self._first_batch):
             self._yielded += 1
             yield self.to_tensors(batch)
@@ -129,10 +131,11 @@ class MixtureDataset(CacheDataset):
         count from the epoch's start (same topology only), as for one
         dataset (docs/epochs.md, "Resume")."""
         world_size = self._world()[1]
-        resolved, base, done = self._base()
+        resolved, at = self._base()
         info = get_worker_info()
         state: dict[str, Any] = {
             "mixture": dict(self.mixture.weights), "mix_by": self.mixture.mix_by,
+            "per_batch": self.mixture.per_batch,
             "order_version": ORDER_VERSION, "seed": self.seed, "epoch": self.epoch,
             "shuffle": self.shuffle, "block_rows": self.block_rows,
             "window_blocks": self.window_blocks,
@@ -140,14 +143,13 @@ class MixtureDataset(CacheDataset):
             "world_size": world_size, "batch_size": self.batch_size}
         if steps is not None or info is None:
             k = int(steps if steps is not None else self._yielded)
-            if k > resolved.epoch_steps(base, done):
+            if k > resolved.epoch_steps(at):
                 raise InvalidArgument(f"steps={k} is past the end of mixture epoch "
-                                      f"{self.epoch} ({resolved.epoch_steps(base, done)} steps)")
-            anchor = Anchor(self.epoch, resolved.advance(base, k),
-                            done + k * resolved.units_per_step())
+                                      f"{self.epoch} ({resolved.epoch_steps(at)} steps)")
+            anchor = resolved.after(at, k)
             state["steps"] = k
         else:
-            anchor = Anchor(self.epoch, base, done)
+            anchor = at
             state["worker"] = {"id": info.id, "num_workers": info.num_workers,
                                "batches": self._yielded}
         state.update(anchor.to_json())
@@ -163,6 +165,9 @@ class MixtureDataset(CacheDataset):
         if "mixture" not in state:
             raise ValueError(f"state is for dataset {state.get('dataset')!r}, not the mixture "
                              f"{self.mixture.label()!r}")
+        if bool(state.get("per_batch")) != self.mixture.per_batch:
+            raise ValueError(f"state was saved with per_batch={bool(state.get('per_batch'))}; "
+                             "resume with the same per_batch")
         if set(state["sources"]) != set(self.mixture.names):
             raise ValueError(f"state is for the mixture of {', '.join(state['sources'])}, "
                              f"not of {', '.join(self.mixture.names)}")

@@ -509,9 +509,10 @@ class Client:
         Kubeflow TrainJob; see :mod:`icefloe._stall`).
 
         ``name`` may be a mixture: ``{name: weight}`` (with the keywords
-        ``mix_by``, ``token_column``, ``epoch_source``, ``epoch_total``) or
-        an :class:`icefloe.Mixture`; each batch then holds every source's
-        share of ``batch_size`` rows, and epoch ``epoch`` is the one that
+        ``mix_by``, ``token_column``, ``epoch_source``, ``epoch_total``,
+        ``per_batch``, ``run_steps``) or an :class:`icefloe.Mixture`; each
+        batch then holds every source's share of ``batch_size`` rows (or,
+        ``per_batch``, one source's), and epoch ``epoch`` is the one that
         follows epochs 0 … epoch-1 read by the same world size
         (docs/epochs.md, "Mixtures"; ``on_shape`` is not called).
         """
