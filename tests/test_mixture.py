@@ -14,6 +14,7 @@ from iceberg_util import Warehouse
 from torch.utils.data import DataLoader
 
 import icefloe
+from icefloe._mixture import Position, Runs, Source, apportion, pattern_of
 from icefloe.errors import InvalidArgument, NotFound
 from icefloe.torch import CacheDataset, Mixture
 
@@ -385,3 +386,37 @@ def test_per_batch_run_steps_must_fit_the_workers(cluster):
         next(iter(loader))
     with pytest.raises(InvalidArgument, match="per_batch"):
         Mixture({"web": 1.0}, run_steps=2)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_arithmetic_matches_a_step_by_step_count(seed):
+    # The positions and epoch lengths are closed forms; check them against
+    # counting step by step (no servers).
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        shares = rng.random(int(rng.integers(1, 5))) + 0.01
+        shares /= shares.sum()
+        total = int(rng.integers(1, 300))
+        parts = apportion(list(shares), total)
+        assert sum(parts) == total
+        assert all(abs(p - s * total) < 1 for p, s in zip(parts, shares, strict=True))
+        counts = [int(c) for c in rng.integers(1, 6, len(shares))]
+        pattern = pattern_of(counts)
+        assert [pattern.count(i) for i in range(len(counts))] == counts
+        source = Source("s", int(rng.integers(1, 500)), int(rng.integers(1, 9)),
+                        int(rng.integers(1, 4)))
+        if source.rows < source.step_positions:
+            continue
+        at, steps = Position(0, 0), int(rng.integers(0, 400))
+        for _ in range(steps):  # one step at a time
+            at = source.normal(at)
+            at = Position(at.epoch, at.position + source.step_positions)
+        want = source.normal(at) if steps else at
+        assert source.normal(source.advance(Position(0, 0), steps)) == want
+        runs = Runs(pattern, int(rng.integers(1, 4)))
+        run0, i = int(rng.integers(0, len(pattern))), int(rng.integers(0, len(counts)))
+        need = int(rng.integers(1, 60))
+        of_step = runs.sources_of(run0, 10_000)
+        until = runs.steps_until(i, run0, need)
+        assert np.count_nonzero(of_step[:until] == i) == need and of_step[until - 1] == i
