@@ -15,8 +15,13 @@ Each source runs through its own epochs: a mixture step consumes
 epoch ends (its drop_last tail aside) goes on with its next epoch, freshly
 shuffled, and one that does not end continues in the next mixture epoch.
 Where every source is is pure arithmetic on a few integers
-(:class:`Position`, :func:`advance`): no head call per step, one
-GetFlightInfo per source epoch a consumer reads.
+(:class:`Position`, :meth:`Source.advance`, :class:`Anchor`): no head call
+per step, one GetFlightInfo per source epoch a consumer reads.
+
+With ``per_batch`` a batch is one source's ``batch_size`` rows instead:
+runs of ``run_steps`` steps each read one source, in a fixed pattern
+(:class:`Runs`); a run covers every DataLoader worker in turn, so each
+source is still one ordinary epoch plan per source epoch.
 
 This module is torch-free: ``Client.iter_epoch`` takes a mixture through
 :func:`iter_mixture`; ``CacheDataset`` through ``_mixture_dataset``.
@@ -392,7 +397,7 @@ def _projected(name: str, schema: pa.Schema, columns: list[str] | None) -> pa.Sc
 
 
 def _columns(schema: pa.Schema) -> str:
-    return ", ".join(f"{f.name}: {f.type}" for f in schema)
+    return ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema)
 
 
 def _mean_tokens(client: Reader, name: str, rows: int, schema: pa.Schema,
