@@ -247,6 +247,10 @@ def test_common_projection_and_token_column_checks(cluster):
     assert len(next(iter(ds))["id"]) == 2
     with pytest.raises(InvalidArgument, match="token_column"):
         Mixture({"web": 1.0}, mix_by="tokens")
+    with pytest.raises(InvalidArgument, match="pinned"):  # not silently ignored
+        CacheDataset(cluster.head_uri, {"web": 1.0}, batch_size=2, follow="pinned")
+    with pytest.raises(InvalidArgument, match="drop_last"):
+        CacheDataset(cluster.head_uri, {"web": 1.0}, batch_size=2, drop_last=False)
     with pytest.raises(InvalidArgument, match="'x'.*list"):
         next(iter(CacheDataset(cluster.head_uri, {"web": 0.5, "code": 0.5}, batch_size=10,
                                mix_by="tokens", token_column="x")))

@@ -30,7 +30,7 @@ class MixtureDataset(CacheDataset):
     or with ``per_batch`` is one source's (docs/epochs.md, "Mixtures");
     every other argument means what it means for one dataset, for every
     source. ``drop_last`` must be True: each source drops the tail of its
-    epoch that does not fill a step.
+    epoch that does not fill a step; ``follow`` must be ``"latest"``.
     """
 
     def __init__(self, head_uri: str, dataset: Mixture | Mapping[str, float],
@@ -45,6 +45,11 @@ class MixtureDataset(CacheDataset):
         super().__init__(head_uri, mixture.label(), batch_size, *args, **kwargs)
         if not self.drop_last:
             raise InvalidArgument("a mixture reads every source with drop_last=True")
+        if self.follow == "pinned":
+            # Each source epoch is bound to its own copy by the head; pinning
+            # every source to one generation is not done yet.
+            raise InvalidArgument('follow="pinned" is not supported for mixtures yet: each '
+                                  "source epoch reads the copy the head binds it to")
         self.mixture = mixture
         self._anchor: Anchor | None = None  # None: the mixture's start
         self._resolved: Resolved | None = None
