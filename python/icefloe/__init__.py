@@ -6,6 +6,7 @@ from the data nodes over Arrow Flight.
 """
 
 from ._epoch_plan import EpochPlan
+from ._mixture import Mixture
 from .client import Client
 from .errors import (
     AlreadyExists,
@@ -41,6 +42,7 @@ __all__ = [
     "Error",
     "InvalidArgument",
     "LocalCluster",
+    "Mixture",
     "NotFound",
     "NotImplementedByServer",
     "OutOfMemory",

@@ -81,6 +81,18 @@ class CacheDataset(ClusterClient, IterableDataset):
     each process's :class:`Client`.
     """
 
+    # What several datasets with weights make: icefloe._mixture_dataset's
+    # MixtureDataset, which sets this when imported (icefloe.torch imports it).
+    mixture_class: type[CacheDataset] | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> CacheDataset:
+        dataset = args[1] if len(args) > 1 else kwargs.get("dataset")
+        if cls is CacheDataset and dataset is not None and not isinstance(dataset, str):
+            if CacheDataset.mixture_class is None:
+                raise TypeError("import icefloe.torch for CacheDataset over a mixture")
+            return super().__new__(CacheDataset.mixture_class)
+        return super().__new__(cls)
+
     def __init__(
         self,
         head_uri: str,

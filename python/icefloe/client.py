@@ -13,7 +13,7 @@ import struct
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from . import _kubeflow, _malloc, _shared, _stall
 from ._epoch_plan import EpochPlan
 from ._failover import Recovery, ReplicaAttempts, ordered, retry_head
 from ._fork import ForkedAfterFlightError, check_fork_safe, note_flight_use, track
+from ._mixture import Mixture
 from ._protocol import PROTOCOL_VERSION, decode, decode_reply, encode
 from ._shared import is_local
 from ._slice_map import SliceMaps, check_range, row_ids
@@ -457,7 +458,8 @@ class Client:
                                     lambda ticket, uri: self._do_get(ticket, uri, shared=False),
                                     recovery, index, total)
 
-    def iter_epoch(self, name: str, *, batch_size: int | None = None, prefetch: int = 2,
+    def iter_epoch(self, name: str | Mapping[str, float] | Mixture, *,
+                   batch_size: int | None = None, prefetch: int = 2,
                    as_numpy: bool = False,
                    transform: Callable[[pa.RecordBatch], Any] | None = None,
                    job: str | None = None,
@@ -506,9 +508,21 @@ class Client:
         The time the caller waits for each batch is reported to the head in
         the background under ``job`` (default: ``$ICEFLOE_JOB``, else the
         Kubeflow TrainJob; see :mod:`icefloe._stall`).
+
+        ``name`` may be a mixture: ``{name: weight}`` (with the keywords
+        ``mix_by``, ``token_column``, ``epoch_source``, ``epoch_total``,
+        ``per_batch``, ``run_steps``) or an :class:`icefloe.Mixture`; each
+        batch then holds every source's share of ``batch_size`` rows (or,
+        ``per_batch``, one source's), and epoch ``epoch`` is the one that
+        follows epochs 0 … epoch-1 read by the same world size
+        (docs/epochs.md, "Mixtures"; ``on_shape`` is not called).
         """
         from ._pieces import merged_batches
 
+        if not isinstance(name, str):  # {name: weight} or a Mixture (icefloe._mixture)
+            yield from _mixture_epoch(self, name, batch_size, prefetch, as_numpy, transform,
+                                      job, plan, fields)
+            return
         if as_numpy and transform is not None:
             raise ValueError("as_numpy and transform exclude each other")
         # The keyword's batch conversion; called `convert` from here on, so
@@ -759,6 +773,20 @@ def _counting(meter: _stall.ConsumerMeter,
 
     count.many = count_many  # type: ignore[attr-defined]
     return count
+
+
+def _mixture_epoch(client: Client, mixture: Any, batch_size: int | None, prefetch: int,
+                   as_numpy: bool, transform: Callable[[pa.RecordBatch], Any] | None,
+                   job: str | None, plan: EpochPlan | None,
+                   fields: dict[str, Any]) -> Iterator[Any]:
+    from ._mixture import iter_mixture
+
+    if as_numpy and transform is not None:
+        raise ValueError("as_numpy and transform exclude each other")
+    convert = _to_numpy if as_numpy else transform
+    for batch in iter_mixture(client, mixture, batch_size=batch_size, prefetch=prefetch,
+                              job=job, plan=plan, **fields):
+        yield batch if convert is None else convert(batch)
 
 
 def _to_numpy(batch: pa.RecordBatch) -> dict[str, Any]:
