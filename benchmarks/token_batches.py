@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     bal, plan, thr = result["balance"], result["planning"], result["throughput"]
     fixed = f"fixed {bal['fixed_rows']} rows"
     rows = [
-        ["pad share", f"{100 * bal['pad_share']['token budget']:.1f} %",
+        ["pad share", f"{100 * bal['pad_share']['token budget']:.2f} %",
          f"{100 * bal['pad_share'][fixed]:.1f} %"],
         ["per-step token spread, 8 ranks: median / p99 / max",
          "{median:.3f} / {p99:.3f} / {max:.3f}".format(**bal["spread_8_ranks"]["token budget"]),

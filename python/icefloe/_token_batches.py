@@ -232,7 +232,9 @@ def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
             f"has {longest} tokens); raise batch_tokens, or pass too_long='drop' to drop and "
             "count them")
     num_blocks = -(-n // _BLOCK_ROWS)
-    blocks = _rng(seed, epoch, 1).permutation(num_blocks)
+    # Block and batch ids fit 32 bits below 2^37 rows: half the memory of int64.
+    ids = np.int32 if num_blocks < 2**31 else np.int64
+    blocks = _rng(seed, epoch, 1).permutation(num_blocks).astype(ids)
     plan = TokenBatchPlan(lengths, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
                           too_long)
     num_buckets = -(-num_blocks // (budget.bucket_rows // _BLOCK_ROWS))
@@ -243,10 +245,10 @@ def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
               for k in ("bucket", "begin", "count", "tokens", "squares", "partial")}
     plan.bucket, plan.begin, plan.count = fields["bucket"], fields["begin"], fields["count"]
     plan.tokens, plan.squares = fields["tokens"], fields["squares"]
-    del parts
     partial = fields["partial"]
+    del parts, fields
     measure = plan.tokens if budget.balance == "tokens" else plan.squares
-    full = np.flatnonzero(~partial)
+    full = np.flatnonzero(~partial).astype(ids)
     # Batches far below the usual fill (a few rows near the budget's divisors)
     # have too few alike to share a step in a window: they are read after the
     # windows, sorted, where they share steps with each other.
@@ -254,7 +256,8 @@ def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
     tail = full[low]
     plan.order = np.concatenate([
         _balanced_order(full[~low], measure, budget.window_batches, _rng(seed, epoch, 3)),
-        tail[np.argsort(measure[tail], kind="stable")[::-1]], np.flatnonzero(partial)])
+        tail[np.argsort(measure[tail], kind="stable")[::-1]],
+        np.flatnonzero(partial).astype(ids)])
     plan.num_full = len(full)
     plan.num_windowed = len(full) - len(tail)
     return plan
@@ -338,7 +341,8 @@ def _cut_bucket(values: np.ndarray, counts: np.ndarray, limit: int,
     if partial_tail:
         partial[-1] = 1
     return {"bucket": np.full(len(stop), bucket, np.uint32), "begin": begin.astype(np.uint32),
-            "count": (stop - begin).astype(np.uint32), "tokens": tokens, "squares": squares,
+            "count": (stop - begin).astype(np.uint32),
+            "tokens": tokens.astype(np.uint32 if limit < 2**32 else np.int64), "squares": squares,
             "partial": partial.astype(bool)}
 
 
