@@ -284,3 +284,15 @@ def test_cache_dataset_refuses_too_long_rows_before_the_first_batch(cluster, tab
     with pytest.raises(InvalidArgument, match="not list<int32>"):
         next(iter(CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET,
                                        token_column="label")))
+
+
+def test_dataloader_workers_share_the_rank_s_batches(cluster):
+    from torch.utils.data import DataLoader
+
+    ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET, token_column="input_ids",
+                      seed=SEED)
+    alone = [b["id"].tolist() for b in ds]
+    # Spawned workers: this process has used Flight, and a fork would carry it.
+    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    # The DataLoader's round robin over its two workers gives the rank's steps in order.
+    assert [b["id"].tolist() for b in loader] == alone
