@@ -53,6 +53,15 @@ class CacheDataset(ClusterClient, IterableDataset):
     Override :meth:`to_tensors` to change how a record batch becomes a
     sample.
 
+    With ``batch_tokens=T`` (instead of ``batch_size``) and ``token_column``
+    (a ``list<int32>`` column), batches vary in rows and are bounded by
+    tokens: ``rows x longest row <= T`` (with ``varlen``, total tokens), rows
+    grouped by length, every rank the same steps with alike tokens
+    (``balance="sq"``: alike sums of squared lengths), planned on every rank
+    from the row lengths the nodes send; rows longer than T are refused
+    unless ``too_long="drop"``. ``shuffle`` and its tuning do not apply
+    (docs/epochs.md, section 6).
+
     In the training process batches are assembled (and, with the default
     :meth:`to_tensors`, turned into tensors) on a background thread,
     ``prefetch`` batches (default 2; the batches a node sent as one chunk
