@@ -272,6 +272,11 @@ def test_cache_dataset_yields_budget_batches_and_counts_steps(cluster):
     assert len(batches) == len(ds) > 0
     for b in batches:
         assert b["input_ids"].numel() <= BUDGET  # padded rows x longest
+    # What the epoch leaves is reported, and adds up.
+    summary = ds.token_epoch_summary()
+    assert summary["steps"] == len(batches)
+    assert sum(len(b["id"]) for b in batches) + summary["dropped_rows"] == N
+    assert summary["too_long_rows"] == 0 and summary["padding_batches"] == 0
 
 
 def test_cache_dataset_refuses_too_long_rows_before_the_first_batch(cluster, table):

@@ -244,6 +244,25 @@ class CacheDataset(ClusterClient, IterableDataset):
         _, shape = self.client().epoch_info(self.dataset, self._plan(num_workers=0, worker=0))
         return int(shape["steps"])
 
+    def token_epoch_summary(self) -> dict[str, int]:
+        """With ``batch_tokens``: what the current epoch reads and leaves, for
+        this job (its world size, from the resume point): ``steps`` per rank,
+        ``batches`` of the epoch's sequence, ``dropped_rows`` (``drop_last``:
+        the partial batches and the steps' remainder), ``padding_batches``
+        (without it: batches read twice to fill the last step) and
+        ``too_long_rows`` (dropped with ``too_long="drop"``)."""
+        if self.token_budget is None:
+            raise ValueError("token_epoch_summary needs batch_tokens")
+        world_size = self._plan().world_size
+        plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed, self.epoch)
+        steps = plan.steps(world_size, self._start, self.drop_last)
+        left = max(0, plan.num_batches - self._start)
+        return {"steps": steps, "batches": plan.num_batches,
+                "dropped_rows": plan.dropped_rows(world_size, self._start) if self.drop_last
+                else 0,
+                "padding_batches": 0 if self.drop_last else steps * world_size - left,
+                "too_long_rows": plan.too_long_rows}
+
     def __iter__(self) -> Iterator[Any]:
         if get_worker_info() is not None:
             self._adopt_shared_progress()
