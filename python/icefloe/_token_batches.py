@@ -45,7 +45,7 @@ from .errors import InvalidArgument
 _BLOCK_ROWS = 64  # rows shuffled together in step 1: a gather of 64 rows is a memcpy
 BALANCES = ("tokens", "sq")
 _MAX_HISTOGRAM = 1 << 22  # bucket x length counts held at once (32 MiB); wider: per bucket
-_HISTOGRAM_CHUNK_ROWS = 1 << 20  # rows of the lengths turned into histogram keys at once
+_HISTOGRAM_CHUNK_ROWS = 1 << 21  # rows of the lengths turned into histogram keys at once
 _LOW_SHARE = 0.85  # of the median batch's measure: below it, a batch is read after the windows
 TOO_LONG = ("refuse", "drop")
 
@@ -283,13 +283,19 @@ def _bucket_histograms(plan: TokenBatchPlan,
     block_base = np.empty(len(plan._blocks), np.intp)
     block_base[plan._blocks] = np.arange(len(plan._blocks)) // per * width
     hist = np.zeros(num_buckets * width, np.int64)
-    for i in range(0, n, _HISTOGRAM_CHUNK_ROWS):
+    clip = longest > limit  # else every length is its own slot
+    for i in range(0, n, _HISTOGRAM_CHUNK_ROWS):  # chunks start on a block
         chunk = lengths[i:i + _HISTOGRAM_CHUNK_ROWS]
-        first = i // _BLOCK_ROWS
-        key = np.repeat(block_base[first:first + -(-len(chunk) // _BLOCK_ROWS)],
-                        _BLOCK_ROWS)[:len(chunk)]
-        key += np.minimum(chunk, width - 1)
+        if clip:
+            chunk = np.minimum(chunk, width - 1)
+        first, whole = i // _BLOCK_ROWS, len(chunk) // _BLOCK_ROWS
+        # A block's rows share its slot base: one broadcast add makes the keys.
+        key = (chunk[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS)
+               + block_base[first:first + whole, None]).ravel()
         hist += np.bincount(key, minlength=len(hist))
+        if len(chunk) > whole * _BLOCK_ROWS:  # the table's last, shorter block
+            hist += np.bincount(chunk[whole * _BLOCK_ROWS:] + block_base[first + whole],
+                                minlength=len(hist))
     hist = hist.reshape(num_buckets, width)[:, :width - 1]  # too-long rows are not cut
     for b in range(num_buckets):
         values = np.flatnonzero(hist[b])
