@@ -413,6 +413,7 @@ class Client:
         while True:  # bounded by recovery
             cmd = encode("range descriptor", dataset=name, lengths=column)
             info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
+            _check_lengths_schema(name, column, info.schema)  # before any node is read
             endpoints = list(info.endpoints)
             key = (name, column, _generation_of(endpoints[0].ticket.ticket) if endpoints else 0)
             with self._lock:
@@ -425,6 +426,8 @@ class Client:
             except StreamBroken as exc:
                 recovery.broken(exc, 0)
                 continue
+            for t in tables:
+                _check_lengths_schema(name, column, t.schema)
             parts = [c.to_numpy() for t in tables for c in t.column(0).chunks]
             wide = any(p.dtype != np.uint16 for p in parts)
             lengths = (np.concatenate([p.astype(np.uint32 if wide else np.uint16, copy=False)
@@ -764,6 +767,18 @@ def _range_of(ticket: bytes) -> tuple[int, int] | None:
         return None
     start, stop = struct.unpack_from("<QQ", ticket, end - 16)
     return (start, stop) if start <= stop else None
+
+
+def _check_lengths_schema(name: str, column: str, schema: pa.Schema) -> None:
+    """Refuses an answer to a lengths request that is not one unsigned
+    column of that name: a head or node of a release before lengths tickets
+    ignores the request's ``lengths`` and would answer with the rows."""
+    if len(schema) != 1 or schema.names[0] != column or \
+            schema.types[0] not in (pa.uint16(), pa.uint32()):
+        raise ProtocolError(
+            f"dataset {name!r}: the cluster answered a request for the row lengths of column "
+            f"{column!r} with columns {schema.names} ({', '.join(map(str, schema.types))}); "
+            "its head and nodes predate lengths tickets (docs/protocol.md): upgrade them")
 
 
 def _generation_of(ticket: bytes) -> int:
