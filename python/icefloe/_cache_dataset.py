@@ -13,6 +13,7 @@ from . import _protocol
 from ._epoch_plan import EpochPlan
 from ._pieces import apply_many
 from ._tensors import batch_to_tensors, batches_to_tensors
+from ._token_batches import TokenBudget, consumer_batches, epoch_plan
 from ._torch_cluster import ClusterClient, SharedProgress, distributed_coordinates, live_coordinates
 from .client import Client
 
@@ -51,6 +52,15 @@ class CacheDataset(ClusterClient, IterableDataset):
     TrainJob).
     Override :meth:`to_tensors` to change how a record batch becomes a
     sample.
+
+    With ``batch_tokens=T`` (instead of ``batch_size``) and ``token_column``
+    (a ``list<int32>`` column), batches vary in rows and are bounded by
+    tokens: ``rows x longest row <= T`` (with ``varlen``, total tokens), rows
+    grouped by length, every rank the same steps with alike tokens
+    (``balance="sq"``: alike sums of squared lengths), planned on every rank
+    from the row lengths the nodes send; rows longer than T are refused
+    unless ``too_long="drop"``. ``shuffle`` and its tuning do not apply
+    (docs/epochs.md, section 7).
 
     In the training process batches are assembled (and, with the default
     :meth:`to_tensors`, turned into tensors) on a background thread,
@@ -97,7 +107,7 @@ class CacheDataset(ClusterClient, IterableDataset):
         self,
         head_uri: str,
         dataset: str,
-        batch_size: int,
+        batch_size: int | None = None,
         shuffle: str = "window",
         seed: int = 0,
         drop_last: bool = True,
@@ -112,10 +122,20 @@ class CacheDataset(ClusterClient, IterableDataset):
         client_options: dict[str, Any] | None = None,
         job: str | None = None,
         follow: str = "latest",
+        batch_tokens: int | None = None,
+        token_column: str | None = None,
+        varlen: bool = False,
+        balance: str = "tokens",
+        too_long: str = "refuse",
     ) -> None:
         super().__init__()
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
+        # Token-budget batches (docs/epochs.md): rows per batch vary, tokens are bounded.
+        self.token_budget = None if batch_tokens is None else TokenBudget(
+            batch_tokens, token_column or "", varlen=varlen, balance=balance, too_long=too_long)
+        if self.token_budget is not None and batch_size is not None:
+            raise ValueError("batch_size and batch_tokens exclude each other")
+        if self.token_budget is None and (batch_size is None or batch_size < 1):
+            raise ValueError("batch_size must be positive (or give batch_tokens)")
         if shuffle not in SHUFFLES:
             raise ValueError(f"shuffle must be one of {', '.join(SHUFFLES)}, not {shuffle!r}")
         if follow not in FOLLOWS:
@@ -227,8 +247,33 @@ class CacheDataset(ClusterClient, IterableDataset):
 
     def __len__(self) -> int:
         """Batches this rank reads in the current epoch (from the resume point)."""
+        if self.token_budget is not None:
+            p = self._plan(num_workers=0, worker=0)
+            plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed,
+                              self.epoch)
+            return len(consumer_batches(plan, p.world_size, p.rank, 0, 0, self._start,
+                                        self.drop_last))
         _, shape = self.client().epoch_info(self.dataset, self._plan(num_workers=0, worker=0))
         return int(shape["steps"])
+
+    def token_epoch_summary(self) -> dict[str, int]:
+        """With ``batch_tokens``: what the current epoch reads and leaves, for
+        this job (its world size, from the resume point): ``steps`` per rank,
+        ``batches`` of the epoch's sequence, ``dropped_rows`` (``drop_last``:
+        the partial batches and the steps' remainder), ``padding_batches``
+        (without it: batches read twice to fill the last step) and
+        ``too_long_rows`` (dropped with ``too_long="drop"``)."""
+        if self.token_budget is None:
+            raise ValueError("token_epoch_summary needs batch_tokens")
+        world_size = self._plan().world_size
+        plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed, self.epoch)
+        steps = plan.steps(world_size, self._start, self.drop_last)
+        left = max(0, plan.num_batches - self._start)
+        return {"steps": steps, "batches": plan.num_batches,
+                "dropped_rows": plan.dropped_rows(world_size, self._start) if self.drop_last
+                else 0,
+                "padding_batches": 0 if self.drop_last else steps * world_size - left,
+                "too_long_rows": plan.too_long_rows}
 
     def __iter__(self) -> Iterator[Any]:
         if get_worker_info() is not None:
@@ -255,6 +300,13 @@ class CacheDataset(ClusterClient, IterableDataset):
         prefetch = self.prefetch
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
+        if self.token_budget is not None:
+            for item in self.client().iter_epoch(
+                    self.dataset, plan=plan.replace(generation=None), prefetch=prefetch,
+                    transform=prepare, job=self.job, **self.token_budget.state()):
+                self._yielded += 1
+                yield item if default else self.to_tensors(item)
+            return
         if self.follow == "pinned" and self.generation is None:
             self.generation = self._epoch_generation()
             plan = plan.replace(generation=self.generation)
@@ -286,6 +338,8 @@ class CacheDataset(ClusterClient, IterableDataset):
         """
         world_size = self._plan().world_size
         info = get_worker_info()
+        if self.token_budget is not None:
+            return self._token_state(world_size, steps, info)
         # The copy this epoch reads (asked once per epoch where this process
         # does not read it itself): resuming reads it too.
         if self.generation is None and self._read_generation is None:
@@ -319,6 +373,9 @@ class CacheDataset(ClusterClient, IterableDataset):
         if bool(state.get("drop_last", self.drop_last)) != self.drop_last:
             raise ValueError(f"state was saved with drop_last={state['drop_last']}; resume with "
                              "the same drop_last")
+        if self.token_budget is not None or "token_budget" in state:
+            self._load_token_state(state)
+            return
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
         self.shuffle = state.get("shuffle", self.shuffle)
@@ -347,10 +404,43 @@ class CacheDataset(ClusterClient, IterableDataset):
             self._first_batch = int(state["worker"]["batches"])
             self._worker_state = state
 
+    def _token_state(self, world_size: int, steps: int | None, info: Any) -> dict[str, Any]:
+        """state_dict of token-budget batches: the position is a count of
+        batches of the epoch's world-size-independent sequence."""
+        assert self.token_budget is not None
+        state: dict[str, Any] = {
+            "dataset": self.dataset, "order_version": ORDER_VERSION, "seed": self.seed,
+            "epoch": self.epoch, "drop_last": self.drop_last,
+            "token_budget": self.token_budget.state(), "start": self._start,
+            "world_size": world_size}
+        if steps is not None or info is None:
+            state["steps"] = int(steps if steps is not None else self._yielded)
+        else:
+            state["worker"] = {"id": info.id, "num_workers": info.num_workers,
+                               "batches": self._yielded}
+        return state
+
+    def _load_token_state(self, state: dict[str, Any]) -> None:
+        budget = self.token_budget.state() if self.token_budget is not None else None
+        if state.get("token_budget") != budget:
+            raise ValueError(f"state was saved with token budget {state.get('token_budget')}, "
+                             f"not {budget}; resume with the same budget")
+        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
+        self._yielded = 0
+        self._worker_state = None
+        if "steps" in state:  # any world size: the sequence is the same
+            self._start = int(state["start"]) + int(state["steps"]) * int(state["world_size"])
+            self._first_batch = 0
+        else:
+            self._start = int(state["start"])
+            self._first_batch = int(state["worker"]["batches"])
+            self._worker_state = state
+        self._publish()
+
     def _check_worker_topology(self, plan: EpochPlan) -> None:
         saved = self._worker_state
         assert saved is not None
-        want = (saved["world_size"], saved["batch_size"], saved["worker"]["num_workers"],
+        want = (saved["world_size"], saved.get("batch_size"), saved["worker"]["num_workers"],
                 saved["worker"]["id"])
         have = (plan.world_size, plan.batch_size, plan.num_workers, plan.worker)
         if want != have:

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
@@ -44,6 +45,7 @@ from .errors import (
 
 T = TypeVar("T")
 _MAX_EXPORTS = 64  # nodes' shared files a client keeps for takes
+_MAX_ROW_LENGTHS = 8  # (dataset, column, generation) row lengths a client keeps
 __all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
 
 def _pem(value: str | bytes | Path | None) -> bytes | None:
@@ -163,6 +165,8 @@ class Client:
         self._pool: ThreadPoolExecutor | None = None  # reads several nodes at once (_all)
         self._head_reached = False
         self._slice_maps = SliceMaps(self.slice_map, ttl_s=slice_map_ttl_s)
+        # Row lengths by (dataset, column, generation): a copy never changes.
+        self._row_lengths: OrderedDict[tuple[str, str, int], np.ndarray] = OrderedDict()
 
     # -- plumbing ---------------------------------------------------------
 
@@ -399,6 +403,46 @@ class Client:
                     f"the head's reply covers {info.total_records}")
             return table
 
+    def row_lengths(self, name: str, column: str) -> np.ndarray:
+        """Each row's length (its token count) in the ``list<int32>`` column
+        ``column``, without reading the tokens: the nodes answer from the
+        list offsets (lengths tickets, docs/protocol.md), 2 bytes a row
+        (``uint16``) where every length fits, else ``uint32``. Kept per
+        dataset, column and generation: asked again, no node is read.
+        InvalidArgument for a column that is not ``list<int32>``, NotFound
+        for one the dataset lacks."""
+        recovery = self._recovery(name, "row lengths")
+        while True:  # bounded by recovery
+            cmd = encode("range descriptor", dataset=name, lengths=column)
+            info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
+            _check_lengths_schema(name, column, info.schema)  # before any node is read
+            endpoints = list(info.endpoints)
+            key = (name, column, _generation_of(endpoints[0].ticket.ticket) if endpoints else 0)
+            with self._lock:
+                if key in self._row_lengths:
+                    self._row_lengths.move_to_end(key)
+                    return self._row_lengths[key]
+            try:
+                tables = self._all([lambda e=e: self.read_endpoint(e, name, recovery.refused)
+                                    for e in endpoints])
+            except StreamBroken as exc:
+                recovery.broken(exc, 0)
+                continue
+            for t in tables:
+                _check_lengths_schema(name, column, t.schema)
+            parts = [c.to_numpy() for t in tables for c in t.column(0).chunks]
+            wide = any(p.dtype != np.uint16 for p in parts)
+            lengths = (np.concatenate([p.astype(np.uint32 if wide else np.uint16, copy=False)
+                                       for p in parts]) if parts else np.empty(0, np.uint16))
+            if info.total_records >= 0 and len(lengths) != info.total_records:
+                raise ProtocolError(f"dataset {name!r}: {len(lengths)} row lengths of column "
+                                    f"{column!r} for {info.total_records} rows")
+            with self._lock:
+                self._row_lengths[key] = lengths
+                while len(self._row_lengths) > _MAX_ROW_LENGTHS:
+                    self._row_lengths.popitem(last=False)
+            return lengths
+
     # -- epochs and random access -------------------------------------------
 
     def epoch_info(self, name: str, plan: EpochPlan | None = None,
@@ -528,6 +572,11 @@ class Client:
         # The keyword's batch conversion; called `convert` from here on, so
         # that `transform` keeps to the load spec (ARCHITECTURE.md, glossary).
         convert = _to_numpy if as_numpy else transform
+        if fields.get("batch_tokens") is not None:  # token-budget batches (_token_batches)
+            from ._token_batches import iter_token_epoch
+            yield from iter_token_epoch(self, name, plan or EpochPlan(), convert=convert,
+                                        prefetch=prefetch, on_shape=on_shape, **fields)
+            return
         if plan is None and batch_size is None:
             raise TypeError("iter_epoch() missing required keyword argument: 'batch_size'")
         plan = (plan or EpochPlan()).replace(**fields)
@@ -733,6 +782,26 @@ def _range_of(ticket: bytes) -> tuple[int, int] | None:
         return None
     start, stop = struct.unpack_from("<QQ", ticket, end - 16)
     return (start, stop) if start <= stop else None
+
+
+def _check_lengths_schema(name: str, column: str, schema: pa.Schema) -> None:
+    """Refuses an answer to a lengths request that is not one unsigned
+    column of that name: a head or node of a release before lengths tickets
+    ignores the request's ``lengths`` and would answer with the rows."""
+    if len(schema) != 1 or schema.names[0] != column or \
+            schema.types[0] not in (pa.uint16(), pa.uint32()):
+        raise ProtocolError(
+            f"dataset {name!r}: the cluster answered a request for the row lengths of column "
+            f"{column!r} with columns {schema.names} ({', '.join(map(str, schema.types))}); "
+            "its head and nodes predate lengths tickets (docs/protocol.md): upgrade them")
+
+
+def _generation_of(ticket: bytes) -> int:
+    """The generation of a native ticket (docs/protocol.md, "Native tickets":
+    6 fixed bytes, the name as u16 length and UTF-8, then u64 generation)."""
+    (size,) = struct.unpack_from("<H", ticket, 6)
+    (generation,) = struct.unpack_from("<Q", ticket, 8 + size)
+    return int(generation)
 
 
 def _is_stale(err: Error) -> bool:

@@ -24,6 +24,7 @@ const Field<RangeDescriptor> kRangeFields[] = {
     {Uint("start", kOptional, Values(0, kMaxRows)), &RangeDescriptor::start},
     {Uint("stop", kOptional, Values(0, kMaxRows)), &RangeDescriptor::stop},
     {kColumns, &RangeDescriptor::columns},
+    {Str("lengths", kOptional, Values(1, 1024)), &RangeDescriptor::lengths},
 };
 
 // The epoch plan's coordinates, one line per field. A new field: a member in
@@ -88,6 +89,10 @@ arrow::Result<RangeDescriptor> RangeDescriptor::FromJson(const json& j) {
   if (d.stop && *d.stop < d.start) {
     return arrow::Status::Invalid("range descriptor: 'stop' ", *d.stop, " is before 'start' ",
                                   d.start);
+  }
+  if (d.lengths && !d.columns.empty()) {
+    return arrow::Status::Invalid(
+        "range descriptor: 'lengths' reads one column's row lengths; it takes no 'columns'");
   }
   return d;
 }

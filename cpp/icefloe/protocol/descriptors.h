@@ -27,6 +27,10 @@ struct RangeDescriptor {
   /// Projection: column names in output order; empty: every column. On the
   /// wire an absent field; a present one holds 1..65535 names.
   std::vector<std::string> columns = {};
+  /// A list<int32> column whose per-row lengths are read instead of the
+  /// rows (lengths tickets, docs/protocol.md); empty: the rows. Not with
+  /// `columns`.
+  std::optional<std::string> lengths = {};
 
   nlohmann::json ToJson() const;
   static arrow::Result<RangeDescriptor> FromJson(const nlohmann::json& j);

@@ -10,6 +10,7 @@ constexpr uint8_t kMagic1 = 'I';
 constexpr uint8_t kMagic2 = 'F';
 constexpr uint8_t kFlagSigned = 0x01;
 constexpr uint8_t kFlagProjected = 0x02;
+constexpr uint8_t kFlagLengths = 0x04;
 constexpr size_t kFixedHeaderSize = 6;  // magic (3), version, kind, flags
 
 bool ValidKind(uint8_t kind) { return kind >= 1 && kind <= 4; }
@@ -87,6 +88,7 @@ std::string EncodeNativeTicket(const TicketHeader& header, std::string_view body
   w.U8(static_cast<uint8_t>(header.kind));
   uint8_t flags = secret.empty() ? 0 : kFlagSigned;
   if (!header.columns.empty()) flags |= kFlagProjected;
+  if (header.lengths) flags |= kFlagLengths;
   w.U8(flags);
   w.String16(header.dataset);
   w.U64(header.generation);
@@ -148,6 +150,12 @@ arrow::Result<NativeTicket> DecodeNativeTicket(std::string_view bytes, std::stri
   ARROW_ASSIGN_OR_RAISE(ticket.header.generation, r.U64());
   if ((flags & kFlagProjected) != 0) {
     ARROW_ASSIGN_OR_RAISE(ticket.header.columns, ReadColumns(r));
+  }
+  ticket.header.lengths = (flags & kFlagLengths) != 0;
+  if (ticket.header.lengths &&
+      (ticket.header.kind != TicketKind::kRange || ticket.header.columns.size() != 1)) {
+    return arrow::Status::Invalid(
+        "Invalid ticket format: a lengths ticket is a range ticket of exactly one column");
   }
   ARROW_ASSIGN_OR_RAISE(auto body, r.Bytes(r.remaining()));
   ticket.body = std::string(body);

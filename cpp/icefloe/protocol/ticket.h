@@ -42,6 +42,11 @@ struct TicketHeader {
   /// distinct; empty = every column. On the wire: flags bit 0x02 and, after
   /// the generation, u16 n (1..65535) then n u16 indices (signed with the rest).
   std::vector<uint16_t> columns = {};
+  /// Row lengths instead of rows (kRange only, projected onto exactly one
+  /// list<int32> column; flags bit 0x04, signed with the rest): the node
+  /// answers each row's list length, uint16 when every length of the range
+  /// fits, else uint32, computed from the list offsets.
+  bool lengths = false;
 };
 
 /// A decoded native ticket: header plus the kind-specific body bytes.

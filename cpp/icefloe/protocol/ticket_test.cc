@@ -256,3 +256,29 @@ TEST(GrantedRowsTicket, UnknownFlagsAreInvalid) {
 }
 
 }  // namespace icefloe
+
+namespace icefloe {
+
+TEST(NativeTicket, LengthsFlagRoundTripsInsideTheSignatureOnOneColumnRangesOnly) {
+  const TicketHeader header{TicketKind::kRange, "sft", 3, {2}, /*lengths=*/true};
+  const std::string ticket = EncodeNativeTicket(header, EncodeRangeBody({0, 10}), "secret");
+  EXPECT_EQ(static_cast<uint8_t>(ticket[5]), 0x01 | 0x02 | 0x04);
+  auto decoded = DecodeNativeTicket(ticket, "secret");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->header.lengths);
+  EXPECT_EQ(decoded->header.columns, std::vector<uint16_t>{2});
+  // Clearing the flag breaks the signature: rows cannot be had for lengths' grant.
+  std::string cleared = ticket;
+  cleared[5] = static_cast<char>(0x01 | 0x02);
+  EXPECT_FALSE(DecodeNativeTicket(cleared, "secret").ok());
+  // Only a range ticket of exactly one column may ask for lengths.
+  for (const TicketHeader& bad : {TicketHeader{TicketKind::kRange, "sft", 3, {}, true},
+                                  TicketHeader{TicketKind::kRange, "sft", 3, {1, 2}, true},
+                                  TicketHeader{TicketKind::kRows, "sft", 3, {2}, true}}) {
+    auto status = DecodeNativeTicket(EncodeNativeTicket(bad, "", ""), "").status();
+    EXPECT_TRUE(status.IsInvalid()) << status;
+    EXPECT_NE(status.message().find("lengths ticket"), std::string::npos) << status;
+  }
+}
+
+}  // namespace icefloe

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 
+#include <arrow/type.h>
 #include <arrow/util/base64.h>
 
 #include "icefloe/common/kubeflow.h"
@@ -90,6 +91,22 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Range(const RangeDescriptor& range
     return arrow::Status::IndexError("range [", range.start, ", ", stop, ") is outside dataset '",
                                      entry->name, "' of ", n, " rows");
   }
+  if (range.lengths) {
+    // Lengths tickets: one list<int32> column, answered as its row lengths.
+    const auto& schema = *entry->schema;
+    const int index = schema.GetFieldIndex(*range.lengths);
+    if (index < 0) {
+      return arrow::Status::KeyError("range descriptor 'lengths': no column '", *range.lengths,
+                                     "' in dataset '", entry->name, "'");
+    }
+    const auto& type = schema.field(index)->type();
+    if (type->id() != arrow::Type::LIST || type->field(0)->type()->id() != arrow::Type::INT32) {
+      return arrow::Status::Invalid("range descriptor 'lengths': column '", *range.lengths,
+                                    "' of dataset '", entry->name, "' is ", type->ToString(),
+                                    ", not list<int32>");
+    }
+    return RangeOf(*entry, range.start, stop, {*range.lengths}, /*lengths=*/true);
+  }
   return RangeOf(*entry, range.start, stop, range.columns);
 }
 
@@ -103,17 +120,20 @@ arrow::Result<std::vector<std::pair<std::string, PlannedInfo>>> FlightInfoPlanne
   return out;
 }
 
-arrow::Result<PlannedInfo> FlightInfoPlanner::RangeOf(
-    const DatasetEntry& entry, uint64_t start, uint64_t stop,
-    const std::vector<std::string>& columns) const {
+arrow::Result<PlannedInfo> FlightInfoPlanner::RangeOf(const DatasetEntry& entry, uint64_t start,
+                                                      uint64_t stop,
+                                                      const std::vector<std::string>& columns,
+                                                      bool lengths) const {
   ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry.schema, columns, "range descriptor"));
   PlannedInfo info;
   info.schema = projection.schema;
+  // The widest answer: a node sends uint16 where every length of its range fits.
+  if (lengths) info.schema = arrow::schema({arrow::field(columns[0], arrow::uint32(), false)});
   for (const auto& s : entry.slices) {
     uint64_t from = std::max(start, s.start), to = std::min(stop, s.stop);
     if (from >= to) continue;
     std::string ticket = EncodeNativeTicket(
-        {TicketKind::kRange, entry.storage_name, entry.generation, projection.columns},
+        {TicketKind::kRange, entry.storage_name, entry.generation, projection.columns, lengths},
         EncodeRangeBody({from, to}), ticket_key_);
     info.endpoints.push_back({std::move(ticket), s.nodes, {}});
   }

@@ -70,7 +70,8 @@ class FlightInfoPlanner {
  private:
   // `columns`: the descriptor's projection (empty: every column).
   arrow::Result<PlannedInfo> RangeOf(const DatasetEntry& entry, uint64_t start, uint64_t stop,
-                                     const std::vector<std::string>& columns = {}) const;
+                                     const std::vector<std::string>& columns = {},
+                                     bool lengths = false) const;
 
   const Catalog* const catalog_;
   const NodeRegistry* const registry_;

@@ -362,3 +362,35 @@ TEST_F(FlightInfoPlannerTest, ListHasEveryReadyDatasetWhole) {
 
 }  // namespace
 }  // namespace icefloe
+
+namespace icefloe {
+namespace {
+
+TEST_F(FlightInfoPlannerTest, LengthsOfAListInt32ColumnAreLengthsTicketsOfThatColumn) {
+  auto tokens = Entry();
+  tokens->name = "tok";
+  tokens->schema = arrow::schema({arrow::field("id", arrow::int64(), false),
+                                  arrow::field("input_ids", arrow::list(arrow::int32()))});
+  catalog_.Put(tokens);
+  auto planner = Planner();
+  RangeDescriptor d{"tok", 0, std::nullopt, {}, "input_ids"};
+  auto info = planner.Range(d);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_EQ(info->endpoints.size(), 3u);
+  EXPECT_EQ(info->total_records, 10);
+  EXPECT_TRUE(
+      info->schema->Equals(*arrow::schema({arrow::field("input_ids", arrow::uint32(), false)})));
+  for (const auto& e : info->endpoints) {
+    const NativeTicket t = Ticket(e);
+    EXPECT_TRUE(t.header.lengths);
+    EXPECT_EQ(t.header.columns, std::vector<uint16_t>{1});
+  }
+  EXPECT_EQ(Error(planner.Range({"tok", 0, 1, {}, "id"}).status()),
+            "Invalid: range descriptor 'lengths': column 'id' of dataset 'tok' is int64, not "
+            "list<int32>");
+  EXPECT_EQ(Error(planner.Range({"tok", 0, 1, {}, "nope"}).status()),
+            "Key error: range descriptor 'lengths': no column 'nope' in dataset 'tok'");
+}
+
+}  // namespace
+}  // namespace icefloe

@@ -10,6 +10,7 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/node/serve/piece_stream.h"
+#include "icefloe/node/serve/row_lengths.h"
 #include "icefloe/node/tier/tier_file.h"
 #include "icefloe/node/tier/tier_sink.h"
 #include "icefloe/protocol/messages.h"
@@ -597,6 +598,13 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
   ARROW_RETURN_NOT_OK(CheckHeld(*dataset, range));
   ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   auto batches = dataset->Slice(range);
+  if (ticket.header.lengths) {  // one column (DecodeNativeTicket): its row lengths
+    ARROW_ASSIGN_OR_RAISE(batches,
+                          RowLengths(batches, columns[0], schema->field(0)->name(), &schema));
+    auto reader = std::make_shared<SnapshotReader>(dataset, std::move(batches), std::move(schema));
+    *stream = std::make_unique<MeteredRangeStream>(std::move(reader), Meter(StreamKind::kRange));
+    return arrow::Status::OK();
+  }
   if (!columns.empty()) {  // zero-copy: the slices' column arrays, fewer of them
     for (auto& b : batches) {
       ARROW_ASSIGN_OR_RAISE(b, b->SelectColumns(columns));

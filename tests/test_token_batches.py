@@ -1,0 +1,303 @@
+"""Token-budget batches (issue 46, docs/epochs.md "Token-budget batches"):
+batches bounded by tokens, planned identically on every rank from (seed,
+epoch, row lengths), with equal steps and balanced tokens per step, every
+row once, resumable with another world size; and the row lengths they plan
+from, which nodes answer from the list offsets (lengths tickets,
+docs/protocol.md). A real LocalCluster throughout; the lengths table is
+skewed (log-normal) so that the balance is tested where it is hard."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from iceberg_util import Warehouse
+
+import icefloe
+from icefloe import _token_batches as tb
+from icefloe.errors import InvalidArgument, NotFound
+from icefloe.torch import CacheDataset
+
+N = 6000
+SEED = 1234  # every randomized figure below comes from it
+BUDGET = 8192
+
+
+def _lengths(n: int, seed: int, longest: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.clip(rng.lognormal(4.5, 1.0, n), 1, longest).astype(np.int64)
+
+
+def _data() -> pa.Table:
+    lengths = _lengths(N, SEED, BUDGET // 4)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    # Token k of row i is i (so a batch's tokens name their row).
+    values = np.repeat(np.arange(N, dtype=np.int32), lengths)
+    tokens = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int32()))
+    return pa.table({"id": np.arange(N, dtype=np.int64), "input_ids": tokens,
+                     "label": pa.array(np.arange(N) % 7, pa.int64())})
+
+
+@pytest.fixture(scope="module")
+def table():
+    return _data()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, table):
+    root = tmp_path_factory.mktemp("token-batches")
+    wh = Warehouse(root / "wh")
+    quarter = N // 4
+    ice = wh.create("sft", table.slice(0, quarter))
+    for i in range(1, 4):
+        ice.append(table.slice(i * quarter, quarter))
+    with icefloe.LocalCluster(num_nodes=2, log_dir=root / "logs") as c:
+        with c.client() as client:
+            client.load("sft", ice.metadata_location, batch_rows=500)
+        yield c
+
+
+def _lengths_of(table: pa.Table) -> np.ndarray:
+    return np.diff(table.column("input_ids").combine_chunks().offsets.to_numpy())
+
+
+# -- per-row lengths over the wire ------------------------------------------
+
+
+def test_nodes_answer_row_lengths_compactly(cluster, table):
+    with cluster.client() as client:
+        lengths = client.row_lengths("sft", "input_ids")
+        assert lengths.dtype == np.uint16  # every length fits: 2 bytes a row
+        assert np.array_equal(lengths, _lengths_of(table))
+        # The answer is kept per (dataset, generation): asked again, no node is read.
+        assert client.row_lengths("sft", "input_ids") is lengths
+
+
+def test_row_lengths_of_a_column_that_is_not_list_int32_is_refused(cluster):
+    with cluster.client() as client:
+        with pytest.raises(InvalidArgument, match=r"'label'.*int64, not list<int32>"):
+            client.row_lengths("sft", "label")
+        with pytest.raises(NotFound, match="no column 'nope'"):
+            client.row_lengths("sft", "nope")
+
+
+# -- the planner alone ----------------------------------------------------------
+
+
+def _plan(lengths, seed=SEED, epoch=0, **kw):
+    budget = tb.TokenBudget(batch_tokens=kw.pop("batch_tokens", BUDGET),
+                            token_column="input_ids", **kw)
+    return tb.plan_epoch(lengths, budget, seed=seed, epoch=epoch)
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_budget_is_never_exceeded_and_every_row_is_in_one_batch(varlen):
+    lengths = _lengths(50_000, SEED, BUDGET)  # rows up to the whole budget
+    plan = _plan(lengths, varlen=varlen)
+    seen = np.zeros(len(lengths), np.int64)
+    for i in range(plan.num_batches):
+        rows = plan.rows(i)
+        seen[rows] += 1
+        lens = lengths[rows]
+        used = lens.sum() if varlen else len(rows) * lens.max()
+        assert used <= BUDGET, (i, len(rows), lens.max(), lens.sum())
+        assert plan.tokens[i] == lens.sum()
+    assert (seen == 1).all()
+    # Grouped by length: padding is small next to fixed-size batches.
+    pad = 1 - lengths.sum() / sum(len(plan.rows(i)) * lengths[plan.rows(i)].max()
+                                  for i in range(plan.num_batches))
+    assert varlen or pad < 0.1, pad
+
+
+def test_plan_is_deterministic_and_epochs_differ():
+    lengths = _lengths(20_000, SEED, BUDGET // 4)
+    a, b, c = _plan(lengths), _plan(lengths), _plan(lengths, epoch=1)
+    assert a.num_batches == b.num_batches
+    assert all(np.array_equal(a.rows(i), b.rows(i)) for i in range(a.num_batches))
+    assert not all(np.array_equal(a.rows(i), c.rows(i))
+                   for i in range(min(a.num_batches, c.num_batches)))
+
+
+def test_lengths_do_not_trend_through_the_epoch():
+    lengths = _lengths(200_000, SEED, BUDGET // 4)
+    plan = _plan(lengths)
+    longest = np.array([lengths[plan.rows(i)].max() for i in plan.order])
+    # The first and the last fifth of the epoch read rows of alike lengths.
+    fifth = len(longest) // 5
+    first, last = np.median(longest[:fifth]), np.median(longest[-fifth:])
+    assert abs(first - last) < 0.25 * max(first, last), (first, last)
+
+
+def _spread(plan, measure, world_size):
+    """Per step: (most - least) / most of the ranks' measure."""
+    ranks = [plan.rank_batches(world_size, r, start=0, drop_last=True)
+             for r in range(world_size)]
+    assert len({len(b) for b in ranks}) == 1  # every rank the same number of steps
+    per_step = np.stack([measure[b] for b in ranks]).astype(np.float64)
+    return (per_step.max(0) - per_step.min(0)) / per_step.max(0)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 8])
+def test_steps_are_equal_and_token_spread_per_step_is_within_ten_percent(world_size):
+    lengths = _lengths(200_000, SEED, BUDGET // 4)
+    plan = _plan(lengths)
+    spread = _spread(plan, plan.tokens, world_size)
+    # Steps of the windows: within 10%. The few batches far below the usual
+    # fill (read after the windows, sorted) share steps with each other.
+    windowed = plan.num_windowed // world_size
+    assert spread[:windowed].max() <= 0.10, (spread[:windowed].max(), spread[:windowed].argmax())
+    assert len(spread) - windowed <= 0.02 * len(spread) + 1
+    # Against an unbalanced order (the same batches shuffled), for scale.
+    shuffled = np.random.default_rng(SEED).permutation(plan.order[:plan.num_full])
+    per_step = plan.tokens[shuffled[:len(shuffled) // world_size * world_size]]
+    per_step = per_step.reshape(-1, world_size).astype(np.float64)
+    assert ((per_step.max(1) - per_step.min(1)) / per_step.max(1)).max() > 0.10
+
+
+def test_balance_sq_balances_the_sum_of_squared_lengths():
+    lengths = _lengths(200_000, SEED, BUDGET // 4)
+    # Sums of squares spread over a wider range than tokens: a wider window
+    # finds each batch closer partners (docs/epochs.md gives the figures).
+    by_sq = _plan(lengths, balance="sq", window_batches=1024)
+    by_tokens = _plan(lengths, window_batches=1024)
+    sq, tokens = _spread(by_sq, by_sq.squares, 8), _spread(by_tokens, by_tokens.squares, 8)
+    assert np.quantile(sq, 0.95) <= 0.10, np.quantile(sq, 0.95)
+    assert np.median(sq) < np.median(tokens) / 2, (np.median(sq), np.median(tokens))
+
+
+def test_drop_last_drops_only_what_it_reports():
+    lengths = _lengths(20_000, SEED, BUDGET // 4)
+    plan = _plan(lengths)
+    for world_size in (3, 8):
+        read = np.concatenate([plan.rows(i) for r in range(world_size)
+                               for i in plan.rank_batches(world_size, r, 0, drop_last=True)])
+        dropped = plan.dropped_rows(world_size, start=0)
+        assert len(np.unique(read)) == len(read)
+        assert len(read) + dropped == len(lengths)
+        # Without drop_last: every row at least once, the padding batches twice.
+        batches = [i for r in range(world_size)
+                   for i in plan.rank_batches(world_size, r, 0, drop_last=False)]
+        counts = np.bincount(np.concatenate([plan.rows(i) for i in batches]),
+                             minlength=len(lengths))
+        assert counts.min() == 1
+        extra = collections.Counter(batches)
+        assert sum(c - 1 for c in extra.values()) < world_size
+
+
+def test_too_long_rows_are_refused_naming_how_many_or_dropped_and_counted():
+    lengths = _lengths(20_000, SEED, BUDGET)
+    over = int((lengths > 1000).sum())
+    with pytest.raises(InvalidArgument, match=rf"{over} rows .* longer than batch_tokens=1000"):
+        _plan(lengths, batch_tokens=1000)
+    plan = _plan(lengths, batch_tokens=1000, too_long="drop")
+    assert plan.too_long_rows == over
+    read = np.concatenate([plan.rows(i) for i in range(plan.num_batches)])
+    assert len(read) == len(lengths) - over and (lengths[read] <= 1000).all()
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(InvalidArgument, match="batch_tokens"):
+        tb.TokenBudget(batch_tokens=0, token_column="input_ids")
+    with pytest.raises(InvalidArgument, match="balance"):
+        tb.TokenBudget(batch_tokens=10, token_column="input_ids", balance="flops")
+    with pytest.raises(InvalidArgument, match="too_long"):
+        tb.TokenBudget(batch_tokens=10, token_column="input_ids", too_long="clip")
+
+
+# -- through the cluster ---------------------------------------------------------
+
+
+def _epoch(client, world_size, rank, num_workers=0, worker=0, start=0, drop_last=True,
+           epoch=0, **kw):
+    return list(client.iter_epoch(
+        "sft", batch_tokens=BUDGET, token_column="input_ids", seed=SEED, epoch=epoch,
+        world_size=world_size, rank=rank, num_workers=num_workers, worker=worker,
+        start=start, drop_last=drop_last, **kw))
+
+
+def test_epoch_over_ranks_and_workers_reads_every_row_once(cluster, table):
+    lengths = _lengths_of(table)
+    world_size, workers = 3, 2
+    with cluster.client() as client:
+        plan = tb.plan_epoch(lengths, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
+        per_rank = []
+        for rank in range(world_size):
+            batches = [_epoch(client, world_size, rank, workers, w) for w in range(workers)]
+            # The DataLoader's round robin: worker w has the rank's steps w, w+K, ...
+            steps = [b for j in range(len(batches[0])) for w in range(workers)
+                     if j < len(batches[w]) for b in [batches[w][j]]]
+            per_rank.append(steps)
+        assert len({len(s) for s in per_rank}) == 1
+        ids = np.concatenate([b.column("id").to_numpy() for s in per_rank for b in s])
+        assert len(np.unique(ids)) == len(ids)
+        assert len(ids) + plan.dropped_rows(world_size, start=0) == N
+        for s in per_rank:
+            for b in s:
+                lens = np.diff(b.column("input_ids").offsets.to_numpy())
+                assert b.num_rows * lens.max() <= BUDGET
+                # The rows are the tables' own: token values name the row.
+                first = b.column("input_ids")[0].values.to_numpy()
+                assert (first == b.column("id")[0].as_py()).all()
+
+
+def test_resume_with_another_world_size_reads_the_rest_once(cluster, table, monkeypatch):
+    with cluster.client() as client:
+        monkeypatch.setenv("WORLD_SIZE", "4")
+        ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET,
+                                  token_column="input_ids", seed=SEED, drop_last=False)
+        lengths = _lengths_of(table)
+        plan = tb.plan_epoch(lengths, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
+        first = [_epoch(client, 4, r)[:5] for r in range(4)]
+        state = ds.state_dict(steps=5)
+        monkeypatch.setenv("WORLD_SIZE", "3")
+        ds2 = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET,
+                                   token_column="input_ids", seed=SEED, drop_last=False)
+        ds2.load_state_dict(state)
+        assert ds2._start == 20
+        rest = [_epoch(client, 3, r, start=ds2._start, drop_last=False) for r in range(3)]
+        ids = np.concatenate([b.column("id").to_numpy() for part in (first, rest)
+                              for rank in part for b in rank])
+        counts = np.bincount(ids, minlength=N)
+        assert counts.min() == 1  # nothing lost
+        repeated = sum(len(plan.rows(i)) for i in range(2)) if counts.max() > 1 else 0
+        assert counts.sum() - N <= repeated  # padding only, from the sequence's start
+
+
+def test_cache_dataset_yields_budget_batches_and_counts_steps(cluster):
+    ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET,
+                              token_column="input_ids", seed=SEED)
+    batches = list(ds)
+    assert len(batches) == len(ds) > 0
+    for b in batches:
+        assert b["input_ids"].numel() <= BUDGET  # padded rows x longest
+    # What the epoch leaves is reported, and adds up.
+    summary = ds.token_epoch_summary()
+    assert summary["steps"] == len(batches)
+    assert sum(len(b["id"]) for b in batches) + summary["dropped_rows"] == N
+    assert summary["too_long_rows"] == 0 and summary["padding_batches"] == 0
+
+
+def test_cache_dataset_refuses_too_long_rows_before_the_first_batch(cluster, table):
+    longest = int(_lengths_of(table).max())
+    over = int((_lengths_of(table) > longest - 1).sum())
+    ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=longest - 1,
+                              token_column="input_ids", seed=SEED)
+    with pytest.raises(InvalidArgument, match=rf"{over} rows? .* longer than batch_tokens"):
+        next(iter(ds))
+    with pytest.raises(InvalidArgument, match="not list<int32>"):
+        next(iter(CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET,
+                                       token_column="label")))
+
+
+def test_dataloader_workers_share_the_rank_s_batches(cluster):
+    from torch.utils.data import DataLoader
+
+    ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET, token_column="input_ids",
+                      seed=SEED)
+    alone = [b["id"].tolist() for b in ds]
+    # Spawned workers: this process has used Flight, and a fork would carry it.
+    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    # The DataLoader's round robin over its two workers gives the rank's steps in order.
+    assert [b["id"].tolist() for b in loader] == alone
