@@ -16,6 +16,9 @@ struct ScanMetrics {
   int64_t delete_files = 0;      ///< live delete files considered
   int64_t row_groups_total = 0;  ///< filled in by loads: row groups in the files read
   int64_t row_groups_read = 0;   ///< of those, decoded (the others pruned by statistics)
+  /// filled in by loads: rows a transform dropped (a chat column's rows its
+  /// template refuses or that keep no trained token)
+  int64_t transform_rows_dropped = 0;
   double planning_ms = 0;
 };
 

@@ -159,6 +159,7 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
     reader.reset();  // its buffers go before its room does
     release(bytes);
     ARROW_RETURN_NOT_OK(streamed);
+    if (stream) progress->transform_rows_dropped += stream->rows_dropped();
     if (sink) return sink->Finish();
     return kept;
   };

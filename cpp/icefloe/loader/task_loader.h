@@ -29,7 +29,8 @@ struct LoadProgress {
   std::atomic<int64_t> rows{0};
   std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
   std::atomic<int64_t> row_groups_total{0};
-  std::atomic<int64_t> row_groups_read{0};  ///< the others were pruned by statistics
+  std::atomic<int64_t> row_groups_read{0};         ///< the others were pruned by statistics
+  std::atomic<int64_t> transform_rows_dropped{0};  ///< TaskStream::rows_dropped, summed
   /// Set by the caller to stop the load at its next batch (it then fails
   /// with Cancelled).
   std::atomic<bool> cancelled{false};

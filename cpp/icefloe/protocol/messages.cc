@@ -53,6 +53,7 @@ const Field<NodeLoadState> kLoadStateFields[] = {
     {Count("row_groups_total"), &NodeLoadState::row_groups_total},
     {Count("row_groups_read"), &NodeLoadState::row_groups_read},
     {Count("bytes_read"), &NodeLoadState::bytes_read},
+    {Count("transform_rows_dropped"), &NodeLoadState::transform_rows_dropped},
 };
 
 // Read by hand (an enum), listed third in the spec as it always was.

@@ -72,6 +72,7 @@ struct NodeLoadState {
   int64_t row_groups_total = 0;
   int64_t row_groups_read = 0;
   int64_t bytes_read = 0;
+  int64_t transform_rows_dropped = 0;  ///< staged: rows a chat column dropped
 
   bool finished() const { return state != LoadState::kQueued && state != LoadState::kLoading; }
   /// Records `st` (not OK) as this load's error.

@@ -46,6 +46,7 @@ const Field<ScanMetrics> kScanFields[] = {
     {OptionalCount("delete_files"), &ScanMetrics::delete_files},
     {OptionalCount("row_groups_total"), &ScanMetrics::row_groups_total},
     {OptionalCount("row_groups_read"), &ScanMetrics::row_groups_read},
+    {OptionalCount("transform_rows_dropped"), &ScanMetrics::transform_rows_dropped},
     {Seconds("planning_ms", kOptional), &ScanMetrics::planning_ms},
 };
 

@@ -64,6 +64,7 @@ arrow::Status LoadRun::Load() {
     const int64_t r = entry->request.replication;
     entry->scan.row_groups_total += s.row_groups_total / r;
     entry->scan.row_groups_read += s.row_groups_read / r;
+    entry->scan.transform_rows_dropped += s.transform_rows_dropped / r;
   }
   for (size_t t = 0; t < task_rows.size(); ++t) {
     if (task_rows[t] >= 0) continue;
