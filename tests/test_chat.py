@@ -85,9 +85,10 @@ BAD = [
 ]
 
 
-def tokenizer_file(tmp: Path, template: str) -> str:
+def tokenizer_file(tmp: Path, template: str, strip: bool = False) -> str:
     """The Llama-3 tokenizer.json, with the template's markers added as special
-    tokens for the families whose own file is not fetched here."""
+    tokens for the families whose own file is not fetched here (`strip`: the
+    markers take the whitespace after them, rstrip)."""
     path = Path(llama3())
     if template not in ADDED:
         return str(path)
@@ -95,9 +96,9 @@ def tokenizer_file(tmp: Path, template: str) -> str:
     next_id = max(t["id"] for t in doc["added_tokens"]) + 1
     for k, content in enumerate(ADDED[template]):
         doc["added_tokens"].append({"id": next_id + k, "content": content, "single_word": False,
-                                    "lstrip": False, "rstrip": False, "normalized": False,
+                                    "lstrip": False, "rstrip": strip, "normalized": False,
                                     "special": True})
-    out = tmp / f"{template}.tokenizer.json"
+    out = tmp / f"{template}{'.strip' if strip else ''}.tokenizer.json"
     out.write_text(json.dumps(doc))
     return str(out)
 
@@ -183,10 +184,13 @@ def conversations() -> list[list[dict] | None]:
     return [conversation(rng) for _ in range(240)] + BAD + [None]
 
 
-@pytest.mark.parametrize("template", ["chatml", "llama3", "mistral"])
-def test_ids_and_labels_equal_transformers_with_the_real_template(tmp_path, template,
+# ("chatml", True): markers that take the newline after them, so the text
+# does not tokenize apart at them (the nodes then label by whole prefixes).
+@pytest.mark.parametrize("template,strip", [("chatml", False), ("llama3", False),
+                                            ("mistral", False), ("chatml", True)])
+def test_ids_and_labels_equal_transformers_with_the_real_template(tmp_path, template, strip,
                                                                    conversations):
-    model = tokenizer_file(tmp_path, template)
+    model = tokenizer_file(tmp_path, template, strip)
     ref = Reference(template, model)
     rows = conversations
     table = Warehouse(tmp_path / "wh").create("chats", messages_table(rows))
@@ -216,9 +220,9 @@ def test_ids_and_labels_equal_transformers_with_the_real_template(tmp_path, temp
                             f"{labels[kept.index(first)]} theirs {want[first][1]}")
             assert desc["scan"]["transform_rows_dropped"] == len(rows) - len(kept)
             trained = sum(sum(x != -100 for x in want[i][1]) for i in kept)
-            print(f"\n{template} train_on={train_on} max_tokens={max_tokens}: {len(kept)} rows,"
-                  f" {sum(len(want[i][0]) for i in kept)} ids, {trained} trained, 0 mismatches,"
-                  f" {len(rows) - len(kept)} dropped")
+            print(f"\n{template} strip={strip} train_on={train_on} max_tokens={max_tokens}: "
+                  f"{len(kept)} rows, {sum(len(want[i][0]) for i in kept)} ids, {trained} "
+                  f"trained, 0 mismatches, {len(rows) - len(kept)} dropped")
 
 
 ALPACA_INPUT = ("Below is an instruction that describes a task, paired with an input that "

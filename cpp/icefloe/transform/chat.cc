@@ -308,6 +308,7 @@ arrow::Result<std::shared_ptr<const ChatColumn>> ChatColumn::Make(
                                     " tokens (a tokenizer of another model family?)");
     }
   }
+  c->specials_.assign(specials.begin(), specials.end());
   c->tokenizer_ = std::move(tokenizer);
   return std::shared_ptr<const ChatColumn>(std::move(c));
 }
@@ -317,12 +318,59 @@ arrow::Status ChatColumn::Encode(const Rendered& r, std::vector<int32_t>* ids,
   ids->clear();
   ARROW_RETURN_NOT_OK(tokenizer_->EncodeUnframed(r.text, ids));
   labels->assign(ids->size(), kIgnoreLabel);
+  if (train_on_all_) {
+    *labels = *ids;
+  } else if (!LabelBySegments(r, *ids, labels)) {
+    ARROW_RETURN_NOT_OK(LabelByPrefixes(r, *ids, labels));
+  }
+  if (max_tokens_ > 0 && static_cast<int64_t>(ids->size()) > max_tokens_) {
+    ids->resize(static_cast<size_t>(max_tokens_));
+    labels->resize(static_cast<size_t>(max_tokens_));
+  }
+  return arrow::Status::OK();
+}
+
+bool ChatColumn::LabelBySegments(const Rendered& r, const std::vector<int32_t>& ids,
+                                 std::vector<int32_t>* labels) const {
+  const std::string_view text = r.text;
+  std::vector<int32_t> pieces, head;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t at = 0;
+  auto encode = [&](size_t from, size_t to, std::vector<int32_t>* out) {
+    return from >= to || tokenizer_->EncodeUnframed(text.substr(from, to - from), out).ok();
+  };
+  for (const auto& [begin, end] : r.trained) {
+    // The end of the last template token before the content: the added
+    // tokens cut the text there, so the tokens before it are the whole
+    // text's (checked below, all pieces against the whole).
+    size_t anchor = 0;
+    for (std::string_view special : specials_) {
+      const size_t found = text.substr(0, begin).rfind(special);
+      if (found != std::string_view::npos) anchor = std::max(anchor, found + special.size());
+    }
+    if (anchor < at) return false;
+    head.clear();
+    if (!encode(at, anchor, &pieces) || !encode(anchor, begin, &head)) return false;
+    const size_t first = pieces.size() + head.size();
+    if (!encode(anchor, end, &pieces)) return false;
+    ranges.emplace_back(first, pieces.size());
+    at = end;
+  }
+  if (!encode(at, text.size(), &pieces) || pieces != ids) return false;
+  for (const auto& [first, last] : ranges) {
+    for (size_t k = first; k < last; ++k) (*labels)[k] = ids[k];
+  }
+  return true;
+}
+
+arrow::Status ChatColumn::LabelByPrefixes(const Rendered& r, const std::vector<int32_t>& ids,
+                                          std::vector<int32_t>* labels) const {
   std::vector<int32_t> prefix;
   // The tokens of the text before `at`: those of the whole text up to where
   // they part (a trained part always ends at a special token or the text's
   // end, so its end is a token boundary; checked below).
   auto tokens_before = [&](size_t at) -> arrow::Result<size_t> {
-    if (at == r.text.size()) return ids->size();
+    if (at == r.text.size()) return ids.size();
     if (at == 0) return size_t{0};
     prefix.clear();
     ARROW_RETURN_NOT_OK(
@@ -333,15 +381,11 @@ arrow::Status ChatColumn::Encode(const Rendered& r, std::vector<int32_t>* ids,
     ARROW_ASSIGN_OR_RAISE(const size_t first, tokens_before(begin));
     ARROW_ASSIGN_OR_RAISE(const size_t last, tokens_before(end));
     if (end < r.text.size() &&
-        (last > ids->size() || !std::equal(prefix.begin(), prefix.end(), ids->begin()))) {
+        (last > ids.size() || !std::equal(prefix.begin(), prefix.end(), ids.begin()))) {
       return arrow::Status::Invalid("the tokens of the text through a trained part are not a ",
                                     "prefix of the whole text's tokens");
     }
-    for (size_t k = first; k < last && k < ids->size(); ++k) (*labels)[k] = (*ids)[k];
-  }
-  if (max_tokens_ > 0 && static_cast<int64_t>(ids->size()) > max_tokens_) {
-    ids->resize(static_cast<size_t>(max_tokens_));
-    labels->resize(static_cast<size_t>(max_tokens_));
+    for (size_t k = first; k < last && k < ids.size(); ++k) (*labels)[k] = ids[k];
   }
   return arrow::Status::OK();
 }

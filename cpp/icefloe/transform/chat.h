@@ -139,13 +139,23 @@ class ChatColumn {
   /// The ids and labels of one rendered example, cut to max_tokens.
   arrow::Status Encode(const Rendered& r, std::vector<int32_t>* ids,
                        std::vector<int32_t>* labels) const;
+  /// Labels by prefix rendering, each trained part's prefixes tokenized
+  /// from the template token before it: the text's pieces between those
+  /// tokens once more, instead of the text before every part. False (labels
+  /// untouched) unless the pieces' tokens are exactly the whole text's.
+  bool LabelBySegments(const Rendered& r, const std::vector<int32_t>& ids,
+                       std::vector<int32_t>* labels) const;
+  /// Labels by prefix rendering, the text before each part tokenized whole.
+  arrow::Status LabelByPrefixes(const Rendered& r, const std::vector<int32_t>& ids,
+                                std::vector<int32_t>* labels) const;
 
   const ChatTemplate* template_ = nullptr;  ///< nullptr: alpaca
   std::shared_ptr<const Tokenizer> tokenizer_;
   bool train_on_all_ = false;
-  int64_t max_tokens_ = 0;  ///< 0: no limit
-  std::string bos_, eos_;   ///< alpaca
-  int messages_ = -1;       ///< source column indexes
+  int64_t max_tokens_ = 0;             ///< 0: no limit
+  std::string bos_, eos_;              ///< alpaca
+  std::vector<std::string> specials_;  ///< the template's tokens (alpaca: bos, eos)
+  int messages_ = -1;                  ///< source column indexes
   std::string messages_name_;
   int instruction_ = -1, input_ = -1, output_ = -1;
 };
