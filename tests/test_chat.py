@@ -40,9 +40,11 @@ TEMPLATES = {  # ours -> the real template file it reproduces
 ADDED = {"chatml": ["<|im_start|>", "<|im_end|>"], "mistral": ["<s>", "</s>", "[INST]", "[/INST]"]}
 BOS_EOS = {"chatml": (None, "<|im_end|>"), "llama3": ("<|begin_of_text|>", "<|eot_id|>"),
            "mistral": ("<s>", "</s>")}
-# What follows a turn's end-of-turn token and is not trained (TRL's training
-# templates end the generation block at <|im_end|>, before its newline).
-AFTER_TURN = {"chatml": "\n", "llama3": "", "mistral": ""}
+# What is trained of an assistant turn besides its content, as TRL's training
+# templates (their {% generation %} blocks) have it: the end of the generation
+# prompt ("\n" for Qwen2.5) and the end of the turn.
+TRAINED_HEAD = {"chatml": "\n", "llama3": "", "mistral": ""}
+END_OF_TURN = {"chatml": "<|im_end|>\n", "llama3": "<|eot_id|>", "mistral": "</s>"}
 
 TEXTS = [
     "Hi", "What is 2+2?", "4", "café crème brûlée, naïve Ångström", "東京タワーはどこですか？",
@@ -111,7 +113,7 @@ class Reference:
         self.tok = transformers.PreTrainedTokenizerFast(tokenizer_file=model, bos_token=bos,
                                                         eos_token=eos)
         self.source = Path(llama_cpp_file("templates/" + TEMPLATES[template])).read_text()
-        self.after = AFTER_TURN[template]
+        self.head, self.end = TRAINED_HEAD[template], END_OF_TURN[template]
         self.template = template
 
     def render(self, turns: list[dict], generation: bool = False) -> str:
@@ -151,16 +153,15 @@ class Reference:
                 if turn["role"] != "assistant":
                     continue
                 through = self.render(turns[: i + 1])
-                if self.after:
-                    assert through.endswith(self.after)
-                    through = through[: -len(self.after)]
+                assert through.endswith(self.end)
                 if i > 0 and self.template != "mistral":
                     before = self.render(turns[:i], generation=True)
-                else:  # no generation prompt: the turn rendered empty, less its end
+                    assert before.endswith(self.head)
+                    before = before[: len(before) - len(self.head)]
+                else:  # no generation prompt: the turn rendered empty, less what is trained
                     empty = self.render([*turns[:i], {"role": "assistant", "content": ""}])
-                    end_of_turn = BOS_EOS[self.template][1] + self.after
-                    assert empty.endswith(end_of_turn)
-                    before = empty[: -len(end_of_turn)]
+                    assert empty.endswith(self.head + self.end)
+                    before = empty[: len(empty) - len(self.head + self.end)]
                 assert text.startswith(before) and text.startswith(through)
                 start, end = len(self.tokens(before)), len(self.tokens(through))
                 assert ids[:end] == self.tokens(through)

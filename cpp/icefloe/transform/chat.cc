@@ -19,9 +19,10 @@ const ChatTemplate kChatml = {
     .later_system = true,
     .turn_prefix = "<|im_start|>{role}\n",
     .turn_suffix = "<|im_end|>\n",
-    .assistant_prefix = "<|im_start|>assistant\n",
-    .end_of_turn = "<|im_end|>",
-    .after_turn = "\n",
+    // TRL's Qwen2.5 training template trains "\n" + content + "<|im_end|>\n".
+    .assistant_prefix = "<|im_start|>assistant",
+    .content_prefix = "\n",
+    .end_of_turn = "<|im_end|>\n",
     .special_tokens = {"<|im_start|>", "<|im_end|>"},
 };
 
@@ -183,6 +184,7 @@ std::variant<Rendered, RenderRefusal> Render(const ChatTemplate& t, const std::v
     if (turn.role == Role::kAssistant) {
       s.append(t.assistant_prefix);
       const size_t begin = s.size();
+      s.append(t.content_prefix);
       s.append(content(turn.content));
       s.append(t.end_of_turn);
       r.trained.emplace_back(begin, s.size());
@@ -367,7 +369,7 @@ arrow::Status ChatColumn::LabelByPrefixes(const Rendered& r, const std::vector<i
                                           std::vector<int32_t>* labels) const {
   std::vector<int32_t> prefix;
   // The tokens of the text before `at`: those of the whole text up to where
-  // they part (a trained part always ends at a special token or the text's
+  // they part (a trained part ends before a template token or at the text's
   // end, so its end is a token boundary; checked below).
   auto tokens_before = [&](size_t at) -> arrow::Result<size_t> {
     if (at == r.text.size()) return ids.size();

@@ -74,9 +74,10 @@ struct ChatTemplate {
   /// A turn: prefix + content + suffix; the prefix's `{role}` is the role's name.
   std::string_view turn_prefix = {};
   std::string_view turn_suffix = {};
-  /// The assistant's: prefix, content, end_of_turn (trained with the
-  /// content), after_turn (not trained).
+  /// The assistant's: assistant_prefix (not trained), then content_prefix,
+  /// the content and end_of_turn (trained), then after_turn (not trained).
   std::string_view assistant_prefix = {};
+  std::string_view content_prefix = {};
   std::string_view end_of_turn = {};
   std::string_view after_turn = {};
   /// Texts that must each be one token of the model (checked at bind).
@@ -98,7 +99,7 @@ struct RenderRefusal {
 };
 
 /// Renders `turns` with `t`; the trained ranges are each assistant turn's
-/// content and end_of_turn (train_on_all: the whole text). A refusal when
+/// content_prefix, content and end_of_turn (train_on_all: the whole text). A refusal when
 /// the template cannot render the turns (an empty conversation, a system
 /// message after the first where the template has none, roles out of the
 /// template's order, a system prompt and no user turn, a last turn not the

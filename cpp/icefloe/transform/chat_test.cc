@@ -43,8 +43,9 @@ TEST(ChatTest, ChatmlIsQwen25) {
             "<|im_start|>system\n Be brief. <|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
             "<|im_start|>assistant\nHello!\n<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
             "<|im_start|>assistant\n<|im_end|>\n");
-  // The content and <|im_end|>, not the "\n" after it (TRL's training templates).
-  EXPECT_EQ(TrainedTexts(r), (std::vector<std::string>{"Hello!\n<|im_end|>", "<|im_end|>"}));
+  // As TRL's Qwen2.5 training template: "\n" + content + "<|im_end|>\n".
+  EXPECT_EQ(TrainedTexts(r),
+            (std::vector<std::string>{"\nHello!\n<|im_end|>\n", "\n<|im_end|>\n"}));
   EXPECT_EQ(MustRender("chatml", kNoSystem).text,
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
             "assistant.<|im_end|>\n<|im_start|>user\ncafé 東京<|im_end|>\n<|im_start|>assistant\n"
