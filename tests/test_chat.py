@@ -301,12 +301,19 @@ BAD_SPECS = [
 
 def test_bad_chat_specs_are_refused_by_the_head_naming_the_field(tmp_path):
     model = tokenizer_file(tmp_path, "llama3")  # no chatml markers: refused
+    spm = pytest.importorskip("sentencepiece")
+    sample = tmp_path / "sample.txt"
+    sample.write_text("\n".join(f"turn {i} of the chat was fine" for i in range(300)))
+    spm.SentencePieceTrainer.train(input=str(sample), model_prefix=str(tmp_path / "spm"),
+                                   vocab_size=40, hard_vocab_limit=False, minloglevel=2)
+    sentencepiece = {"template": "llama3", "messages": "messages",
+                     "model": str(tmp_path / "spm.model")}
     table = Warehouse(tmp_path / "wh").create("t", pa.table({
         "id": pa.array([1], pa.int64()), "text": pa.array(["x"]),
         "messages": messages_table([[{"role": "user", "content": "q"}]])["messages"]}))
     with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
-        for chat, match in BAD_SPECS:
+        for chat, match in [*BAD_SPECS, (sentencepiece, "is a SentencePiece model; chat")]:
             spec = {"keep": ["id"],
                     "columns": [{"name": "input_ids", "chat": {"model": model, **chat}}]}
             with pytest.raises(icefloe.InvalidArgument, match=match.replace("|", r"\|")):
