@@ -267,17 +267,23 @@ def test_alpaca_trains_on_the_response_and_eos_as_torchtune(tmp_path):
     with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
             cluster.client() as client:
         for max_tokens in (4096, 60):
-            spec = {"keep": ["id"], "columns": [{"name": "input_ids", "chat": {
-                "template": "alpaca", "instruction": "instruction", "input": "input",
-                "output": "output", "model": model, "bos": bos, "eos": eos,
-                "max_tokens": max_tokens}}]}
+            chat = {"template": "alpaca", "instruction": "instruction", "input": "input",
+                    "output": "output", "model": model, "bos": bos, "eos": eos,
+                    "max_tokens": max_tokens}
+            # A second chat column (train_on all, its own labels): rows kept by both.
+            spec = {"keep": ["id"], "columns": [
+                {"name": "input_ids", "chat": chat},
+                {"name": "all_ids", "chat": {**chat, "train_on": "all", "labels": "all_labels"}}]}
             desc = client.load(f"a{max_tokens}", table.metadata_location, transform=spec)
             got = client.read(f"a{max_tokens}").sort_by("id")
+            assert got.column_names == ["id", "input_ids", "labels", "all_ids", "all_labels"]
             want = {i: expected(r, max_tokens) for i, r in enumerate(rows)}
             kept = [i for i, w in want.items() if w is not None]
             assert got["id"].to_pylist() == kept
             assert got["input_ids"].to_pylist() == [want[i][0] for i in kept]
             assert got["labels"].to_pylist() == [want[i][1] for i in kept]
+            assert got["all_ids"].to_pylist() == got["input_ids"].to_pylist()
+            assert got["all_labels"].to_pylist() == got["input_ids"].to_pylist()
             assert desc["scan"]["transform_rows_dropped"] == len(rows) - len(kept)
             assert len(rows) - len(kept) >= 2
 
