@@ -46,6 +46,7 @@ arrow::Status LoadRun::Load() {
 
   // Exact rows per task; replicas must agree.
   task_rows.assign(plan.tasks.size(), -1);
+  int64_t dropped = 0;  // a chat column's, every replica's
   for (size_t n = 0; n < num_nodes; ++n) {
     const NodeLoadState& s = staged[n];
     if (s.task_rows.size() != node_tasks[n].size()) {
@@ -64,8 +65,10 @@ arrow::Status LoadRun::Load() {
     const int64_t r = entry->request.replication;
     entry->scan.row_groups_total += s.row_groups_total / r;
     entry->scan.row_groups_read += s.row_groups_read / r;
-    entry->scan.transform_rows_dropped += s.transform_rows_dropped / r;
+    dropped += s.transform_rows_dropped;
   }
+  // Each task's drops once (summed before dividing: a node holds any share).
+  entry->scan.transform_rows_dropped += dropped / entry->request.replication;
   for (size_t t = 0; t < task_rows.size(); ++t) {
     if (task_rows[t] >= 0) continue;
     // A reused task of no rows is placed on no node.
