@@ -8,7 +8,9 @@ tokenized whole, and labelled, compared row by row with `transformers`:
 - labels: prefix rendering, as SFT recipes compute them: an assistant turn
   trains the tokens from those of the conversation rendered up to it (with
   the generation prompt) to those of the conversation rendered through its
-  end-of-turn token; -100 elsewhere.
+  end-of-turn token; -100 elsewhere. Checked against a second reference:
+  `return_assistant_tokens_mask` on the real template with TRL's
+  `{% generation %}` markers around what is trained.
 
 The tokenizer is the real Llama-3 tokenizer.json; for chatml and mistral the
 same file with the template's markers added as special tokens (a tokenizer
@@ -45,6 +47,27 @@ BOS_EOS = {"chatml": (None, "<|im_end|>"), "llama3": ("<|begin_of_text|>", "<|eo
 # prompt ("\n" for Qwen2.5) and the end of the turn.
 TRAINED_HEAD = {"chatml": "\n", "llama3": "", "mistral": ""}
 END_OF_TURN = {"chatml": "<|im_end|>\n", "llama3": "<|eot_id|>", "mistral": "</s>"}
+
+# Each real template with TRL's {% generation %} markers around what is
+# trained, for transformers' return_assistant_tokens_mask (the mask TRL's
+# assistant_only_loss uses): a second reference for the labels.
+GENERATION = {
+    "llama3": ("{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+               "message['content'] | trim + '<|eot_id|>' }}",
+               "{%- if message['role'] == 'assistant' %}{{- '<|start_header_id|>assistant"
+               "<|end_header_id|>\\n\\n' }}{% generation %}{{- message['content'] | trim + "
+               "'<|eot_id|>' }}{% endgeneration %}{%- else %}{{- '<|start_header_id|>' + "
+               "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
+               "'<|eot_id|>' }}{%- endif %}"),
+    "chatml": ("{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + "
+               "'\\n' }}",
+               "{%- if message.role == 'assistant' %}{{- '<|im_start|>assistant' }}"
+               "{% generation %}{{- '\\n' + message.content + '<|im_end|>\\n' }}"
+               "{% endgeneration %}{%- else %}{{- '<|im_start|>' + message.role + '\\n' + "
+               "message.content + '<|im_end|>' + '\\n' }}{%- endif %}"),
+    "mistral": ('{{- message["content"] + eos_token}}',
+                '{% generation %}{{- message["content"] + eos_token}}{% endgeneration %}'),
+}
 
 TEXTS = [
     "Hi", "What is 2+2?", "4", "café crème brûlée, naïve Ångström", "東京タワーはどこですか？",
@@ -114,6 +137,9 @@ class Reference:
                                                         eos_token=eos)
         self.source = Path(llama_cpp_file("templates/" + TEMPLATES[template])).read_text()
         self.head, self.end = TRAINED_HEAD[template], END_OF_TURN[template]
+        plain, marked = GENERATION[template]
+        assert self.source.count(plain) == 1
+        self.marked = self.source.replace(plain, marked)
         self.template = template
 
     def render(self, turns: list[dict], generation: bool = False) -> str:
@@ -166,6 +192,12 @@ class Reference:
                 start, end = len(self.tokens(before)), len(self.tokens(through))
                 assert ids[:end] == self.tokens(through)
                 labels[start:end] = ids[start:end]
+            marked = self.tok.apply_chat_template(turns, chat_template=self.marked,
+                                                  tokenize=True, return_dict=True,
+                                                  return_assistant_tokens_mask=True)
+            assert list(marked["input_ids"]) == ids
+            assert labels == [i if m else -100 for i, m in
+                              zip(ids, marked["assistant_masks"], strict=True)]
         if max_tokens is not None:
             ids, labels = ids[:max_tokens], labels[:max_tokens]
         if all(x == -100 for x in labels):
