@@ -258,7 +258,7 @@ def test_a_second_job_shares_the_copy_and_another_transform_makes_its_own(tmp_pa
      r"tokenizer model '.*tokenizer.json': model.vocab: missing"),
     (lambda m: {"columns": [{"name": "a", "expr": "stars", "tokenize": {"column": "text",
                                                                         "model": m}}]},
-     r"give exactly one of 'expr' and 'tokenize'"),
+     r"give exactly one of 'expr', 'tokenize' and 'chat'"),
 ])
 def test_bad_specs_and_models_are_refused_with_nothing_loaded(tmp_path, corpus, spec_fn, match):
     t, _, models, root = corpus

@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--replication", type=int, default=1)
     load.add_argument("--transform", metavar="SPEC.json",
                       help="a JSON file with the transform to run on the nodes as they load "
-                           "(keep, columns: expr or tokenize, pack; docs/transforms.md)")
+                           "(keep, columns: expr, tokenize or chat, pack; docs/transforms.md)")
     sub.add_parser("datasets", help="list datasets")
     status = sub.add_parser("status", help="datasets, nodes, jobs reading now, loads")
     status.add_argument("--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",

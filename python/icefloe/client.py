@@ -250,8 +250,10 @@ class Client:
         ``transform`` (docs/transforms.md) makes the data nodes compute the
         cached columns once, at load: ``{"keep": [...], "columns": [{"name",
         "expr"} | {"name", "tokenize": {"column", "model", "bos", "eos",
-        "max_tokens"}}], "pack": {"columns": ["input_ids", "labels"], "seq_len",
-        "position_ids", "strategy": "concat" | "ffd", ...}}``. The head checks
+        "max_tokens"}} | {"name", "chat": {"template", "messages", "model",
+        "labels", "train_on", "max_tokens"}}], "pack": {"columns": ["input_ids",
+        "labels"], "seq_len", "position_ids", "strategy": "concat" | "ffd",
+        ...}}``. The head checks
         it against the table (and reads every tokenizer model) before anything
         loads; a bad spec raises InvalidArgument naming the column.
 

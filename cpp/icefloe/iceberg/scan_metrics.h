@@ -26,6 +26,9 @@ struct ScanMetrics {
   int64_t pack_overlong_split = 0;
   int64_t pack_overlong_dropped = 0;
   int64_t pack_tail_dropped_tokens = 0;
+  /// filled in by loads: rows a transform dropped (a chat column's rows its
+  /// template refuses or that keep no trained token)
+  int64_t transform_rows_dropped = 0;
   double planning_ms = 0;
 };
 

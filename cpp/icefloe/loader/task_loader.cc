@@ -163,6 +163,7 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
       MutexLock lock(&progress->pack_mu);
       progress->pack += stream->pack_stats();
     }
+    if (stream) progress->transform_rows_dropped += stream->rows_dropped();
     if (sink) return sink->Finish();
     return kept;
   };

@@ -31,7 +31,8 @@ struct LoadProgress {
   std::atomic<int64_t> rows{0};
   std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
   std::atomic<int64_t> row_groups_total{0};
-  std::atomic<int64_t> row_groups_read{0};  ///< the others were pruned by statistics
+  std::atomic<int64_t> row_groups_read{0};         ///< the others were pruned by statistics
+  std::atomic<int64_t> transform_rows_dropped{0};  ///< TaskStream::rows_dropped, summed
   /// What the transform's `pack` did, over the tasks done.
   Mutex pack_mu;
   transform::PackStats pack GUARDED_BY(pack_mu);

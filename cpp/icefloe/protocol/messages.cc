@@ -60,6 +60,7 @@ const Field<NodeLoadState> kLoadStateFields[] = {
     {Count("pack_overlong_split"), &NodeLoadState::pack_overlong_split},
     {Count("pack_overlong_dropped"), &NodeLoadState::pack_overlong_dropped},
     {Count("pack_tail_dropped_tokens"), &NodeLoadState::pack_tail_dropped_tokens},
+    {Count("transform_rows_dropped"), &NodeLoadState::transform_rows_dropped},
 };
 
 // Read by hand (an enum), listed third in the spec as it always was.

@@ -80,6 +80,7 @@ struct NodeLoadState {
   int64_t pack_overlong_split = 0;
   int64_t pack_overlong_dropped = 0;
   int64_t pack_tail_dropped_tokens = 0;
+  int64_t transform_rows_dropped = 0;  ///< staged: rows a chat column dropped
 
   bool finished() const { return state != LoadState::kQueued && state != LoadState::kLoading; }
   /// Records `st` (not OK) as this load's error.

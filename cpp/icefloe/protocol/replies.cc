@@ -53,6 +53,7 @@ const Field<ScanMetrics> kScanFields[] = {
     {OptionalCount("pack_overlong_split"), &ScanMetrics::pack_overlong_split},
     {OptionalCount("pack_overlong_dropped"), &ScanMetrics::pack_overlong_dropped},
     {OptionalCount("pack_tail_dropped_tokens"), &ScanMetrics::pack_tail_dropped_tokens},
+    {OptionalCount("transform_rows_dropped"), &ScanMetrics::transform_rows_dropped},
     {Seconds("planning_ms", kOptional), &ScanMetrics::planning_ms},
 };
 

@@ -13,6 +13,8 @@ namespace {
 constexpr std::string_view kTails[] = {"drop", "pad"};
 constexpr std::string_view kOverlong[] = {"split", "drop"};
 constexpr std::string_view kStrategies[] = {"concat", "ffd"};
+constexpr std::string_view kChatTemplates[] = {"chatml", "llama3", "mistral", "alpaca"};
+constexpr std::string_view kTrainOn[] = {"assistant", "all"};
 
 // Output and source column names: as the load's `columns`.
 constexpr Bounds kColumnName = Values(1, 1024);
@@ -29,6 +31,7 @@ const Field<TransformColumn> kColumnFields[] = {
     {Str("expr", kOptional, Values(1, 65536)), &TransformColumn::expr},
 };
 const FieldSpec kTokenize = ObjectField("tokenize", kOptional);
+const FieldSpec kChat = ObjectField("chat", kOptional);
 
 const Field<TokenizeSpec> kTokenizeFields[] = {
     {Str("column", kRequired, kColumnName), &TokenizeSpec::column},
@@ -41,6 +44,20 @@ const Field<TokenizeSpec> kTokenizeFields[] = {
     {Int("pad_id", kOptional, Values(0, std::numeric_limits<int32_t>::max())),
      &TokenizeSpec::pad_id},
     {Str("mask", kOptional, kColumnName), &TokenizeSpec::mask},
+};
+
+const Field<ChatSpec> kChatFields[] = {
+    {Str("template", kRequired, Values(1, 16), kChatTemplates), &ChatSpec::template_name},
+    {Str("messages", kOptional, kColumnName), &ChatSpec::messages},
+    {Str("instruction", kOptional, kColumnName), &ChatSpec::instruction},
+    {Str("input", kOptional, kColumnName), &ChatSpec::input},
+    {Str("output", kOptional, kColumnName), &ChatSpec::output},
+    {Str("model", kRequired, Values(1, 4096)), &ChatSpec::model},
+    {Str("labels", kOptional, kColumnName), &ChatSpec::labels},
+    {Str("train_on", kOptional, Values(1, 16), kTrainOn), &ChatSpec::train_on},
+    {Int("max_tokens", kOptional, Values(1, kMaxTokens)), &ChatSpec::max_tokens},
+    {Str("bos", kOptional, Values(1, 256)), &ChatSpec::bos},
+    {Str("eos", kOptional, Values(1, 256)), &ChatSpec::eos},
 };
 
 const Field<PackSpec> kPackFields[] = {
@@ -83,6 +100,46 @@ arrow::Status CheckPadding(const TokenizeSpec& t, const std::string& what) {
   return arrow::Status::OK();
 }
 
+// The source a template renders: a conversation for the chat templates,
+// instruction columns for alpaca; alpaca alone takes bos/eos (the chat
+// templates name their own tokens).
+arrow::Status CheckChat(const ChatSpec& c, const std::string& what) {
+  const bool alpaca = c.template_name == "alpaca";
+  const bool instruction_data = c.instruction || c.input || c.output;
+  if (alpaca) {
+    if (c.messages) {
+      return arrow::Status::Invalid(what, ": 'messages' is for the chat templates; 'alpaca' ",
+                                    "renders 'instruction', 'input' and 'output' columns");
+    }
+    if (!c.instruction || !c.output) {
+      return arrow::Status::Invalid(
+          what, ": 'alpaca' needs '", c.instruction ? "output" : "instruction",
+          "' (the column of each example's ", c.instruction ? "response" : "instruction", ")");
+    }
+    if (!c.eos) {
+      return arrow::Status::Invalid(what, ": 'alpaca' needs 'eos': the model's end-of-text ",
+                                    "token, appended to each response and trained with it ",
+                                    "(Llama 3: \"<|end_of_text|>\")");
+    }
+    return arrow::Status::OK();
+  }
+  if (instruction_data) {
+    return arrow::Status::Invalid(what, ": '", c.template_name,
+                                  "' renders a 'messages' column; 'instruction', 'input' and ",
+                                  "'output' are for 'alpaca'");
+  }
+  if (!c.messages) {
+    return arrow::Status::Invalid(
+        what, ": '", c.template_name,
+        "' needs 'messages': a list<struct<role: string, content: ", "string>> column");
+  }
+  if (c.bos || c.eos) {
+    return arrow::Status::Invalid(what, ": '", c.bos ? "bos" : "eos", "' is for 'alpaca'; '",
+                                  c.template_name, "' names its own tokens");
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
   JsonFields in(j, what);
   TransformColumn c;
@@ -96,9 +153,17 @@ arrow::Result<TransformColumn> ColumnFromJson(const json& j, std::string what) {
     ARROW_RETURN_NOT_OK(CheckPadding(t, what + ".tokenize"));
     c.tokenize = std::move(t);
   }
-  if (c.expr.has_value() == c.tokenize.has_value()) {
+  ARROW_ASSIGN_OR_RAISE(const json* chat, in.Find(kChat));
+  if (chat != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(chat, in.Object(*chat, kChat));
+    ChatSpec t;
+    ARROW_RETURN_NOT_OK(ReadFields<ChatSpec>(JsonFields(*chat, what + ".chat"), kChatFields, &t));
+    ARROW_RETURN_NOT_OK(CheckChat(t, what + ".chat"));
+    c.chat = std::move(t);
+  }
+  if (int{c.expr.has_value()} + int{c.tokenize.has_value()} + int{c.chat.has_value()} != 1) {
     return arrow::Status::Invalid(what, " ('", c.name,
-                                  "'): give exactly one of 'expr' and 'tokenize'");
+                                  "'): give exactly one of 'expr', 'tokenize' and 'chat'");
   }
   return c;
 }
@@ -184,6 +249,7 @@ json TransformSpec::Canonical() const {
       json column = NonDefaultFields<TransformColumn>(kColumnFields, c);
       if (c.tokenize)
         column["tokenize"] = NonDefaultFields<TokenizeSpec>(kTokenizeFields, *c.tokenize);
+      if (c.chat) column["chat"] = NonDefaultFields<ChatSpec>(kChatFields, *c.chat);
       list.push_back(std::move(column));
     }
     j["columns"] = std::move(list);
@@ -203,6 +269,7 @@ std::vector<std::string> TransformSpec::OutputNames() const {
   for (const auto& c : columns) {
     names.push_back(c.name);
     if (c.tokenize && c.tokenize->pad_to) names.push_back(c.tokenize->MaskName());
+    if (c.chat) names.push_back(c.chat->labels);
   }
   return names;
 }
@@ -211,6 +278,7 @@ std::vector<std::string> TransformSpec::ModelLocations() const {
   std::vector<std::string> out;
   for (const auto& c : columns) {
     if (c.tokenize) out.push_back(c.tokenize->model);
+    if (c.chat) out.push_back(c.chat->model);
   }
   return out;
 }
@@ -261,9 +329,13 @@ arrow::Result<TransformSpec> TransformSpec::FromJson(const json& j) {
       const bool padded = std::any_of(spec.columns.begin(), spec.columns.end(), [](const auto& c) {
         return c.tokenize && c.tokenize->pad_to;
       });
+      const bool chat = std::any_of(spec.columns.begin(), spec.columns.end(),
+                                    [](const auto& c) { return c.chat.has_value(); });
       return arrow::Status::Invalid("transform: output column '", n, "' is named twice",
                                     padded ? " (a tokenize with 'pad_to' adds its 'mask' column, "
                                              "default 'attention_mask')"
+                                    : chat ? " (a chat column adds its 'labels' column, default "
+                                             "'labels')"
                                            : "");
     }
   }

@@ -3,13 +3,14 @@
 //
 // A spec lists the output columns: source columns passed through (`keep`),
 // columns computed by an expression over the loaded columns (`expr`, the
-// filter language plus arithmetic and Arrow compute functions) and string
+// filter language plus arithmetic and Arrow compute functions), string
 // columns tokenized into token ids (`tokenize`, a SentencePiece model or a
-// Hugging Face tokenizer.json). An
-// optional `pack` then cuts token columns (several aligned ones together:
-// input_ids, labels) into rows of exactly `seq_len` tokens. This file only
-// parses and checks the spec's shape (every field typed and bounded, names
-// unique, exactly one of expr/tokenize per column);
+// Hugging Face tokenizer.json) and conversations or instruction rows
+// rendered with a chat template and tokenized, with their training labels
+// (`chat`). An optional `pack` then cuts token columns (several aligned ones
+// together: input_ids, labels) into rows of exactly `seq_len` tokens. This
+// file only parses and checks the spec's shape (every field typed and
+// bounded, names unique, exactly one of expr/tokenize/chat per column);
 // binding it to a table schema and running it is transform/transform.h.
 //
 // A process parses a spec once, where the message that carries it is
@@ -66,11 +67,38 @@ struct TokenizeSpec {
   bool operator==(const TokenizeSpec&) const = default;
 };
 
-/// One output column: exactly one of `expr` and `tokenize`.
+/// `chat`: rows rendered with a built-in template (transform/chat.h), the
+/// rendered text tokenized whole, and a labels column: the ids where the
+/// model is trained, -100 elsewhere. Source: a `messages` column
+/// (list<struct<role: string, content: string>>) for the chat templates, or
+/// `instruction`/`input`/`output` columns for `alpaca`.
+struct ChatSpec {
+  std::string template_name;  ///< "template": chatml, llama3, mistral or alpaca
+  std::optional<std::string> messages;
+  std::optional<std::string> instruction;
+  std::optional<std::string> input;  ///< alpaca: optional (no input: the no-input prompt)
+  std::optional<std::string> output;
+  std::string model;                   ///< a tokenizer.json, located as tokenize's `model`
+  std::string labels = "labels";       ///< the labels column's name
+  std::string train_on = "assistant";  ///< "assistant" (alpaca: the response) or "all"
+  /// Ids and labels cut at the end to this many; a row left without a
+  /// trained token is dropped (and counted). Absent: no limit.
+  std::optional<int64_t> max_tokens;
+  /// alpaca: the token texts around each example (the model's BOS, and the
+  /// EOS the recipe appends, trained with the response). Chat templates name
+  /// their own.
+  std::optional<std::string> bos;
+  std::optional<std::string> eos;
+
+  bool operator==(const ChatSpec&) const = default;
+};
+
+/// One output column: exactly one of `expr`, `tokenize` and `chat`.
 struct TransformColumn {
   std::string name;
   std::optional<std::string> expr;
   std::optional<TokenizeSpec> tokenize;
+  std::optional<ChatSpec> chat;
 
   bool operator==(const TransformColumn&) const = default;
 };
@@ -121,9 +149,9 @@ struct TransformSpec {
   bool operator==(const TransformSpec& other) const;
 
   /// Output column names in order: keep, then columns, each pad_to column
-  /// followed by its mask (without pack).
+  /// followed by its mask and each chat column by its labels (without pack).
   std::vector<std::string> OutputNames() const;
-  /// Every tokenize's model location, in column order.
+  /// Every tokenize's and chat's model location, in column order.
   std::vector<std::string> ModelLocations() const;
 
   /// The spec as JSON. A spec FromJson read, its members unchanged since, is

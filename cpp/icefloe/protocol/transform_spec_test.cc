@@ -38,6 +38,13 @@ const char* const kGivenSpecs[] = {
                                                  "bos": false}}],
         "pack": {"column": "ids", "seq_len": 8, "tail": "drop"}})",
     R"({"keep": ["a"], "columns": [], "unknown": {"x": 1}})",
+    R"({"keep": ["id"], "columns": [
+          {"name": "input_ids", "chat": {"template": "llama3", "messages": "messages",
+                                         "model": "/m/tokenizer.json", "train_on": "assistant"}},
+          {"name": "a_ids", "chat": {"template": "alpaca", "instruction": "i", "input": "x",
+                                     "output": "o", "model": "/m/tokenizer.json",
+                                     "labels": "a_labels", "max_tokens": 64,
+                                     "eos": "<|end_of_text|>"}}]})",
 };
 
 TransformSpec Parsed(const char* text) {
@@ -104,6 +111,47 @@ TEST(TransformSpecTest, ASpecBuiltInCodeIsCanonical) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, packed);
   EXPECT_EQ(back->pack, packed.pack);
+}
+
+// A chat column: typed fields, its labels column after it, its model among
+// the model locations; the source fields checked against the template.
+TEST(TransformSpecTest, AChatColumnIsTypedAndChecked) {
+  const TransformSpec spec = Parsed(kGivenSpecs[std::size(kGivenSpecs) - 1]);
+  ASSERT_EQ(spec.columns.size(), 2u);
+  const ChatSpec& alpaca = *spec.columns[1].chat;
+  EXPECT_EQ(alpaca.template_name, "alpaca");
+  EXPECT_EQ(alpaca.max_tokens, 64);
+  EXPECT_EQ(alpaca.train_on, "assistant");
+  EXPECT_EQ(spec.OutputNames(),
+            (std::vector<std::string>{"id", "input_ids", "labels", "a_ids", "a_labels"}));
+  EXPECT_EQ(spec.ModelLocations(),
+            (std::vector<std::string>{"/m/tokenizer.json", "/m/tokenizer.json"}));
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"template": "chatml", "messages": "m", "model": "x", "train_on": "user"})",
+       "'train_on'"},
+      {R"({"template": "alpaca", "instruction": "i", "output": "o", "model": "x"})",
+       "'alpaca' needs 'eos'"},
+      {R"({"template": "llama3", "model": "x"})", "needs 'messages'"},
+      {R"({"template": "mistral", "messages": "m", "output": "o", "model": "x"})",
+       "are for 'alpaca'"},
+      {R"({"template": "chatml", "messages": "m", "model": "x", "bos": "<s>"})",
+       "'bos' is for 'alpaca'"},
+  };
+  for (const auto& [chat, message] : bad) {
+    auto parsed = TransformSpec::FromJson(
+        json::parse(std::string(R"({"columns": [{"name": "ids", "chat": )") + chat + "}]}"));
+    ASSERT_FALSE(parsed.ok()) << chat;
+    EXPECT_NE(parsed.status().message().find(message), std::string::npos)
+        << parsed.status().ToString();
+    EXPECT_NE(parsed.status().message().find("'columns'[0].chat"), std::string::npos)
+        << parsed.status().ToString();
+  }
+  auto both = TransformSpec::FromJson(json::parse(
+      R"({"columns": [{"name": "ids", "expr": "a", "chat": {"template": "llama3",
+          "messages": "m", "model": "x"}}]})"));
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("exactly one of 'expr', 'tokenize' and 'chat'"),
+            std::string::npos);
 }
 
 // A spec read and then changed says its members, not the text it was read from.

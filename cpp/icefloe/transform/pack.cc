@@ -9,13 +9,12 @@
 
 #include <arrow/builder.h>
 
+#include "icefloe/transform/labels.h"
 #include "icefloe/transform/transform.h"
 
 namespace icefloe::transform {
 
 namespace {
-
-constexpr int32_t kIgnoreLabel = -100;  // the label torch's cross_entropy ignores
 
 bool IsTokenList(const arrow::DataType& type) {
   if (type.id() != arrow::Type::LIST && type.id() != arrow::Type::LARGE_LIST) return false;
@@ -140,7 +139,7 @@ class Transform::PackStream : public Transform::TaskStream {
 
   arrow::Status Add(const arrow::RecordBatch& batch,
                     std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
-    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_));
+    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_, &rows_dropped_));
     std::vector<TokenColumn> cols;
     for (int c : columns_) cols.emplace_back(applied->column(c));
     const int64_t first_row = rows_seen_;

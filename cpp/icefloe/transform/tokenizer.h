@@ -75,6 +75,12 @@ class Tokenizer {
                                         int32_t pad_to, int32_t pad_id,
                                         arrow::MemoryPool* pool) const;
 
+  /// The ids of `text` alone, no framing, appended to `ids`: what the chat
+  /// column tokenizes a rendered template with (add_special_tokens=False).
+  arrow::Status EncodeUnframed(std::string_view text, std::vector<int32_t>* ids) const {
+    return EncodeText(text, ids);
+  }
+
   const std::string& location() const { return location_; }
 
  protected:

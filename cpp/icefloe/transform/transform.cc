@@ -1,11 +1,13 @@
 #include "icefloe/transform/transform.h"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
 #include <arrow/array/concatenate.h>
 #include <arrow/array/util.h>
 #include <arrow/builder.h>
+#include <arrow/compute/api_vector.h>
 #include <arrow/compute/exec.h>
 
 #include "icefloe/transform/value_expr.h"
@@ -75,6 +77,13 @@ arrow::Result<std::vector<std::string>> InputColumns(const TransformSpec& spec) 
       add(c.tokenize->column);
       continue;
     }
+    if (c.chat) {
+      for (const auto* name :
+           {&c.chat->messages, &c.chat->instruction, &c.chat->input, &c.chat->output}) {
+        if (*name) add(**name);
+      }
+      continue;
+    }
     auto parsed = ParseValueExpr(*c.expr);
     if (!parsed.ok()) {
       return arrow::Status::Invalid("transform: column '", c.name, "' (", Quoted(*c.expr),
@@ -103,9 +112,50 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
     fields.push_back(arrow::field(k, input->field(i)->type()));
     t->columns_.push_back(std::move(c));
   }
+  // A model read, checked against the head's hash and parsed; its hash and
+  // kind recorded in column order.
+  auto load_model =
+      [&](const std::string& location,
+          const std::string& what) -> arrow::Result<std::shared_ptr<const Tokenizer>> {
+    auto bytes = read_model(location);
+    if (!bytes.ok()) {
+      return arrow::Status::Invalid("transform: ", what, ": cannot read tokenizer model '",
+                                    location, "': ", bytes.status().ToString());
+    }
+    std::string sha = Sha256Hex(*bytes);
+    const size_t k = t->model_sha256_.size();
+    if (k < expected_sha256.size() && expected_sha256[k] != sha) {
+      return arrow::Status::Invalid("transform: ", what, ": tokenizer model '", location,
+                                    "' changed since the load was planned (SHA-256 ", sha,
+                                    ", the head read ", expected_sha256[k], ")");
+    }
+    auto tokenizer = Tokenizer::Load(*bytes, location);
+    if (!tokenizer.ok()) {
+      return arrow::Status::Invalid("transform: ", what, ": ", tokenizer.status().message());
+    }
+    t->model_kind_.push_back((*tokenizer)->kind());
+    t->model_sha256_.push_back(std::move(sha));
+    return std::move(*tokenizer);
+  };
   for (const auto& spec_column : spec.columns) {
     Column c;
     c.name = spec_column.name;
+    if (spec_column.chat) {
+      const ChatSpec& chat = *spec_column.chat;
+      c.what = "column '" + c.name + "' (chat '" + chat.template_name + "')";
+      ARROW_ASSIGN_OR_RAISE(auto tokenizer, load_model(chat.model, c.what));
+      ARROW_ASSIGN_OR_RAISE(
+          c.chat, ChatColumn::Make(chat, *input, std::move(tokenizer), "transform: " + c.what));
+      fields.push_back(arrow::field(c.name, arrow::list(arrow::int32())));
+      fields.push_back(arrow::field(chat.labels, arrow::list(arrow::int32())));
+      Column labels;
+      labels.name = chat.labels;
+      labels.what = "column '" + labels.name + "' (the labels of '" + c.name + "')";
+      labels.labels = true;
+      t->columns_.push_back(std::move(c));
+      t->columns_.push_back(std::move(labels));
+      continue;
+    }
     if (spec_column.expr) {
       c.what = "column '" + c.name + "' (" + Quoted(*spec_column.expr) + ")";
       auto parsed = ParseValueExpr(*spec_column.expr);
@@ -132,31 +182,14 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
                                       tok.column, "' is ", type.ToString());
       }
       c.source = i;
-      auto bytes = read_model(tok.model);
-      if (!bytes.ok()) {
-        return arrow::Status::Invalid("transform: ", c.what, ": cannot read tokenizer model '",
-                                      tok.model, "': ", bytes.status().ToString());
-      }
-      std::string sha = Sha256Hex(*bytes);
-      const size_t k = t->model_sha256_.size();
-      if (k < expected_sha256.size() && expected_sha256[k] != sha) {
-        return arrow::Status::Invalid("transform: ", c.what, ": tokenizer model '", tok.model,
-                                      "' changed since the load was planned (SHA-256 ", sha,
-                                      ", the head read ", expected_sha256[k], ")");
-      }
-      auto tokenizer = Tokenizer::Load(*bytes, tok.model);
-      if (!tokenizer.ok()) {
-        return arrow::Status::Invalid("transform: ", c.what, ": ", tokenizer.status().message());
-      }
+      ARROW_ASSIGN_OR_RAISE(auto tokenizer, load_model(tok.model, c.what));
       const TokenizeOptions options{tok.bos, tok.eos, tok.special_tokens, tok.max_tokens};
-      auto checked = (*tokenizer)->Check(options);
+      auto checked = tokenizer->Check(options);
       if (!checked.ok()) {
         return arrow::Status::Invalid("transform: ", c.what, ": ", checked.message());
       }
-      t->model_kind_.push_back((*tokenizer)->kind());
-      c.tokenizer = std::move(*tokenizer);
+      c.tokenizer = std::move(tokenizer);
       c.tokenize = options;
-      t->model_sha256_.push_back(std::move(sha));
       if (tok.pad_to) {
         ARROW_ASSIGN_OR_RAISE(c.pad_id, PadId(tok, *c.tokenizer, c.what));
         c.pad_to = static_cast<int32_t>(*tok.pad_to);  // <= kMaxTokens: checked by the spec
@@ -177,7 +210,7 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
   }
   if (!expected_sha256.empty() && expected_sha256.size() != t->model_sha256_.size()) {
     return arrow::Status::Invalid("transform: ", expected_sha256.size(), " model hashes for ",
-                                  t->model_sha256_.size(), " tokenize columns");
+                                  t->model_sha256_.size(), " tokenize and chat columns");
   }
   t->columns_schema_ = arrow::schema(fields);
   t->output_schema_ = t->columns_schema_;
@@ -186,15 +219,33 @@ arrow::Result<std::shared_ptr<const Transform>> Transform::Make(
 }
 
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> Transform::Apply(const arrow::RecordBatch& batch,
-                                                                    arrow::MemoryPool* pool) const {
+                                                                    arrow::MemoryPool* pool,
+                                                                    int64_t* rows_dropped) const {
   cp::ExecContext ctx(pool);
   const cp::ExecBatch exec_batch(batch);
   arrow::ArrayVector out;
-  std::shared_ptr<arrow::Array> mask;  // a pad_to column's, for the next column
+  std::shared_ptr<arrow::Array> mask;    // a pad_to column's, for the next column
+  std::shared_ptr<arrow::Array> labels;  // a chat column's, for the next column
+  std::vector<bool> keep;                // rows the chat columns keep; empty: all
   for (const Column& c : columns_) {
     arrow::Result<std::shared_ptr<arrow::Array>> column;
     if (c.mask) {
       column = std::move(mask);
+    } else if (c.labels) {
+      column = std::move(labels);
+    } else if (c.chat) {
+      auto chat = c.chat->Apply(batch, pool);
+      if (chat.ok()) {
+        column = std::move(chat->ids);
+        labels = std::move(chat->labels);
+        if (keep.empty()) {
+          keep = std::move(chat->keep);
+        } else {
+          for (size_t i = 0; i < keep.size(); ++i) keep[i] = keep[i] && chat->keep[i];
+        }
+      } else {
+        column = chat.status();
+      }
     } else if (c.pad_to > 0) {
       auto padded =
           c.tokenizer->EncodePadded(*batch.column(c.source), c.tokenize, c.pad_to, c.pad_id, pool);
@@ -225,7 +276,17 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> Transform::Apply(const arrow:
     }
     out.push_back(std::move(*column));
   }
-  return arrow::RecordBatch::Make(columns_schema_, batch.num_rows(), std::move(out));
+  auto result = arrow::RecordBatch::Make(columns_schema_, batch.num_rows(), std::move(out));
+  const auto kept = std::count(keep.begin(), keep.end(), true);
+  if (keep.empty() || kept == batch.num_rows()) return result;
+  *rows_dropped += batch.num_rows() - kept;
+  arrow::BooleanBuilder selection(pool);
+  ARROW_RETURN_NOT_OK(selection.Reserve(batch.num_rows()));
+  for (bool k : keep) selection.UnsafeAppend(k);
+  ARROW_ASSIGN_OR_RAISE(auto filter, selection.Finish());
+  ARROW_ASSIGN_OR_RAISE(auto filtered,
+                        cp::Filter(result, filter, cp::FilterOptions::Defaults(), &ctx));
+  return filtered.record_batch();
 }
 
 // Without pack: each batch transformed, row for row.
@@ -234,7 +295,7 @@ class Transform::RowStream : public Transform::TaskStream {
   RowStream(const Transform* t, arrow::MemoryPool* pool) : t_(t), pool_(pool) {}
   arrow::Status Add(const arrow::RecordBatch& batch,
                     std::vector<std::shared_ptr<arrow::RecordBatch>>* out) override {
-    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_));
+    ARROW_ASSIGN_OR_RAISE(auto applied, t_->Apply(batch, pool_, &rows_dropped_));
     out->push_back(std::move(applied));
     return arrow::Status::OK();
   }

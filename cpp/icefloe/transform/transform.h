@@ -3,8 +3,9 @@
 //
 // Transform::Make binds a TransformSpec (protocol/transform_spec.h) to the
 // loaded columns' schema: each `expr` is parsed (value_expr.h) and bound by
-// Arrow (types checked, kernels chosen), each `tokenize` model is read and
-// parsed, `pack` is checked against its column's type. Every error is
+// Arrow (types checked, kernels chosen), each `tokenize` and `chat` model is
+// read and parsed (a chat's source columns and template checked, chat.h),
+// `pack` is checked against its column's type. Every error is
 // Invalid naming the output column and its expression, the model location
 // or the source column. The result is immutable and shared by a load's
 // reader threads.
@@ -21,6 +22,7 @@
 #include <arrow/result.h>
 
 #include "icefloe/protocol/transform_spec.h"
+#include "icefloe/transform/chat.h"
 #include "icefloe/transform/pack.h"
 #include "icefloe/transform/tokenizer.h"
 
@@ -44,9 +46,9 @@ class Transform {
 
   /// The cached copy's schema.
   const std::shared_ptr<arrow::Schema>& output_schema() const { return output_schema_; }
-  /// Each tokenize model's SHA-256 (hex), in column order.
+  /// Each tokenize and chat model's SHA-256 (hex), in column order.
   const std::vector<std::string>& model_sha256() const { return model_sha256_; }
-  /// Each tokenize model's kind (Tokenizer::kind()), in column order.
+  /// Each tokenize and chat model's kind (Tokenizer::kind()), in column order.
   const std::vector<std::string>& model_kind() const { return model_kind_; }
 
   /// One scan task's output, batch by batch, as a load streams its rows: no
@@ -66,6 +68,12 @@ class Transform {
     virtual arrow::Status Finish(std::vector<std::shared_ptr<arrow::RecordBatch>>* out) = 0;
     /// With pack, what it did so far (all of it after Finish); else zeros.
     virtual PackStats pack_stats() const { return {}; }
+    /// Input rows dropped so far: a chat column's rows its template refuses
+    /// or left without a trained token (chat.h).
+    int64_t rows_dropped() const { return rows_dropped_; }
+
+   protected:
+    int64_t rows_dropped_ = 0;
   };
   /// A stream of one task's output in batches of at most `batch_rows` rows
   /// (buffers from `pool`). Packed rows never depend on where the input's
@@ -91,10 +99,15 @@ class Transform {
     int32_t pad_to = 0;  ///< tokenize with pad_to: fixed-size rows of ids...
     int32_t pad_id = 0;
     bool mask = false;  ///< ...and the next column is their mask (no source of its own)
+    std::shared_ptr<const ChatColumn> chat;  ///< chat: ids, and the next column...
+    bool labels = false;                     ///< ...their labels
   };
 
+  /// The batch's rows transformed, less the rows a chat column drops
+  /// (counted in `*rows_dropped`).
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Apply(const arrow::RecordBatch& batch,
-                                                           arrow::MemoryPool* pool) const;
+                                                           arrow::MemoryPool* pool,
+                                                           int64_t* rows_dropped) const;
   class RowStream;
   class PackStream;  // pack.cc
   /// pack.cc: checks the packed columns' types, sets output_schema_.

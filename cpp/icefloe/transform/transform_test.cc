@@ -398,7 +398,7 @@ TEST(TransformSpecTest, ShapeErrorsNameTheField) {
   EXPECT_EQ(
       error(
           R"j({"columns": [{"name": "a", "expr": "x", "tokenize": {"column": "t", "model": "m"}}]})j"),
-      "Invalid: transform: 'columns'[0] ('a'): give exactly one of 'expr' and 'tokenize'");
+      "Invalid: transform: 'columns'[0] ('a'): give exactly one of 'expr', 'tokenize' and 'chat'");
   EXPECT_EQ(error(R"j({"keep": ["a"], "columns": [{"name": "a", "expr": "b"}]})j"),
             "Invalid: transform: output column 'a' is named twice");
   EXPECT_EQ(error(R"j({})j"),

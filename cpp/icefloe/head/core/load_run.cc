@@ -47,7 +47,10 @@ arrow::Status LoadRun::Load() {
 
   // Exact rows per task; replicas must agree.
   task_rows.assign(plan.tasks.size(), -1);
-  transform::PackStats pack;  // every replica's: each task is on `replication` nodes
+  // Every replica's: each task is on `replication` nodes, and a node holds
+  // any share of them, so sum before dividing.
+  transform::PackStats pack;
+  int64_t dropped = 0;  // a chat column's
   for (size_t n = 0; n < num_nodes; ++n) {
     const NodeLoadState& s = staged[n];
     if (s.task_rows.size() != node_tasks[n].size()) {
@@ -73,6 +76,7 @@ arrow::Status LoadRun::Load() {
     pack.overlong_split += s.pack_overlong_split;
     pack.overlong_dropped += s.pack_overlong_dropped;
     pack.tail_dropped_tokens += s.pack_tail_dropped_tokens;
+    dropped += s.transform_rows_dropped;
   }
   {
     const int64_t r = entry->request.replication;
@@ -83,6 +87,7 @@ arrow::Status LoadRun::Load() {
     entry->scan.pack_overlong_split += pack.overlong_split / r;
     entry->scan.pack_overlong_dropped += pack.overlong_dropped / r;
     entry->scan.pack_tail_dropped_tokens += pack.tail_dropped_tokens / r;
+    entry->scan.transform_rows_dropped += dropped / r;
   }
   for (size_t t = 0; t < task_rows.size(); ++t) {
     if (task_rows[t] >= 0) continue;

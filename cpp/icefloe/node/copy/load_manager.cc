@@ -149,6 +149,7 @@ void LoadManager::Run(const std::string& dataset, uint64_t generation,
     slot.result.bytes = loaded->bytes();
     slot.result.row_groups_total = progress->row_groups_total.load();
     slot.result.row_groups_read = progress->row_groups_read.load();
+    slot.result.transform_rows_dropped = progress->transform_rows_dropped.load();
     slot.result.bytes_read = progress->bytes_read.load();
     transform::PackStats pack;
     {
