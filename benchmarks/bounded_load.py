@@ -12,6 +12,12 @@ brought in the libraries' code and the allocators' arenas), against the memory
 budget, and the peak of the bytes the budget counted (the nodes' own
 icefloe_node_memory_used_bytes on /metrics, sampled every 20 ms). Before
 this work the 8-file layout failed with OutOfMemory.
+
+Attribution: the same 20 ms sampler reads each node's RssAnon (heap: the
+budgeted pool and everything outside it) and RssFile (mapped file pages: the
+node's tier files and its code), so the peak above start is split into the
+two; and the nodes' RSS before the load (after the warm-up, nothing held) is
+reported as the binary's own baseline, with its anonymous part.
 """
 
 from __future__ import annotations
@@ -45,6 +51,15 @@ def _vm(pid: int, key: str) -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def _vms(pid: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+            out[key] = int(rest.split()[0]) * 1024
+    return out
 
 
 def _reset_peak(pid: int) -> None:
@@ -95,18 +110,28 @@ def run(env: Env) -> dict[str, Any]:
             client.load("warm", warm.metadata_location, batch_rows=8192, replication=NODES)
             client.evict("warm")
             before = {p: _vm(p, "VmRSS") for p in pids}
+            start = {p: _vms(p) for p in pids}
+            # The binary's own baseline: code and libraries faulted in, no data.
+            idle = max(start[p]["VmRSS"] for p in pids)
+            idle_anon = max(start[p]["RssAnon"] for p in pids)
+            kind_peak = {"RssAnon": 0, "RssFile": 0}
             for p in pids:
                 _reset_peak(p)
             used_peak = [0]
             done = threading.Event()
 
-            def sample(cluster=cluster, done=done, used_peak=used_peak) -> None:
+            def sample(cluster=cluster, done=done, used_peak=used_peak, start=start,
+                       kind_peak=kind_peak) -> None:
                 from test_metrics import total  # tests/ helper, on the path from _table
 
                 while not done.is_set():
                     for n in cluster.nodes:
                         used = total(scrape(n.health), "icefloe_node_memory_used_bytes")
                         used_peak[0] = max(used_peak[0], int(used))
+                        now = _vms(n.popen.pid)
+                        for key in kind_peak:
+                            kind_peak[key] = max(kind_peak[key],
+                                                 now[key] - start[n.popen.pid][key])
                     time.sleep(0.02)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -119,21 +144,33 @@ def run(env: Env) -> dict[str, Any]:
             assert desc["rows"] == rows
             peak = max(_vm(p, "VmHWM") - before[p] for p in pids)
             got[label] = {"seconds": seconds, "rss_peak_above_start": peak,
-                          "budget_peak": used_peak[0]}
-            log(f"{NAME}: {label}: {seconds:.2f} s, peak RSS +{peak / 2**20:.1f} MiB, "
+                          "budget_peak": used_peak[0], "idle_rss": idle,
+                          "idle_anon": idle_anon,
+                          "anon_peak_above_start": kind_peak["RssAnon"],
+                          "file_peak_above_start": kind_peak["RssFile"]}
+            log(f"{NAME}: {label}: {seconds:.2f} s, idle RSS {idle / 2**20:.1f} MiB "
+                f"(anon {idle_anon / 2**20:.1f}), "
+                f"peak RSS +{peak / 2**20:.1f} MiB (sampled: anon "
+                f"+{kind_peak['RssAnon'] / 2**20:.1f}, file +{kind_peak['RssFile'] / 2**20:.1f}), "
                 f"budget peak {used_peak[0] / 2**20:.1f} MiB of {MEMORY / 2**20:.0f} MiB")
     big, small = got[list(LAYOUTS)[0]], got[list(LAYOUTS)[1]]
     text = common.print_table(
         f"{NAME}: {rows:,} rows ({arrow_bytes / 1e6:.0f} MB Arrow) on {NODES} nodes of "
         f"{MEMORY >> 20} MiB memory, 1 GiB tier, replication 2, batch 8192",
-        ["layout", "load s", "peak RSS above start (MiB)", "budget peak (MiB)"],
-        [[k, v["seconds"], v["rss_peak_above_start"] / 2**20, v["budget_peak"] / 2**20]
+        ["layout", "load s", "idle RSS (MiB)", "of it anon", "peak RSS above start (MiB)",
+         "of it anon (MiB)", "of it file (MiB)", "budget peak (MiB)"],
+        [[k, v["seconds"], v["idle_rss"] / 2**20, v["idle_anon"] / 2**20,
+          v["rss_peak_above_start"] / 2**20,
+          v["anon_peak_above_start"] / 2**20, v["file_peak_above_start"] / 2**20,
+          v["budget_peak"] / 2**20]
          for k, v in got.items()])
     targets = [
         common.target("large row groups: budget peak / budget", "<=", 1.0,
                       big["budget_peak"] / MEMORY),
         common.target("large row groups: peak RSS above start / budget", "report", 0,
                       big["rss_peak_above_start"] / MEMORY),
+        common.target("large row groups: peak anonymous RSS above start / budget", "report", 0,
+                      big["anon_peak_above_start"] / MEMORY),
         common.target("load time, 8 large files / 32 files", "report", 0,
                       big["seconds"] / small["seconds"]),
     ]

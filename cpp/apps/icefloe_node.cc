@@ -188,6 +188,8 @@ arrow::Status Run(const Flags& flags) {
 }  // namespace icefloe
 
 int main(int argc, char** argv) {
+  // Before anything else: it may start the program again.
+  icefloe::RestartWithNodeAllocatorConf(argv);
   // Loads churn through buffers Arrow allocates from its default pool (file
   // reads, decompression) while cached data stays for hours: jemalloc returns
   // those to the OS, where the wheel's default (mimalloc) keeps ~0.3 bytes per

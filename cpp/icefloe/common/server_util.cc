@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -73,6 +75,21 @@ arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server) {
     LogInfo("shutting down", {{"signal", std::to_string(sig)}});
   }
   return arrow::Status::OK();
+}
+
+void RestartWithNodeAllocatorConf(char** argv) {
+  constexpr const char* kVar = "JE_ARROW_MALLOC_CONF";
+  if (std::getenv(kVar) != nullptr) return;
+  if (::setenv(kVar, kNodeAllocatorConf, /*overwrite=*/0) != 0) return;
+  ::execv("/proc/self/exe", argv);
+  // Still here: exec failed. Unset, so that a child does not take the
+  // setting for one this process runs with.
+  const int err = errno;
+  ::unsetenv(kVar);
+  std::fprintf(stderr,
+               "icefloe: could not restart with %s=%s (%s); freed memory stays resident "
+               "for up to a second\n",
+               kVar, kNodeAllocatorConf, std::strerror(err));
 }
 
 void FinalizeProcess() {

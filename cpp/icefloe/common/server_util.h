@@ -23,6 +23,20 @@ void AnnounceReady(const std::string& component, const std::string& location,
 /// parent (it exited without stopping the server).
 arrow::Status ServeUntilSignal(arrow::flight::FlightServerBase* server);
 
+/// Options a data node's allocator needs, as jemalloc reads them
+/// (JE_ARROW_MALLOC_CONF): freed pages go back to the OS at once. Arrow's
+/// default keeps them resident for a second, and during a load that was more
+/// than the node's whole memory budget, uncounted (issue 42).
+inline constexpr const char* kNodeAllocatorConf = "dirty_decay_ms:0,muzzy_decay_ms:0";
+
+/// Starts this program again (same argv, same pid) with kNodeAllocatorConf in
+/// JE_ARROW_MALLOC_CONF, unless that variable is set (an explicit setting
+/// wins). jemalloc reads it when the process starts, before main, and Arrow's
+/// jemalloc_set_decay_ms reaches only arenas made later: a restart is the one
+/// way in. Returns only when it does not restart (set already, or exec failed:
+/// then the server runs with Arrow's default and says so).
+void RestartWithNodeAllocatorConf(char** argv);
+
 /// Finalizes process-wide Arrow state (the S3 client) before exit.
 void FinalizeProcess();
 
