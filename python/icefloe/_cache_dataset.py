@@ -353,12 +353,30 @@ class CacheDataset(ClusterClient, IterableDataset):
             "shuffle_within_block": self.shuffle_within_block, "drop_last": self.drop_last,
             "start": self._start, "world_size": world_size,
             "batch_size": self.batch_size}
+        self._record_progress(state, steps, info)
+        return state
+
+    def _record_progress(self, state: dict[str, Any], steps: int | None, info: Any) -> None:
+        """A state's progress: ``steps`` (given, or the batches yielded) where
+        any topology may resume it, else this DataLoader worker's batches."""
         if steps is not None or info is None:
             state["steps"] = int(steps if steps is not None else self._yielded)
         else:
             state["worker"] = {"id": info.id, "num_workers": info.num_workers,
                                "batches": self._yielded}
-        return state
+
+    def _restore_order(self, state: dict[str, Any]) -> None:
+        """The epoch order a state was saved with (seed, epoch, shuffle and
+        its tuning), and nothing read of it yet."""
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self.shuffle = state.get("shuffle", self.shuffle)
+        for key in ("block_rows", "window_blocks", "shuffle_within_block"):
+            if key in state:
+                setattr(self, key, state[key])
+        self._yielded = 0
+        self._first_batch = 0
+        self._worker_state = None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resumes from :meth:`state_dict`'s output: with any world size,
@@ -376,15 +394,7 @@ class CacheDataset(ClusterClient, IterableDataset):
         if self.token_budget is not None or "token_budget" in state:
             self._load_token_state(state)
             return
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        self.shuffle = state.get("shuffle", self.shuffle)
-        for key in ("block_rows", "window_blocks", "shuffle_within_block"):
-            if key in state:
-                setattr(self, key, state[key])
-        self._yielded = 0
-        self._first_batch = 0
-        self._worker_state = None
+        self._restore_order(state)
         # The resumed epoch reads the copy it started on (an error names both
         # generations when the head has freed it); later epochs follow.
         self.generation = int(state["generation"]) if state.get("generation") else None
@@ -413,11 +423,7 @@ class CacheDataset(ClusterClient, IterableDataset):
             "epoch": self.epoch, "drop_last": self.drop_last,
             "token_budget": self.token_budget.state(), "start": self._start,
             "world_size": world_size}
-        if steps is not None or info is None:
-            state["steps"] = int(steps if steps is not None else self._yielded)
-        else:
-            state["worker"] = {"id": info.id, "num_workers": info.num_workers,
-                               "batches": self._yielded}
+        self._record_progress(state, steps, info)
         return state
 
     def _load_token_state(self, state: dict[str, Any]) -> None:
@@ -425,12 +431,9 @@ class CacheDataset(ClusterClient, IterableDataset):
         if state.get("token_budget") != budget:
             raise ValueError(f"state was saved with token budget {state.get('token_budget')}, "
                              f"not {budget}; resume with the same budget")
-        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
-        self._yielded = 0
-        self._worker_state = None
+        self._restore_order(state)
         if "steps" in state:  # any world size: the sequence is the same
             self._start = int(state["start"]) + int(state["steps"]) * int(state["world_size"])
-            self._first_batch = 0
         else:
             self._start = int(state["start"])
             self._first_batch = int(state["worker"]["batches"])

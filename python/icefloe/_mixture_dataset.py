@@ -176,16 +176,8 @@ class MixtureDataset(CacheDataset):
         if set(state["sources"]) != set(self.mixture.names):
             raise ValueError(f"state is for the mixture of {', '.join(state['sources'])}, "
                              f"not of {', '.join(self.mixture.names)}")
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        self.shuffle = state.get("shuffle", self.shuffle)
-        for key in ("block_rows", "window_blocks", "shuffle_within_block"):
-            if key in state:
-                setattr(self, key, state[key])
+        self._restore_order(state)
         self._anchor = Anchor.from_json(state)
-        self._yielded = 0
-        self._first_batch = 0
-        self._worker_state = None
         if "worker" in state:
             self._first_batch = int(state["worker"]["batches"])
             self._worker_state = state
