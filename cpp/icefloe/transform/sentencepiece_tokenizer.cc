@@ -1,8 +1,128 @@
 #include "icefloe/transform/sentencepiece_tokenizer.h"
 
+#include <cstring>
 #include <type_traits>
 
 namespace icefloe::transform {
+
+namespace {
+
+// The protobuf wire format, enough to read a ModelProto's fields and write
+// the two derived models (sentencepiece_model.proto's field numbers).
+struct Field {
+  uint32_t number = 0;
+  uint32_t wire = 0;
+  std::string_view raw;    // the whole field, key included
+  uint64_t varint = 0;     // wire type 0
+  std::string_view bytes;  // wire type 2
+};
+
+bool ReadVarint(std::string_view* s, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && !s->empty(); shift += 7) {
+    const auto b = static_cast<uint8_t>(s->front());
+    s->remove_prefix(1);
+    *v |= static_cast<uint64_t>(b & 0x7F) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// The fields of a message; false where the bytes are not one.
+bool ReadFields(std::string_view s, std::vector<Field>* out) {
+  while (!s.empty()) {
+    const char* start = s.data();
+    uint64_t key = 0;
+    if (!ReadVarint(&s, &key)) return false;
+    Field f;
+    f.number = static_cast<uint32_t>(key >> 3);
+    f.wire = static_cast<uint32_t>(key & 7);
+    uint64_t n = 0;
+    switch (f.wire) {
+      case 0:
+        if (!ReadVarint(&s, &f.varint)) return false;
+        break;
+      case 1:
+      case 5:
+        n = f.wire == 1 ? 8 : 4;
+        if (s.size() < n) return false;
+        s.remove_prefix(n);
+        break;
+      case 2:
+        if (!ReadVarint(&s, &n) || n > s.size()) return false;
+        f.bytes = s.substr(0, n);
+        s.remove_prefix(n);
+        break;
+      default:
+        return false;
+    }
+    f.raw = std::string_view(start, static_cast<size_t>(s.data() - start));
+    out->push_back(f);
+  }
+  return true;
+}
+
+void PutVarint(std::string* out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>(v | 0x80));
+  out->push_back(static_cast<char>(v));
+}
+void PutInt(std::string* out, uint32_t number, uint64_t v) {
+  PutVarint(out, static_cast<uint64_t>(number) << 3);
+  PutVarint(out, v);
+}
+void PutBytes(std::string* out, uint32_t number, std::string_view bytes) {
+  PutVarint(out, (static_cast<uint64_t>(number) << 3) | 2);
+  PutVarint(out, bytes.size());
+  out->append(bytes);
+}
+
+// ModelProto.SentencePiece: piece (1), score (2, float), type (3).
+std::string Piece(std::string_view piece, int type) {
+  std::string out;
+  PutBytes(&out, 1, piece);
+  PutInt(&out, 3, static_cast<uint64_t>(type));
+  return out;
+}
+
+constexpr std::string_view kBoundary = "\xE2\x96\x81";  // U+2581, the escaped space
+enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5 };
+enum ModelType { kBpe = 2, kWord = 3 };
+
+// Whether the serialized model is a BPE whose merges never cross a word
+// boundary: no user-defined symbols, no normal or unused piece with U+2581
+// past its first byte, U+2581 alone a normal piece (so that a word never
+// starts with an unknown that the library would fuse with the previous
+// word's), whitespace as a prefix.
+bool EncodesByWord(const std::vector<Field>& model) {
+  bool bpe = false, boundary_known = false;
+  for (const Field& f : model) {
+    std::vector<Field> sub;
+    if (f.wire == 2 && (f.number == 1 || f.number == 2) && !ReadFields(f.bytes, &sub)) {
+      return false;
+    }
+    if (f.number == 2) {  // trainer_spec: model_type (3), treat_whitespace_as_suffix (24)
+      for (const Field& t : sub) {
+        if (t.number == 3 && t.wire == 0) bpe = t.varint == kBpe;
+        if (t.number == 24 && t.wire == 0 && t.varint != 0) return false;
+      }
+    } else if (f.number == 1) {
+      std::string_view piece;
+      uint64_t type = kNormal;
+      for (const Field& p : sub) {
+        if (p.number == 1 && p.wire == 2) piece = p.bytes;
+        if (p.number == 3 && p.wire == 0) type = p.varint;
+      }
+      if (type == kUserDefined) return false;
+      if (type == kNormal || type == kUnused) {
+        if (piece.find(kBoundary, 1) != std::string_view::npos) return false;
+        boundary_known = boundary_known || (type == kNormal && piece == kBoundary);
+      }
+    }
+  }
+  return bpe && boundary_known;
+}
+
+}  // namespace
 
 arrow::Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(
     const std::string& bytes, const std::string& location) {
@@ -15,7 +135,68 @@ arrow::Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::L
   if (t->processor_.GetPieceSize() <= 0) {
     return arrow::Status::Invalid("tokenizer model '", location, "' has no pieces");
   }
+  ARROW_RETURN_NOT_OK(t->PrepareWords(bytes));
   return t;
+}
+
+arrow::Status SentencePieceTokenizer::PrepareWords(const std::string& bytes) {
+  std::vector<Field> model;
+  if (!ReadFields(bytes, &model) || !EncodesByWord(model)) return arrow::Status::OK();
+  // normalizer_: the model's normalizer_spec (3) over a WORD model of only
+  // <unk>, <s>, </s>: its pieces are the words of the normalized text.
+  // words_: the model without its normalizer (3), self-test (4) and
+  // denormalizer (5), under an identity normalizer that adds no prefix and
+  // leaves whitespace alone.
+  std::string normalizer, words;
+  for (const Field& f : model) {
+    if (f.number == 3) normalizer.append(f.raw);
+    if (f.number != 3 && f.number != 4 && f.number != 5) words.append(f.raw);
+  }
+  PutBytes(&normalizer, 1, Piece("<unk>", kUnknown));
+  PutBytes(&normalizer, 1, Piece("<s>", kControl));
+  PutBytes(&normalizer, 1, Piece("</s>", kControl));
+  std::string trainer;
+  PutInt(&trainer, 3, kWord);
+  PutBytes(&normalizer, 2, trainer);
+  std::string identity;
+  PutBytes(&identity, 1, "identity");
+  PutInt(&identity, 3, 0);  // add_dummy_prefix
+  PutInt(&identity, 4, 0);  // remove_extra_whitespaces
+  PutInt(&identity, 5, 0);  // escape_whitespaces
+  PutBytes(&words, 3, identity);
+  // The library took the model whole; where it refuses a derived one, the
+  // model stays on that whole path (exact, only slower).
+  by_word_ = normalizer_.LoadFromSerializedProto(normalizer).ok() &&
+             words_.LoadFromSerializedProto(words).ok();
+  return arrow::Status::OK();
+}
+
+arrow::Status SentencePieceTokenizer::EncodeByWord(std::string_view text,
+                                                   std::vector<int32_t>* ids) const {
+  thread_local std::vector<std::string> pieces;
+  thread_local std::string normalized;
+  thread_local std::vector<int> word_ids;
+  pieces.clear();
+  auto st = normalizer_.Encode(text, &pieces);
+  if (!st.ok()) return arrow::Status::Invalid(st.ToString());
+  normalized.clear();
+  for (const std::string& p : pieces) normalized.append(p);
+  hf::WordCache& cache = hf::WordCache::For(cache_owner_);
+  const std::string_view all(normalized);
+  size_t start = 0;
+  while (start < all.size()) {
+    const size_t next = all.find(kBoundary, start + 1);
+    const std::string_view word = all.substr(start, next - start);
+    start = next == std::string_view::npos ? all.size() : next;
+    const uint64_t h = hf::HashBytes(word);
+    if (cache.Find(word, h, ids)) continue;
+    word_ids.clear();
+    st = words_.Encode(word, &word_ids);
+    if (!st.ok()) return arrow::Status::Invalid(st.ToString());
+    cache.Put(word, h, word_ids.data(), word_ids.size());
+    ids->insert(ids->end(), word_ids.begin(), word_ids.end());
+  }
+  return arrow::Status::OK();
 }
 
 arrow::Status SentencePieceTokenizer::Check(const TokenizeOptions& options) const {
@@ -33,6 +214,7 @@ arrow::Status SentencePieceTokenizer::Check(const TokenizeOptions& options) cons
 arrow::Status SentencePieceTokenizer::EncodeText(std::string_view text,
                                                  std::vector<int32_t>* ids) const {
   static_assert(std::is_same_v<int, int32_t>);  // Encode's std::vector<int>
+  if (by_word_) return EncodeByWord(text, ids);
   // The processor's Encode replaces its output: encode straight into `ids`
   // only when there is nothing to keep (the common case), else append.
   if (ids->empty()) {
