@@ -9,7 +9,9 @@
 // from the model: one that only normalizes (the model's normalizer over a
 // WORD model with no pieces) and one that runs the model's BPE on a
 // normalized word (an identity normalizer). Other models, and BPE models with
-// user-defined symbols (matched across words), go to the library whole.
+// user-defined symbols (matched across words), go to the library whole, as
+// do texts over 64 KiB (the normalizing processor's cost grows with the
+// square of a run of unknown words).
 #pragma once
 
 #include <memory>

@@ -38,7 +38,11 @@ std::vector<std::string> AdversarialTexts() {
       "\xEF\xAC\x81ne \xE2\x91\xA0 \xE3\x8E\x8F",  // ﬁ ligature, circled 1, ㎏
       "1234567890 3.14159 -42",
   };
-  std::mt19937 rng(20261127);  // the seed, fixed
+  std::string long_text;  // past the by-word path's 64 KiB: the library's whole path
+  while (long_text.size() <= 70 * 1024) long_text += "great  film caf\xC3\xA9\xE2\x98\x83 ";
+  texts.push_back(long_text);
+  texts.push_back(long_text.substr(0, 64 * 1024));  // just inside it
+  std::mt19937 rng(20261127);                       // the seed, fixed
   const char* parts[] = {
       "great",        "film", " ",    "  ", "\n",           "caf\xC3\xA9", "\xE2\x96\x81",
       "\xE2\x98\x83", "the",  "plot", "\t", "\xEF\xBC\xA7", "loved",       "x"};
