@@ -1,5 +1,6 @@
 #include "icefloe/transform/sentencepiece_tokenizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -14,7 +15,7 @@ struct Field {
   uint32_t wire = 0;
   std::string_view raw;    // the whole field, key included
   uint64_t varint = 0;     // wire type 0
-  std::string_view bytes;  // wire type 2
+  std::string_view bytes;  // wire type 2 (the value), 1 and 5 (its bytes)
 };
 
 bool ReadVarint(std::string_view* s, uint64_t* v) {
@@ -46,6 +47,7 @@ bool ReadFields(std::string_view s, std::vector<Field>* out) {
       case 5:
         n = f.wire == 1 ? 8 : 4;
         if (s.size() < n) return false;
+        f.bytes = s.substr(0, n);
         s.remove_prefix(n);
         break;
       case 2:
@@ -96,16 +98,37 @@ enum ModelType { kBpe = 2, kWord = 3 };
 // goes to the library whole, which is linear.
 constexpr size_t kByWordMaxBytes = 64 * 1024;
 
-// ModelProto.pieces' piece (1) and type (3, NORMAL when absent).
-bool ReadPiece(const Field& f, std::string_view* piece, uint64_t* type) {
+// ModelProto.pieces' piece (1), score (2, a float) and type (3, NORMAL when absent).
+bool ReadPiece(const Field& f, std::string_view* piece, uint64_t* type, float* score = nullptr) {
   std::vector<Field> sub;
   if (f.wire != 2 || !ReadFields(f.bytes, &sub)) return false;
   for (const Field& p : sub) {
     if (p.number == 1 && p.wire == 2) *piece = p.bytes;
     if (p.number == 3 && p.wire == 0) *type = p.varint;
+    if (p.number == 2 && p.wire == 5 && score != nullptr) std::memcpy(score, p.bytes.data(), 4);
   }
   return true;
 }
+
+// The library's bpe::Model symbols and merge candidates (a symbol's bytes
+// within the word, its neighbours; a candidate's merged piece's score and
+// byte length, by which the library tells a stale one).
+struct SpmSymbol {
+  size_t start;
+  size_t len;  // 0 once merged into the symbol on its left
+  int prev;
+  int next;
+};
+struct SpmPair {
+  float score;
+  int left;
+  int right;
+  size_t size;
+  // The library's agenda pops the highest score, then the leftmost.
+  bool operator<(const SpmPair& o) const {
+    return score < o.score || (score == o.score && left > o.left);
+  }
+};
 
 // Whether the serialized model is a BPE whose merges never cross a word
 // boundary: no user-defined symbols, no normal or unused piece with U+2581
@@ -194,7 +217,70 @@ arrow::Status SentencePieceTokenizer::PrepareWords(const std::string& bytes) {
   // model stays on that whole path (exact, only slower).
   by_word_ = normalizer_.LoadFromSerializedProto(normalizer).ok() &&
              words_.LoadFromSerializedProto(words).ok();
+  // The merges of a word whose characters are all normal pieces, here:
+  // without unused pieces (which the library splits again after merging).
+  size_t n = 0;
+  for (const Field& f : model) n += f.number == 1;
+  pieces_.Reserve(n);
+  scores_.assign(n, 0.0f);
+  merges_here_ = by_word_;
+  int32_t id = 0;
+  for (const Field& f : model) {
+    if (f.number != 1) continue;
+    std::string_view piece;
+    uint64_t type = kNormal;
+    float score = 0.0f;
+    if (!ReadPiece(f, &piece, &type, &score) || type == kUnused ||
+        (type == kNormal && !pieces_.Insert(piece, id))) {
+      merges_here_ = false;
+    }
+    scores_[id++] = score;
+  }
   return arrow::Status::OK();
+}
+
+bool SentencePieceTokenizer::MergeWord(std::string_view word, std::vector<int32_t>* ids) const {
+  thread_local std::vector<SpmSymbol> symbols;
+  thread_local std::vector<SpmPair> agenda;
+  symbols.clear();
+  agenda.clear();
+  for (size_t i = 0; i < word.size();) {
+    // The library's OneCharLen: the length its lead byte gives.
+    const auto lead = static_cast<unsigned char>(word[i]);
+    const size_t len =
+        std::min<size_t>(word.size() - i, "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[lead >> 4]);
+    if (pieces_.Find(word.substr(i, len)) < 0) return false;  // an unknown: the library's path
+    const int n = static_cast<int>(symbols.size());
+    symbols.push_back({i, len, n - 1, i + len < word.size() ? n + 1 : -1});
+    i += len;
+  }
+  auto add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    const size_t size = symbols[left].len + symbols[right].len;
+    const int32_t id = pieces_.Find(word.substr(symbols[left].start, size));
+    if (id < 0) return;
+    agenda.push_back({scores_[id], left, right, size});
+    std::push_heap(agenda.begin(), agenda.end());
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) add(static_cast<int>(i) - 1, static_cast<int>(i));
+  while (!agenda.empty()) {
+    std::pop_heap(agenda.begin(), agenda.end());
+    const SpmPair top = agenda.back();
+    agenda.pop_back();
+    SpmSymbol& left = symbols[top.left];
+    SpmSymbol& right = symbols[top.right];
+    if (left.len == 0 || right.len == 0 || left.len + right.len != top.size) continue;
+    left.len += right.len;
+    right.len = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = top.left;
+    add(left.prev, top.left);
+    add(top.left, left.next);
+  }
+  for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
+    ids->push_back(pieces_.Find(word.substr(symbols[i].start, symbols[i].len)));
+  }
+  return true;
 }
 
 arrow::Status SentencePieceTokenizer::EncodeByWord(std::string_view text,
@@ -217,8 +303,11 @@ arrow::Status SentencePieceTokenizer::EncodeByWord(std::string_view text,
     const uint64_t h = hf::HashBytes(word);
     if (cache.Find(word, h, ids)) continue;
     word_ids.clear();
-    st = words_.Encode(word, &word_ids);
-    if (!st.ok()) return arrow::Status::Invalid(st.ToString());
+    if (!merges_here_ || !MergeWord(word, &word_ids)) {
+      word_ids.clear();
+      st = words_.Encode(word, &word_ids);
+      if (!st.ok()) return arrow::Status::Invalid(st.ToString());
+    }
     cache.Put(word, h, word_ids.data(), word_ids.size());
     ids->insert(ids->end(), word_ids.begin(), word_ids.end());
   }

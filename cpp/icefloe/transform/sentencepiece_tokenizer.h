@@ -57,6 +57,12 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool by_word_ = false;
   sentencepiece::SentencePieceProcessor normalizer_;  ///< by_word_: normalizes only
   sentencepiece::SentencePieceProcessor words_;       ///< by_word_: BPE of a normalized word
+  /// The library's BPE of a normalized word, here; false (ids untouched)
+  /// when a character of it is not a normal piece (the library's path).
+  bool MergeWord(std::string_view word, std::vector<int32_t>* ids) const;
+  bool merges_here_ = false;   ///< by_word_ and no unused pieces: MergeWord
+  hf::TokenTable pieces_;      ///< the normal pieces' ids
+  std::vector<float> scores_;  ///< by id
   const uint64_t cache_owner_ = hf::WordCache::NextOwner();
 };
 

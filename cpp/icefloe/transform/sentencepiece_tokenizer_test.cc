@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <tuple>
 
 #include <arrow/api.h>
 #include <gtest/gtest.h>
@@ -133,6 +134,69 @@ INSTANTIATE_TEST_SUITE_P(
                       Model{"--treat_whitespace_as_suffix=true", false},
                       Model{"--allow_whitespace_only_pieces=true --remove_extra_whitespaces=false",
                             false}));
+
+// A hand-made BPE ModelProto (serialized): `pieces` as (piece, score,
+// type), BPE, an identity normalizer that keeps the dummy prefix.
+std::string HandMadeBpe(const std::vector<std::tuple<std::string, float, int>>& pieces) {
+  auto varint = [](std::string* out, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>(v | 0x80));
+    out->push_back(static_cast<char>(v));
+  };
+  auto bytes = [&](std::string* out, int number, const std::string& b) {
+    varint(out, (static_cast<uint64_t>(number) << 3) | 2);
+    varint(out, b.size());
+    out->append(b);
+  };
+  std::string model;
+  for (const auto& [piece, score, type] : pieces) {
+    std::string p;
+    bytes(&p, 1, piece);
+    p.push_back(static_cast<char>((2 << 3) | 5));
+    p.append(reinterpret_cast<const char*>(&score), 4);
+    varint(&p, 3 << 3);
+    varint(&p, static_cast<uint64_t>(type));
+    bytes(&model, 1, p);
+  }
+  bytes(&model, 2, std::string("\x18\x02", 2));  // trainer_spec { model_type: BPE }
+  bytes(&model, 3, "\x0A\x08identity");          // normalizer_spec { name: "identity" }
+  return model;
+}
+
+// Pieces of equal score: the library merges the leftmost pair first.
+TEST(SentencePieceTies, MergeTheLeftmostFirst) {
+  const std::string model = HandMadeBpe({{"<unk>", 0, 2},
+                                         {"<s>", 0, 3},
+                                         {"</s>", 0, 3},
+                                         {"\xE2\x96\x81", 0, 1},
+                                         {"a", 0, 1},
+                                         {"b", 0, 1},
+                                         {"aa", -1, 1},
+                                         {"ab", -1, 1},
+                                         {"ba", -1, 1},
+                                         {"\xE2\x96\x81"
+                                          "a",
+                                          -2, 1}});
+  sentencepiece::SentencePieceProcessor library;
+  ASSERT_TRUE(library.LoadFromSerializedProto(model).ok());
+  ASSERT_OK_AND_ASSIGN(auto tokenizer, SentencePieceTokenizer::Load(model, "ties.model"));
+  EXPECT_TRUE(tokenizer->encodes_by_word());
+  const std::vector<std::string> texts = {"aaa",       "aaaaa", "aba",        "abab",
+                                          "baab a aa", "c aac", "bbb aaa bab"};
+  arrow::StringBuilder builder;
+  ASSERT_OK(builder.AppendValues(texts));
+  ASSERT_OK_AND_ASSIGN(auto strings, builder.Finish());
+  ASSERT_OK_AND_ASSIGN(
+      auto encoded, tokenizer->Encode(*strings, TokenizeOptions{}, arrow::default_memory_pool()));
+  const auto& lists = static_cast<const arrow::ListArray&>(*encoded);
+  const auto& values = static_cast<const arrow::Int32Array&>(*lists.values());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<int> want;
+    ASSERT_TRUE(library.Encode(texts[i], &want).ok());
+    std::vector<int> got(values.raw_values() + lists.value_offset(i),
+                         values.raw_values() + lists.value_offset(i + 1));
+    EXPECT_EQ(got, want) << "'" << texts[i] << "'";
+  }
+}
 
 }  // namespace
 
