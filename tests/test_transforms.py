@@ -259,6 +259,13 @@ def test_a_second_job_shares_the_copy_and_another_transform_makes_its_own(tmp_pa
     (lambda m: {"columns": [{"name": "a", "expr": "stars", "tokenize": {"column": "text",
                                                                         "model": m}}]},
      r"give exactly one of 'expr', 'tokenize' and 'chat'"),
+    # A misspelt option would make another copy than the one asked for.
+    (lambda m: {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": m,
+                                                         "max_tokens": 8, "pad_too": 8}}]},
+     r"'columns'\[0\]\.tokenize: unknown field 'pad_too' \(fields: column, model, bos, eos, "),
+    (lambda m: {"columns": [{"name": "ids", "tokenize": {"column": "text", "model": m}}],
+                "pack": {"column": "ids", "seq_len": 8, "seq_length": 16}},
+     r"transform: 'pack': unknown field 'seq_length'"),
 ])
 def test_bad_specs_and_models_are_refused_with_nothing_loaded(tmp_path, corpus, spec_fn, match):
     t, _, models, root = corpus

@@ -98,7 +98,10 @@ arrow::Status Run(const Flags& flags) {
       // Checked like a load action's: a bad spec stops the head at once.
       ARROW_ASSIGN_OR_RAISE(nlohmann::json body,
                             ParseJsonObject(env.transform, "ICEFLOE_TRANSFORM"));
-      auto spec = TransformSpec::FromJson(body);
+      arrow::Result<TransformSpec> spec = TransformSpec::FromJson(body);
+      if (spec.ok()) {
+        if (arrow::Status known = spec->CheckKnownFields(); !known.ok()) spec = known;
+      }
       if (!spec.ok()) {
         return spec.status().WithMessage("ICEFLOE_TRANSFORM: ", spec.status().message());
       }

@@ -70,7 +70,10 @@ arrow::Result<LoadRequest> LoadRequest::FromJson(const json& j) {
 
 arrow::Result<LoadRequest> LoadRequest::Parse(std::string_view body) {
   ARROW_ASSIGN_OR_RAISE(json j, ParseJsonObject(body, "load"));
-  return FromJson(j);
+  ARROW_ASSIGN_OR_RAISE(LoadRequest r, FromJson(j));
+  // A client's spec, unlike a catalog record's: a misspelt option is refused.
+  if (r.transform) ARROW_RETURN_NOT_OK(r.transform->CheckKnownFields());
+  return r;
 }
 
 MessageSpec LoadRequest::Spec() { return SpecOf<LoadRequest>("load", kLoadFields); }

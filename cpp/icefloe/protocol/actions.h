@@ -38,6 +38,8 @@ struct LoadRequest {
   bool operator==(const LoadRequest&) const = default;
   nlohmann::json ToJson() const;
   static arrow::Result<LoadRequest> FromJson(const nlohmann::json& j);
+  /// A client's load body: FromJson, and a transform naming a field its
+  /// spec does not know is refused (TransformSpec::CheckKnownFields).
   static arrow::Result<LoadRequest> Parse(std::string_view body);
   static MessageSpec Spec();
 };

@@ -217,6 +217,29 @@ arrow::Status CheckPack(const PackSpec& p, const TransformSpec& spec,
   return arrow::Status::OK();
 }
 
+// Invalid naming the first member of `object` that `known` does not list.
+arrow::Status CheckKnown(const json& object, const std::vector<std::string_view>& known,
+                         const std::string& what) {
+  if (!object.is_object()) return arrow::Status::OK();  // FromJson checked the types
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    std::string names;
+    for (std::string_view name : known) names += (names.empty() ? "" : ", ") + std::string(name);
+    return arrow::Status::Invalid(what, ": unknown field '", it.key(), "' (fields: ", names, ")");
+  }
+  return arrow::Status::OK();
+}
+
+// The names of `table`'s fields, then of `objects` (fields read by hand).
+template <typename M>
+std::vector<std::string_view> NamesOf(std::span<const Field<M>> table,
+                                      std::initializer_list<FieldSpec> objects = {}) {
+  std::vector<std::string_view> names;
+  for (const Field<M>& f : table) names.push_back(f.spec.name);
+  for (const FieldSpec& o : objects) names.push_back(o.name);
+  return names;
+}
+
 // The fields of `table` in `m` that are required or differ from their
 // default (a default-constructed M's).
 template <typename M>
@@ -281,6 +304,31 @@ std::vector<std::string> TransformSpec::ModelLocations() const {
     if (c.chat) out.push_back(c.chat->model);
   }
   return out;
+}
+
+arrow::Status TransformSpec::CheckKnownFields() const {
+  ARROW_RETURN_NOT_OK(
+      CheckKnown(given_, NamesOf<TransformSpec>(kSpecFields, {kColumns, kPack}), "transform"));
+  if (const auto columns = given_.find("columns"); columns != given_.end() && columns->is_array()) {
+    for (size_t i = 0; i < columns->size(); ++i) {
+      const json& column = (*columns)[i];
+      const std::string what = "transform: 'columns'[" + std::to_string(i) + "]";
+      ARROW_RETURN_NOT_OK(
+          CheckKnown(column, NamesOf<TransformColumn>(kColumnFields, {kTokenize, kChat}), what));
+      if (!column.is_object()) continue;
+      if (const auto t = column.find("tokenize"); t != column.end()) {
+        ARROW_RETURN_NOT_OK(
+            CheckKnown(*t, NamesOf<TokenizeSpec>(kTokenizeFields), what + ".tokenize"));
+      }
+      if (const auto c = column.find("chat"); c != column.end()) {
+        ARROW_RETURN_NOT_OK(CheckKnown(*c, NamesOf<ChatSpec>(kChatFields), what + ".chat"));
+      }
+    }
+  }
+  if (const auto pack = given_.find("pack"); pack != given_.end()) {
+    ARROW_RETURN_NOT_OK(CheckKnown(*pack, NamesOf<PackSpec>(kPackFields), "transform: 'pack'"));
+  }
+  return arrow::Status::OK();
 }
 
 arrow::Result<TransformSpec> TransformSpec::FromJson(const json& j) {

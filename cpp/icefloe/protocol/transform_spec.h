@@ -161,6 +161,15 @@ struct TransformSpec {
   /// every field, less the optional ones at their defaults.
   nlohmann::json ToJson() const;
 
+  /// OK, or Invalid naming the first member of the JSON this spec was read
+  /// from that is no field of its object ("transform: 'columns'[0].tokenize:
+  /// unknown field 'pad_too' (fields: ...)"). A load refuses such a spec: a
+  /// misspelt option would make another copy than the one asked for. FromJson
+  /// itself reads past unknown members, as every message does, so that specs
+  /// in catalog records and node.load stay readable. A spec built in code has
+  /// none.
+  arrow::Status CheckKnownFields() const;
+
   /// Checks the shape of `j` (an object); Invalid naming the field
   /// ("transform: 'columns'[1].tokenize: 'model' must be ...").
   static arrow::Result<TransformSpec> FromJson(const nlohmann::json& j);
