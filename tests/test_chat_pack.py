@@ -10,7 +10,8 @@ and read with `icefloe.torch.CacheDataset` as `[B, S]` tensors. The
 reference is the unpacked copy of the same chat column (itself equal to
 transformers: tests/test_chat.py) run through transformers'
 `DataCollatorWithFlattening`: `concat` equals its flattened row cut into rows
-of S; `ffd` holds each of its documents whole, once."""
+of S; `ffd` holds each of its documents whole, once, and a small Llama fed a
+packed batch attends within each document."""
 
 from __future__ import annotations
 
@@ -86,6 +87,37 @@ def documents(packed: dict[str, np.ndarray]) -> list[tuple[list[int], list[int]]
     return found
 
 
+def attends_within_documents(packed: dict[str, np.ndarray], rows: int = 2) -> None:
+    """A transformers model (a tiny random Llama, sdpa) given a packed batch's
+    input_ids and position_ids, without the attention_mask and the KV cache,
+    computes each document's logits as it does for the document alone; given
+    the mask, a document after the first in its row attends to those before
+    it (why a concat copy has no mask; docs/transforms.md)."""
+    config = transformers.LlamaConfig(vocab_size=152_000, hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=1, attn_implementation="sdpa")
+    torch.manual_seed(SEED)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.from_numpy(packed["input_ids"][:rows]).long()
+    pos = torch.from_numpy(packed["position_ids"][:rows]).long()
+    mask = torch.from_numpy(packed["attention_mask"][:rows]).long()
+    with torch.no_grad():
+        free = model(input_ids=ids, position_ids=pos, use_cache=False).logits
+        masked = model(input_ids=ids, position_ids=pos, attention_mask=mask,
+                       use_cache=False).logits
+        later = 0
+        for r in range(rows):
+            n = int(mask[r].sum())
+            starts = [k for k in range(n) if pos[r, k] == 0] + [n]
+            for a, b in zip(starts, starts[1:], strict=False):
+                alone = model(input_ids=ids[r:r + 1, a:b]).logits[0]
+                assert torch.allclose(free[r, a:b], alone, atol=1e-5), (r, a, b)
+                if a > 0:
+                    later += 1
+                    assert not torch.allclose(masked[r, a:b], alone, atol=1e-5), (r, a, b)
+    assert later > 0
+
+
 def read_tensors(head_uri: str, name: str, columns: set[str]) -> dict[str, np.ndarray]:
     """Every row of `name` through CacheDataset, in one order (by ids), each
     batch exactly `columns`, each a [B, S] tensor, int32 (the mask int8)."""
@@ -150,6 +182,7 @@ def check_packed_like_the_collator(client, head_uri: str, name: str, table: pa.T
     assert (tensors["labels"][~mask] == -100).all() and (tensors["position_ids"][~mask] == 0).all()
     want = [(i, [-100] + lab[1:]) for i, lab in zip(ids, labels, strict=True) if len(i) <= SEQ_LEN]
     assert sorted(documents(tensors)) == sorted(want)
+    attends_within_documents(tensors)
     scan = desc["scan"]
     assert scan["transform_rows_dropped"] == dropped
     assert scan["pack_overlong_dropped"] == sum(len(i) > SEQ_LEN for i in ids)
