@@ -12,9 +12,12 @@ tokenized whole, and labelled, compared row by row with `transformers`:
   `return_assistant_tokens_mask` on the real template with TRL's
   `{% generation %}` markers around what is trained.
 
-The tokenizer is the real Llama-3 tokenizer.json; for chatml and mistral the
-same file with the template's markers added as special tokens (a tokenizer
-of those families is not fetched offline yet). Rows a template cannot
+The tokenizers are real: for chatml Qwen2's vocabulary (Qwen2 and Qwen2.5
+share it; rebuilt from llama.cpp's GGUF file by icefloe_demo.gguf_tokenizer,
+checked there against Hugging Face's ids), whose added tokens include
+<|im_start|> and <|im_end|>; for llama3 Llama-3's tokenizer.json; for mistral
+the same Llama-3 file with Mistral's markers added as special tokens (a
+Mistral tokenizer is not fetched offline yet). Rows a template cannot
 render are dropped and counted in describe's scan.transform_rows_dropped."""
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from fetch_tokenizers import llama3, llama_cpp_file
 from iceberg_util import Warehouse
 
 import icefloe
+from icefloe_demo.gguf_tokenizer import qwen2
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
@@ -111,20 +115,31 @@ BAD = [
 
 
 def tokenizer_file(tmp: Path, template: str, strip: bool = False) -> str:
-    """The Llama-3 tokenizer.json, with the template's markers added as special
-    tokens for the families whose own file is not fetched here (`strip`: the
-    markers take the whitespace after them, rstrip)."""
-    path = Path(llama3())
-    if template not in ADDED:
-        return str(path)
-    doc = json.loads(path.read_text())
-    next_id = max(t["id"] for t in doc["added_tokens"]) + 1
-    for k, content in enumerate(ADDED[template]):
-        doc["added_tokens"].append({"id": next_id + k, "content": content, "single_word": False,
-                                    "lstrip": False, "rstrip": strip, "normalized": False,
-                                    "special": True})
+    """The template's tokenizer.json: for chatml the real Qwen2 vocabulary
+    (rebuilt from llama.cpp's GGUF file; its added tokens are <|endoftext|>,
+    <|im_start|> and <|im_end|>), for llama3 the real Llama-3 file, for
+    mistral the Llama-3 file with Mistral's markers added as special tokens (a
+    Mistral tokenizer is not fetched offline yet). `strip`: the markers take
+    the whitespace after them (rstrip)."""
+    if template == "chatml":
+        path = Path(qwen2())
+        if not strip:
+            return str(path)
+        doc = json.loads(path.read_text())
+        for token in doc["added_tokens"]:
+            token["rstrip"] = token["content"] in ADDED["chatml"]
+    else:
+        path = Path(llama3())
+        if template not in ADDED:
+            return str(path)
+        doc = json.loads(path.read_text())
+        next_id = max(t["id"] for t in doc["added_tokens"]) + 1
+        for k, content in enumerate(ADDED[template]):
+            doc["added_tokens"].append({"id": next_id + k, "content": content,
+                                        "single_word": False, "lstrip": False, "rstrip": strip,
+                                        "normalized": False, "special": True})
     out = tmp / f"{template}{'.strip' if strip else ''}.tokenizer.json"
-    out.write_text(json.dumps(doc))
+    out.write_text(json.dumps(doc, ensure_ascii=False))
     return str(out)
 
 
