@@ -336,6 +336,83 @@ def test_alpaca_trains_on_the_response_and_eos_as_torchtune(tmp_path):
             assert len(rows) - len(kept) >= 2
 
 
+def torchtune_llama3(tok, r: dict, train_on_input: bool, max_seq_len: int | None):
+    """torchtune's alpaca_dataset with the Llama-3 tokenizer, written from its
+    logic (AlpacaToMessages, Llama3Tokenizer.tokenize_messages, truncate;
+    pytorch/torchtune torchtune/models/llama3/_tokenizer.py): [bos], then per
+    message [start_header] + encode(role) + [end_header] + encode("\\n\\n") +
+    encode(content.strip()) + [eot], each message's tokens trained unless it
+    is masked, then [eos]; bos and eos never trained; max_seq_len cuts and
+    makes the last token eos (not trained). Each piece encoded on its own."""
+    if r["instruction"] is None or r["output"] is None:
+        return None
+    def enc(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+    special = {t: tok.convert_tokens_to_ids(t) for t in (
+        "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+        "<|eot_id|>")}
+    prompt = (ALPACA_INPUT if r["input"] else ALPACA_NO_INPUT).format(**r)
+    ids, mask = [special["<|begin_of_text|>"]], [True]
+    for role, content, masked in (("user", prompt, not train_on_input),
+                                  ("assistant", r["output"], False)):
+        message = ([special["<|start_header_id|>"]] + enc(role) + [special["<|end_header_id|>"]]
+                   + enc("\n\n") + enc(content.strip()) + [special["<|eot_id|>"]])
+        ids, mask = ids + message, mask + [masked] * len(message)
+    ids, mask = ids + [special["<|end_of_text|>"]], mask + [True]
+    if max_seq_len and len(ids) > max_seq_len:
+        ids, mask = ids[:max_seq_len], mask[:max_seq_len]
+        ids[-1], mask[-1] = special["<|end_of_text|>"], True
+    labels = [-100 if m else t for t, m in zip(ids, mask, strict=True)]
+    return None if all(x == -100 for x in labels) else (ids, labels)
+
+
+def test_llama3_instruction_rows_equal_torchtunes_alpaca_dataset(tmp_path):
+    """llama3 with instruction columns: what Kubeflow Trainer's torchtune
+    runtimes train Llama-3.2 on (alpaca_dataset, train_on_input False; True for
+    train_on all), ids and labels row by row, truncation included."""
+    model = tokenizer_file(tmp_path, "llama3")
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_file=model)
+    rng = random.Random(47)
+    rows = [{"instruction": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(1, 3))),
+             "input": rng.choice([None, "", rng.choice(TEXTS)]),
+             "output": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(0, 30)))}
+            for _ in range(200)]
+    rows += [{"instruction": None, "input": "", "output": "x"},
+             {"instruction": "x", "input": "", "output": None},
+             {"instruction": "x", "input": "", "output": " \n "}]
+    data = pa.table({"id": pa.array(range(len(rows)), pa.int64()),
+                     **{k: pa.array([r[k] for r in rows], pa.string())
+                        for k in ("instruction", "input", "output")}})
+    table = Warehouse(tmp_path / "wh").create("tune", data)
+    with icefloe.LocalCluster(num_nodes=1, log_dir=tmp_path / "logs") as cluster, \
+            cluster.client() as client:
+        for max_tokens in (None, 80):
+            chat = {"template": "llama3", "instruction": "instruction", "input": "input",
+                    "output": "output", "model": model}
+            if max_tokens:
+                chat["max_tokens"] = max_tokens
+            spec = {"keep": ["id"], "columns": [
+                {"name": "input_ids", "chat": chat},
+                {"name": "all_ids", "chat": {**chat, "train_on": "all", "labels": "all_labels"}}]}
+            name = f"t{max_tokens}"
+            desc = client.load(name, table.metadata_location, transform=spec)
+            got = client.read(name).sort_by("id")
+            want = {i: torchtune_llama3(tok, r, False, max_tokens) for i, r in enumerate(rows)}
+            want_all = {i: torchtune_llama3(tok, r, True, max_tokens) for i, r in enumerate(rows)}
+            kept = [i for i in want if want[i] is not None and want_all[i] is not None]
+            assert got["id"].to_pylist() == kept
+            assert got["input_ids"].to_pylist() == [want[i][0] for i in kept]
+            assert got["labels"].to_pylist() == [want[i][1] for i in kept]
+            assert got["all_ids"].to_pylist() == [want_all[i][0] for i in kept]
+            assert got["all_labels"].to_pylist() == [want_all[i][1] for i in kept]
+            assert desc["scan"]["transform_rows_dropped"] == len(rows) - len(kept)
+            assert len(kept) > 100
+            if max_tokens:  # torchtune's truncate ran: cut rows end with an untrained EOS
+                cut = [i for i in kept if len(want[i][0]) == max_tokens]
+                assert cut and all(want[i][1][-1] == -100 for i in cut)
+                assert len(rows) - len(kept) > 2  # responses cut away entirely
+
+
 BAD_SPECS = [
     ({"template": "chatml2"}, "'template'"),
     ({"template": "chatml", "messages": "text"}, "'messages': column 'text' must be list<struct"),
@@ -345,7 +422,11 @@ BAD_SPECS = [
     ({"template": "alpaca", "instruction": "text", "output": "text"}, "'alpaca' needs 'eos'"),
     ({"template": "alpaca", "messages": "messages"}, "'messages' is for the chat templates"),
     ({"template": "llama3", "messages": "messages", "eos": "</s>"}, "'eos' is for 'alpaca'"),
-    ({"template": "llama3", "messages": "messages", "instruction": "text"}, "are for 'alpaca'"),
+    ({"template": "llama3", "messages": "messages", "instruction": "text"},
+     "either 'messages' or instruction columns"),
+    ({"template": "chatml", "instruction": "text", "output": "text"},
+     "instruction columns are rendered by 'alpaca' and 'llama3'"),
+    ({"template": "llama3", "instruction": "text"}, "'llama3' needs 'output'"),
     ({"template": "chatml", "messages": "messages", "train_on": "user"}, "'train_on'"),
     ({"template": "chatml", "messages": "messages", "max_tokens": 0}, "'max_tokens'"),
     ({"template": "chatml", "messages": "messages"}, "needs '<|im_start|>' to be one token"),

@@ -101,39 +101,41 @@ arrow::Status CheckPadding(const TokenizeSpec& t, const std::string& what) {
 }
 
 // The source a template renders: a conversation for the chat templates,
-// instruction columns for alpaca; alpaca alone takes bos/eos (the chat
-// templates name their own tokens).
+// instruction columns for alpaca and llama3 (torchtune's layout); alpaca
+// alone takes bos/eos (the chat templates name their own tokens).
 arrow::Status CheckChat(const ChatSpec& c, const std::string& what) {
   const bool alpaca = c.template_name == "alpaca";
   const bool instruction_data = c.instruction || c.input || c.output;
-  if (alpaca) {
-    if (c.messages) {
-      return arrow::Status::Invalid(what, ": 'messages' is for the chat templates; 'alpaca' ",
-                                    "renders 'instruction', 'input' and 'output' columns");
-    }
+  if (c.messages && instruction_data) {
+    return arrow::Status::Invalid(what, ": a chat column renders either 'messages' or instruction ",
+                                  "columns ('instruction', 'input', 'output'), not both");
+  }
+  if (alpaca && c.messages) {
+    return arrow::Status::Invalid(what, ": 'messages' is for the chat templates; 'alpaca' ",
+                                  "renders 'instruction', 'input' and 'output' columns");
+  }
+  if (instruction_data && !alpaca && c.template_name != "llama3") {
+    return arrow::Status::Invalid(what, ": '", c.template_name,
+                                  "' renders a 'messages' column; instruction columns are "
+                                  "rendered by 'alpaca' and 'llama3'");
+  }
+  if (alpaca || instruction_data) {
     if (!c.instruction || !c.output) {
       return arrow::Status::Invalid(
-          what, ": 'alpaca' needs '", c.instruction ? "output" : "instruction",
+          what, ": '", c.template_name, "' needs '", c.instruction ? "output" : "instruction",
           "' (the column of each example's ", c.instruction ? "response" : "instruction", ")");
     }
-    if (!c.eos) {
+    if (alpaca && !c.eos) {
       return arrow::Status::Invalid(what, ": 'alpaca' needs 'eos': the model's end-of-text ",
                                     "token, appended to each response and trained with it ",
                                     "(Llama 3: \"<|end_of_text|>\")");
     }
-    return arrow::Status::OK();
-  }
-  if (instruction_data) {
-    return arrow::Status::Invalid(what, ": '", c.template_name,
-                                  "' renders a 'messages' column; 'instruction', 'input' and ",
-                                  "'output' are for 'alpaca'");
-  }
-  if (!c.messages) {
+  } else if (!c.messages) {
     return arrow::Status::Invalid(
         what, ": '", c.template_name,
         "' needs 'messages': a list<struct<role: string, content: ", "string>> column");
   }
-  if (c.bos || c.eos) {
+  if (!alpaca && (c.bos || c.eos)) {
     return arrow::Status::Invalid(what, ": '", c.bos ? "bos" : "eos", "' is for 'alpaca'; '",
                                   c.template_name, "' names its own tokens");
   }

@@ -133,7 +133,12 @@ TEST(TransformSpecTest, AChatColumnIsTypedAndChecked) {
        "'alpaca' needs 'eos'"},
       {R"({"template": "llama3", "model": "x"})", "needs 'messages'"},
       {R"({"template": "mistral", "messages": "m", "output": "o", "model": "x"})",
-       "are for 'alpaca'"},
+       "either 'messages' or instruction columns"},
+      {R"({"template": "mistral", "instruction": "i", "output": "o", "model": "x"})",
+       "rendered by 'alpaca' and 'llama3'"},
+      {R"({"template": "llama3", "instruction": "i", "model": "x"})", "'llama3' needs 'output'"},
+      {R"({"template": "llama3", "instruction": "i", "output": "o", "model": "x", "eos": "e"})",
+       "'eos' is for 'alpaca'"},
       {R"({"template": "chatml", "messages": "m", "model": "x", "bos": "<s>"})",
        "'bos' is for 'alpaca'"},
   };

@@ -56,6 +56,10 @@ const ChatTemplate kMistral = {
     .special_tokens = {"<s>", "</s>", "[INST]", "[/INST]"},
 };
 
+// What torchtune's Llama3Tokenizer.tokenize_messages appends after the
+// messages (its EOS; not trained).
+constexpr std::string_view kLlama3EndOfText = "<|end_of_text|>";
+
 // The Stanford Alpaca prompts (torchtune's AlpacaInstructTemplate).
 constexpr std::string_view kAlpacaWithInput =
     "Below is an instruction that describes a task, paired with an input that provides further "
@@ -203,22 +207,54 @@ std::variant<Rendered, RenderRefusal> Render(const ChatTemplate& t, const std::v
   return r;
 }
 
+namespace {
+
+// The Stanford Alpaca prompt (torchtune's AlpacaToMessages), with the input
+// part when `input` is not empty; shared by alpaca and llama3's instruction
+// layout.
+void AppendAlpacaPrompt(std::string_view instruction, std::string_view input, std::string* s) {
+  s->append(input.empty() ? kAlpacaNoInput : kAlpacaWithInput);
+  s->append(instruction);
+  if (!input.empty()) {
+    s->append("\n\n### Input:\n");
+    s->append(input);
+  }
+  s->append("\n\n### Response:\n");
+}
+
+}  // namespace
+
 Rendered RenderAlpaca(std::string_view bos, std::string_view eos, std::string_view instruction,
                       std::string_view input, std::string_view output, bool train_on_all) {
   Rendered r;
   std::string& s = r.text;
   s.append(bos);
-  s.append(input.empty() ? kAlpacaNoInput : kAlpacaWithInput);
-  s.append(instruction);
-  if (!input.empty()) {
-    s.append("\n\n### Input:\n");
-    s.append(input);
-  }
-  s.append("\n\n### Response:\n");
+  AppendAlpacaPrompt(instruction, input, &s);
   const size_t begin = train_on_all ? 0 : s.size();
   s.append(output);
   s.append(eos);
   r.trained.emplace_back(begin, s.size());
+  return r;
+}
+
+Rendered RenderLlama3Instruction(std::string_view instruction, std::string_view input,
+                                 std::string_view output, bool train_on_all) {
+  const ChatTemplate& t = kLlama3;
+  std::string prompt;
+  AppendAlpacaPrompt(instruction, input, &prompt);
+  Rendered r;
+  std::string& s = r.text;
+  s.append(t.bos);
+  const size_t user = s.size();
+  AppendTurnPrefix(t.turn_prefix, Role::kUser, &s);
+  s.append(Strip(prompt));
+  s.append(t.turn_suffix);
+  const size_t assistant = s.size();
+  s.append(t.assistant_prefix);
+  s.append(Strip(output));
+  s.append(t.end_of_turn);
+  r.trained.emplace_back(train_on_all ? user : assistant, s.size());
+  s.append(kLlama3EndOfText);
   return r;
 }
 
@@ -259,17 +295,28 @@ arrow::Result<std::shared_ptr<const ChatColumn>> ChatColumn::Make(
   c->train_on_all_ = spec.train_on == "all";
   c->max_tokens_ = spec.max_tokens.value_or(0);
   std::vector<std::string_view> specials;
-  if (spec.template_name == "alpaca") {
+  if (spec.instruction) {  // alpaca, or llama3 in torchtune's layout (checked at parse)
     ARROW_ASSIGN_OR_RAISE(c->instruction_,
                           StringColumn(input, *spec.instruction, "instruction", what));
     ARROW_ASSIGN_OR_RAISE(c->output_, StringColumn(input, *spec.output, "output", what));
     if (spec.input) {
       ARROW_ASSIGN_OR_RAISE(c->input_, StringColumn(input, *spec.input, "input", what));
     }
+  }
+  if (spec.template_name == "alpaca") {
     c->bos_ = spec.bos.value_or("");
     c->eos_ = spec.eos.value_or("");
     if (!c->bos_.empty()) specials.push_back(c->bos_);
     specials.push_back(c->eos_);
+  } else if (spec.instruction) {
+    c->template_ = FindChatTemplate(spec.template_name);
+    if (c->template_ == nullptr || c->template_->name != "llama3") {
+      return arrow::Status::Invalid(what, ": template '", spec.template_name,
+                                    "' does not render instruction columns");
+    }
+    c->llama3_instruction_ = true;
+    specials = c->template_->special_tokens;
+    specials.push_back(kLlama3EndOfText);
   } else {
     c->template_ = FindChatTemplate(spec.template_name);
     if (c->template_ == nullptr) {
@@ -310,6 +357,11 @@ arrow::Result<std::shared_ptr<const ChatColumn>> ChatColumn::Make(
                                     " tokens (a tokenizer of another model family?)");
     }
   }
+  if (c->llama3_instruction_) {
+    std::vector<int32_t> ids;
+    ARROW_RETURN_NOT_OK(tokenizer->EncodeUnframed(kLlama3EndOfText, &ids));
+    c->end_of_text_id_ = ids[0];  // one token: checked above
+  }
   c->specials_.assign(specials.begin(), specials.end());
   c->tokenizer_ = std::move(tokenizer);
   return std::shared_ptr<const ChatColumn>(std::move(c));
@@ -320,7 +372,7 @@ arrow::Status ChatColumn::Encode(const Rendered& r, std::vector<int32_t>* ids,
   ids->clear();
   ARROW_RETURN_NOT_OK(tokenizer_->EncodeUnframed(r.text, ids));
   labels->assign(ids->size(), kIgnoreLabel);
-  if (train_on_all_) {
+  if (train_on_all_ && !llama3_instruction_) {
     *labels = *ids;
   } else if (!LabelBySegments(r, *ids, labels)) {
     ARROW_RETURN_NOT_OK(LabelByPrefixes(r, *ids, labels));
@@ -328,6 +380,10 @@ arrow::Status ChatColumn::Encode(const Rendered& r, std::vector<int32_t>* ids,
   if (max_tokens_ > 0 && static_cast<int64_t>(ids->size()) > max_tokens_) {
     ids->resize(static_cast<size_t>(max_tokens_));
     labels->resize(static_cast<size_t>(max_tokens_));
+    if (llama3_instruction_) {  // torchtune's truncate: the last token becomes EOS, untrained
+      ids->back() = end_of_text_id_;
+      labels->back() = kIgnoreLabel;
+    }
   }
   return arrow::Status::OK();
 }
@@ -483,8 +539,11 @@ arrow::Result<ChatColumn::Output> ChatColumn::Apply(const arrow::RecordBatch& ba
         if (input_ >= 0 && !batch.column(input_)->IsNull(row)) {
           in = StringAt(*batch.column(input_), row);
         }
-        rendered = RenderAlpaca(bos_, eos_, StringAt(instruction, row), in, StringAt(output, row),
-                                train_on_all_);
+        rendered = llama3_instruction_
+                       ? RenderLlama3Instruction(StringAt(instruction, row), in,
+                                                 StringAt(output, row), train_on_all_)
+                       : RenderAlpaca(bos_, eos_, StringAt(instruction, row), in,
+                                      StringAt(output, row), train_on_all_);
       }
     }
     if (refused) {

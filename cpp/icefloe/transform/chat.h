@@ -16,6 +16,10 @@
 // - alpaca: the Stanford Alpaca prompt (torchtune's AlpacaToMessages text)
 //   in the original Alpaca layout: prompt, response and the EOS the recipe
 //   appends, as one text; the response and EOS trained.
+// - llama3 over instruction columns: torchtune's layout, what its
+//   alpaca_dataset feeds Llama-3 (AlpacaToMessages' user prompt and
+//   assistant response through Llama3Tokenizer.tokenize_messages: no system
+//   header, <|end_of_text|> after, the assistant message trained whole).
 //
 // The ids are the tokenizer run on the whole rendered text (equal to
 // apply_chat_template(messages, tokenize=True)). The labels are found by
@@ -110,6 +114,15 @@ std::variant<Rendered, RenderRefusal> Render(const ChatTemplate& t, const std::v
 Rendered RenderAlpaca(std::string_view bos, std::string_view eos, std::string_view instruction,
                       std::string_view input, std::string_view output, bool train_on_all);
 
+/// llama3 with instruction columns: torchtune's Llama3Tokenizer.tokenize_messages
+/// of AlpacaToMessages' [user: the alpaca prompt, assistant: output], each
+/// content stripped (Python's str.strip()): BOS, each message as
+/// `<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>` (no
+/// system header), then `<|end_of_text|>`. Trained: the assistant message
+/// whole (train_on_all: both messages); BOS and EOS never.
+Rendered RenderLlama3Instruction(std::string_view instruction, std::string_view input,
+                                 std::string_view output, bool train_on_all);
+
 /// A chat column bound to a table and a model: immutable, shared by a
 /// load's reader threads.
 class ChatColumn {
@@ -149,6 +162,10 @@ class ChatColumn {
                                 std::vector<int32_t>* labels) const;
 
   const ChatTemplate* template_ = nullptr;  ///< nullptr: alpaca
+  /// llama3 over instruction columns (RenderLlama3Instruction): train_on
+  /// all leaves BOS and EOS untrained, max_tokens ends the row with EOS.
+  bool llama3_instruction_ = false;
+  int32_t end_of_text_id_ = 0;  ///< llama3_instruction_: <|end_of_text|>
   std::shared_ptr<const Tokenizer> tokenizer_;
   bool train_on_all_ = false;
   int64_t max_tokens_ = 0;             ///< 0: no limit

@@ -131,6 +131,34 @@ TEST(ChatTest, AlpacaIsTorchtunesPrompt) {
   EXPECT_EQ(TrainedTexts(without), std::vector<std::string>{without.text});
 }
 
+// llama3 + instruction columns: torchtune's Llama3Tokenizer.tokenize_messages
+// of AlpacaToMessages' two messages: BOS, no system header, each message in
+// its role header with its content stripped, <|end_of_text|> after; the
+// assistant message trained whole (header, content, <|eot_id|>), BOS and
+// EOS never.
+TEST(ChatTest, Llama3InstructionRowsAreTorchtunesLayout) {
+  Rendered with = RenderLlama3Instruction("Add.", "1 2", " 3\n", false);
+  EXPECT_EQ(with.text,
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+            "Below is an instruction that describes a task, paired with an input that provides "
+            "further context. Write a response that appropriately completes the request.\n\n"
+            "### Instruction:\nAdd.\n\n### Input:\n1 2\n\n### Response:<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n3<|eot_id|><|end_of_text|>");
+  EXPECT_EQ(
+      TrainedTexts(with),
+      std::vector<std::string>{"<|start_header_id|>assistant<|end_header_id|>\n\n3<|eot_id|>"});
+  Rendered all = RenderLlama3Instruction("Hi.", "", "", true);
+  EXPECT_EQ(all.text,
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+            "Below is an instruction that describes a task. Write a response that appropriately "
+            "completes the request.\n\n### Instruction:\nHi.\n\n### Response:<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|><|end_of_text|>");
+  // train_on all (torchtune's train_on_input=True): both messages, not BOS or EOS.
+  const std::string_view text = all.text;
+  EXPECT_EQ(TrainedTexts(all),
+            std::vector<std::string>{std::string(text.substr(17, text.size() - 17 - 15))});
+}
+
 // A chat column through Transform: a WordPiece tokenizer.json with chatml's
 // markers as added tokens, lower-cased words split at spaces and punctuation.
 const char* const kChatmlTokenizer = R"j({"version": "1.0", "added_tokens": [
