@@ -80,3 +80,16 @@ def test_a_one_file_table_spreads_over_every_node_and_stays_exact(tmp_path):
         seen = np.concatenate([b["id"].to_numpy() for b in client.iter_epoch(
             "one", seed=3, epoch=0, batch_size=1000, shuffle="window")])
         assert np.array_equal(np.sort(seen), np.arange(ROWS))
+
+
+def test_row_group_counts_are_the_files_at_any_replication(tmp_path):
+    """describe's row-group figures count each of the file's row groups once:
+    every replica reads them, so the head sums the nodes' counts and divides
+    by the replication (dividing each node's count first lost the remainders:
+    29 of 30 on four nodes at replication 3)."""
+    table, _ = one_file_table(tmp_path / "wh")
+    with icefloe.LocalCluster(num_nodes=4, memory_limit="16MiB", head_args=HEAD_ARGS,
+                              log_dir=tmp_path / "logs") as cluster, cluster.client() as client:
+        desc = client.load("two", table.metadata_location, batch_rows=4096, replication=3)
+        assert desc["rows"] == ROWS and desc["replication"] == 3
+        assert (desc["scan"]["row_groups_total"], desc["scan"]["row_groups_read"]) == (30, 30)

@@ -49,6 +49,8 @@ arrow::Status LoadRun::Load() {
   task_rows.assign(plan.tasks.size(), -1);
   // Every replica's: each task is on `replication` nodes, and a node holds
   // any share of them, so sum before dividing.
+  int64_t row_groups_total = 0;
+  int64_t row_groups_read = 0;
   transform::PackStats pack;
   int64_t dropped = 0;  // a chat column's
   for (size_t n = 0; n < num_nodes; ++n) {
@@ -65,10 +67,8 @@ arrow::Status LoadRun::Load() {
       }
       slot = s.task_rows[i];
     }
-    // Replicas read the same files: count each file once.
-    const int64_t r = entry->request.replication;
-    entry->scan.row_groups_total += s.row_groups_total / r;
-    entry->scan.row_groups_read += s.row_groups_read / r;
+    row_groups_total += s.row_groups_total;
+    row_groups_read += s.row_groups_read;
     pack.documents += s.pack_documents;
     pack.tokens += s.pack_tokens;
     pack.pad_tokens += s.pack_pad_tokens;
@@ -80,6 +80,8 @@ arrow::Status LoadRun::Load() {
   }
   {
     const int64_t r = entry->request.replication;
+    entry->scan.row_groups_total += row_groups_total / r;
+    entry->scan.row_groups_read += row_groups_read / r;
     entry->scan.pack_documents += pack.documents / r;
     entry->scan.pack_tokens += pack.tokens / r;
     entry->scan.pack_pad_tokens += pack.pad_tokens / r;
