@@ -18,6 +18,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Each of `texts`' ids, as `tokenizer` encodes them as one string column.
+arrow::Result<std::vector<std::vector<int>>> EncodeEach(const SentencePieceTokenizer& tokenizer,
+                                                        const std::vector<std::string>& texts) {
+  arrow::StringBuilder builder;
+  ARROW_RETURN_NOT_OK(builder.AppendValues(texts));
+  ARROW_ASSIGN_OR_RAISE(auto strings, builder.Finish());
+  ARROW_ASSIGN_OR_RAISE(
+      auto encoded, tokenizer.Encode(*strings, TokenizeOptions{}, arrow::default_memory_pool()));
+  const auto& lists = static_cast<const arrow::ListArray&>(*encoded);
+  const auto& values = static_cast<const arrow::Int32Array&>(*lists.values());
+  std::vector<std::vector<int>> ids;
+  for (int64_t i = 0; i < lists.length(); ++i) {
+    ids.emplace_back(values.raw_values() + lists.value_offset(i),
+                     values.raw_values() + lists.value_offset(i + 1));
+  }
+  return ids;
+}
+
 // Text that leans on the normalizer and the word split: runs of spaces,
 // tabs and newlines, U+2581 typed by the user, characters the model never
 // saw (alone and in runs), full-width and compatibility forms, combining
@@ -101,23 +119,13 @@ TEST_P(SentencePieceIds, EqualTheLibrarys) {
   ASSERT_OK_AND_ASSIGN(auto tokenizer, SentencePieceTokenizer::Load(model, "spm.model"));
   EXPECT_EQ(tokenizer->encodes_by_word(), GetParam().by_word) << flags;
   const auto texts = AdversarialTexts();
-  arrow::StringBuilder builder;
-  ASSERT_OK(builder.AppendValues(texts));
-  ASSERT_OK_AND_ASSIGN(auto strings, builder.Finish());
   // Twice: the second pass reads the thread's word cache.
   for (int pass = 0; pass < 2; ++pass) {
-    ASSERT_OK_AND_ASSIGN(
-        auto encoded, tokenizer->Encode(*strings, TokenizeOptions{}, arrow::default_memory_pool()));
-    const auto& lists = static_cast<const arrow::ListArray&>(*encoded);
-    const auto& values = static_cast<const arrow::Int32Array&>(*lists.values());
+    ASSERT_OK_AND_ASSIGN(auto got, EncodeEach(*tokenizer, texts));
     for (size_t i = 0; i < texts.size(); ++i) {
       std::vector<int> want;
       ASSERT_TRUE(library.Encode(texts[i], &want).ok());
-      std::vector<int> got;
-      for (int64_t k = lists.value_offset(i); k < lists.value_offset(i + 1); ++k) {
-        got.push_back(values.Value(k));
-      }
-      ASSERT_EQ(got, want) << "text " << i << " '" << texts[i] << "', model " << flags;
+      ASSERT_EQ(got[i], want) << "text " << i << " '" << texts[i] << "', model " << flags;
     }
   }
 }
@@ -182,19 +190,11 @@ TEST(SentencePieceTies, MergeTheLeftmostFirst) {
   EXPECT_TRUE(tokenizer->encodes_by_word());
   const std::vector<std::string> texts = {"aaa",       "aaaaa", "aba",        "abab",
                                           "baab a aa", "c aac", "bbb aaa bab"};
-  arrow::StringBuilder builder;
-  ASSERT_OK(builder.AppendValues(texts));
-  ASSERT_OK_AND_ASSIGN(auto strings, builder.Finish());
-  ASSERT_OK_AND_ASSIGN(
-      auto encoded, tokenizer->Encode(*strings, TokenizeOptions{}, arrow::default_memory_pool()));
-  const auto& lists = static_cast<const arrow::ListArray&>(*encoded);
-  const auto& values = static_cast<const arrow::Int32Array&>(*lists.values());
+  ASSERT_OK_AND_ASSIGN(auto got, EncodeEach(*tokenizer, texts));
   for (size_t i = 0; i < texts.size(); ++i) {
     std::vector<int> want;
     ASSERT_TRUE(library.Encode(texts[i], &want).ok());
-    std::vector<int> got(values.raw_values() + lists.value_offset(i),
-                         values.raw_values() + lists.value_offset(i + 1));
-    EXPECT_EQ(got, want) << "'" << texts[i] << "'";
+    EXPECT_EQ(got[i], want) << "'" << texts[i] << "'";
   }
 }
 
