@@ -424,3 +424,34 @@ def test_arithmetic_matches_a_step_by_step_count(seed):
         of_step = runs.sources_of(run0, 10_000)
         until = runs.steps_until(i, run0, need)
         assert np.count_nonzero(of_step[:until] == i) == need and of_step[until - 1] == i
+
+
+def test_status_shows_each_sources_progress(cluster):
+    """status's jobs break a job's rows down by source: a mixture's in
+    proportion to its weights, a single dataset's as one source."""
+    from icefloe import _stall
+    from icefloe._status_text import render
+
+    weights = {"web": 0.5, "code": 0.3, "math": 0.2}
+    read: Counter = Counter()
+    with cluster.client() as c:
+        batches = c.iter_epoch(weights, batch_size=16, seed=3, job="mix-status")
+        for _, batch in zip(range(20), batches, strict=False):
+            read.update(_source_of(i) for i in batch["id"].to_pylist())
+        batches.close()
+        single = sum(b.num_rows for b in c.iter_epoch("math", batch_size=50, job="one-status"))
+        assert _stall.flush_all(timeout_s=30)
+        status = c.status()
+    jobs = {j["job"]: j for j in status["jobs"]}
+    sources = {s["dataset"]: s for s in jobs["mix-status"]["sources"]}
+    assert sorted(sources) == sorted(weights)
+    assert {name: s["rows_total"] for name, s in sources.items()} == dict(read)
+    assert sum(read.values()) == 20 * 16 == jobs["mix-status"]["rows_total"]
+    for name, weight in weights.items():
+        assert abs(read[name] / (20 * 16) - weight) < 1 / 16, read
+        assert sources[name]["batches_total"] == 20
+        assert sources[name]["rows_per_s"] > 0
+    [one] = jobs["one-status"]["sources"]
+    assert one["dataset"] == "math"
+    assert one["rows_total"] == single == jobs["one-status"]["rows_total"] == 150
+    assert f"web: {read['web']:,} rows" in render(status)  # `icefloe status`

@@ -109,8 +109,9 @@ def test_browser_renders_datasets_nodes_jobs_and_loads(running, tmp_path):
     for node in running.node_uris:
         # Nodes: liveness and memory left of the 256 MiB budget.
         assert re.search(re.escape(node) + r" alive [\d.]+ s ago .* of 256\.0 MiB \(", text), text
-    # Jobs reading now: rows/s and the stall share.
-    m = re.search(r"page-job clicks (\d+) ([\d,]+) ([\d.]+) % rank 0: ", text)
+    # Jobs reading now: each source's rows so far, rows/s and the stall share.
+    m = re.search(r"page-job clicks: [\d,]+ rows, [\d,]+ rows/s (\d+) ([\d,]+) ([\d.]+) % "
+                  r"rank 0: ", text)
     assert m, text
     assert int(m.group(1)) >= 1 and int(m.group(2).replace(",", "")) > 0
     assert 0 <= float(m.group(3)) <= 100

@@ -64,6 +64,16 @@ def _following(follow: dict[str, Any]) -> str:
                           "last refresh", "errors"], rows, "no dataset loaded")
 
 
+def _job_sources(job: dict[str, Any]) -> str:
+    """Each dataset the job reads with its rows so far and rows per second
+    (a mixture reads several); a head without ``sources`` names them only."""
+    sources = job.get("sources") or []
+    if not sources:
+        return ", ".join(job.get("datasets", []))
+    return ", ".join(f"{s.get('dataset', '')}: {s.get('rows_total', 0):,} rows, "
+                     f"{s.get('rows_per_s', 0):,.0f} rows/s" for s in sources)
+
+
 def render(status: dict[str, Any]) -> str:
     """The tables for one ``Client.status()``."""
     ready = "ready" if status.get("ready") else f"NOT READY: {status.get('reason', '')}"
@@ -93,7 +103,7 @@ def render(status: dict[str, Any]) -> str:
                       "never" if seen < 0 else f"{seen:.1f}s ago", memory, disk])
     out.append(_table("NODES", ["node", "state", "heartbeat", "memory", "disk tier"], nodes,
                       "none"))
-    jobs = [[j.get("job", ""), ", ".join(j.get("datasets", [])), str(j.get("consumers", 0)),
+    jobs = [[j.get("job", ""), _job_sources(j), str(j.get("consumers", 0)),
              f"{j.get('rows_per_s', 0):,.0f}",
              f"{_bar(j.get('stall_ratio', 0))} {100 * j.get('stall_ratio', 0):.1f}%",
              f"rank {j.get('worst_rank', 0)}: {100 * j.get('worst_rank_stall_ratio', 0):.1f}%",

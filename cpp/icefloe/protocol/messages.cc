@@ -537,6 +537,7 @@ std::vector<MessageSpec> AllMessageSpecs() {
           NodeSlices::Spec(),
           ClusterNode::Spec(),
           JobStatus::Spec(),
+          JobSource::Spec(),
           RetiredCopyReply::Spec(),
           RecentLoad::Spec(),
           FollowedDataset::Spec(),
@@ -589,6 +590,7 @@ arrow::Status ParseMessage(std::string_view message, std::string_view body) {
   if (message == "node slices") return part(NodeSlices::FromJson);
   if (message == "cluster node") return part(ClusterNode::FromJson);
   if (message == "job status") return part(JobStatus::FromJson);
+  if (message == "job source") return part(JobSource::FromJson);
   if (message == "retired copy") return part(RetiredCopyReply::FromJson);
   if (message == "recent load") return part(RecentLoad::FromJson);
   if (message == "followed dataset") return part(FollowedDataset::FromJson);

@@ -235,7 +235,21 @@ std::vector<std::pair<std::string, json>> SampleReplies() {
   status.ready = true;
   status.nodes = {{"grpc://a:1", "alive", 1 << 20, 1 << 10, 0.5, "", "", json::array()},
                   {"grpc://b:1", "unknown", 0, 0, std::nullopt, "", "", json::array()}};
-  status.jobs = {{"j", {"d"}, {"grpc://a:1"}, 2, 2, 0.25, 1000, 1, 0.5, 0.1, 100, 10, 1, 4}};
+  status.jobs = {{"j",
+                  {"d"},
+                  {"grpc://a:1"},
+                  2,
+                  2,
+                  0.25,
+                  1000,
+                  1,
+                  0.5,
+                  0.1,
+                  100,
+                  10,
+                  1,
+                  4,
+                  {{"d", 100, 10, 1000}}}};
   status.retired = {{"d", 6, 7, 800, 1.5, 0.5}};
   status.recent_loads = {{"d", "ready", 10, 800, 0.25, "", 3}};
   FollowedDataset followed;

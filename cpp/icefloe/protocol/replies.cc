@@ -100,6 +100,13 @@ const Field<ClusterNode> kNodeFields[] = {
 // NodeDatasetInfo::ToJson's objects; their `ranges` are [start, stop] pairs.
 const FieldSpec kNodeDatasets = ObjectList("datasets", kRequired, Values(0, kMaxItems));
 
+const Field<JobSource> kJobSourceFields[] = {
+    {Str("dataset", kRequired, Values(1, 1024)), &JobSource::dataset},
+    {Uint("rows_total", kRequired, Values(0, kU64Max)), &JobSource::rows_total},
+    {Uint("batches_total", kRequired, Values(0, kU64Max)), &JobSource::batches_total},
+    {Seconds("rows_per_s"), &JobSource::rows_per_s},
+};
+
 const Field<JobStatus> kJobFields[] = {
     {Str("job", kRequired, Values(1, 1024)), &JobStatus::job},
     {ListOf(FieldType::kStringList, "datasets", kRequired, Values(1, 1024), Values(0, 65536)),
@@ -118,6 +125,8 @@ const Field<JobStatus> kJobFields[] = {
     {Seconds("wait_s_total"), &JobStatus::wait_s_total},
     {Seconds("elapsed_s_total"), &JobStatus::elapsed_s_total},
 };
+// Absent from a head that predates it: read as none.
+const FieldSpec kJobSources = ObjectList("sources", kOptional, Values(0, 65536), "job source");
 
 const Field<RetiredCopyReply> kRetiredFields[] = {
     {kName, &RetiredCopyReply::name},
@@ -632,11 +641,27 @@ MessageSpec ClusterNode::Spec() {
   return SpecOf<ClusterNode>("cluster node", kNodeFields, {kNodeDatasets});
 }
 
-json JobStatus::ToJson() const { return Write<JobStatus>(kJobFields, *this); }
-arrow::Result<JobStatus> JobStatus::FromJson(const json& j, std::string what) {
-  return ReadMessage<JobStatus>(j, std::move(what), kJobFields);
+json JobSource::ToJson() const { return Write<JobSource>(kJobSourceFields, *this); }
+arrow::Result<JobSource> JobSource::FromJson(const json& j, std::string what) {
+  return ReadMessage<JobSource>(j, std::move(what), kJobSourceFields);
 }
-MessageSpec JobStatus::Spec() { return SpecOf<JobStatus>("job status", kJobFields); }
+MessageSpec JobSource::Spec() { return SpecOf<JobSource>("job source", kJobSourceFields); }
+
+json JobStatus::ToJson() const {
+  json j = Write<JobStatus>(kJobFields, *this);
+  j["sources"] = ToJsonList(sources);
+  return j;
+}
+arrow::Result<JobStatus> JobStatus::FromJson(const json& j, std::string what) {
+  JsonFields in(j, std::move(what));
+  JobStatus s;
+  ARROW_RETURN_NOT_OK(ReadFields<JobStatus>(in, kJobFields, &s));
+  ARROW_ASSIGN_OR_RAISE(auto sources,
+                        ReadOptionalList<JobSource>(in, kJobSources, JobSource::FromJson));
+  if (sources) s.sources = std::move(*sources);
+  return s;
+}
+MessageSpec JobStatus::Spec() { return SpecOf<JobStatus>("job status", kJobFields, {kJobSources}); }
 
 json RetiredCopyReply::ToJson() const { return Write<RetiredCopyReply>(kRetiredFields, *this); }
 arrow::Result<RetiredCopyReply> RetiredCopyReply::FromJson(const json& j, std::string what) {

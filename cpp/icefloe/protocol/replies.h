@@ -228,6 +228,20 @@ struct ClusterNode {
   static MessageSpec Spec();
 };
 
+/// One dataset a job reads (a mixture reads several): an item of a job
+/// status's `sources`, summed from the reports that name it.
+struct JobSource {
+  std::string dataset;
+  uint64_t rows_total = 0;
+  uint64_t batches_total = 0;
+  double rows_per_s = 0;  ///< over the window, as the job's
+
+  bool operator==(const JobSource&) const = default;
+  nlohmann::json ToJson() const;
+  static arrow::Result<JobSource> FromJson(const nlohmann::json& j, std::string what);
+  static MessageSpec Spec();
+};
+
 /// One training job's input stalls, from its consumers' job.report: an item
 /// of status's `jobs` (head/core/jobs.h).
 struct JobStatus {
@@ -245,6 +259,7 @@ struct JobStatus {
   uint64_t batches_total = 0;
   double wait_s_total = 0;
   double elapsed_s_total = 0;
+  std::vector<JobSource> sources;  ///< per dataset, by name
 
   bool operator==(const JobStatus&) const = default;
   nlohmann::json ToJson() const;

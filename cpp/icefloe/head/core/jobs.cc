@@ -36,12 +36,19 @@ bool JobTable::Report(const JobReport& report, Clock::time_point now) {
     if (job.consumers.size() >= options_.max_consumers_per_job) return false;
     consumer = job.consumers.emplace(key, Consumer{}).first;
   }
+  AddBounded(&job.datasets, report.dataset);
+  JobSource* source = nullptr;
+  if (job.datasets.count(report.dataset) != 0) {  // the same bound as datasets
+    source = &job.sources[report.dataset];
+    source->dataset = report.dataset;
+    source->rows_total += report.rows;
+    source->batches_total += report.batches;
+  }
   auto& samples = consumer->second.samples;
-  samples.push_back({now, report.rows, report.wait_us, report.elapsed_us});
+  samples.push_back({now, report.rows, report.wait_us, report.elapsed_us, source});
   if (samples.size() > kMaxReportsPerConsumer) samples.pop_front();
   consumer->second.last = now;
   job.last = now;
-  AddBounded(&job.datasets, report.dataset);
   for (const auto& n : report.nodes) AddBounded(&job.nodes, n);
   job.totals.rows_total += report.rows;
   job.totals.batches_total += report.batches;
@@ -70,6 +77,7 @@ std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
     uint64_t wait_us = 0, elapsed_us = 0;
     std::set<uint32_t> ranks;
     std::map<uint32_t, std::pair<uint64_t, uint64_t>> by_rank;  // rank -> (wait, elapsed)
+    std::map<const JobSource*, double> source_rates;            // rows per second
     for (auto& [key, consumer] : job.consumers) {
       auto& samples = consumer.samples;
       while (!samples.empty() && SecondsBetween(samples.front().at, now) > options_.window_s) {
@@ -77,10 +85,20 @@ std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
       }
       if (samples.empty()) continue;
       uint64_t rows = 0, c_wait = 0, c_elapsed = 0;
+      std::map<const JobSource*, std::pair<uint64_t, uint64_t>> by_source;  // (rows, elapsed)
       for (const auto& x : samples) {
         rows += x.rows;
         c_wait += x.wait_us;
         c_elapsed += x.elapsed_us;
+        if (x.source == nullptr) continue;
+        by_source[x.source].first += x.rows;
+        by_source[x.source].second += x.elapsed_us;
+      }
+      // Each source's rows over the time its own reports cover, as the job's.
+      for (const auto& [source, re] : by_source) {
+        if (re.second == 0) continue;
+        source_rates[source] +=
+            static_cast<double>(re.first) / (static_cast<double>(re.second) / 1e6);
       }
       ++s.consumers;
       ranks.insert(key.first);
@@ -91,6 +109,10 @@ std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
       s.rows_per_s += static_cast<double>(rows) / (static_cast<double>(c_elapsed) / 1e6);
     }
     s.ranks = static_cast<int64_t>(ranks.size());
+    for (const auto& [dataset, totals] : job.sources) {
+      s.sources.push_back(totals);
+      s.sources.back().rows_per_s = source_rates[&totals];
+    }
     if (elapsed_us > 0) {
       s.stall_ratio = static_cast<double>(wait_us) / static_cast<double>(elapsed_us);
     }

@@ -6,6 +6,8 @@
 // per job: the stall share (time waited / time elapsed, over all consumers)
 // and rows per second (each consumer's rows over its own elapsed time, summed:
 // consumers read in parallel). It also keeps running totals for counters.
+// The same sums per dataset the reports name make the job's `sources` (a
+// mixture's consumer reports each of its sources under the job).
 //
 // Bounded: at most `max_jobs` jobs and `max_consumers_per_job` consumers per
 // job (reports beyond are dropped and counted), `kMaxReportsPerConsumer`
@@ -59,6 +61,7 @@ class JobTable {
     uint64_t rows;
     uint64_t wait_us;
     uint64_t elapsed_us;
+    const JobSource* source;  // in its job's `sources`; null: not kept
   };
   struct Consumer {
     std::deque<Sample> samples;
@@ -67,6 +70,7 @@ class JobTable {
   struct Job {
     std::map<std::pair<uint32_t, uint32_t>, Consumer> consumers;  // (rank, worker)
     std::set<std::string> datasets;
+    std::map<std::string, JobSource> sources;  // the datasets' totals
     std::set<std::string> nodes;
     Clock::time_point last{};
     JobStatus totals;  // the name and running totals

@@ -46,6 +46,26 @@ TEST(JobTableTest, SumsStallAndRowsPerSecondPerJob) {
   EXPECT_DOUBLE_EQ(eval.rows_per_s, 10.0);
 }
 
+TEST(JobTableTest, SourcesSplitAMixtureConsumerByDataset) {
+  JobTable table;
+  const auto t0 = Clock::now();
+  // One consumer reads two sources of a mixture, 3 rows of "web" to 1 of
+  // "code", each over the same 2 s.
+  JobReport web = Report("mix", 0, 300, 0, 2'000'000);
+  web.dataset = "web";
+  JobReport code = Report("mix", 0, 100, 0, 2'000'000);
+  code.dataset = "code";
+  ASSERT_TRUE(table.Report(web, t0));
+  ASSERT_TRUE(table.Report(code, t0));
+  auto jobs = table.Summaries(t0);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].consumers, 1);
+  EXPECT_EQ(jobs[0].rows_total, 400u);
+  ASSERT_EQ(jobs[0].sources.size(), 2u);
+  EXPECT_EQ(jobs[0].sources[0], (JobSource{"code", 100, 10, 50.0}));
+  EXPECT_EQ(jobs[0].sources[1], (JobSource{"web", 300, 30, 150.0}));
+}
+
 TEST(JobTableTest, WindowForgetsOldReportsButTotalsStay) {
   JobOptions options;
   options.window_s = 10;

@@ -171,9 +171,18 @@ void Jobs(const json& status, std::string* out) {
   for (const auto& j : jobs) {
     std::string datasets, nodes;
     const json job_datasets = Member(j, "datasets");
+    const json job_sources = Member(j, "sources");
     const json job_nodes = Member(j, "nodes");
-    for (const auto& d : job_datasets) {
-      datasets += (datasets.empty() ? "" : ", ") + HtmlEscape(Text(d));
+    // Each source's progress (a mixture reads several); a head without
+    // `sources` names the datasets only.
+    for (const auto& s : job_sources) {
+      datasets += (datasets.empty() ? "" : "<br>") + HtmlEscape(Str(s, "dataset")) + ": " +
+                  Count(Num(s, "rows_total")) + " rows, " + Count(Num(s, "rows_per_s")) + " rows/s";
+    }
+    if (job_sources.empty()) {
+      for (const auto& d : job_datasets) {
+        datasets += (datasets.empty() ? "" : ", ") + HtmlEscape(Text(d));
+      }
     }
     for (const auto& n : job_nodes) nodes += (nodes.empty() ? "" : "<br>") + HtmlEscape(Text(n));
     const double stall = Num(j, "stall_ratio");

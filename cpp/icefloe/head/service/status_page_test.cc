@@ -73,6 +73,18 @@ TEST(StatusPageTest, EmptyClusterSaysSo) {
   EXPECT_EQ(page.find("Following tables"), std::string::npos);  // the follower is off
 }
 
+TEST(StatusPageTest, ShowsEachSourceOfAMixtureJob) {
+  json status = {{"jobs",
+                  {{{"job", "mix"},
+                    {"datasets", {"code", "web<b>"}},
+                    {"sources",
+                     {{{"dataset", "code"}, {"rows_total", 1200}, {"rows_per_s", 300}},
+                      {{"dataset", "web<b>"}, {"rows_total", 2800}, {"rows_per_s", 700}}}}}}}};
+  const std::string page = RenderStatusPage(status, 5);
+  EXPECT_NE(page.find("code: 1,200 rows, 300 rows/s"), std::string::npos) << page;
+  EXPECT_NE(page.find("web&lt;b&gt;: 2,800 rows, 700 rows/s"), std::string::npos);
+}
+
 TEST(StatusPageTest, ShowsFollowedDatasets) {
   json status = {{"follow",
                   {{"period_s", 30},
