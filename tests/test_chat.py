@@ -283,6 +283,15 @@ ALPACA_NO_INPUT = ("Below is an instruction that describes a task. Write a respo
                    "### Response:\n")
 
 
+def instruction_rows(rng: random.Random, n: int) -> list[dict]:
+    """`n` Alpaca-shaped rows: an instruction, an input that may be null or
+    empty, an output of 0 to 30 phrases."""
+    return [{"instruction": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(1, 3))),
+             "input": rng.choice([None, "", rng.choice(TEXTS)]),
+             "output": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(0, 30)))}
+            for _ in range(n)]
+
+
 def test_alpaca_trains_on_the_response_and_eos_as_torchtune(tmp_path):
     """torchtune's alpaca_dataset(train_on_input=False): the Stanford prompt
     (with or without input), the response and the EOS trained; ids of the
@@ -290,10 +299,7 @@ def test_alpaca_trains_on_the_response_and_eos_as_torchtune(tmp_path):
     model = tokenizer_file(tmp_path, "llama3")
     tok = transformers.PreTrainedTokenizerFast(tokenizer_file=model)
     rng = random.Random(46)
-    rows = [{"instruction": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(1, 3))),
-             "input": rng.choice([None, "", rng.choice(TEXTS)]),
-             "output": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(0, 30)))}
-            for _ in range(200)]
+    rows = instruction_rows(rng, 200)
     rows += [{"instruction": None, "input": "", "output": "x"},
              {"instruction": "x", "input": "", "output": None}]
     bos, eos = "<|begin_of_text|>", "<|end_of_text|>"
@@ -373,10 +379,7 @@ def test_llama3_instruction_rows_equal_torchtunes_alpaca_dataset(tmp_path):
     model = tokenizer_file(tmp_path, "llama3")
     tok = transformers.PreTrainedTokenizerFast(tokenizer_file=model)
     rng = random.Random(47)
-    rows = [{"instruction": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(1, 3))),
-             "input": rng.choice([None, "", rng.choice(TEXTS)]),
-             "output": " ".join(rng.choice(TEXTS) for _ in range(rng.randint(0, 30)))}
-            for _ in range(200)]
+    rows = instruction_rows(rng, 200)
     rows += [{"instruction": None, "input": "", "output": "x"},
              {"instruction": "x", "input": "", "output": None},
              {"instruction": "x", "input": "", "output": " \n "}]
