@@ -336,11 +336,10 @@ class Anchor:
                    float(value.get("done", 0.0)), int(value.get("run", 0)))
 
 
-def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
-            columns: list[str] | None) -> Resolved:
-    """The mixture for this job: every source described once (unknown
-    names, columns that differ and token columns that are not lists are
-    refused, naming the source), then ``batch_size`` apportioned."""
+def describe_sources(client: Reader, mixture: Mixture,
+                     columns: list[str] | None) -> tuple[dict[str, int], dict[str, pa.Schema]]:
+    """Every source's rows and (projected) schema, described once; unknown
+    names and columns that differ are refused, naming the source."""
     rows, schemas = {}, {}
     for name in mixture.names:
         try:
@@ -356,6 +355,16 @@ def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
                 f"mixture source {name!r} has columns ({_columns(schemas[name])}) where "
                 f"{first!r} has ({_columns(schemas[first])}); declare a common projection "
                 "with columns=[...]")
+    return rows, schemas
+
+
+def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
+            columns: list[str] | None) -> Resolved:
+    """The mixture for this job: every source described once (unknown
+    names, columns that differ and token columns that are not lists are
+    refused, naming the source), then ``batch_size`` apportioned."""
+    rows, schemas = describe_sources(client, mixture, columns)
+    first = mixture.names[0]
     shares = [mixture.weights[n] for n in mixture.names]
     means = [1.0] * len(shares)
     if mixture.mix_by == "tokens":

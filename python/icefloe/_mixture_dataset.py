@@ -16,6 +16,7 @@ from torch.utils.data import get_worker_info
 from ._cache_dataset import ORDER_VERSION, CacheDataset
 from ._epoch_plan import EpochPlan
 from ._mixture import Anchor, Mixture, Resolved, as_weights, iter_batches, resolve
+from ._mixture_budget import BudgetResolved, check_budget, iter_budget_batches, resolve_budget
 from ._torch_cluster import distributed_coordinates, live_coordinates
 from .errors import InvalidArgument
 
@@ -31,18 +32,29 @@ class MixtureDataset(CacheDataset):
     every other argument means what it means for one dataset, for every
     source. ``drop_last`` must be True: each source drops the tail of its
     epoch that does not fill a step; ``follow`` must be ``"latest"``.
+
+    With ``batch_tokens`` (and ``token_column``) instead of ``batch_size``
+    the weights count tokens (``mix_by`` defaults to ``"tokens"``) and each
+    source is cut into token-budget batches: mixed batches (``varlen=True``)
+    give each source its share of the budget at every step, ``per_batch``
+    steps read one source with the whole budget (docs/epochs.md, section 7).
     """
 
     def __init__(self, head_uri: str, dataset: Mixture | Mapping[str, float],
-                 batch_size: int, *args: Any, mix_by: str = "rows",
+                 batch_size: int | None = None, *args: Any, mix_by: str | None = None,
                  token_column: str | None = None, epoch_source: str | None = None,
                  epoch_total: int | None = None, per_batch: bool = False,
                  run_steps: int | None = None, **kwargs: Any) -> None:
+        if mix_by is None:
+            mix_by = "tokens" if kwargs.get("batch_tokens") is not None else "rows"
         mixture = dataset if isinstance(dataset, Mixture) else Mixture(
             as_weights(dataset), mix_by=mix_by, token_column=token_column,
             epoch_source=epoch_source, epoch_total=epoch_total, per_batch=per_batch,
             run_steps=run_steps)
-        super().__init__(head_uri, mixture.label(), batch_size, *args, **kwargs)
+        super().__init__(head_uri, mixture.label(), batch_size, *args,
+                         token_column=token_column or mixture.token_column, **kwargs)
+        if self.token_budget is not None:
+            check_budget(mixture, self.token_budget)
         if not self.drop_last:
             raise InvalidArgument("a mixture reads every source with drop_last=True")
         if self.follow == "pinned":
@@ -63,9 +75,15 @@ class MixtureDataset(CacheDataset):
         """The sources (described once per process and world size; bad
         sources are refused here, before the first batch)."""
         _, world_size = self._world()
-        if self._resolved is None or self._resolved.sources[0].world_size != world_size:
-            self._resolved = resolve(self.client(), self.mixture, self.batch_size, world_size,
-                                     list(self.columns) if self.columns is not None else None)
+        columns = list(self.columns) if self.columns is not None else None
+        if (self._resolved is None or self._resolved.sources[0].world_size != world_size
+                or getattr(self._resolved, "seed", self.seed) != self.seed):
+            if self.token_budget is not None:  # the plans depend on the seed
+                self._resolved = resolve_budget(self.client(), self.mixture, self.token_budget,
+                                                world_size, columns, self.seed)
+            else:
+                self._resolved = resolve(self.client(), self.mixture, self.batch_size,
+                                         world_size, columns)
         return self._resolved
 
     def _base(self) -> tuple[Resolved, Anchor]:
@@ -122,8 +140,9 @@ class MixtureDataset(CacheDataset):
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
         self._yielded = self._first_batch
-        for batch in iter_batches(self.client(), resolved, at, steps, plan, prefetch,
-                                  self.job, self._first_batch):
+        read = iter_budget_batches if isinstance(resolved, BudgetResolved) else iter_batches
+        for batch in read(self.client(), resolved, at, steps, plan, prefetch,  # type: ignore[arg-type]
+                          self.job, self._first_batch):
             self._yielded += 1
             yield self.to_tensors(batch)
 
@@ -146,6 +165,8 @@ class MixtureDataset(CacheDataset):
             "window_blocks": self.window_blocks,
             "shuffle_within_block": self.shuffle_within_block, "drop_last": True,
             "world_size": world_size, "batch_size": self.batch_size}
+        if self.token_budget is not None:  # positions count batches of each source epoch
+            state["token_budget"] = self.token_budget.state()
         if steps is not None or info is None:
             k = int(steps if steps is not None else self._yielded)
             if k > resolved.epoch_steps(at):
@@ -173,6 +194,10 @@ class MixtureDataset(CacheDataset):
         if bool(state.get("per_batch")) != self.mixture.per_batch:
             raise ValueError(f"state was saved with per_batch={bool(state.get('per_batch'))}; "
                              "resume with the same per_batch")
+        budget = self.token_budget.state() if self.token_budget is not None else None
+        if state.get("token_budget") != budget:
+            raise ValueError(f"state was saved with token budget {state.get('token_budget')}, "
+                             f"not {budget}; resume with the same budget")
         if set(state["sources"]) != set(self.mixture.names):
             raise ValueError(f"state is for the mixture of {', '.join(state['sources'])}, "
                              f"not of {', '.join(self.mixture.names)}")

@@ -561,7 +561,10 @@ class Client:
         batch then holds every source's share of ``batch_size`` rows (or,
         ``per_batch``, one source's), and epoch ``epoch`` is the one that
         follows epochs 0 … epoch-1 read by the same world size
-        (docs/epochs.md, "Mixtures"; ``on_shape`` is not called).
+        (docs/epochs.md, "Mixtures"; ``on_shape`` is not called). With
+        ``batch_tokens`` instead of ``batch_size`` each source is cut into
+        token-budget batches, the weights counting tokens (docs/epochs.md,
+        section 7, "Over a mixture").
         """
         from ._pieces import merged_batches
 
@@ -851,12 +854,14 @@ def _mixture_epoch(client: Client, mixture: Any, batch_size: int | None, prefetc
                    job: str | None, plan: EpochPlan | None,
                    fields: dict[str, Any]) -> Iterator[Any]:
     from ._mixture import iter_mixture
+    from ._mixture_budget import iter_budget_mixture
 
     if as_numpy and transform is not None:
         raise ValueError("as_numpy and transform exclude each other")
     convert = _to_numpy if as_numpy else transform
-    for batch in iter_mixture(client, mixture, batch_size=batch_size, prefetch=prefetch,
-                              job=job, plan=plan, **fields):
+    read = iter_budget_mixture if fields.get("batch_tokens") is not None else iter_mixture
+    for batch in read(client, mixture, batch_size=batch_size, prefetch=prefetch,
+                      job=job, plan=plan, **fields):
         yield batch if convert is None else convert(batch)
 
 

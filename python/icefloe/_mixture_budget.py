@@ -1,0 +1,361 @@
+"""Token-budget batches over a weighted mixture (docs/epochs.md, sections 6
+and 7): ``batch_tokens`` with ``{name: weight}``.
+
+One planner: each source is cut by ``_token_batches.plan_epoch``, once per
+source epoch, into its own world-size-independent sequence of batches, and a
+mixture step takes ``world_size`` consecutive batches of it, rank r the r-th,
+as a step of one dataset does. Two ways to combine the sources:
+
+* mixed batches (needs ``varlen=True``): source s is planned with its share
+  ``T_s`` of the budget (``batch_tokens`` apportioned by the weights, which
+  count tokens, by largest remainder), and every step takes one batch of
+  every source; a rank's batch is their concatenation, at most
+  ``sum(T_s) = T`` tokens. Padded size is not bounded this way (one
+  source's long rows pad another's), so a padded budget is refused.
+* ``per_batch``: every source is planned with the whole budget T and runs of
+  steps each read one source (``_mixture.Runs``), the runs' counts
+  apportioned by weight over the mean tokens of the source's full batches,
+  so the shares hold in tokens; padded or varlen, as for one dataset.
+
+A source's place is a ``_mixture.Position``: its epoch and how many batches
+of that epoch's sequence the job consumed (a count any world size resumes).
+``Resolved``'s arithmetic (``epoch_steps``, ``after``, ``base_of``) runs
+unchanged over :class:`BudgetSource`, whose epochs differ in length (each
+source epoch's plan has its own number of full batches). Rows are read with
+``Client.take``, a group of steps at a time, the next group prefetched on a
+thread, as one dataset's token-budget epoch is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ._epoch_plan import EpochPlan
+from ._mixture import (
+    PATTERN_RUNS,
+    Anchor,
+    Mixture,
+    Position,
+    Resolved,
+    Runs,
+    apportion,
+    as_weights,
+    describe_sources,
+    pattern_of,
+)
+from ._token_batches import TokenBatchPlan, TokenBudget, budget_of, plan_epoch
+from .errors import InvalidArgument, NotFound
+
+_ROWS_PER_TAKE = 65536  # rows asked of the nodes at once (several steps per take)
+_KEPT_PLANS = 2  # source epochs whose plan a BudgetSource keeps between calls
+_SHARE_ROUNDS = 3  # mixed batches: rounds of shares fitted to the sources' fills
+
+
+@dataclasses.dataclass(eq=False)
+class BudgetSource:
+    """One source as a job of ``world_size`` reads it with a token budget:
+    its row lengths, its budget (mixed batches: its share), and the mean
+    tokens of its full batches (source epoch 0), which ``Resolved`` counts
+    an epoch's tokens with. Duck-types ``_mixture.Source``, positions
+    counting batches of the source epoch's sequence instead of rows."""
+
+    name: str
+    lengths: np.ndarray
+    budget: TokenBudget
+    seed: int
+    world_size: int
+    mean_tokens: float = 1.0
+    _full: dict[int, int] = dataclasses.field(default_factory=dict)
+    _plans: dict[int, TokenBatchPlan] = dataclasses.field(default_factory=dict)
+
+    @property
+    def step_positions(self) -> int:
+        return self.world_size
+
+    def plan(self, epoch: int) -> TokenBatchPlan:
+        """Source epoch ``epoch``'s sequence (the public planner's)."""
+        plan = self._plans.get(epoch)
+        if plan is None:
+            plan = plan_epoch(self.lengths, self.budget, seed=self.seed, epoch=epoch)
+            self._plans[epoch] = plan
+            while len(self._plans) > _KEPT_PLANS:
+                del self._plans[next(iter(self._plans))]
+            self._full[epoch] = plan.num_full
+        return plan
+
+    def full(self, epoch: int) -> int:
+        """Full batches of source epoch ``epoch`` (planned once, then remembered)."""
+        if epoch not in self._full:
+            self.plan(epoch)
+        return self._full[epoch]
+
+    def left(self, at: Position) -> int:
+        """Steps left in the source epoch ``at`` is in (drop_last: the
+        partial batches and full ones that do not fill a step are not read)."""
+        return max(0, (self.full(at.epoch) - at.position) // self.world_size)
+
+    def normal(self, at: Position) -> Position:
+        """``at``, or the next epoch's start where no step is left."""
+        if self.left(at) > 0:
+            return at
+        at = Position(at.epoch + 1, 0)
+        if self.left(at) == 0:  # every source epoch plans about alike: never on a checked source
+            raise InvalidArgument(f"mixture source {self.name!r}: its epoch {at.epoch} has "
+                                  f"{self.full(at.epoch)} full batches, fewer than one step "
+                                  f"reads ({self.world_size} ranks)")
+        return at
+
+    def advance(self, at: Position, steps: int) -> Position:
+        """Where the source stands ``steps`` steps after ``at``."""
+        at = self.normal(at)
+        while steps >= self.left(at):  # bounded: each pass ends a source epoch
+            steps -= self.left(at)
+            at = Position(at.epoch + 1, 0)
+            if steps == 0:
+                return at
+            at = self.normal(at)
+        return Position(at.epoch, at.position + steps * self.world_size)
+
+    def segments(self, at: Position, steps: int) -> list[tuple[Position, int, int]]:
+        """The next ``steps`` steps as (source epoch start, first step, steps)."""
+        out, t = [], 0
+        while t < steps:
+            at = self.normal(at)
+            n = min(self.left(at), steps - t)
+            out.append((at, t, n))
+            t += n
+            at = Position(at.epoch, at.position + n * self.world_size)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetResolved(Resolved):
+    """A token-budget mixture as one job reads it: ``Resolved`` over
+    :class:`BudgetSource`, with the job's budget and seed."""
+
+    budget: TokenBudget | None = None
+    seed: int = 0
+
+
+def check_budget(mixture: Mixture, budget: TokenBudget) -> None:
+    """Refuses what a token-budget mixture cannot keep, before anything is read."""
+    if mixture.mix_by != "tokens":
+        raise InvalidArgument('a token-budget mixture weighs tokens: mix_by="tokens" (the '
+                              f'weights count tokens of token_column), not {mixture.mix_by!r}')
+    if mixture.token_column != budget.token_column:
+        raise InvalidArgument(f"the mixture counts tokens of {mixture.token_column!r}, the "
+                              f"budget of {budget.token_column!r}: one token_column for both")
+    if not mixture.per_batch and not budget.varlen:
+        raise InvalidArgument(
+            "mixed token-budget batches bound a batch's total tokens (each source its share "
+            "of batch_tokens), not its padded size: pass varlen=True, or per_batch=True for "
+            "batches of one source padded within batch_tokens")
+
+
+def resolve_budget(client: Any, mixture: Mixture, budget: TokenBudget, world_size: int,
+                   columns: list[str] | None, seed: int) -> BudgetResolved:
+    """The mixture for this job: every source described and its row lengths
+    fetched once, its budget set and its first epoch planned (rows longer
+    than its budget, a share of no token and too few batches for one step
+    are refused, naming the source), then per_batch's runs apportioned."""
+    check_budget(mixture, budget)
+    rows, schemas = describe_sources(client, mixture, columns)
+    names = mixture.names
+    total_tokens = budget.batch_tokens
+    weights = [mixture.weights[n] for n in names]
+    lengths = {name: _row_lengths(client, name, budget.token_column) for name in names}
+    for name in names:
+        if len(lengths[name]) != rows[name]:
+            raise InvalidArgument(f"mixture source {name!r}: {len(lengths[name])} row lengths "
+                                  f"for {rows[name]} rows (the dataset changed meanwhile?)")
+    if mixture.per_batch:
+        sources = _planned(mixture, budget, lengths, [total_tokens] * len(names), seed,
+                           world_size)
+    else:
+        # A source's batches fill its share only so far (rows of a length L
+        # fill T_s // L x L of T_s): shares ∝ weight / fill, so that the
+        # tokens read hold the weights; the fills move with the shares, so
+        # a few rounds (each plans every source's first epoch once).
+        shares = apportion([w / sum(weights) for w in weights], total_tokens)
+        for _ in range(_SHARE_ROUNDS):
+            sources = _planned(mixture, budget, lengths, shares, seed, world_size)
+            rates = [w * s.budget.batch_tokens / s.mean_tokens
+                     for w, s in zip(weights, sources, strict=True)]
+            better = apportion([r / sum(rates) for r in rates], total_tokens)
+            if better == shares:
+                break
+            shares = better
+        else:
+            sources = _planned(mixture, budget, lengths, shares, seed, world_size)
+    runs = None
+    if mixture.per_batch:
+        rates = [w / s.mean_tokens for w, s in zip(weights, sources, strict=True)]
+        counts = apportion([r / sum(rates) for r in rates], PATTERN_RUNS)
+        for name, count in zip(names, counts, strict=True):
+            if count == 0:
+                raise InvalidArgument(f"mixture source {name!r} gets no run of {PATTERN_RUNS} "
+                                      f"(weight {mixture.weights[name]}): raise its weight")
+        runs = Runs(pattern_of(counts), mixture.run_steps or 1)
+    return BudgetResolved(mixture, tuple(sources), total_tokens,  # type: ignore[arg-type]
+                          schemas[names[0]], runs, budget, seed)
+
+
+def _planned(mixture: Mixture, budget: TokenBudget, lengths: dict[str, np.ndarray],
+             shares: list[int], seed: int, world_size: int) -> list[BudgetSource]:
+    """Each source with its budget (``shares``), its first epoch planned:
+    rows longer than its budget, a share of no token and too few batches
+    for one step are refused, naming the source."""
+    total_tokens = budget.batch_tokens
+    sources = []
+    for name, share in zip(mixture.names, shares, strict=True):
+        if share == 0:
+            raise InvalidArgument(f"mixture source {name!r} gets no token of batch_tokens="
+                                  f"{total_tokens} (weight {mixture.weights[name]}): raise "
+                                  "its weight or batch_tokens")
+        source = BudgetSource(name, lengths[name], dataclasses.replace(budget, batch_tokens=share),
+                              seed, world_size)
+        try:
+            plan = source.plan(0)
+        except InvalidArgument as exc:
+            what = "budget" if mixture.per_batch else "share of the budget"
+            raise InvalidArgument(f"mixture source {name!r} (its {what}: {share} of "
+                                  f"{total_tokens} tokens): {exc}") from exc
+        if plan.num_full < world_size:
+            raise InvalidArgument(
+                f"mixture source {name!r} makes {plan.num_full} full batches of {share} "
+                f"tokens an epoch, fewer than one step reads of it ({world_size} ranks)")
+        source.mean_tokens = float(plan.tokens[plan.order[:plan.num_full]].mean())
+        sources.append(source)
+    return sources
+
+
+def _row_lengths(client: Any, name: str, column: str) -> np.ndarray:
+    try:
+        return client.row_lengths(name, column)
+    except (InvalidArgument, NotFound) as exc:
+        raise type(exc)(f"mixture source {name!r}: {exc}") from exc
+
+
+def _generation_of(client: Any, lengths: np.ndarray) -> int | None:
+    """The generation ``lengths`` were fetched from (the client keeps them per generation)."""
+    return next((g for (_, _, g), v in list(client._row_lengths.items()) if v is lengths), None)
+
+
+Plans = dict[tuple[int, int], TokenBatchPlan]  # (source index, source epoch) -> its plan
+
+
+def _consumer_steps(resolved: BudgetResolved, at: Anchor, steps: int, plan: EpochPlan,
+                    first_batch: int) -> tuple[np.ndarray, list[dict[str, np.ndarray]], Plans]:
+    """This consumer's steps (a DataLoader worker w of K: the rank's steps
+    w, w+K, ...); per source, for each of them the source epoch and the
+    batch id its rank reads (epoch -1: the step does not read the source,
+    per_batch); and the plans of the source epochs read."""
+    world_size, rank = plan.world_size or 1, plan.rank or 0
+    k, worker = max(plan.num_workers or 0, 1), plan.worker or 0
+    mine = np.arange(worker + first_batch * k, steps, k, dtype=np.int64)
+    of_step = resolved.runs.sources_of(at.run, steps) if resolved.runs is not None else None
+    out, plans = [], {}
+    for i, source in enumerate(resolved.sources):
+        assert isinstance(source, BudgetSource)
+        reads = np.arange(steps) if of_step is None else np.flatnonzero(of_step == i)
+        epoch = np.full(steps, -1, np.int64)
+        batch = np.zeros(steps, np.int64)
+        for start, c0, n in source.segments(at.sources[source.name], len(reads)):
+            t = reads[c0:c0 + n]
+            epoch[t] = start.epoch
+            positions = start.position + np.arange(n, dtype=np.int64) * world_size + rank
+            plans[(i, start.epoch)] = source.plan(start.epoch)
+            batch[t] = plans[(i, start.epoch)].order[positions]
+        out.append({"epoch": epoch[mine], "batch": batch[mine]})
+    return mine, out, plans
+
+
+def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps: int,
+                        plan: EpochPlan, prefetch: int = 2, job: str | None = None,
+                        first_batch: int = 0) -> Iterator[pa.RecordBatch]:
+    """One consumer's batches of a token-budget mixture epoch: ``steps``
+    steps per rank from ``at``; ``plan`` carries the consumer's place
+    (rank, world_size, num_workers, worker) and ``columns``."""
+    del job  # take-based reads report no stream progress (as one dataset's token epoch)
+    # Every source epoch planned here, not on the reading thread.
+    mine, per_source, plans = _consumer_steps(resolved, at, steps, plan, first_batch)
+    sources: list[BudgetSource] = list(resolved.sources)  # type: ignore[arg-type]
+    generations = {s.name: _generation_of(client, s.lengths) for s in sources}
+    columns = list(plan.columns) if plan.columns is not None else None
+    rows_per_step = np.zeros(len(mine), np.int64)
+    for (i, e), p in plans.items():
+        here = per_source[i]["epoch"] == e
+        rows_per_step[here] += p.count[per_source[i]["batch"][here]]
+    # Groups of whole steps, about _ROWS_PER_TAKE rows each.
+    ends = np.cumsum(rows_per_step)
+    cuts = np.unique(np.searchsorted(ends, np.arange(1, (int(ends[-1]) if len(ends) else 0)
+                                                     // _ROWS_PER_TAKE + 1) * _ROWS_PER_TAKE))
+    groups = [g for g in np.split(np.arange(len(mine)), cuts + 1) if len(g)]
+
+    def read(group: np.ndarray) -> list[pa.RecordBatch]:
+        parts: list[list[pa.RecordBatch]] = [[] for _ in group]
+        for i, source in enumerate(sources):
+            now = client._slice_maps.get(source.name, columns).generation
+            if generations[source.name] is not None and now != generations[source.name]:
+                raise InvalidArgument(
+                    f"mixture source {source.name!r} changed from generation "
+                    f"{generations[source.name]} to {now} during a token-budget mixture "
+                    "planned from the first one's row lengths; resume from a state in a new "
+                    "process (its plan then comes from the new copy)")
+            epochs = per_source[i]["epoch"][group]
+            for e in np.unique(epochs[epochs >= 0]):
+                at_steps = np.flatnonzero(epochs == e)
+                rows, counts = plans[(i, int(e))].rows_of(per_source[i]["batch"][group][at_steps])
+                table = client.take(source.name, rows, columns).combine_chunks()
+                batch = table.to_batches()[0]
+                offsets = np.concatenate([[0], np.cumsum(counts)])
+                for j, s in enumerate(at_steps):
+                    parts[s].append(batch.slice(int(offsets[j]), int(counts[j])))
+        return [p[0] if len(p) == 1 else
+                pa.Table.from_batches(p).combine_chunks().to_batches()[0] for p in parts]
+
+    if prefetch <= 0 or len(groups) < 2:
+        for group in groups:
+            yield from read(group)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-mixture-budget") as pool:
+        pending = pool.submit(read, groups[0])
+        for k in range(len(groups)):
+            batches = pending.result()
+            if k + 1 < len(groups):
+                pending = pool.submit(read, groups[k + 1])
+            yield from batches
+
+
+def iter_budget_mixture(client: Any, weights: Mixture | Mapping[str, float], *,
+                        batch_size: int | None, prefetch: int, job: str | None,
+                        plan: EpochPlan | None, mix_by: str = "tokens",
+                        token_column: str | None = None, epoch_source: str | None = None,
+                        epoch_total: int | None = None, per_batch: bool = False,
+                        run_steps: int | None = None,
+                        **fields: Any) -> Iterator[pa.RecordBatch]:
+    """``Client.iter_epoch`` of a mixture with ``batch_tokens``: epoch
+    ``epoch`` read from the mixture's start by arithmetic."""
+    if batch_size is not None:
+        raise InvalidArgument("batch_size and batch_tokens exclude each other")
+    mixture = weights if isinstance(weights, Mixture) else Mixture(
+        as_weights(weights), mix_by=mix_by, token_column=token_column, epoch_source=epoch_source,
+        epoch_total=epoch_total, per_batch=per_batch, run_steps=run_steps)
+    budget = budget_of({**fields, "token_column": token_column or mixture.token_column})
+    for key in dataclasses.asdict(budget):
+        fields.pop(key, None)
+    plan = (plan or EpochPlan()).replace(**fields)
+    if plan.drop_last is False:
+        raise InvalidArgument("a mixture reads every source with drop_last=True")
+    resolved = resolve_budget(client, mixture, budget, plan.world_size or 1,
+                              list(plan.columns) if plan.columns is not None else None,
+                              plan.seed or 0)
+    at = resolved.base_of(plan.epoch or 0, None)
+    yield from iter_budget_batches(client, resolved, at, resolved.epoch_steps(at), plan,
+                                   prefetch, job)

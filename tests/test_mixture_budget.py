@@ -1,0 +1,271 @@
+"""Token-budget batches over a weighted mixture (issue 46, "Works with
+mixtures"; docs/epochs.md sections 6 and 7): every batch bounded by the
+budget, each source's share held in tokens in every window of 100 batches,
+every source row once per its own epoch (the public planner's sequence,
+exactly), equal steps and balanced tokens across ranks, resume with another
+world size, per_batch, and bad input refused before the first batch. A real
+LocalCluster throughout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from ddp_util import as_rank
+from iceberg_util import Warehouse
+from torch.utils.data import DataLoader
+
+import icefloe
+from icefloe import _token_batches as tb
+from icefloe.errors import InvalidArgument, NotFound
+from icefloe.torch import CacheDataset
+
+SEED = 46  # the lengths below come from it
+# rows, first id, (log-mean tokens, shortest, longest): ids tell the source apart.
+SOURCES = {"web": (12000, 0, (3.7, 4, 200)), "code": (2000, 100_000, (5.0, 20, 400)),
+           "math": (800, 200_000, (2.7, 2, 30))}
+WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
+BUDGET = 4096
+CONTEXT = "forkserver"  # gRPC cannot be used after fork (as tests/test_epochs.py)
+
+
+def _source_lengths(name: str) -> np.ndarray:
+    rows, _, (mu, lo, hi) = SOURCES[name]
+    rng = np.random.default_rng([SEED, list(SOURCES).index(name)])
+    return np.clip(rng.lognormal(mu, 0.7, rows), lo, hi).astype(np.int64)
+
+
+LENGTHS = {name: _source_lengths(name) for name in SOURCES}
+
+
+def _source_of(row_id: int) -> str:
+    return ("web", "code", "math")[row_id // 100_000]
+
+
+def _tokens_of(row_id: int) -> int:
+    name = _source_of(row_id)
+    return int(LENGTHS[name][row_id - SOURCES[name][1]])
+
+
+def _data(name: str) -> pa.Table:
+    rows, first, _ = SOURCES[name]
+    lengths = LENGTHS[name]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = np.repeat(np.arange(first, first + rows, dtype=np.int32), lengths)
+    return pa.table({"id": np.arange(first, first + rows, dtype=np.int64),
+                     "tok": pa.ListArray.from_arrays(pa.array(offsets),
+                                                     pa.array(values, pa.int32()))})
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixture-budget")
+    wh = Warehouse(root / "wh")
+    tables = {name: wh.create(name, _data(name)) for name in SOURCES}
+    other = wh.create("plain", pa.table({"id": np.arange(50, dtype=np.int64),
+                                         "tok": pa.array(np.arange(50), pa.int64())}))
+    with icefloe.LocalCluster(num_nodes=2, log_dir=root / "logs") as c:
+        with c.client() as client:
+            for name, table in tables.items():
+                client.load(name, table.metadata_location, batch_rows=500)
+            client.load("plain", other.metadata_location)
+        yield c
+
+
+def _epoch(client, weights=WEIGHTS, **kw) -> list[list[int]]:
+    fields = {"batch_tokens": BUDGET, "token_column": "tok", "seed": SEED, **kw}
+    return [b["id"].to_pylist() for b in client.iter_epoch(weights, **fields)]
+
+
+def _worst_window_deviation(batches: list[list[int]], weights: dict[str, float],
+                            window: int = 100) -> float:
+    """The largest |token share - weight| of any source over any ``window``
+    consecutive batches."""
+    names = list(weights)
+    per = np.zeros((len(batches), len(names)))
+    for k, batch in enumerate(batches):
+        for i in batch:
+            per[k, names.index(_source_of(i))] += _tokens_of(i)
+    cum = np.concatenate([np.zeros((1, len(names))), np.cumsum(per, axis=0)])
+    windows = cum[window:] - cum[:-window]
+    shares = windows / windows.sum(axis=1, keepdims=True)
+    want = np.array([weights[n] for n in names]) / sum(weights.values())
+    return float(np.abs(shares - want).max())
+
+
+def test_mixed_batches_hold_token_shares_in_every_window_and_the_budget(cluster):
+    with cluster.client() as client:
+        batches = _epoch(client, varlen=True)
+    assert len(batches) >= 150
+    # varlen: a batch's tokens, all sources together, are within the budget.
+    assert max(sum(_tokens_of(i) for i in b) for b in batches) <= BUDGET
+    assert all({_source_of(i) for i in b} == set(WEIGHTS) for b in batches)
+    worst = _worst_window_deviation(batches, WEIGHTS)
+    print("worst token-share deviation over 100 batches:", worst)
+    assert worst <= 0.02
+
+
+def test_per_batch_holds_token_shares_and_the_padded_budget(cluster):
+    with cluster.client() as client:
+        batches = _epoch(client, per_batch=True)
+    assert len(batches) >= 150
+    for b in batches:
+        assert len({_source_of(i) for i in b}) == 1
+        assert len(b) * max(_tokens_of(i) for i in b) <= BUDGET  # padded size
+    worst = _worst_window_deviation(batches, WEIGHTS)
+    print("worst token-share deviation over 100 batches:", worst)
+    assert worst <= 0.02
+
+
+def _source_plan(name: str, budget: int, epoch: int) -> tb.TokenBatchPlan:
+    return tb.plan_epoch(LENGTHS[name], tb.TokenBudget(budget, "tok"), seed=SEED, epoch=epoch)
+
+
+def _expected(name: str, budget: int, world_size: int, count: int) -> list[list[int]]:
+    """A source's first ``count`` rows as its own epochs give them: each
+    epoch's planned sequence, read ``world_size`` batches a step, its
+    drop_last tail left; returned per source epoch."""
+    out, total, epoch = [], 0, 0
+    while total < count:
+        plan = _source_plan(name, budget, epoch)
+        steps = plan.steps(world_size, 0, True)
+        rows, _ = plan.rows_of(plan.order[:steps * world_size])
+        out.append((rows + SOURCES[name][1]).tolist())
+        total += len(rows)
+        epoch += 1
+    return out
+
+
+def _rank_batches(cluster, world_size: int, num_workers: int, **kw) -> list[list[list[int]]]:
+    out = []
+    for r in range(world_size):
+        with as_rank(r, world_size):
+            ds = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET, token_column="tok",
+                              seed=SEED, **kw)
+            loader = DataLoader(ds, batch_size=None, num_workers=num_workers,
+                                multiprocessing_context=CONTEXT if num_workers else None)
+            out.append([b["id"].tolist() for b in loader])
+    return out
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_every_source_row_once_per_its_own_epoch(cluster, per_batch):
+    world_size = 2
+    kw = {"per_batch": True} if per_batch else {"varlen": True}
+    per_rank = _rank_batches(cluster, world_size, 2, **kw)
+    steps = {len(b) for b in per_rank}
+    assert len(steps) == 1, "unequal steps per rank"
+    with as_rank(0, world_size):  # each source's budget: mixed batches fit shares to fills
+        resolved = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET,
+                                token_column="tok", seed=SEED, **kw)._resolve()
+    budgets = {s.name: s.budget.batch_tokens for s in resolved.sources}
+    assert budgets == {n: BUDGET for n in WEIGHTS} if per_batch else sum(budgets.values()) == BUDGET
+    for name in WEIGHTS:
+        # The source's rows as the job read them: steps in order, ranks side
+        # by side; each source epoch is its own planned sequence, exactly.
+        seq = [i for step in zip(*per_rank, strict=True) for batch in step for i in batch
+               if _source_of(i) == name]
+        want = _expected(name, budgets[name], world_size, len(seq))
+        assert seq == [i for epoch in want for i in epoch][:len(seq)], name
+        for epoch in want:
+            assert len(set(epoch)) == len(epoch), f"{name}: a row read twice in one epoch"
+        if name == "math":  # small: repeats, each repetition its own shuffle
+            assert len(want) >= 3 and want[0] != want[1]
+        if name == "web":  # the epoch is its pass
+            assert len(want) == 1 and len(seq) == len(want[0])
+
+
+def test_ranks_have_equal_steps_and_alike_tokens(cluster):
+    world_size = 4
+    with cluster.client() as client:
+        per_rank = [_epoch(client, varlen=True, world_size=world_size, rank=r)
+                    for r in range(world_size)]
+    assert len({len(b) for b in per_rank}) == 1
+    tokens = np.array([[sum(_tokens_of(i) for i in b) for b in rank] for rank in per_rank])
+    spread = (tokens.max(axis=0) - tokens.min(axis=0)) / tokens.max(axis=0)
+    print("per-step token spread across 4 ranks: median", np.median(spread), "max", spread.max())
+    # Each source's batches of a step are neighbours of its sorted window.
+    assert np.median(spread) < 0.05
+    assert np.mean(spread <= 0.10) >= 0.9
+
+
+def test_deterministic_per_seed_and_iter_epoch_matches_cache_dataset(cluster):
+    with cluster.client() as client:
+        a = _epoch(client, varlen=True, epoch=1)
+        assert a == _epoch(client, varlen=True, epoch=1)
+        assert a != _epoch(client, varlen=True, epoch=1, seed=SEED + 1)
+    ds = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET, token_column="tok",
+                      varlen=True, seed=SEED)
+    ds.set_epoch(1)
+    assert [b["id"].tolist() for b in ds] == a
+    assert len(ds) == len(a)
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_resume_with_another_world_size(cluster, per_batch):
+    kw = {"per_batch": True} if per_batch else {"varlen": True}
+    k = 20
+    first = []
+    for r in range(2):
+        with as_rank(r, 2):
+            ds = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET,
+                              token_column="tok", seed=SEED, **kw)
+            first += [i for b in list(ds)[:k] for i in b["id"].tolist()]
+            state = ds.state_dict(steps=k)
+    assert set(state["sources"]) == set(WEIGHTS)
+    if not per_batch:  # every source took 2 batches a step of its own sequence
+        assert all(state["sources"][n] == {"epoch": 0, "position": 2 * k} for n in ("web", "code"))
+    per_rank = []
+    for r in range(3):
+        with as_rank(r, 3):
+            ds2 = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET,
+                               token_column="tok", **kw)
+            ds2.load_state_dict(state)
+            per_rank.append([b["id"].tolist() for b in
+                             DataLoader(ds2, batch_size=None, num_workers=2,
+                                        multiprocessing_context=CONTEXT)])
+    assert len({len(b) for b in per_rank}) == 1, "unequal steps per rank"
+    resumed = [i for s in zip(*per_rank, strict=True) for b in s for i in b]
+    budget = ds2._resolve().sources[0].budget.batch_tokens
+    plan = _source_plan("web", budget, 0)
+    full_rows = int(plan.count[plan.order[:plan.num_full]].sum())
+    web = [i for i in first + resumed if _source_of(i) == "web"]
+    # web's pass ends the epoch: the two jobs read it once, but for the
+    # resumed job's drop_last tail (under one step of 3 batches).
+    assert len(set(web)) == len(web)
+    tail = np.sort(plan.count[plan.order[:plan.num_full]])[-2:].sum()
+    assert full_rows - tail <= len(web) <= full_rows
+    for name in ("code",):  # continues its own epoch: nothing consumed read again
+        a = [i for i in first if _source_of(i) == name]
+        b = [i for i in resumed if _source_of(i) == name]
+        assert a and b and not set(a) & set(b)
+
+
+def test_budget_must_hold_every_source_and_bad_input_is_refused(cluster):
+    def first(weights=WEIGHTS, **kw):
+        fields = {"batch_tokens": BUDGET, "token_column": "tok", "seed": SEED, "varlen": True}
+        ds = CacheDataset(cluster.head_uri, weights, **{**fields, **kw})
+        return next(iter(ds))
+
+    # Mixed batches bound their total tokens: padded size would not hold.
+    with pytest.raises(InvalidArgument, match="varlen=True.*per_batch"):
+        first(varlen=False)
+    with pytest.raises(InvalidArgument, match='mix_by="tokens"'):
+        first(mix_by="rows")
+    with pytest.raises(ValueError, match="batch_size and batch_tokens"):
+        first(batch_size=10)
+    # code's share of 1000 tokens is 300: rows longer are refused, naming the source.
+    over = int((LENGTHS["code"] > 300).sum())
+    with pytest.raises(InvalidArgument, match=rf"source 'code'.*300 of 1000.*{over} rows"):
+        first(batch_tokens=1000)
+    with pytest.raises(NotFound, match="'nope'"):
+        first({"web": 0.5, "nope": 0.5})
+    with pytest.raises(InvalidArgument, match="'plain'.*list<int32>"):
+        first({"web": 0.5, "plain": 0.5}, columns=["id"])
+    with pytest.raises(InvalidArgument, match="'math'"):  # its share is no token
+        first({"web": 0.9999, "math": 0.0001})
+    # too_long="drop" drops and reads the rest, every batch within its share.
+    ds = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=1000, token_column="tok",
+                      varlen=True, too_long="drop", seed=SEED)
+    batch = next(iter(ds))
+    assert len(batch["id"]) > 0
