@@ -7,7 +7,12 @@ Three tokenized sources whose rows differ in length (web ~60 tokens, code
 ``Client.iter_epoch`` with ``mix_by="rows"`` and ``mix_by="tokens"``, each
 batch mixed or (``per_batch``) one source's; the
 single-dataset baseline reads web alone with the same batch size and number
-of batches. Variants alternate over the repeats; medians are reported.
+of batches. The token-budget variants (``batch_tokens``, docs/epochs.md
+section 7, "Over a mixture") read the same sources with mixed batches
+(``varlen``: each source its share of the budget) and ``per_batch`` (one
+source a step, padded within the budget), against web alone with the same
+budget; their pad share is 1 - tokens / (rows x longest row), summed over
+the batches. Variants alternate over the repeats; medians are reported.
 
     .venv/bin/python benchmarks/mixture.py [--quick] [--out results/mixture.json]
 """
@@ -31,6 +36,7 @@ import icefloe
 WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
 MEAN_TOKENS = {"web": 60, "code": 200, "math": 30}
 WINDOW = 100  # batches
+BATCH_TOKENS = 16384  # the token-budget variants' T (code's share, ~4900, is 3x its longest row)
 
 
 def _source(code: int, rows: int, mean: int, rng: np.random.Generator) -> pa.Table:
@@ -58,22 +64,27 @@ def _tables(root: Path, rows: dict[str, int]) -> dict[str, str]:
     return out
 
 
-def _read(client: icefloe.Client, source, batch_size: int, steps: int,
-          **kw) -> tuple[float, np.ndarray, np.ndarray]:
-    """Seconds for ``steps`` batches, and per batch the rows and tokens of
-    each source (batches x sources)."""
+def _read(client: icefloe.Client, source, batch_size: int | None, steps: int,
+          **kw) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """Seconds for ``steps`` batches, per batch the rows and tokens of each
+    source (batches x sources), and the batches' padded tokens (rows x
+    longest row, summed)."""
     rows = np.zeros((steps, len(WEIGHTS)))
     tokens = np.zeros((steps, len(WEIGHTS)))
+    padded = 0.0
+    i = -1
     t0 = time.perf_counter()
     for i, batch in enumerate(client.iter_epoch(source, batch_size=batch_size, **kw)):
         if i == steps:
+            i -= 1
             break
         src = batch["src"].to_numpy()
         lengths = pc.list_value_length(batch["tok"]).to_numpy()
         rows[i] = np.bincount(src, minlength=len(WEIGHTS))
         tokens[i] = np.bincount(src, weights=lengths, minlength=len(WEIGHTS))
+        padded += len(lengths) * float(lengths.max())
     seconds = time.perf_counter() - t0
-    return seconds, rows[:i + 1], tokens[:i + 1]
+    return seconds, rows[:i + 1], tokens[:i + 1], padded
 
 
 def worst_window(counts: np.ndarray) -> float:
@@ -107,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 client.load(name, location)
             # As many batches as the tokens mixture's epoch (one pass of web).
             steps = min(rows["web"] // b, 2000)
+            budget = {"batch_tokens": BATCH_TOKENS, "token_column": "tok"}
             variants = {
                 "single (web)": ("web", {}),
                 "mixture, rows": (WEIGHTS, {"mix_by": "rows", "epoch_total": steps * b}),
@@ -115,35 +127,45 @@ def main(argv: list[str] | None = None) -> int:
                 "per_batch, rows": (WEIGHTS, {"per_batch": True, "epoch_total": steps * b}),
                 "per_batch, tokens": (WEIGHTS, {"per_batch": True, "mix_by": "tokens",
                                                 "token_column": "tok", "epoch_source": "web"}),
+                "budget, single (web)": ("web", budget),
+                "budget, mixed": (WEIGHTS, {**budget, "varlen": True}),
+                "budget, per_batch": (WEIGHTS, {**budget, "per_batch": True}),
             }
             seconds: dict[str, list[float]] = {v: [] for v in variants}
             shares: dict[str, dict[str, float]] = {}
             for r in range(repeats):
                 for v, (source, kw) in variants.items():
-                    s, per_rows, per_tokens = _read(client, source, b, steps, seed=r, **kw)
+                    size = None if "batch_tokens" in kw else b
+                    s, per_rows, per_tokens, padded = _read(client, source, size, steps,
+                                                            seed=r, **kw)
                     seconds[v].append(s)
                     n = len(per_rows)
-                    shares[v] = {"batches": n,
+                    shares[v] = {"batches": n, "rows": int(per_rows.sum()),
+                                 "pad_share": 1 - float(per_tokens.sum()) / padded,
                                  "worst_rows_pp": 100 * worst_window(per_rows),
                                  "worst_tokens_pp": 100 * worst_window(per_tokens)}
-    base = statistics.median(seconds["single (web)"])
-    result = {"batch_size": b, "rows": rows, "weights": WEIGHTS, "mean_tokens": MEAN_TOKENS,
-              "window_batches": WINDOW, "repeats": repeats, "variants": {}}
-    print(f"batch {b}, windows of {WINDOW} batches, {repeats} repeats (median)")
-    print(f"{'variant':18} {'batches':>7} {'rows/s':>10} {'vs single':>9} "
+    result = {"batch_size": b, "batch_tokens": BATCH_TOKENS, "rows": rows, "weights": WEIGHTS,
+              "mean_tokens": MEAN_TOKENS, "window_batches": WINDOW, "repeats": repeats,
+              "variants": {}}
+    print(f"batch {b} (budget variants: batch_tokens {BATCH_TOKENS}), windows of {WINDOW} "
+          f"batches, {repeats} repeats (median)")
+    print(f"{'variant':20} {'batches':>7} {'rows/s':>10} {'vs single':>9} {'pad share':>9} "
           f"{'worst rows pp':>13} {'worst tokens pp':>15}")
     for v in variants:
+        # Each variant against the single dataset read the same way.
+        base_name = "budget, single (web)" if v.startswith("budget") else "single (web)"
+        base = statistics.median(seconds[base_name])
         med = statistics.median(seconds[v])
-        n = shares[v]["batches"]
-        line = {**shares[v], "seconds": med, "rows_per_s": n * b / med, "vs_single": base / med}
+        line = {**shares[v], "seconds": med, "rows_per_s": shares[v]["rows"] / med,
+                "vs_single": base / med * shares[v]["rows"] / shares[base_name]["rows"]}
         result["variants"][v] = line
-        if v.startswith("single"):  # one source: no weights to keep
+        if v.endswith("single (web)"):  # one source: no weights to keep
             line.pop("worst_rows_pp")
             line.pop("worst_tokens_pp")
-            print(f"{v:18} {n:>7} {n * b / med:>10,.0f} {1:>9.2f} {'-':>13} {'-':>15}")
-            continue
-        print(f"{v:18} {n:>7} {n * b / med:>10,.0f} {base / med:>9.2f} "
-              f"{line['worst_rows_pp']:>13.2f} {line['worst_tokens_pp']:>15.2f}")
+        worst = (f"{'-':>13} {'-':>15}" if "worst_rows_pp" not in line else
+                 f"{line['worst_rows_pp']:>13.2f} {line['worst_tokens_pp']:>15.2f}")
+        print(f"{v:20} {line['batches']:>7} {line['rows_per_s']:>10,.0f} "
+              f"{line['vs_single']:>9.2f} {100 * line['pad_share']:>8.1f}% {worst}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2))
