@@ -455,3 +455,33 @@ def test_status_shows_each_sources_progress(cluster):
     assert one["dataset"] == "math"
     assert one["rows_total"] == single == jobs["one-status"]["rows_total"] == 150
     assert f"web: {read['web']:,} rows" in render(status)  # `icefloe status`
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_status_rates_a_mixture_job_over_its_wall_time(cluster, per_batch):
+    """A mixture's sources are read side by side, each source's reports
+    covering the whole time: the job's rows/s and elapsed time are those of
+    its wall time, not its sources' times added up (1/N of the rate)."""
+    import time
+
+    from icefloe import _stall
+
+    weights = {"web": 0.5, "code": 0.3, "math": 0.2}
+    job = f"mix-rate-{int(per_batch)}"
+    rows = 0
+    with cluster.client() as c:
+        began = time.perf_counter()
+        for batch in c.iter_epoch(weights, batch_size=16, seed=3, job=job, per_batch=per_batch,
+                                  epoch_total=40 * 16):
+            rows += batch.num_rows
+            time.sleep(0.01)  # the loop's own work: the wall time is the loop's
+        wall_s = time.perf_counter() - began
+        assert _stall.flush_all(timeout_s=30)
+        [status] = [j for j in c.status()["jobs"] if j["job"] == job]
+    assert status["rows_total"] == rows == 40 * 16
+    wall_rate = rows / wall_s
+    print(f"per_batch={per_batch}: status {status['rows_per_s']:.0f} rows/s over "
+          f"{status['elapsed_s_total']:.3f} s, the loop {wall_rate:.0f} rows/s over {wall_s:.3f} s")
+    # Loose bounds (no timing): summing 3 sources' times gives a third.
+    assert 0.5 < status["rows_per_s"] / wall_rate < 2
+    assert status["elapsed_s_total"] < 1.5 * wall_s
