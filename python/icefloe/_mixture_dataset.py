@@ -29,8 +29,9 @@ class MixtureDataset(CacheDataset):
     is a dict). Every batch holds each source's share of ``batch_size`` rows,
     or with ``per_batch`` is one source's (docs/epochs.md, "Mixtures");
     every other argument means what it means for one dataset, for every
-    source. ``drop_last`` must be True: each source drops the tail of its
-    epoch that does not fill a step; ``follow`` must be ``"latest"``.
+    source: with ``drop_last`` each source drops the tail of its epoch that
+    does not fill a step, without it a step reads that tail and the first
+    rows of the source's next epoch. ``follow`` must be ``"latest"``.
     """
 
     def __init__(self, head_uri: str, dataset: Mixture | Mapping[str, float],
@@ -43,8 +44,6 @@ class MixtureDataset(CacheDataset):
             epoch_source=epoch_source, epoch_total=epoch_total, per_batch=per_batch,
             run_steps=run_steps)
         super().__init__(head_uri, mixture.label(), batch_size, *args, **kwargs)
-        if not self.drop_last:
-            raise InvalidArgument("a mixture reads every source with drop_last=True")
         if self.follow == "pinned":
             # Each source epoch is bound to its own copy by the head; pinning
             # every source to one generation is not done yet.
@@ -65,7 +64,8 @@ class MixtureDataset(CacheDataset):
         _, world_size = self._world()
         if self._resolved is None or self._resolved.sources[0].world_size != world_size:
             self._resolved = resolve(self.client(), self.mixture, self.batch_size, world_size,
-                                     list(self.columns) if self.columns is not None else None)
+                                     list(self.columns) if self.columns is not None else None,
+                                     self.drop_last)
         return self._resolved
 
     def _base(self) -> tuple[Resolved, Anchor]:
@@ -144,7 +144,7 @@ class MixtureDataset(CacheDataset):
             "order_version": ORDER_VERSION, "seed": self.seed, "epoch": self.epoch,
             "shuffle": self.shuffle, "block_rows": self.block_rows,
             "window_blocks": self.window_blocks,
-            "shuffle_within_block": self.shuffle_within_block, "drop_last": True,
+            "shuffle_within_block": self.shuffle_within_block, "drop_last": self.drop_last,
             "world_size": world_size, "batch_size": self.batch_size}
         if steps is not None or info is None:
             k = int(steps if steps is not None else self._yielded)
@@ -173,6 +173,9 @@ class MixtureDataset(CacheDataset):
         if bool(state.get("per_batch")) != self.mixture.per_batch:
             raise ValueError(f"state was saved with per_batch={bool(state.get('per_batch'))}; "
                              "resume with the same per_batch")
+        if bool(state.get("drop_last", True)) != self.drop_last:
+            raise ValueError(f"state was saved with drop_last={state.get('drop_last', True)}; "
+                             "resume with the same drop_last")
         if set(state["sources"]) != set(self.mixture.names):
             raise ValueError(f"state is for the mixture of {', '.join(state['sources'])}, "
                              f"not of {', '.join(self.mixture.names)}")
