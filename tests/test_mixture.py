@@ -4,7 +4,9 @@ determinism, resume with another world size, and bad input (issue 46)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from itertools import islice
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +16,7 @@ from iceberg_util import Warehouse
 from torch.utils.data import DataLoader
 
 import icefloe
-from icefloe._mixture import Position, Runs, Source, apportion, pattern_of
+from icefloe._mixture import Position, Runs, Source, Straddle, apportion, pattern_of
 from icefloe.errors import InvalidArgument, NotFound
 from icefloe.torch import CacheDataset, Mixture
 
@@ -249,11 +251,125 @@ def test_common_projection_and_token_column_checks(cluster):
         Mixture({"web": 1.0}, mix_by="tokens")
     with pytest.raises(InvalidArgument, match="pinned"):  # not silently ignored
         CacheDataset(cluster.head_uri, {"web": 1.0}, batch_size=2, follow="pinned")
-    with pytest.raises(InvalidArgument, match="drop_last"):
-        CacheDataset(cluster.head_uri, {"web": 1.0}, batch_size=2, drop_last=False)
+    # A state keeps its drop_last, as one dataset's does.
+    kept = CacheDataset(cluster.head_uri, {"web": 1.0}, batch_size=2, drop_last=False)
+    with pytest.raises(ValueError, match="drop_last=False"):
+        CacheDataset(cluster.head_uri, {"web": 1.0}, batch_size=2).load_state_dict(
+            kept.state_dict(steps=1))
     with pytest.raises(InvalidArgument, match="'x'.*list"):
         next(iter(CacheDataset(cluster.head_uri, {"web": 0.5, "code": 0.5}, batch_size=10,
                                mix_by="tokens", token_column="x")))
+
+
+# drop_last=False: shares of 7, 7 and 4 rows that divide no source's rows
+# (1200, 600, 150) for 1, 2 or 3 ranks, so every source has steps that end
+# one of its epochs and begin the next.
+UNEVEN = {"web": 7, "code": 7, "math": 4}
+
+
+def _streams(cluster, seed: int, epochs: int) -> dict[str, list[int]]:
+    """Each source's rows as one stream of its epochs: epoch e's order is
+    that of a single-dataset epoch e (every row, in order)."""
+    out = {}
+    with cluster.client() as c:
+        for name, (rows, _, _) in SOURCES.items():
+            out[name] = [i for e in range(epochs) for b in c.iter_epoch(
+                name, batch_size=rows, seed=seed, epoch=e, shuffle="window", drop_last=False)
+                for i in b["id"].to_pylist()]
+    return out
+
+
+def _of_source(rows: list[int], name: str) -> list[int]:
+    return [i for i in rows if _source_of(i) == name]
+
+
+def _slice_at(part: list[int], stream: list[int]) -> int | None:
+    """Where ``part`` is a run of consecutive elements of ``stream`` (None: nowhere)."""
+    return next((k for k in range(len(stream))
+                 if stream[k] == part[0] and stream[k:k + len(part)] == part), None)
+
+
+@pytest.mark.parametrize("world_size, num_workers",
+                         [(1, 0), (1, 2), (2, 0), (2, 2), (3, 0), (3, 2)])
+def test_drop_last_false_reads_every_source_row_once_per_its_own_epoch(
+        cluster, world_size, num_workers):
+    runs = _rank_epochs(cluster, UNEVEN, world_size, [0, 1], num_workers, batch_size=18,
+                        seed=2, drop_last=False)
+    for e in (0, 1):
+        assert len({len(runs[r][e]) for r in range(world_size)}) == 1, "unequal steps"
+        assert all(len(b) == 18 for r in range(world_size) for b in runs[r][e])
+        for r in range(world_size):  # the same share of each source in every batch
+            assert all(Counter(map(_source_of, b)) == UNEVEN for b in runs[r][e])
+    # The epoch is web's pass: its last step reads the end of web's epoch
+    # (and the first rows of the next), none of it dropped.
+    assert len(runs[0][0]) == -(-1200 // (world_size * 7))
+    streams = _streams(cluster, seed=2, epochs=12)
+    read = [i for e in (0, 1) for i in _in_step_order([runs[r][e] for r in range(world_size)])]
+    for name, (rows, _, _) in SOURCES.items():
+        seq = _of_source(read, name)
+        # The job read the source's epochs one after the other, every row of
+        # each once, each in its own order: a prefix of its stream.
+        assert seq == streams[name][:len(seq)], name
+        assert len(seq) > rows
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_drop_last_false_resume_with_another_world_size(cluster, per_batch):
+    weights = {"web": 0.6, "code": 0.4} if per_batch else UNEVEN
+    kw = {"per_batch": True, "run_steps": 2} if per_batch else {}
+    k = 9
+    first = []
+    for r in range(2):
+        with as_rank(r, 2):
+            ds = CacheDataset(cluster.head_uri, weights, batch_size=18, seed=8,
+                              drop_last=False, **kw)
+            ds.set_epoch(1)
+            first.append(_ids(islice(ds, k)))
+            state = ds.state_dict(steps=k)
+    assert state["drop_last"] is False
+    per_rank = []
+    for r in range(3):
+        with as_rank(r, 3):
+            ds2 = CacheDataset(cluster.head_uri, weights, batch_size=10, drop_last=False, **kw)
+            ds2.load_state_dict(state)
+            per_rank.append(_ids(DataLoader(ds2, batch_size=None, num_workers=2,
+                                            multiprocessing_context=CONTEXT)))
+    first_rows, resumed = _in_step_order(first), _in_step_order(per_rank)
+    streams = _streams(cluster, seed=8, epochs=14)
+    at = {}
+    for name in weights:
+        a, b = _of_source(first_rows, name), _of_source(resumed, name)
+        # The resumed job goes on exactly where the first stopped: together
+        # they read a run of the source's stream, nothing skipped or repeated.
+        assert a and b
+        at[name] = _slice_at(a + b, streams[name])
+        assert at[name] is not None, f"{name}: rows skipped or repeated"
+    # web's pass ends the epoch: from within a step of the start of web's
+    # epoch 1 to its end (and into the first step of its epoch 2).
+    web = len(_of_source(first_rows + resumed, "web"))
+    assert 1200 <= at["web"] < 1200 + 2 * 18 and 2400 <= at["web"] + web < 2400 + 3 * 10
+
+
+@pytest.mark.parametrize("world_size, num_workers", [(2, 2), (3, 0)])
+def test_per_batch_drop_last_false_every_source_row_once_per_its_own_epoch(
+        cluster, world_size, num_workers):
+    weights = {"web": 0.6, "code": 0.3, "math": 0.1}
+    batch = 7  # divides none of 1200, 600, 150 by 7, 14 or 21 rows a step
+    runs = _rank_epochs(cluster, weights, world_size, [0, 1], num_workers, batch_size=batch,
+                        seed=2, per_batch=True, run_steps=2, drop_last=False)
+    for e in (0, 1):
+        assert len({len(runs[r][e]) for r in range(world_size)}) == 1, "unequal steps"
+        for r in range(world_size):
+            assert all(len(b) == batch for b in runs[r][e])
+            assert ([len({_source_of(i) for i in b}) for b in runs[r][e]]
+                    == [1] * len(runs[r][e]))
+    streams = _streams(cluster, seed=2, epochs=4)
+    read = [i for e in (0, 1) for i in _in_step_order([runs[r][e] for r in range(world_size)])]
+    for name in weights:
+        seq = _of_source(read, name)
+        assert seq == streams[name][:len(seq)], name
+    # Each epoch is web's whole pass: 2 x 1200 rows and a step's share more.
+    assert 2400 <= len(_of_source(read, "web")) < 2400 + 2 * world_size * batch
 
 
 def test_persistent_workers_see_set_epoch_and_resume(cluster):
@@ -418,6 +534,31 @@ def test_arithmetic_matches_a_step_by_step_count(seed):
             at = Position(at.epoch, at.position + source.step_positions)
         want = source.normal(at) if steps else at
         assert source.normal(source.advance(Position(0, 0), steps)) == want
+        # drop_last=False: the source is one stream of its epochs; a step
+        # may end one epoch and begin the next.
+        stream = dataclasses.replace(source, drop_last=False)
+        at, starts = Position(0, 0), []
+        for _ in range(steps):
+            starts.append(at)
+            end = at.position + stream.step_positions
+            at = Position(at.epoch + 1, end - stream.rows) if end >= stream.rows else \
+                Position(at.epoch, end)
+        assert stream.advance(Position(0, 0), steps) == at
+        t = 0
+        for first, t0, n in stream.segments(Position(0, 0), steps):
+            assert t0 == t
+            if isinstance(first, Straddle):
+                assert n == 1 and first.at == starts[t]
+                assert first.at.position < stream.rows < first.at.position + stream.step_positions
+            else:
+                assert first == starts[t] and all(
+                    starts[t + j] == Position(first.epoch, first.position
+                                              + j * stream.step_positions) for j in range(n))
+                assert first.position + n * stream.step_positions <= stream.rows
+            t += n
+        assert t == steps
+        if steps:  # the pass: the steps that begin in the source's epoch
+            assert stream.left(Position(0, 0)) == -(-stream.rows // stream.step_positions)
         runs = Runs(pattern, int(rng.integers(1, 4)))
         run0, i = int(rng.integers(0, len(pattern))), int(rng.integers(0, len(counts)))
         need = int(rng.integers(1, 60))
@@ -455,3 +596,33 @@ def test_status_shows_each_sources_progress(cluster):
     assert one["dataset"] == "math"
     assert one["rows_total"] == single == jobs["one-status"]["rows_total"] == 150
     assert f"web: {read['web']:,} rows" in render(status)  # `icefloe status`
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_status_rates_a_mixture_job_over_its_wall_time(cluster, per_batch):
+    """A mixture's sources are read side by side, each source's reports
+    covering the whole time: the job's rows/s and elapsed time are those of
+    its wall time, not its sources' times added up (1/N of the rate)."""
+    import time
+
+    from icefloe import _stall
+
+    weights = {"web": 0.5, "code": 0.3, "math": 0.2}
+    job = f"mix-rate-{int(per_batch)}"
+    rows = 0
+    with cluster.client() as c:
+        began = time.perf_counter()
+        for batch in c.iter_epoch(weights, batch_size=16, seed=3, job=job, per_batch=per_batch,
+                                  epoch_total=40 * 16):
+            rows += batch.num_rows
+            time.sleep(0.01)  # the loop's own work: the wall time is the loop's
+        wall_s = time.perf_counter() - began
+        assert _stall.flush_all(timeout_s=30)
+        [status] = [j for j in c.status()["jobs"] if j["job"] == job]
+    assert status["rows_total"] == rows == 40 * 16
+    wall_rate = rows / wall_s
+    print(f"per_batch={per_batch}: status {status['rows_per_s']:.0f} rows/s over "
+          f"{status['elapsed_s_total']:.3f} s, the loop {wall_rate:.0f} rows/s over {wall_s:.3f} s")
+    # Loose bounds (no timing): summing 3 sources' times gives a third.
+    assert 0.5 < status["rows_per_s"] / wall_rate < 2
+    assert status["elapsed_s_total"] < 1.5 * wall_s

@@ -14,6 +14,10 @@ Each source runs through its own epochs: a mixture step consumes
 ``world_size x per_step`` positions of the source's order, a source whose
 epoch ends (its drop_last tail aside) goes on with its next epoch, freshly
 shuffled, and one that does not end continues in the next mixture epoch.
+Without drop_last a source is one stream of its epochs: the step that
+reaches an epoch's end (a :class:`Straddle`) reads its last positions and
+the next epoch's first, each rank's part as the first batch of a
+one-consumer plan.
 Where every source is is pure arithmetic on a few integers
 (:class:`Position`, :meth:`Source.advance`, :class:`Anchor`): no head call
 per step, one GetFlightInfo per source epoch a consumer reads.
@@ -166,31 +170,51 @@ class Position:
 
 
 @dataclasses.dataclass(frozen=True)
+class Straddle:
+    """drop_last=False: a step of a source that begins at ``at`` and ends in
+    the source's next epoch."""
+
+    at: Position
+
+
+@dataclasses.dataclass(frozen=True)
 class Source:
     """One source as a job of ``world_size`` reads it: its rows, the rows it
-    gives each batch, and (mix_by="tokens") its mean tokens per row."""
+    gives each batch, (mix_by="tokens") its mean tokens per row, and whether
+    the tail of each of its epochs that does not fill a step is dropped
+    (``drop_last``) or read in a step that ends in its next epoch."""
 
     name: str
     rows: int
     per_step: int
     world_size: int
     mean_tokens: float = 1.0
+    drop_last: bool = True
 
     @property
     def step_positions(self) -> int:
         return self.world_size * self.per_step
 
     def left(self, at: Position) -> int:
-        """Steps left in the source epoch ``at`` is in (drop_last: a tail
-        shorter than a step is not read)."""
-        return (self.rows - at.position) // self.step_positions
+        """Steps that begin in the source epoch ``at`` is in: whole ones
+        (drop_last: a tail shorter than a step is not read), or without
+        drop_last, also the one that ends in the next epoch."""
+        rest = self.rows - at.position
+        if self.drop_last:
+            return rest // self.step_positions
+        return -(-rest // self.step_positions)
 
     def normal(self, at: Position) -> Position:
-        """``at``, or the next epoch's start where no step is left."""
-        return at if self.left(at) > 0 else Position(at.epoch + 1, 0)
+        """``at``, or the next epoch's place where none of this one is left
+        to read."""
+        if self.drop_last:
+            return at if self.left(at) > 0 else Position(at.epoch + 1, 0)
+        return Position(at.epoch + at.position // self.rows, at.position % self.rows)
 
     def advance(self, at: Position, steps: int) -> Position:
         """Where the source stands ``steps`` steps after ``at``."""
+        if not self.drop_last:  # one stream of its epochs
+            return self.normal(Position(at.epoch, at.position + steps * self.step_positions))
         at = self.normal(at)
         left = self.left(at)
         if steps < left:
@@ -200,15 +224,28 @@ class Source:
         return Position(at.epoch + 1 + steps // per_epoch,
                         (steps % per_epoch) * self.step_positions)
 
-    def segments(self, at: Position, steps: int) -> list[tuple[Position, int, int]]:
-        """The next ``steps`` steps as (source epoch start, first step, steps)."""
-        out, t = [], 0
+    def segments(self, at: Position, steps: int) -> list[tuple[Position | Straddle, int, int]]:
+        """The next ``steps`` steps as (where they begin, first step, steps):
+        runs of whole steps in one source epoch, and without drop_last, a
+        Straddle (one step) where a step ends in the next epoch."""
+        out: list[tuple[Position | Straddle, int, int]] = []
+        t = 0
         at = self.normal(at)
         while t < steps:
-            n = min(self.left(at), steps - t)
-            out.append((at, t, n))
+            whole = (self.rows - at.position) // self.step_positions
+            n = min(whole, steps - t)
+            if n:
+                out.append((at, t, n))
             t += n
-            at = Position(at.epoch + 1, 0)
+            end = at.position + n * self.step_positions
+            if t == steps:
+                break
+            if self.drop_last or end == self.rows:
+                at = Position(at.epoch + 1, 0)
+                continue
+            out.append((Straddle(Position(at.epoch, end)), t, 1))
+            t += 1
+            at = Position(at.epoch + 1, end + self.step_positions - self.rows)
         return out
 
 
@@ -359,7 +396,7 @@ def describe_sources(client: Reader, mixture: Mixture,
 
 
 def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
-            columns: list[str] | None) -> Resolved:
+            columns: list[str] | None, drop_last: bool = True) -> Resolved:
     """The mixture for this job: every source described once (unknown
     names, columns that differ and token columns that are not lists are
     refused, naming the source), then ``batch_size`` apportioned."""
@@ -386,7 +423,7 @@ def resolve(client: Reader, mixture: Mixture, batch_size: int, world_size: int,
             raise InvalidArgument(
                 f"mixture source {name!r} gets no {unit} (weight {mixture.weights[name]}): "
                 "raise its weight" + ("" if runs else " or batch_size"))
-        source = Source(name, rows[name], n, world_size, mean)
+        source = Source(name, rows[name], n, world_size, mean, drop_last)
         if rows[name] < source.step_positions:
             raise InvalidArgument(
                 f"mixture source {name!r} has {rows[name]} rows, fewer than one step reads "
@@ -429,14 +466,20 @@ def _mean_tokens(client: Reader, name: str, rows: int, schema: pa.Schema,
 
 
 def worker_segments(source: Source, base: Position, steps: int, num_workers: int,
-                    worker: int, first_batch: int) -> list[tuple[Position, int, int, int]]:
+                    worker: int, first_batch: int
+                    ) -> list[tuple[Position | Straddle, int, int, int]]:
     """What worker ``worker`` of ``num_workers`` (0: none) reads of
     ``source`` in the epoch's ``steps`` steps (it reads steps worker,
     worker + K, ...), from its batch ``first_batch`` on: per source epoch,
-    (start, the plan's worker index, its first batch, its batch count)."""
+    (start, the plan's worker index, its first batch, its batch count), and
+    each Straddle step of its own as (straddle, 0, 0, 1)."""
     k = max(num_workers, 1)
-    out = []
+    out: list[tuple[Position | Straddle, int, int, int]] = []
     for at, t0, n in source.segments(base, steps):
+        if isinstance(at, Straddle):
+            if t0 % k == worker and t0 // k >= first_batch:
+                out.append((at, 0, 0, 1))
+            continue
         w = (worker - t0) % k  # the plan's worker whose batches are this worker's steps
         count = max(0, -(-(n - w) // k))
         skip = min(count, max(0, first_batch - (t0 + w - worker) // k))
@@ -446,10 +489,11 @@ def worker_segments(source: Source, base: Position, steps: int, num_workers: int
 
 
 def iter_source(client: Reader, source: Source, plan: EpochPlan,
-                segments: list[tuple[Position, int, int, int]], prefetch: int,
+                segments: list[tuple[Position | Straddle, int, int, int]], prefetch: int,
                 job: str | None) -> Iterator[pa.RecordBatch]:
     """A source's batches for one worker: each source epoch an ordinary
-    epoch plan (its streams cancelled once the mixture has what it needs)."""
+    epoch plan (its streams cancelled once the mixture has what it needs),
+    each Straddle step read by :func:`read_straddle`."""
     name = source.name
 
     def same_rows(shape: dict[str, Any]) -> None:
@@ -463,6 +507,9 @@ def iter_source(client: Reader, source: Source, plan: EpochPlan,
                 "resume from a state in a new process to plan with the new copy")
 
     for at, w, skip, count in segments:
+        if isinstance(at, Straddle):
+            yield read_straddle(client, source, plan, at.at, job, same_rows)
+            continue
         batches = client.iter_epoch(
             name, plan=plan.replace(epoch=at.epoch, start=at.position, worker=w,
                                     first_batch=skip or None),
@@ -476,6 +523,39 @@ def iter_source(client: Reader, source: Source, plan: EpochPlan,
                 yield batch
         finally:
             batches.close()
+
+
+def read_straddle(client: Reader, source: Source, plan: EpochPlan, at: Position,
+                  job: str | None, on_shape: Any) -> pa.RecordBatch:
+    """This rank's part of a step that begins at ``at`` and ends in the
+    source's next epoch: its ``per_step`` positions of the source's stream of
+    epochs, from one epoch or both. Each part is the first batch of a plan of
+    one consumer that starts there (the order of an epoch does not depend on
+    who reads it)."""
+    first = at.position + (plan.rank or 0) * source.per_step
+    stop = first + source.per_step
+    parts = []
+    for epoch, lo, hi in ((at.epoch, first, min(stop, source.rows)),
+                          (at.epoch + 1, max(first, source.rows) - source.rows,
+                           stop - source.rows)):
+        if hi <= lo:
+            continue
+        batches = client.iter_epoch(
+            source.name, plan=plan.replace(epoch=epoch, start=lo, batch_size=hi - lo,
+                                           world_size=1, rank=0, num_workers=0, worker=0,
+                                           first_batch=None, drop_last=True),
+            prefetch=0, job=job, on_shape=on_shape)
+        try:
+            part = next(batches, None)
+        finally:
+            batches.close()
+        if part is None or part.num_rows != hi - lo:
+            raise InvalidArgument(f"mixture source {source.name!r}: its epoch {epoch} "
+                                  "ended early (the copy changed under the job?)")
+        parts.append(part)
+    if len(parts) == 1:
+        return parts[0]
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
 
 
 def iter_batches(client: Reader, resolved: Resolved, at: Anchor, steps: int,
@@ -524,6 +604,11 @@ def _iter_runs(client: Reader, resolved: Resolved, at: Anchor, steps: int, plan:
         mine = np.flatnonzero(of_step == i)  # the iteration steps of this source
         segments = []
         for start, c0, n in source.segments(at.sources[source.name], len(mine)):
+            if isinstance(start, Straddle):
+                t = int(mine[c0])
+                if t % k == worker and t // k >= first_batch:
+                    segments.append((start, 0, 0, 1))
+                continue
             part = mine[c0:c0 + n]
             own = np.flatnonzero(part % k == worker)  # plan batches of this worker
             if not len(own):
@@ -560,10 +645,9 @@ def iter_mixture(client: Reader, weights: Mixture | Mapping[str, float], *,
         plan = plan.replace(batch_size=batch_size)
     if plan.batch_size is None:
         raise TypeError("iter_epoch() missing required keyword argument: 'batch_size'")
-    if plan.drop_last is False:
-        raise InvalidArgument("a mixture reads every source with drop_last=True")
     world_size = plan.world_size or 1
     resolved = resolve(client, mixture, plan.batch_size, world_size,
-                       list(plan.columns) if plan.columns is not None else None)
+                       list(plan.columns) if plan.columns is not None else None,
+                       drop_last=plan.drop_last is not False)
     at = resolved.base_of(plan.epoch or 0, None)
     yield from iter_batches(client, resolved, at, resolved.epoch_steps(at), plan, prefetch, job)

@@ -352,7 +352,8 @@ def iter_budget_mixture(client: Any, weights: Mixture | Mapping[str, float], *,
         fields.pop(key, None)
     plan = (plan or EpochPlan()).replace(**fields)
     if plan.drop_last is False:
-        raise InvalidArgument("a mixture reads every source with drop_last=True")
+        raise InvalidArgument("a mixture of token-budget batches reads every source with "
+                              "drop_last=True")
     resolved = resolve_budget(client, mixture, budget, plan.world_size or 1,
                               list(plan.columns) if plan.columns is not None else None,
                               plan.seed or 0)

@@ -30,8 +30,9 @@ class MixtureDataset(CacheDataset):
     is a dict). Every batch holds each source's share of ``batch_size`` rows,
     or with ``per_batch`` is one source's (docs/epochs.md, "Mixtures");
     every other argument means what it means for one dataset, for every
-    source. ``drop_last`` must be True: each source drops the tail of its
-    epoch that does not fill a step; ``follow`` must be ``"latest"``.
+    source: with ``drop_last`` each source drops the tail of its epoch that
+    does not fill a step, without it a step reads that tail and the first
+    rows of the source's next epoch. ``follow`` must be ``"latest"``.
 
     With ``batch_tokens`` (and ``token_column``) instead of ``batch_size``
     the weights count tokens (``mix_by`` defaults to ``"tokens"``) and each
@@ -55,8 +56,9 @@ class MixtureDataset(CacheDataset):
                          token_column=token_column or mixture.token_column, **kwargs)
         if self.token_budget is not None:
             check_budget(mixture, self.token_budget)
-        if not self.drop_last:
-            raise InvalidArgument("a mixture reads every source with drop_last=True")
+        if self.token_budget is not None and not self.drop_last:
+            raise InvalidArgument("a mixture of token-budget batches reads every source with "
+                                  "drop_last=True")
         if self.follow == "pinned":
             # Each source epoch is bound to its own copy by the head; pinning
             # every source to one generation is not done yet.
@@ -83,7 +85,7 @@ class MixtureDataset(CacheDataset):
                                                 world_size, columns, self.seed)
             else:
                 self._resolved = resolve(self.client(), self.mixture, self.batch_size,
-                                         world_size, columns)
+                                         world_size, columns, self.drop_last)
         return self._resolved
 
     def _base(self) -> tuple[Resolved, Anchor]:
@@ -163,7 +165,7 @@ class MixtureDataset(CacheDataset):
             "order_version": ORDER_VERSION, "seed": self.seed, "epoch": self.epoch,
             "shuffle": self.shuffle, "block_rows": self.block_rows,
             "window_blocks": self.window_blocks,
-            "shuffle_within_block": self.shuffle_within_block, "drop_last": True,
+            "shuffle_within_block": self.shuffle_within_block, "drop_last": self.drop_last,
             "world_size": world_size, "batch_size": self.batch_size}
         if self.token_budget is not None:  # positions count batches of each source epoch
             state["token_budget"] = self.token_budget.state()
@@ -194,6 +196,9 @@ class MixtureDataset(CacheDataset):
         if bool(state.get("per_batch")) != self.mixture.per_batch:
             raise ValueError(f"state was saved with per_batch={bool(state.get('per_batch'))}; "
                              "resume with the same per_batch")
+        if bool(state.get("drop_last", True)) != self.drop_last:
+            raise ValueError(f"state was saved with drop_last={state.get('drop_last', True)}; "
+                             "resume with the same drop_last")
         budget = self.token_budget.state() if self.token_budget is not None else None
         if state.get("token_budget") != budget:
             raise ValueError(f"state was saved with token budget {state.get('token_budget')}, "

@@ -45,7 +45,17 @@ bool JobTable::Report(const JobReport& report, Clock::time_point now) {
     source->batches_total += report.batches;
   }
   auto& samples = consumer->second.samples;
-  samples.push_back({now, report.rows, report.wait_us, report.elapsed_us, source});
+  // The interval the report covers ends when it arrived, or, where it would
+  // overlap the previous report of its dataset, begins where that one ends.
+  const auto elapsed =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(report.elapsed_us));
+  auto [last_end, first] = consumer->second.ends.try_emplace(source, now);
+  const Clock::time_point end = first ? now : std::max(now, last_end->second + elapsed);
+  last_end->second = end;
+  const uint64_t covered_before = CoveredUs(samples);
+  samples.push_back(
+      {now, report.rows, report.wait_us, report.elapsed_us, source, end - elapsed, end});
+  const uint64_t covered_us = CoveredUs(samples) - covered_before;  // what it adds
   if (samples.size() > kMaxReportsPerConsumer) samples.pop_front();
   consumer->second.last = now;
   job.last = now;
@@ -53,8 +63,24 @@ bool JobTable::Report(const JobReport& report, Clock::time_point now) {
   job.totals.rows_total += report.rows;
   job.totals.batches_total += report.batches;
   job.totals.wait_s_total += static_cast<double>(report.wait_us) / 1e6;
-  job.totals.elapsed_s_total += static_cast<double>(report.elapsed_us) / 1e6;
+  job.totals.elapsed_s_total += static_cast<double>(covered_us) / 1e6;
   return true;
+}
+
+uint64_t JobTable::CoveredUs(const std::deque<Sample>& samples) {
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
+  spans.reserve(samples.size());
+  for (const auto& x : samples) spans.emplace_back(x.begin, x.end);
+  std::sort(spans.begin(), spans.end());
+  Clock::duration covered{0};
+  Clock::time_point reached = Clock::time_point::min();
+  for (const auto& [begin, end] : spans) {
+    const auto from = std::max(begin, reached);
+    if (end > from) covered += end - from;
+    reached = std::max(reached, end);
+  }
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(covered).count());
 }
 
 std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
@@ -84,16 +110,21 @@ std::vector<JobStatus> JobTable::Summaries(Clock::time_point now) {
         samples.pop_front();
       }
       if (samples.empty()) continue;
-      uint64_t rows = 0, c_wait = 0, c_elapsed = 0;
+      uint64_t rows = 0, c_wait = 0;
+      // At least 1 us: the head refuses reports of no time.
+      const uint64_t c_elapsed = std::max<uint64_t>(CoveredUs(samples), 1);
       std::map<const JobSource*, std::pair<uint64_t, uint64_t>> by_source;  // (rows, elapsed)
       for (const auto& x : samples) {
         rows += x.rows;
         c_wait += x.wait_us;
-        c_elapsed += x.elapsed_us;
         if (x.source == nullptr) continue;
         by_source[x.source].first += x.rows;
         by_source[x.source].second += x.elapsed_us;
       }
+      // The waits are disjoint and each lies in its report's interval, so
+      // they fit in the union but for when the head stamps reports (on
+      // arrival): no more than the time they fit in is counted.
+      c_wait = std::min(c_wait, c_elapsed);
       // Each source's rows over the time its own reports cover, as the job's.
       for (const auto& [source, re] : by_source) {
         if (re.second == 0) continue;

@@ -9,6 +9,15 @@
 // The same sums per dataset the reports name make the job's `sources` (a
 // mixture's consumer reports each of its sources under the job).
 //
+// A consumer's elapsed time is the union of its reports' intervals, not their
+// sum: a mixture's consumer reads its sources side by side, and each source's
+// report covers the whole of the steps it spans, so N sources' intervals
+// overlap N-fold. A report covers the `elapsed_us` before the head received
+// it, laid after the previous report of the same dataset where the two would
+// overlap (one dataset's reports are consecutive, however late they arrive);
+// datasets read one after the other (train, then eval) so still add up. The
+// waits add up: a consumer waits on one source at a time.
+//
 // Bounded: at most `max_jobs` jobs and `max_consumers_per_job` consumers per
 // job (reports beyond are dropped and counted), `kMaxReportsPerConsumer`
 // reports per consumer; a job not heard from for `idle_expire_s` is forgotten
@@ -61,12 +70,16 @@ class JobTable {
     uint64_t rows;
     uint64_t wait_us;
     uint64_t elapsed_us;
-    const JobSource* source;  // in its job's `sources`; null: not kept
+    const JobSource* source;       // in its job's `sources`; null: not kept
+    Clock::time_point begin, end;  // the interval it covers (see above)
   };
   struct Consumer {
     std::deque<Sample> samples;
     Clock::time_point last{};
+    std::map<const JobSource*, Clock::time_point> ends;  // each source's last interval's end
   };
+  /// The time the union of `samples`' intervals covers, in microseconds.
+  static uint64_t CoveredUs(const std::deque<Sample>& samples);
   struct Job {
     std::map<std::pair<uint32_t, uint32_t>, Consumer> consumers;  // (rank, worker)
     std::set<std::string> datasets;

@@ -66,6 +66,61 @@ TEST(JobTableTest, SourcesSplitAMixtureConsumerByDataset) {
   EXPECT_EQ(jobs[0].sources[1], (JobSource{"web", 300, 30, 150.0}));
 }
 
+// A mixture's consumer reads its sources side by side: each source's meter
+// covers the whole of every step, so their reports overlap in time. The job's
+// time is the union of its consumer's reports, not their sum (issue 46: the
+// sum showed a mixture of N sources at 1/N of its rows per second and stall).
+TEST(JobTableTest, AMixtureConsumersSourcesShareItsTime) {
+  JobTable table;
+  const auto t0 = Clock::now();
+  const auto s = [](int n) { return std::chrono::seconds(n); };
+  for (int i = 1; i <= 2; ++i) {  // two intervals of 2 s, both sources each
+    JobReport web = Report("mix", 0, 300, 400'000, 2'000'000);
+    web.dataset = "web";
+    JobReport code = Report("mix", 0, 100, 600'000, 2'000'000);
+    code.dataset = "code";
+    ASSERT_TRUE(table.Report(web, t0 + s(2 * i)));
+    ASSERT_TRUE(table.Report(code, t0 + s(2 * i) + std::chrono::milliseconds(1)));
+  }
+  auto jobs = table.Summaries(t0 + s(5));
+  ASSERT_EQ(jobs.size(), 1u);
+  const JobStatus& mix = jobs[0];
+  // 800 rows in 4 s (and 1 ms), 2 s waited: the sum said 100 rows/s, 0.25.
+  EXPECT_NEAR(mix.rows_per_s, 200.0, 0.1);
+  EXPECT_NEAR(mix.stall_ratio, 0.5, 1e-3);
+  EXPECT_NEAR(mix.worst_rank_stall_ratio, 0.5, 1e-3);
+  EXPECT_NEAR(mix.elapsed_s_total, 4.0, 1e-2);  // the counters as well
+  EXPECT_DOUBLE_EQ(mix.wait_s_total, 2.0);
+  ASSERT_EQ(mix.sources.size(), 2u);  // each source over its own time, as before
+  EXPECT_DOUBLE_EQ(mix.sources[0].rows_per_s, 50.0);
+  EXPECT_DOUBLE_EQ(mix.sources[1].rows_per_s, 150.0);
+}
+
+// One consumer reading datasets one after the other (a job's train, then its
+// eval), or its reports reaching the head in a burst: the times add up.
+TEST(JobTableTest, OneConsumersReportsInTurnAddUp) {
+  JobTable table;
+  const auto t0 = Clock::now();
+  JobReport train = Report("seq", 0, 400, 0, 2'000'000);
+  train.dataset = "train";
+  JobReport eval = Report("seq", 0, 200, 0, 1'000'000);
+  eval.dataset = "eval";
+  ASSERT_TRUE(table.Report(train, t0 + std::chrono::seconds(2)));
+  ASSERT_TRUE(table.Report(eval, t0 + std::chrono::seconds(3)));
+  // Three reports of 1 s each, queued by the client and stamped together.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(
+        table.Report(Report("burst", 0, 100, 500'000, 1'000'000), t0 + std::chrono::seconds(3)));
+  }
+  auto jobs = table.Summaries(t0 + std::chrono::seconds(3));
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_DOUBLE_EQ(jobs[0].rows_per_s, 100.0);  // burst: 300 rows in 3 s
+  EXPECT_DOUBLE_EQ(jobs[0].stall_ratio, 0.5);
+  EXPECT_DOUBLE_EQ(jobs[0].elapsed_s_total, 3.0);
+  EXPECT_DOUBLE_EQ(jobs[1].rows_per_s, 200.0);  // seq: 600 rows in 3 s
+  EXPECT_DOUBLE_EQ(jobs[1].elapsed_s_total, 3.0);
+}
+
 TEST(JobTableTest, WindowForgetsOldReportsButTotalsStay) {
   JobOptions options;
   options.window_s = 10;
