@@ -135,6 +135,7 @@ def test_a_node_killed_mid_read_fails_over_by_reference(table, tmp_path, monkeyp
                 "t", batch_size=1000, shuffle="window", seed=5, rank=r, world_size=2)))
                 for r in (0, 1)]
             want_read = wire.read("t", 1000, ROWS - 1000)
+            sent = [scrape(n.health) for n in cluster.nodes[1:]]
             epochs = [c.iter_epoch("t", batch_size=1000, shuffle="window", seed=5, rank=r,
                                    world_size=2) for r in (0, 1)]
             got = [[next(e) for _ in range(40)] for e in epochs]
@@ -143,6 +144,10 @@ def test_a_node_killed_mid_read_fails_over_by_reference(table, tmp_path, monkeyp
             for r in (0, 1):
                 got[r] += list(epochs[r])
                 assert pa.Table.from_batches(got[r]).equals(want[r]), r
+            # The replicas that took over named their rows too: none sent.
+            now = [scrape(n.health) for n in cluster.nodes[1:]]
+            assert _served(now, "network") == _served(sent, "network")
+            assert _served(now, "shared") > _served(sent, "shared")
             # A range read whose first DoGet goes to a live node killed just before.
             real = client_module.Client._do_get
             by_uri = {n.location: n for n in cluster.nodes}
