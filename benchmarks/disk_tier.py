@@ -282,9 +282,9 @@ def run(env: Env) -> dict[str, Any]:
         targets.append(common.target(f"disk tier {mode}, cold, prefetch / no prefetch", "report",
                                      0, ratio(cold, f"disk tier, no prefetch {mode}, cold")))
         # A same-host reader maps the tier files (share memory) instead of
-        # having the units sent over loopback TCP: none epochs (a window
-        # epoch over a copy with tier rows still goes over TCP, node_server.cc).
-        for warmth in ("cold", "warm") if mode == "none" else ():
+        # having the units sent over loopback TCP (window epochs too, since
+        # the reader cuts a span's pieces at segments; tier_reference.py).
+        for warmth in ("cold", "warm"):
             targets.append(common.target(
                 f"disk tier {mode}, {warmth}: mapped / over TCP", "report", 0,
                 ratio(f"disk tier, mapped {mode}, {warmth}", f"disk tier {mode}, {warmth}")))

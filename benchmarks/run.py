@@ -26,7 +26,7 @@ from benchmarks import common  # noqa: E402
 
 BENCHMARKS = ["wire", "epoch", "random_access", "stall", "cold_load", "memory", "scale_out",
               "concurrency", "failover", "heal", "demo", "tokenization", "refresh", "disk_tier",
-              "bounded_load", "tokenizer_speed", "pack_labels", "sft"]
+              "bounded_load", "tokenizer_speed", "pack_labels", "sft", "tier_reference"]
 
 
 def _fmt(x: Any) -> str:

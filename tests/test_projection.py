@@ -70,7 +70,9 @@ def _column_bytes(table: pa.Table, names: list[str]) -> int:
 
 
 def test_range_read_projects_on_the_nodes(cluster):
-    with cluster.client() as c:
+    # Over the wire, whose bytes are measured (a reader of shared memory maps
+    # the nodes' files: test_shared_memory.py).
+    with cluster.client(share_memory=False) as c:
         full, full_bytes = _measured(cluster, lambda: c.read("t", 100, 25_100))
         got, got_bytes = _measured(
             cluster, lambda: c.read("t", 100, 25_100, columns=["f3", "name", "id"]))

@@ -164,6 +164,39 @@ def test_epochs_by_reference_are_read_on_the_loops_thread(table, tmp_path, monke
                 assert sum(b.num_rows for b in got) == N
 
 
+def _mapped_file(address: int) -> str:
+    """The file this process maps at ``address`` ("" for anonymous memory)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            low, high = (int(a, 16) for a in fields[0].split("-"))
+            if low <= address < high:
+                return fields[5].strip() if len(fields) > 5 else ""
+    return ""
+
+
+def test_range_reads_by_reference_are_slices_of_the_nodes_files(table, tmp_path):
+    """Client.read from nodes on this host maps their shared files: the rows
+    are views of the mapping (no copy, nothing sent), equal to a read over
+    TCP, projected and counted as any read."""
+    with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_rows=2000)
+            for start, stop, columns in [(0, None, None), (1234, 25_001, ["label", "id"]),
+                                         (N - 1, N, ["x"]), (7, 7, None)]:
+                before = _served_rows(cluster, "range", "shared")
+                sent = _served_rows(cluster, "range", "network")
+                got = c.read("t", start, stop, columns)
+                assert _served_rows(cluster, "range", "shared") - before == got.num_rows
+                assert _served_rows(cluster, "range", "network") == sent
+                want = wire.read("t", start, stop, columns)
+                assert got.num_rows == (stop or N) - start
+                assert got.equals(want), (start, stop, columns)
+                assert got.column_names == want.column_names
+                for chunk in [c for c in got.column(0).chunks if len(c)]:  # views of memfds
+                    assert "memfd:icefloe" in _mapped_file(chunk.buffers()[1].address)
+
+
 def test_mapped_rows_outlive_a_killed_node(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client() as c:
@@ -310,6 +343,42 @@ def test_pieces_by_reference_are_checked():
         os.close(fd)
 
 
+def test_a_piece_across_segments_is_cut_by_the_reader():
+    """A piece whose rows cross segments (a window span's over a copy on the
+    tier, whose units are segments of their own) comes as one message; the
+    reader cuts it into one piece per segment, each row keeping its position,
+    and the merge assembles the same batch."""
+    fd, _ = _own_export(100)
+    try:
+        me = (os.getpid(), fd, os.fstat(fd).st_ino, os.fstat(fd).st_size)
+        export = _shared.Export(*me, segments=(me[1:], me[1:]),
+                                batches=((0, 0, 40), (0, 40, 30), (0, 70, 30)))
+        source = [(35, 10), (5, 3), (65, 10)]  # segments 0-1, 0, 1-2
+        rows = [r for s, n in source for r in range(s, s + n)]
+        positions = np.random.default_rng(1).permutation(len(rows)).tolist()
+        for entries in ({"positions": positions}, {"runs": [(0, len(rows))]}):
+            placed = positions if "positions" in entries else list(range(len(rows)))
+            metadata = piece_util.encode(0, len(rows), source=source, **entries)
+            reader = _shared.SharedReader(_Reader(_Sent(len(rows), metadata)), export, ())
+            parts = [reader.read_chunk() for _ in range(3)]  # segments 0, 1, 2
+            assert [p.rows for p in parts] == [8, 10, 5]
+            assert [p.data.column("id")[0].as_py() for p in parts] == [0, 40, 70]
+            feed = iter(parts)
+            got = next(_pieces.merge_steps(_native.Merger(1, 0, 1), 1,
+                                           lambda k, feed=feed: next(feed, None))).data
+            want = [0] * len(rows)
+            for r, p in zip(rows, placed, strict=True):
+                want[p] = r
+            assert got.column("id").to_pylist() == want
+        # A chunk (whole batches in order) is never cut: the node keeps it in one.
+        chunk = piece_util.encode(0, 13, whole=True, source=[(35, 10), (60, 3)])
+        reader = _shared.SharedReader(_Reader(_Sent(13, chunk)), export, ())
+        with pytest.raises(icefloe.ProtocolError, match="more than one segment"):
+            reader.read_chunk()
+    finally:
+        os.close(fd)
+
+
 def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path) as cluster:
         with cluster.client(failover_timeout_s=30.0) as c:
@@ -328,9 +397,10 @@ def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):
     assert sorted(got.column("id").to_pylist()) == list(range(N))
 
 
-def _served_rows(cluster, ticket: str) -> float:
+def _served_rows(cluster, ticket: str, transport: str | None = None) -> float:
     scrapes = [scrape(n.health) for n in cluster.nodes]
-    return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket=ticket)
+    labels = {} if transport is None else {"transport": transport}
+    return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket=ticket, **labels)
 
 
 def test_takes_read_a_mapped_file_without_asking_the_node(table, tmp_path):

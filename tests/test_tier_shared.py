@@ -6,13 +6,16 @@ instead of having their rows sent (docs/protocol.md, "Shared memory")."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from iceberg_util import Warehouse
-from test_metrics import nodes_total, scrape_nodes
+from test_metrics import nodes_total, scrape, scrape_nodes
 
 import icefloe
 
@@ -59,8 +62,6 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
                 over_tcp = pa.Table.from_batches(
                     list(wire.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7)))
                 assert got.equals(over_tcp), shuffle  # the same rows in the same order
-                if shuffle == "window":  # over TCP on a copy with tier rows (node_server.cc)
-                    continue
                 # Every row named by reference: none sent, none read from the
                 # tier by the node for this reader.
                 assert _served(after, "shared") - _served(before, "shared") > 0, shuffle
@@ -76,36 +77,101 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
             assert c.read("t").equals(in_order)
 
 
-def _ipc_file(path, batches: list[pa.RecordBatch]) -> int:
-    """Writes ``batches`` as one Arrow IPC file; an fd of it open read-only."""
-    with pa.ipc.new_file(str(path), batches[0].schema) as writer:
-        for b in batches:
-            writer.write_batch(b)
-    return os.open(path, os.O_RDONLY)
+def _range_served(scrapes, transport: str) -> float:
+    return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket="range",
+                       transport=transport)
 
 
-def test_the_reader_maps_a_tier_files_batches_and_refuses_a_replaced_file(tmp_path):
-    from icefloe import _shared
-    from icefloe.errors import ProtocolError
+def test_window_epochs_of_two_ranks_and_range_reads_map_memory_and_tier(table, tmp_path):
+    """A copy partly in memory, partly on the tier: two ranks' window epochs
+    and range reads come by reference (nothing sent, nothing read from the
+    tier by the nodes), the same rows in the same order as over TCP."""
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="256MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_rows=4096)
+            nodes = c.status()["nodes"]
+            assert sum(n["disk_used_bytes"] for n in nodes) > 0, nodes
+            assert sum(n["memory_used_bytes"] for n in nodes) > 0, nodes
+            for rank in (0, 1):
+                def epoch(client, rank=rank):
+                    return pa.Table.from_batches(list(client.iter_epoch(
+                        "t", batch_size=1000, shuffle="window", seed=3, epoch=1, rank=rank,
+                        world_size=2)))
+                before = scrape_nodes(cluster)
+                got = epoch(c)
+                after = scrape_nodes(cluster)
+                assert got.equals(epoch(wire)), rank
+                assert _served(after, "shared") > _served(before, "shared"), rank
+                assert _served(after, "network") == _served(before, "network"), rank
+                assert _tier_read(after) == _tier_read(before), rank
+            for start, stop, columns in [(0, None, None), (123_457, 456_789, ["s", "id"]),
+                                         (ROWS - 5, ROWS, ["x3"]), (9, 9, None)]:
+                before = scrape_nodes(cluster)
+                got = c.read("t", start, stop, columns)
+                after = scrape_nodes(cluster)
+                want = wire.read("t", start, stop, columns)
+                assert got.num_rows == want.num_rows == (stop or ROWS) - start
+                assert got.equals(want), (start, stop, columns)
+                assert _range_served(after, "shared") - _range_served(before, "shared") == \
+                    got.num_rows, (start, stop)
+                assert _range_served(after, "network") == _range_served(before, "network")
+                assert _tier_read(after) == _tier_read(before)
 
-    parts = [pa.record_batch({"id": pa.array(range(k * 100, k * 100 + 100))}) for k in range(3)]
-    fd = _ipc_file(tmp_path / "t.arrow", parts)
-    try:
-        st = os.fstat(fd)
-        me = (os.getpid(), fd, st.st_ino, st.st_size)
-        # Three segments of one file: batch 2, rows 10..39 of batch 0, batch 1.
-        export = _shared.Export(*me, segments=(me[1:], me[1:]),
-                                batches=((2, 0, 100), (0, 10, 30), (1, 0, 100)))
-        assert [b.column(0).to_pylist()[:2] for b in export.batches] == [[200, 201], [10, 11],
-                                                                          [100, 101]]
-        assert export.num_rows == 230 and len(export._views) == 1  # the file mapped once
-        with pytest.raises(_shared.Unshareable, match="not the node's file"):
-            _shared.Export(os.getpid(), fd, st.st_ino + 1, st.st_size, batches=((0, 0, 100),))
-        with pytest.raises(ProtocolError, match="record batch 3 of a file of 3"):
-            _shared.Export(*me, batches=((3, 0, 1),))
-        with pytest.raises(ProtocolError, match=r"rows \[90, 110\) of record batch 0"):
-            _shared.Export(*me, batches=((0, 90, 20),))
-        with pytest.raises(ProtocolError, match="2 segments' batches for a shared file of 1"):
-            _shared.Export(*me, batches=((0, 0, 100), (1, 0, 100)))
-    finally:
-        os.close(fd)
+
+def test_a_node_killed_mid_read_fails_over_by_reference(table, tmp_path, monkeypatch):
+    """Every node holds every row (replication 3 of 3): a node SIGKILLed in
+    the middle of two ranks' window epochs, and another as a range read asks
+    it, are failed over to replicas, mapped too; the rows are exactly those
+    over TCP."""
+    from icefloe import client as client_module
+
+    with icefloe.LocalCluster(num_nodes=3, memory_limit=str(MEMORY), disk_limit="256MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client(failover_timeout_s=60.0) as c, \
+                cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_rows=4096, replication=3)
+            want = [pa.Table.from_batches(list(wire.iter_epoch(
+                "t", batch_size=1000, shuffle="window", seed=5, rank=r, world_size=2)))
+                for r in (0, 1)]
+            want_read = wire.read("t", 1000, ROWS - 1000)
+            sent = [scrape(n.health) for n in cluster.nodes[1:]]
+            epochs = [c.iter_epoch("t", batch_size=1000, shuffle="window", seed=5, rank=r,
+                                   world_size=2) for r in (0, 1)]
+            got = [[next(e) for _ in range(40)] for e in epochs]
+            os.kill(cluster.nodes[0].popen.pid, signal.SIGKILL)
+            cluster.nodes[0].popen.wait(timeout=30)
+            for r in (0, 1):
+                got[r] += list(epochs[r])
+                assert pa.Table.from_batches(got[r]).equals(want[r]), r
+            # The replicas that took over named their rows too: none sent.
+            now = [scrape(n.health) for n in cluster.nodes[1:]]
+            assert _served(now, "network") == _served(sent, "network")
+            assert _served(now, "shared") > _served(sent, "shared")
+            # A range read whose first DoGet goes to a live node killed just before.
+            real = client_module.Client._do_get
+            by_uri = {n.location: n for n in cluster.nodes}
+            killed: list[Any] = []
+            lock = threading.Lock()  # the read asks its endpoints' nodes at once
+
+            def kill_first(self, ticket, uri, shared):
+                with lock:
+                    node = by_uri[uri]
+                    if not killed and node.popen.poll() is None:
+                        os.kill(node.popen.pid, signal.SIGKILL)
+                        node.popen.wait(timeout=30)
+                        killed.append(node)
+                return real(self, ticket, uri, shared)
+
+            monkeypatch.setattr(client_module.Client, "_do_get", kill_first)
+            alive = [n for n in cluster.nodes if n.popen.poll() is None]
+            before = [scrape(n.health) for n in alive]
+            got_read = c.read("t", 1000, ROWS - 1000)
+            survivor = [n for n in alive if n.popen.poll() is None]
+            assert len(killed) == 1 and survivor and survivor[0] is not killed[0]
+            after = [scrape(survivor[0].health)]
+            before = [s for n, s in zip(alive, before, strict=True) if n is survivor[0]]
+            assert _range_served(after, "shared") - _range_served(before, "shared") == \
+                ROWS - 2000
+            assert _range_served(after, "network") == _range_served(before, "network")
+    assert got_read.equals(want_read)

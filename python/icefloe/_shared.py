@@ -9,19 +9,23 @@ so a replaced file is refused; its CRC-32 is not: that would read every byte
 of it, and nothing but the node writes its --disk-dir). Asked by reference (DoGet header
 ``icefloe-shared``), it names the file's segments in the stream's schema
 ("shared file") and each piece's header names its rows in the file (the
-segments laid end to end; one piece's rows lie in one segment) instead of
-carrying them. The reader maps each ``/proc/<pid>/fd/<fd>`` private and
-copy-on-write (what a training loop writes into its zero-copy tensors stays in
-its own pages; the rows outlive the node's copy until the last view goes) and
-hands the merge each message with its segment, its source runs counted from
-the segment's first row; the merge decides how the rows are read.
+segments laid end to end) instead of carrying them. The reader maps each
+``/proc/<pid>/fd/<fd>`` private and copy-on-write (what a training loop writes
+into its zero-copy tensors stays in its own pages; the rows outlive the node's
+copy until the last view goes), cuts a piece whose rows cross segments into
+one piece per segment, and hands the merge each with its segment, its source
+runs counted from the segment's first row; the merge decides how the rows are
+read. A range read's messages are slices of the segments, in order
+(:meth:`SharedReader.read_range`).
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import mmap
 import os
+import struct
 from typing import Any
 
 import numpy as np
@@ -31,7 +35,9 @@ import pyarrow.compute as pc
 from . import _native, _protocol
 from .errors import InvalidArgument, ProtocolError
 
-HEADER = (b"icefloe-shared", b"1")
+# Version 2: this reader cuts a piece whose rows cross segments itself
+# (SharedReader._in_segments); a node cuts them for version 1 readers.
+HEADER = (b"icefloe-shared", b"2")
 _KEY = b"icefloe.shared"  # the stream's schema metadata: a "shared file" message
 
 
@@ -222,39 +228,116 @@ class SharedReader:
         self._reader = reader
         self.export = export
         self._files = export.view(columns)
+        self._parts: collections.deque[_Chunk] = collections.deque()  # a cut piece's others
 
     def read_chunk(self) -> _Chunk:
+        if self._parts:
+            return self._parts.popleft()
         chunk = self._reader.read_chunk()
         metadata = chunk.app_metadata
         if len(self._files) == 1 or metadata is None:
             return _Chunk(self._files[0], metadata, chunk.data.num_rows)
-        segment, metadata = self._in_segment(metadata)
-        return _Chunk(self._files[segment], metadata, chunk.data.num_rows)
+        parts = self._in_segments(metadata, chunk.data.num_rows)
+        self._parts.extend(_Chunk(self._files[k], m, n) for k, m, n in parts[1:])
+        k, m, n = parts[0]
+        return _Chunk(self._files[k], m, n)
 
-    def _in_segment(self, metadata: Any) -> tuple[int, Any]:
-        """The segment a piece's source runs lie in, and its header with the
-        runs counted from that segment's first row. A header the merge will
-        refuse anyway (too short, lengths that do not add up) goes as it is."""
-        raw = bytearray(metadata)
+    def _in_segments(self, metadata: Any, rows: int) -> list[tuple[int, Any, int]]:
+        """A piece as pieces whose source runs each lie in one segment: for
+        each, the segment, its header with the runs counted from that
+        segment's first row, and its rows. A piece whose rows cross segments
+        (a window span's, from a copy with rows on the tier: its units are
+        segments of their own) is cut here, where the node names its rows
+        once (docs/protocol.md, "Shared memory"): each part keeps its rows'
+        positions, in the piece's order, and the merge takes them as several
+        pieces of the batch or span. A header the merge will refuse anyway
+        (too short, lengths that do not add up, rows outside the file) goes
+        as it is."""
+        raw = bytes(metadata)
         if len(raw) < _HEADER_BYTES:
-            return 0, metadata
+            return [(0, metadata, rows)]
         flags = raw[5]
-        entries, sources = np.frombuffer(raw, dtype="<u4", count=2, offset=28).tolist()
+        entries, sources = struct.unpack_from("<II", raw, 28)
         at = _HEADER_BYTES + entries * (4 if flags & 1 else 8)
         if sources == 0 or len(raw) != at + 12 * sources:
-            return 0, metadata
-        runs = np.frombuffer(raw, dtype=_RUN, count=sources, offset=at).copy()
+            return [(0, metadata, rows)]
+        runs = np.frombuffer(raw, dtype=_RUN, count=sources, offset=at)
         starts = runs["start"].astype(np.int64)
-        segment = self.export.segment_of(int(starts[0]))
-        if segment < 0:
-            return 0, metadata
-        base, stop = self.export.starts[segment], self.export.starts[segment + 1]
-        if bool(np.any(starts < base)) or bool(np.any(starts + runs["length"] > stop)):
-            raise ProtocolError("a node sent a piece by reference whose rows lie in more "
-                                "than one segment of its shared file")
-        runs["start"] -= np.uint64(base)
-        raw[at:] = runs.tobytes()
-        return segment, pa.py_buffer(bytes(raw))
+        lengths = runs["length"].astype(np.int64)
+        ends = starts + lengths
+        bounds = self.export.starts
+        if int(starts.min()) < 0 or int(lengths.min()) == 0 or \
+                int(ends.max()) > self.export.num_rows:
+            return [(0, metadata, rows)]
+        first = np.searchsorted(bounds, starts, side="right") - 1
+        last = np.searchsorted(bounds, ends - 1, side="right") - 1
+        if int(first[0]) == int(last.max()) == int(first.min()):  # one segment: rebase
+            base = int(bounds[first[0]])
+            if base == 0:
+                return [(int(first[0]), metadata, rows)]
+            moved = runs.copy()
+            moved["start"] -= np.uint64(base)
+            return [(int(first[0]), pa.py_buffer(raw[:at] + moved.tobytes()), rows)]
+        if flags & 2:  # whole batches in order: a node never cuts one across segments
+            raise ProtocolError("a node sent a chunk by reference whose rows lie in more than "
+                                "one segment of its shared file")
+        total = int(lengths.sum())
+        if flags & 1:
+            positions = np.frombuffer(raw, dtype="<u4", count=entries, offset=_HEADER_BYTES)
+        else:
+            pairs = np.frombuffer(raw, dtype="<u4", count=2 * entries,
+                                  offset=_HEADER_BYTES).reshape(-1, 2).astype(np.int64)
+            before = np.cumsum(pairs[:, 1]) - pairs[:, 1]
+            positions = (np.repeat(pairs[:, 0] - before, pairs[:, 1])
+                         + np.arange(int(pairs[:, 1].sum()))).astype("<u4")
+        if len(positions) != total or total != rows:
+            raise ProtocolError(f"a node sent a piece by reference of {rows} rows whose header "
+                                f"names {len(positions)} positions and {total} source rows")
+        # Each run cut at the segments' ends, then the cut runs grouped by
+        # segment (stably: each part's rows keep the piece's order).
+        cuts = last - first + 1
+        run = np.repeat(np.arange(len(first)), cuts)
+        segment = first[run] + np.arange(len(run)) - np.repeat(np.cumsum(cuts) - cuts, cuts)
+        cut_start = np.maximum(starts[run], bounds[segment])
+        cut_length = np.minimum(ends[run], bounds[segment + 1]) - cut_start
+        cut_row = np.cumsum(cut_length) - cut_length  # its first row in the piece
+        order = np.argsort(segment, kind="stable")
+        segment, cut_start, cut_length = segment[order], cut_start[order], cut_length[order]
+        before = np.cumsum(cut_length) - cut_length
+        rows_in_order = np.repeat(cut_row[order] - before, cut_length) + np.arange(total)
+        placed = positions[rows_in_order].astype("<u4", copy=False)
+        out_runs = np.empty(len(segment), dtype=_RUN)
+        out_runs["start"] = cut_start - bounds[segment]
+        out_runs["length"] = cut_length
+        segments, firsts = np.unique(segment, return_index=True)
+        ends_at = [*firsts[1:].tolist(), len(segment)]
+        head = bytearray(raw[:28])
+        head[5] = flags | 1  # each part's entries: its rows' positions
+        parts = []
+        for k, a, z in zip(segments.tolist(), firsts.tolist(), ends_at, strict=True):
+            r0, r1 = int(before[a]), int(before[z - 1] + cut_length[z - 1])
+            body = struct.pack("<II", r1 - r0, z - a) + placed[r0:r1].tobytes() + \
+                out_runs[a:z].tobytes()
+            parts.append((k, pa.py_buffer(bytes(head) + body), r1 - r0))
+        return parts
+
+    def read_range(self) -> pa.Table:
+        """A range stream by reference read whole (docs/protocol.md, "Range
+        reads by reference"): each message names the range's next rows, in
+        one segment; the table is slices of the mapped segments (no copy).
+        ProtocolError for a message that is not the next rows of the range."""
+        slices: list[pa.RecordBatch] = []
+        done = 0
+        for chunk in self:
+            first, rows, (start, length) = _range_piece(chunk.app_metadata)
+            if first != done or rows != chunk.rows or length != rows or \
+                    start + length > chunk.data.num_rows:
+                raise ProtocolError(f"a node sent rows [{first}, {first + rows}) of a range by "
+                                    f"reference after {done} of its rows (or outside its "
+                                    "segment)")
+            slices.append(chunk.data.slice(start, length))
+            done += rows
+        return pa.Table.from_batches(slices, schema=self._files[0].schema)
 
     def __iter__(self) -> Any:
         while True:
@@ -265,6 +348,22 @@ class SharedReader:
 
     def cancel(self) -> None:
         self._reader.cancel()
+
+
+def _range_piece(metadata: Any) -> tuple[int, int, tuple[int, int]]:
+    """A range read's piece by reference (whole, one batch, one source run
+    counted from its segment's first row): its first row in the range, its
+    rows and its run. ProtocolError for anything else."""
+    raw = b"" if metadata is None else bytes(metadata)
+    if len(raw) != _HEADER_BYTES + 12 or raw[:4] != b"IFPC" or raw[4] != 1 or raw[5] != 10:
+        raise ProtocolError("a node answered a range read by reference with a message that "
+                            "is not a whole piece of one source run")
+    first, rows, count, last, entries, sources = struct.unpack_from("<QIIIII", raw, 8)
+    if count != 1 or last != rows or entries != 0 or sources != 1:
+        raise ProtocolError("a node answered a range read by reference with a piece of "
+                            f"{count} batches, {entries} entries and {sources} source runs")
+    start, length = struct.unpack_from("<QI", raw, _HEADER_BYTES)
+    return first, rows, (start, length)
 
 
 def shared_reader(reader: Any) -> Any:

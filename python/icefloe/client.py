@@ -367,15 +367,20 @@ class Client:
         asked."""
         rows = _range_of(endpoint.ticket.ticket)
 
-        def read_all(reader: flight.FlightStreamReader, uri: str) -> pa.Table:
-            table = reader.read_all()
+        def read_all(reader: Any, uri: str) -> pa.Table:
+            if isinstance(reader, _shared.SharedReader):  # slices of the node's mapped file
+                table = reader.read_range()
+            else:
+                table = reader.read_all()
             if rows is not None and table.num_rows != rows[1] - rows[0]:
                 raise RowsNotHeld(f"node {uri} sent {table.num_rows} rows for the "
                                   f"{rows[1] - rows[0]} rows [{rows[0]}, {rows[1]}) it was "
                                   f"asked for; they are not all held by this node")
             return table
 
-        return self._failover(endpoint, read_all, dataset, refused=refused)
+        # A range from a node on this host: by reference to its shared memory.
+        return self._failover(endpoint, read_all, dataset, shared=rows is not None,
+                              refused=refused)
 
     def read(self, name: str, start: int = 0, stop: int | None = None,
              columns: list[str] | None = None) -> pa.Table:

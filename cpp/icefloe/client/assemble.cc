@@ -356,6 +356,24 @@ void ScatterAs(uint8_t* out, const uint8_t* in, const IcefloeAssemblePiece& piec
   }
 }
 
+// Asks for the first bytes of `piece`'s first kAheadRuns source runs (`in`:
+// its batch's values at row 0, `width` bytes each). ScatterAs asks for runs
+// kAheadRuns ahead within a piece; a piece of few runs (a window span's rows
+// in one tier unit, ~10 runs) would start with none in flight, so the
+// caller asks for the next piece's first runs while it copies this one.
+constexpr int64_t kAheadRuns = 8;
+
+void PrefetchFirstRuns(const uint8_t* in, int64_t width, const IcefloeAssemblePiece& piece) {
+  if (piece.source_runs == nullptr) return;
+  const int64_t n = std::min<int64_t>(piece.num_source_runs, kAheadRuns);
+  for (int64_t k = 0; k < n; ++k) {
+    const SourceRun run = ReadRun(piece.source_runs, k);
+    const auto* from = reinterpret_cast<const char*>(in + static_cast<int64_t>(run.first) * width);
+    const int64_t bytes = std::min<int64_t>(int64_t{run.length} * width, 256);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(from + b);
+  }
+}
+
 // Any width: one value at a time.
 void ScatterBytes(uint8_t* out, const uint8_t* in, int64_t width,
                   const IcefloeAssemblePiece& piece) {
@@ -743,13 +761,15 @@ Outcome Gather(const ArrowSchema& schema, const std::vector<const ArrowArray*>& 
       if (scatter.pieces != nullptr) {
         // A piece's row r is its batch's row r, this column's row
         // batch->offset + r (`need` covers the batch's rows).
-        for (size_t p = 0; p < inputs.size(); ++p) {
+        auto values_of = [&](size_t p) {
           const ArrowArray* a = inputs[p];
+          return static_cast<const uint8_t*>(a->buffers[1]) +
+                 (a->offset + scatter.pieces[p].batch->offset) * w;
+        };
+        for (size_t p = 0; p < inputs.size(); ++p) {
           const IcefloeAssemblePiece& piece = scatter.pieces[p];
-          ScatterColumn(
-              values + piece.base * w,
-              static_cast<const uint8_t*>(a->buffers[1]) + (a->offset + piece.batch->offset) * w, w,
-              piece);
+          if (p + 1 < inputs.size()) PrefetchFirstRuns(values_of(p + 1), w, scatter.pieces[p + 1]);
+          ScatterColumn(values + piece.base * w, values_of(p), w, piece);
         }
         return {};
       }

@@ -100,6 +100,16 @@ void AppendRange(std::vector<RowRange>* ranges, RowRange r) {
   }
 }
 
+// The version of the stream by reference a reader asks for (header
+// kSharedHeader): 0 when it does not ask; 1 for "1" or words this node does
+// not know (what the first readers send); 2 for "2" (it cuts pieces at
+// segments itself, docs/protocol.md "Shared memory").
+int SharedHeaderVersion(const flight::CallHeaders& headers) {
+  auto it = headers.find(kSharedHeader);
+  if (it == headers.end()) return 0;
+  return it->second == "2" ? 2 : 1;
+}
+
 }  // namespace
 
 NodeServer::NodeServer(NodeOptions options)
@@ -514,8 +524,7 @@ arrow::Status NodeServer::DoAction(const flight::ServerCallContext& context,
 arrow::Status NodeServer::DoGet(const flight::ServerCallContext& context,
                                 const flight::Ticket& request,
                                 std::unique_ptr<flight::FlightDataStream>* stream) {
-  const bool wants_shared = context.incoming_headers().count(kSharedHeader) > 0;
-  arrow::Status st = ServeTicket(request, wants_shared, stream);
+  arrow::Status st = ServeTicket(request, SharedHeaderVersion(context.incoming_headers()), stream);
   if (!st.ok()) metrics_->Error("DoGet", st);
   return ToWireStatus(st);
 }
@@ -524,8 +533,9 @@ std::unique_ptr<StreamMeter> NodeServer::Meter(StreamKind kind) const {
   return std::make_unique<StreamMeter>(metrics_, kind);
 }
 
-arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_shared,
+arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, int shared,
                                       std::unique_ptr<flight::FlightDataStream>* stream) {
+  const bool wants_shared = shared > 0;
   if (!IsNativeTicket(request.ticket)) {
     // Kubeflow's ticket: inclusive global rows [start, end] of the default
     // dataset; this node streams the rows of that range it holds.
@@ -568,17 +578,21 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
     // over the wire on the benchmark's table, with 22% less CPU). Sample
     // rows, one run each, are gathered here, on the node's threads, which
     // measured faster than the reading process taking them itself.
-    // Not a window epoch over a copy with rows on the tier: its units (a
-    // load batch each, ~0.3 MB) are segments of their own, a window batch's
-    // rows cross dozens of them, and the reader paid ~60 us a piece: 0.03
-    // against 0.54 GB/s over TCP (benchmarks/README.md, disk_tier).
+    // A window epoch over a copy with rows on the tier only for a reader
+    // that cuts pieces at segments itself (version 2): its units (a load
+    // batch each, ~0.3 MB) are segments of their own, a window span's rows
+    // cross hundreds of them, and a message per segment cost the reader
+    // ~60 us each (0.03 against 0.54 GB/s over TCP; benchmarks/README.md,
+    // disk_tier).
     const ShuffleMode mode = plan.params.order.mode;
-    const bool by_reference = wants_shared && dataset->shared() != nullptr &&
-                              (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
-                               (mode == ShuffleMode::kWindow && dataset->disk_bytes() == 0));
+    const bool reader_cuts = shared >= 2;
+    const bool by_reference =
+        wants_shared && dataset->shared() != nullptr &&
+        (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
+         (mode == ShuffleMode::kWindow && (dataset->disk_bytes() == 0 || reader_cuts)));
     ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
                                                   Meter(StreamKind::kPlan), std::move(columns),
-                                                  by_reference, readahead_));
+                                                  by_reference, readahead_, reader_cuts));
     return arrow::Status::OK();
   }
   // A granted rows ticket (kind 04) is served exactly as a head-signed one.
@@ -596,6 +610,11 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, bool wants_
   // Every row of the range, or an error a reader fails over on: never the
   // part of it this node holds (a node restarted with part of its copy).
   ARROW_RETURN_NOT_OK(CheckHeld(*dataset, range));
+  if (wants_shared && dataset->shared() != nullptr && !ticket.header.lengths) {
+    ARROW_ASSIGN_OR_RAISE(*stream, MakeRangeStream(std::move(dataset), range, gather_pool_,
+                                                   Meter(StreamKind::kRange), columns));
+    return arrow::Status::OK();
+  }
   ARROW_ASSIGN_OR_RAISE(auto schema, ProjectedSchema(*dataset, columns));
   auto batches = dataset->Slice(range);
   if (ticket.header.lengths) {  // one column (DecodeNativeTicket): its row lengths

@@ -123,7 +123,8 @@ class NodeServer : public arrow::flight::FlightServerBase {
                             std::vector<arrow::flight::ActionType>* actions) override;
 
  private:
-  arrow::Status ServeTicket(const arrow::flight::Ticket& request, bool wants_shared,
+  /// `shared`: the reader's kSharedHeader version (0: it did not ask).
+  arrow::Status ServeTicket(const arrow::flight::Ticket& request, int shared,
                             std::unique_ptr<arrow::flight::FlightDataStream>* stream);
   std::unique_ptr<StreamMeter> Meter(StreamKind kind) const;
   /// The copy Kubeflow tickets read: the default dataset's current copy.

@@ -101,14 +101,16 @@ class PieceStream : public flight::FlightDataStream {
   // dataset's columns, for a stream by reference).
   PieceStream(std::shared_ptr<const CachedDataset> dataset, std::shared_ptr<arrow::Schema> schema,
               std::shared_ptr<arrow::MemoryPool> gather_pool, Producer next,
-              std::unique_ptr<StreamMeter> meter, bool by_reference = false)
+              std::unique_ptr<StreamMeter> meter, bool by_reference = false,
+              bool reader_cuts = false)
       : gather_pool_(std::move(gather_pool)),
         dataset_(std::move(dataset)),
         schema_(std::move(schema)),
         next_(std::move(next)),
         mapper_(*schema_),
         meter_(std::move(meter)),
-        by_reference_(by_reference) {}
+        by_reference_(by_reference),
+        reader_cuts_(reader_cuts) {}
 
   std::shared_ptr<arrow::Schema> schema() override { return schema_; }
 
@@ -135,6 +137,7 @@ class PieceStream : public flight::FlightDataStream {
   std::deque<Piece> pending_;
   std::unique_ptr<StreamMeter> meter_;  // null: not metered (unit tests)
   const bool by_reference_;
+  const bool reader_cuts_;  // the reader cuts pieces at segments (MakePlanStream)
 
   // A piece by reference as a message: no columns, its rows' runs in the
   // export in its metadata (PieceInfo::source).
@@ -171,7 +174,12 @@ class PieceStream : public flight::FlightDataStream {
     if (by_reference_) {
       ARROW_ASSIGN_OR_RAISE(referenced_bytes, ReferencedBytes(piece));
       ARROW_ASSIGN_OR_RAISE(piece, AsReference(std::move(piece)));
-      std::vector<PieceInfo> parts = BySegment(std::move(piece.info), *dataset_->shared());
+      std::vector<PieceInfo> parts;
+      if (reader_cuts_) {
+        parts.push_back(std::move(piece.info));
+      } else {
+        parts = BySegment(std::move(piece.info), *dataset_->shared());
+      }
       if (parts.size() > 1) {
         for (size_t i = parts.size(); i-- > 1;) {  // the others next, in order
           pending_.push_front({nullptr, std::move(parts[i]), piece.gathered});
@@ -537,7 +545,8 @@ arrow::Result<std::shared_ptr<arrow::Schema>> SharedSchema(const CachedDataset& 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
-    std::vector<int> columns, bool by_reference, std::shared_ptr<TierReadahead> readahead) {
+    std::vector<int> columns, bool by_reference, std::shared_ptr<TierReadahead> readahead,
+    bool reader_cuts) {
   ARROW_ASSIGN_OR_RAISE(auto schema, by_reference ? SharedSchema(*dataset, columns)
                                                   : ProjectedSchema(*dataset, columns));
   ARROW_ASSIGN_OR_RAISE(EpochShape shape, Shape(ticket.params));
@@ -580,7 +589,38 @@ arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakePlanStream(
   };
   return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),
                                        std::move(gather_pool), std::move(producer),
-                                       std::move(meter), by_reference);
+                                       std::move(meter), by_reference, by_reference && reader_cuts);
+}
+
+arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRangeStream(
+    std::shared_ptr<const CachedDataset> dataset, RowRange range,
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter,
+    const std::vector<int>& columns) {
+  ARROW_ASSIGN_OR_RAISE(auto schema, SharedSchema(*dataset, columns));
+  ARROW_RETURN_NOT_OK(CheckHeld(*dataset, range));
+  // Held whole, the range is one run of the export's rows (held rows are
+  // numbered in global order); each message is its part in one segment.
+  const auto first = static_cast<uint64_t>(dataset->LocalRow(range.start));
+  auto done = std::make_shared<uint64_t>(0);  // rows of the range sent
+  const CachedDataset* ds = dataset.get();
+  auto producer = [ds, first, rows = range.size(),
+                   done](std::deque<Piece>* out) -> arrow::Result<bool> {
+    if (*done >= rows) return false;
+    const SharedExport& file = *ds->shared();
+    const uint64_t at = first + *done;
+    const size_t segment = file.SegmentOf(static_cast<int64_t>(at));
+    const uint64_t room = static_cast<uint64_t>(file.starts()[segment + 1]) - at;
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>({room, rows - *done, UINT32_MAX}));
+    if (n == 0) return arrow::Status::UnknownError("range read: an empty segment of the export");
+    Piece piece{nullptr, WholeBatches(*done, n, 1, n)};
+    piece.info.source = {{at, n}};
+    out->push_back(std::move(piece));
+    *done += n;
+    return true;
+  };
+  return std::make_unique<PieceStream>(std::move(dataset), std::move(schema),
+                                       std::move(gather_pool), std::move(producer),
+                                       std::move(meter), /*by_reference=*/true);
 }
 
 arrow::Result<std::unique_ptr<flight::FlightDataStream>> MakeRowsStream(

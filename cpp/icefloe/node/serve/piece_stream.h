@@ -36,11 +36,14 @@ namespace icefloe {
 /// its messages name their rows in the export (PieceInfo::source) instead
 /// of holding them. `readahead` (may be null): the node's, told what the
 /// stream will read of a copy on the disk tier and what it reads.
+/// `reader_cuts` (by reference): the reader cuts a piece whose rows cross
+/// segments of the export itself (header version 2), so each goes as one
+/// message; otherwise the stream cuts it into one message per segment.
 arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakePlanStream(
     std::shared_ptr<const CachedDataset> dataset, PlanTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
     std::vector<int> columns = {}, bool by_reference = false,
-    std::shared_ptr<TierReadahead> readahead = nullptr);
+    std::shared_ptr<TierReadahead> readahead = nullptr, bool reader_cuts = false);
 
 /// A by-reference stream's schema: no fields; metadata "icefloe.shared", a
 /// SharedFileReply naming the export, the projection and what the file holds
@@ -54,6 +57,19 @@ arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRowsStream(
     std::shared_ptr<const CachedDataset> dataset, RowsTicket ticket,
     std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
     std::vector<int> columns = {}, bool by_reference = false);
+
+/// The stream for a range ticket to a same-host reader of the dataset's shared
+/// export (by reference): `range` (held whole: CheckHeld first) named in the
+/// export, in order, one message per segment it crosses (a memfd's rows, or a
+/// tier unit), each a whole piece by reference whose first_batch is the rows
+/// of the range before it and whose batch_size is its rows (docs/protocol.md,
+/// "Range reads by reference"). The reader slices each segment: nothing is
+/// copied. Its schema is SharedSchema's; `columns` go there, for the reader
+/// to project what it maps.
+arrow::Result<std::unique_ptr<arrow::flight::FlightDataStream>> MakeRangeStream(
+    std::shared_ptr<const CachedDataset> dataset, RowRange range,
+    std::shared_ptr<arrow::MemoryPool> gather_pool, std::unique_ptr<StreamMeter> meter = nullptr,
+    const std::vector<int>& columns = {});
 
 /// OK when `dataset` holds every row of `rows`. Otherwise the error a reader
 /// fails over on: a Flight error, extra_info kErrorRowsNotHeld

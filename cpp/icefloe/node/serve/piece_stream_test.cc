@@ -621,6 +621,89 @@ TEST(SharedExport, StreamsByReferenceNameTheRowsStreamsByValueCarry) {
   EXPECT_FALSE(refused.ok());
 }
 
+// Every message of a stream (its pieces), decoded.
+std::vector<PieceInfo> Pieces(arrow::flight::FlightDataStream* stream) {
+  std::vector<PieceInfo> out;
+  for (int i = 0; i < 10000; ++i) {  // bounded: tests send far fewer
+    auto payload = stream->Next();
+    EXPECT_TRUE(payload.ok()) << payload.status().ToString();
+    if (!payload.ok() || !payload->ipc_message.metadata) break;
+    out.push_back(Decoded(payload->app_metadata->ToString()));
+  }
+  return out;
+}
+
+// A copy of 2M rows whose shared file is two segments: [0, 1.5M), [1.5M, 2M)
+// (each cut at a task's start once it holds kMinSegmentBytes).
+Shared TwoSegments() {
+  auto whole = Cached(2000000, 500000);
+  return ExportShared(
+      *CachedDataset::Make("d", 1, whole->schema(), std::vector<CachedBatch>(whole->batches())),
+      nullptr, {}, {0, 500000, 1000000, 1500000});
+}
+
+// A range by reference: its rows in order, one whole piece per segment it
+// crosses, each counting the range's rows before it.
+TEST(SharedExport, RangesByReferenceNameTheirRowsSegmentBySegment) {
+  Shared shared = TwoSegments();
+  ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+  ASSERT_EQ(shared.dataset->shared()->segments().size(), 2u);
+  auto pool = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "gathers");
+  auto stream = MakeRangeStream(shared.dataset, {1400000, 1700001}, pool);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  const std::vector<PieceInfo> pieces = Pieces(stream->get());
+  ASSERT_EQ(pieces.size(), 2u);
+  uint64_t before = 0;
+  for (const PieceInfo& p : pieces) {
+    EXPECT_TRUE(p.whole && p.by_reference);
+    EXPECT_EQ(p.batch, before);
+    ASSERT_EQ(p.source.size(), 1u);
+    EXPECT_EQ(p.source[0].start, 1400000 + before);  // the file's rows are the global ones
+    EXPECT_EQ(p.source[0].length, p.batch_size);
+    before += p.batch_size;
+  }
+  EXPECT_EQ(pieces[0].batch_size, 100000u);  // up to the second segment's start
+  EXPECT_EQ(before, 300001u);
+  // Rows the node does not hold, or a copy it does not share, are refused.
+  EXPECT_FALSE(MakeRangeStream(shared.dataset, {1900000, 2000001}, pool).ok());
+  EXPECT_FALSE(MakeRangeStream(Cached(100, 10), {0, 10}, pool).ok());
+}
+
+// To a reader that cuts pieces at segments itself, a window span's piece
+// goes whole, in one message, naming the same rows.
+TEST(SharedExport, AReaderThatCutsGetsOneMessageAPiece) {
+  Shared shared = TwoSegments();
+  ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+  auto pool = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "gathers");
+  auto read = [&](bool reader_cuts) {
+    auto stream = MakePlanStream(shared.dataset, WindowEpoch(2000000, 4096), pool, nullptr, {},
+                                 /*by_reference=*/true, nullptr, reader_cuts);
+    EXPECT_TRUE(stream.ok()) << stream.status().ToString();
+    return Pieces(stream->get());
+  };
+  const auto cut = read(false), whole = read(true);
+  auto rows = [](const std::vector<PieceInfo>& pieces) {
+    std::vector<uint64_t> out;  // every source row, piece by piece
+    for (const auto& p : pieces) {
+      for (const auto& r : p.source) {
+        for (uint64_t k = r.start; k < r.start + r.length; ++k) out.push_back(k);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(rows(cut), rows(whole));
+  EXPECT_GT(cut.size(), whole.size());  // a span's rows lie in both segments
+  const auto& starts = shared.dataset->shared()->starts();
+  size_t crossing = 0;
+  for (const auto& p : whole) {
+    bool low = false, high = false;
+    for (const auto& r : p.source) (r.start < uint64_t(starts[1]) ? low : high) = true;
+    crossing += low && high;
+  }
+  EXPECT_GT(crossing, 0u);
+}
+
 // A window span by reference names the node's rows in storage order (the
 // window's blocks: long runs) with each row's position, even where the node
 // holds the whole span (by value, a chunk gathered into batch order, whose
