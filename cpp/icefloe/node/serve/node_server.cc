@@ -578,18 +578,18 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, int shared,
     // over the wire on the benchmark's table, with 22% less CPU). Sample
     // rows, one run each, are gathered here, on the node's threads, which
     // measured faster than the reading process taking them itself.
-    // A window epoch over a copy with rows on the tier only for a reader
-    // that cuts pieces at segments itself (version 2): its units (a load
-    // batch each, ~0.3 MB) are segments of their own, a window span's rows
-    // cross hundreds of them, and a message per segment cost the reader
-    // ~60 us each (0.03 against 0.54 GB/s over TCP; benchmarks/README.md,
-    // disk_tier).
+    // A window epoch over a copy with rows on the tier goes over TCP: its
+    // units (a load batch each, ~0.3 MB) are segments of their own, a window
+    // span's rows cross hundreds of them, and the reader pays per piece
+    // (export, cut, scatter): 0.29-0.42x TCP's rows/s even when it cuts the
+    // pieces at segments itself (benchmarks/README.md, tier_reference). A
+    // reader that cuts (version 2) gets a window span's piece whole where the
+    // copy's memory segments split it.
     const ShuffleMode mode = plan.params.order.mode;
     const bool reader_cuts = shared >= 2;
-    const bool by_reference =
-        wants_shared && dataset->shared() != nullptr &&
-        (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
-         (mode == ShuffleMode::kWindow && (dataset->disk_bytes() == 0 || reader_cuts)));
+    const bool by_reference = wants_shared && dataset->shared() != nullptr &&
+                              (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
+                               (mode == ShuffleMode::kWindow && dataset->disk_bytes() == 0));
     ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
                                                   Meter(StreamKind::kPlan), std::move(columns),
                                                   by_reference, readahead_, reader_cuts));
