@@ -481,3 +481,79 @@ TEST(MessagesTest, PythonFieldListMatches) {
 
 }  // namespace
 }  // namespace icefloe
+
+namespace icefloe {
+namespace {
+
+// The load's counters on the wire, pinned to the bytes: the node's load
+// state and describe's `scan` carry each counter under its own name, flat, as
+// every earlier version wrote them (catalog records kept by nodes and clients
+// reading describe()["scan"] depend on it). Each counter has its own value,
+// so a counter written under another's name fails too.
+TEST(MessagesTest, LoadCountersKeepTheirWireNamesAndValues) {
+  NodeLoadState s;
+  s.dataset = "d";
+  s.generation = 3;
+  s.state = LoadState::kStaged;
+  s.bytes_read = 10;
+  s.row_groups_total = 11;
+  s.row_groups_read = 12;
+  s.pack_documents = 13;
+  s.pack_tokens = 14;
+  s.pack_pad_tokens = 15;
+  s.pack_rows = 16;
+  s.pack_overlong_split = 17;
+  s.pack_overlong_dropped = 18;
+  s.pack_tail_dropped_tokens = 19;
+  s.transform_rows_dropped = 20;
+  const std::string node_wire =
+      R"({"bytes":0,"bytes_read":10,"dataset":"d","error":"","error_kind":"","generation":3,)"
+      R"("pack_documents":13,"pack_overlong_dropped":18,"pack_overlong_split":17,)"
+      R"("pack_pad_tokens":15,"pack_rows":16,"pack_tail_dropped_tokens":19,"pack_tokens":14,)"
+      R"("row_groups_read":12,"row_groups_total":11,"rows":0,"state":"staged","task_rows":[],)"
+      R"("tasks_done":0,"tasks_total":0,"transform_rows_dropped":20,"v":1})";
+  EXPECT_EQ(Dump(s.ToJson()), node_wire);
+  auto node_back = NodeLoadState::FromJson(json::parse(node_wire), "node.load_status reply");
+  ASSERT_TRUE(node_back.ok()) << node_back.status();
+  EXPECT_EQ(Dump(node_back->ToJson()), node_wire);
+
+  iceberg::ScanMetrics scan;
+  scan.manifests_total = 1;
+  scan.manifests_pruned = 2;
+  scan.manifests_cached = 3;
+  scan.data_files_total = 4;
+  scan.data_files_pruned_by_partition = 5;
+  scan.data_files_pruned_by_bounds = 6;
+  scan.delete_files = 7;
+  scan.row_groups_total = 11;
+  scan.row_groups_read = 12;
+  scan.pack_documents = 13;
+  scan.pack_tokens = 14;
+  scan.pack_pad_tokens = 15;
+  scan.pack_rows = 16;
+  scan.pack_overlong_split = 17;
+  scan.pack_overlong_dropped = 18;
+  scan.pack_tail_dropped_tokens = 19;
+  scan.transform_rows_dropped = 20;
+  scan.planning_ms = 2.5;
+  const std::string scan_wire =
+      R"({"data_files_pruned_by_bounds":6,"data_files_pruned_by_partition":5,)"
+      R"("data_files_total":4,"delete_files":7,"manifests_cached":3,"manifests_pruned":2,)"
+      R"("manifests_total":1,"pack_documents":13,"pack_overlong_dropped":18,)"
+      R"("pack_overlong_split":17,"pack_pad_tokens":15,"pack_rows":16,)"
+      R"("pack_tail_dropped_tokens":19,"pack_tokens":14,"planning_ms":2.5,"row_groups_read":12,)"
+      R"("row_groups_total":11,"transform_rows_dropped":20})";
+  EXPECT_EQ(Dump(ScanMetricsToJson(scan)), scan_wire);
+  auto scan_back = ScanMetricsFromJson(json::parse(scan_wire), "scan");
+  ASSERT_TRUE(scan_back.ok()) << scan_back.status();
+  EXPECT_EQ(Dump(ScanMetricsToJson(*scan_back)), scan_wire);
+  // A record from before a counter existed reads it as 0.
+  auto old = ScanMetricsFromJson(json{{"manifests_total", 1}, {"row_groups_read", 2}}, "scan");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->row_groups_read, 2);
+  EXPECT_EQ(old->pack_tail_dropped_tokens, 0);
+  EXPECT_EQ(old->transform_rows_dropped, 0);
+}
+
+}  // namespace
+}  // namespace icefloe

@@ -74,6 +74,7 @@ class FakeNodes : public NodeRpc {
       for (const auto& t : it->second.tasks) s.task_rows.push_back(t.task.data_file.record_count);
       if (node == short_node_) s.task_rows.pop_back();
       if (node == disagreeing_node_ && !s.task_rows.empty()) s.task_rows[0] += 1;
+      if (count_) count_(&s);
     }
     return s;
   }
@@ -111,6 +112,11 @@ class FakeNodes : public NodeRpc {
   void set_short_node(std::string n) {
     MutexLock lock(&mu_);
     short_node_ = std::move(n);
+  }
+  /// Fills in the counters each staged node reports.
+  void set_count(std::function<void(NodeLoadState*)> count) {
+    MutexLock lock(&mu_);
+    count_ = std::move(count);
   }
   void set_disagreeing_node(std::string n) {
     MutexLock lock(&mu_);
@@ -156,6 +162,7 @@ class FakeNodes : public NodeRpc {
   LoadState stage_state_ GUARDED_BY(mu_) = LoadState::kStaged;
   std::string short_node_ GUARDED_BY(mu_);
   std::string disagreeing_node_ GUARDED_BY(mu_);
+  std::function<void(NodeLoadState*)> count_ GUARDED_BY(mu_);
   std::map<std::string, NodeLoadRequest> loads_ GUARDED_BY(mu_);
   std::map<std::string, NodeCommit> commits_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, uint64_t>> evicts_ GUARDED_BY(mu_);
@@ -274,6 +281,44 @@ TEST_F(LoadCoordinatorTest, LoadsPlacesCommitsAndPublishes) {
   auto alias = LoadAndWait(Request("alias"));
   EXPECT_EQ((*alias)["generation"], (*out)["generation"]);
   EXPECT_EQ(nodes_.starts(), 2);
+}
+
+// Each node counts over the tasks it read, and every task is on
+// `replication` nodes: describe's scan is the nodes' sum divided by the
+// replication, summed first (each node's 5 on 2 replicas divided alone would
+// read as 4). Each counter has its own value, so one summed into another's
+// place fails.
+TEST_F(LoadCoordinatorTest, SumsEveryLoadCounterOverTheNodesBeforeDividing) {
+  nodes_.set_count([](NodeLoadState* s) {
+    s->row_groups_total = 1;
+    s->row_groups_read = 3;
+    s->pack_documents = 5;
+    s->pack_tokens = 7;
+    s->pack_pad_tokens = 9;
+    s->pack_rows = 11;
+    s->pack_overlong_split = 13;
+    s->pack_overlong_dropped = 15;
+    s->pack_tail_dropped_tokens = 17;
+    s->transform_rows_dropped = 19;
+  });
+  LoadRequest replicated = Request("d");
+  replicated.replication = 2;
+  auto out = LoadAndWait(replicated);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto entry = catalog_.Find("d");
+  ASSERT_TRUE(entry);
+  const iceberg::ScanMetrics& scan = entry->scan;
+  EXPECT_EQ(scan.row_groups_total, 1);
+  EXPECT_EQ(scan.row_groups_read, 3);
+  EXPECT_EQ(scan.pack_documents, 5);
+  EXPECT_EQ(scan.pack_tokens, 7);
+  EXPECT_EQ(scan.pack_pad_tokens, 9);
+  EXPECT_EQ(scan.pack_rows, 11);
+  EXPECT_EQ(scan.pack_overlong_split, 13);
+  EXPECT_EQ(scan.pack_overlong_dropped, 15);
+  EXPECT_EQ(scan.pack_tail_dropped_tokens, 17);
+  EXPECT_EQ(scan.transform_rows_dropped, 19);
+  EXPECT_EQ((*out)["scan"]["pack_tail_dropped_tokens"], 17);
 }
 
 // Issue 30: generations came from this head's clock alone, so a head
