@@ -485,6 +485,23 @@ TEST(MessagesTest, PythonFieldListMatches) {
 namespace icefloe {
 namespace {
 
+// Each counter its own value, set by its name (not through kLoadCounters,
+// the list under test).
+iceberg::LoadCounters SampleCounters() {
+  iceberg::LoadCounters c;
+  c.row_groups_total = 11;
+  c.row_groups_read = 12;
+  c.pack_documents = 13;
+  c.pack_tokens = 14;
+  c.pack_pad_tokens = 15;
+  c.pack_rows = 16;
+  c.pack_overlong_split = 17;
+  c.pack_overlong_dropped = 18;
+  c.pack_tail_dropped_tokens = 19;
+  c.transform_rows_dropped = 20;
+  return c;
+}
+
 // The load's counters on the wire, pinned to the bytes: the node's load
 // state and describe's `scan` carry each counter under its own name, flat, as
 // every earlier version wrote them (catalog records kept by nodes and clients
@@ -496,16 +513,7 @@ TEST(MessagesTest, LoadCountersKeepTheirWireNamesAndValues) {
   s.generation = 3;
   s.state = LoadState::kStaged;
   s.bytes_read = 10;
-  s.row_groups_total = 11;
-  s.row_groups_read = 12;
-  s.pack_documents = 13;
-  s.pack_tokens = 14;
-  s.pack_pad_tokens = 15;
-  s.pack_rows = 16;
-  s.pack_overlong_split = 17;
-  s.pack_overlong_dropped = 18;
-  s.pack_tail_dropped_tokens = 19;
-  s.transform_rows_dropped = 20;
+  s.counters() = SampleCounters();
   const std::string node_wire =
       R"({"bytes":0,"bytes_read":10,"dataset":"d","error":"","error_kind":"","generation":3,)"
       R"("pack_documents":13,"pack_overlong_dropped":18,"pack_overlong_split":17,)"
@@ -525,16 +533,7 @@ TEST(MessagesTest, LoadCountersKeepTheirWireNamesAndValues) {
   scan.data_files_pruned_by_partition = 5;
   scan.data_files_pruned_by_bounds = 6;
   scan.delete_files = 7;
-  scan.row_groups_total = 11;
-  scan.row_groups_read = 12;
-  scan.pack_documents = 13;
-  scan.pack_tokens = 14;
-  scan.pack_pad_tokens = 15;
-  scan.pack_rows = 16;
-  scan.pack_overlong_split = 17;
-  scan.pack_overlong_dropped = 18;
-  scan.pack_tail_dropped_tokens = 19;
-  scan.transform_rows_dropped = 20;
+  scan.counters() = SampleCounters();
   scan.planning_ms = 2.5;
   const std::string scan_wire =
       R"({"data_files_pruned_by_bounds":6,"data_files_pruned_by_partition":5,)"
@@ -553,6 +552,32 @@ TEST(MessagesTest, LoadCountersKeepTheirWireNamesAndValues) {
   EXPECT_EQ(old->row_groups_read, 2);
   EXPECT_EQ(old->pack_tail_dropped_tokens, 0);
   EXPECT_EQ(old->transform_rows_dropped, 0);
+}
+
+// Every counter of the one list, whichever is added next, travels in both
+// messages under its name and reads back as written.
+TEST(MessagesTest, EveryLoadCounterTravelsInBothMessages) {
+  NodeLoadState s;
+  s.dataset = "d";
+  iceberg::ScanMetrics scan;
+  for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+    const iceberg::LoadCounter& c = iceberg::kLoadCounters[k];
+    s.*c.member = static_cast<int64_t>(100 + k);
+    scan.*c.member = static_cast<int64_t>(200 + k);
+  }
+  const json node_json = s.ToJson();
+  const json scan_json = ScanMetricsToJson(scan);
+  auto node_back = NodeLoadState::FromJson(node_json, "node.load_status reply");
+  auto scan_back = ScanMetricsFromJson(scan_json, "scan");
+  ASSERT_TRUE(node_back.ok()) << node_back.status();
+  ASSERT_TRUE(scan_back.ok()) << scan_back.status();
+  EXPECT_EQ(node_back->counters(), s.counters());
+  EXPECT_EQ(scan_back->counters(), scan.counters());
+  for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+    const std::string name(iceberg::kLoadCounters[k].name);
+    EXPECT_EQ(node_json[name], 100 + k) << name;
+    EXPECT_EQ(scan_json[name], 200 + k) << name;
+  }
 }
 
 }  // namespace

@@ -286,20 +286,14 @@ TEST_F(LoadCoordinatorTest, LoadsPlacesCommitsAndPublishes) {
 // Each node counts over the tasks it read, and every task is on
 // `replication` nodes: describe's scan is the nodes' sum divided by the
 // replication, summed first (each node's 5 on 2 replicas divided alone would
-// read as 4). Each counter has its own value, so one summed into another's
-// place fails.
+// read as 4). Every counter (iceberg::kLoadCounters) has its own value, so
+// one summed into another's place, or left out of the sum, fails.
 TEST_F(LoadCoordinatorTest, SumsEveryLoadCounterOverTheNodesBeforeDividing) {
-  nodes_.set_count([](NodeLoadState* s) {
-    s->row_groups_total = 1;
-    s->row_groups_read = 3;
-    s->pack_documents = 5;
-    s->pack_tokens = 7;
-    s->pack_pad_tokens = 9;
-    s->pack_rows = 11;
-    s->pack_overlong_split = 13;
-    s->pack_overlong_dropped = 15;
-    s->pack_tail_dropped_tokens = 17;
-    s->transform_rows_dropped = 19;
+  auto value = [](size_t k) { return static_cast<int64_t>(2 * k + 1); };  // odd: a remainder
+  nodes_.set_count([value](NodeLoadState* s) {
+    for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+      s->*iceberg::kLoadCounters[k].member = value(k);
+    }
   });
   LoadRequest replicated = Request("d");
   replicated.replication = 2;
@@ -307,18 +301,11 @@ TEST_F(LoadCoordinatorTest, SumsEveryLoadCounterOverTheNodesBeforeDividing) {
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const auto entry = catalog_.Find("d");
   ASSERT_TRUE(entry);
-  const iceberg::ScanMetrics& scan = entry->scan;
-  EXPECT_EQ(scan.row_groups_total, 1);
-  EXPECT_EQ(scan.row_groups_read, 3);
-  EXPECT_EQ(scan.pack_documents, 5);
-  EXPECT_EQ(scan.pack_tokens, 7);
-  EXPECT_EQ(scan.pack_pad_tokens, 9);
-  EXPECT_EQ(scan.pack_rows, 11);
-  EXPECT_EQ(scan.pack_overlong_split, 13);
-  EXPECT_EQ(scan.pack_overlong_dropped, 15);
-  EXPECT_EQ(scan.pack_tail_dropped_tokens, 17);
-  EXPECT_EQ(scan.transform_rows_dropped, 19);
-  EXPECT_EQ((*out)["scan"]["pack_tail_dropped_tokens"], 17);
+  for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+    const iceberg::LoadCounter& c = iceberg::kLoadCounters[k];
+    EXPECT_EQ(entry->scan.*c.member, value(k)) << c.name;
+    EXPECT_EQ((*out)["scan"][std::string(c.name)], value(k)) << c.name;
+  }
 }
 
 // Issue 30: generations came from this head's clock alone, so a head
