@@ -14,15 +14,13 @@ import torch
 import torch.multiprocessing as mp
 from ddp_util import as_rank
 from iceberg_util import Warehouse
+from resume_util import CONTEXT, assert_loader_resumes, run_then_resume, through_torch_save
 from torch.utils.data import DataLoader, RandomSampler
 
 import icefloe
 from icefloe.torch import CacheDataset, CacheMapDataset, DataCacheDataset, batch_to_tensors
 
 N = 1000
-# This test process talks to the cluster, and gRPC cannot be used after fork:
-# DataLoader workers start from a forkserver.
-CONTEXT = "forkserver"
 
 
 @pytest.fixture(scope="module")
@@ -90,39 +88,18 @@ def test_ddp_exactly_once_equal_steps_and_shuffles(cluster, tmp_path, world_size
 def test_resume_with_same_or_different_topology(cluster, new_world, new_batch, new_workers,
                                                 shuffle):
     k = 7  # steps taken before the job stops (world 2, batch 16)
-    first = []
-    for r in range(2):
-        with as_rank(r, 2):
-            ds = CacheDataset(cluster.head_uri, "t", batch_size=16, shuffle=shuffle, seed=9)
-            ds.set_epoch(4)
-            batches = [b["id"].tolist() for b in ds]
-            first += [i for b in batches[:k] for i in b]
-            state = ds.state_dict(steps=k)
+    first, per_rank, state = run_then_resume(
+        lambda: CacheDataset(cluster.head_uri, "t", batch_size=16, shuffle=shuffle, seed=9),
+        lambda: CacheDataset(cluster.head_uri, "t", batch_size=new_batch, shuffle=shuffle),
+        k, 2, new_world, epoch=4, num_workers=new_workers, saved=True)
     assert (state["steps"], state["world_size"], state["batch_size"]) == (k, 2, 16)
     assert state["epoch"] == 4
-    state = torch.load(_roundtrip(state), weights_only=False)
-    resumed = Counter()
-    for r in range(new_world):
-        with as_rank(r, new_world):
-            ds2 = CacheDataset(cluster.head_uri, "t", batch_size=new_batch, shuffle=shuffle)
-            ds2.load_state_dict(state)
-            for b in DataLoader(ds2, batch_size=None, num_workers=new_workers,
-                                multiprocessing_context=CONTEXT if new_workers else None):
-                resumed.update(b["id"].tolist())
+    resumed = Counter(i for batches in per_rank for b in batches for i in b)
     assert len(first) == k * 32 and len(set(first)) == k * 32
     assert not set(first) & set(resumed), "a consumed row was read again"
     assert max(resumed.values()) == 1
     remaining = N - k * 2 * 16
     assert sum(resumed.values()) == remaining - remaining % (new_world * new_batch)
-
-
-def _roundtrip(obj):
-    import io
-
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    buf.seek(0)
-    return buf
 
 
 def test_stateful_dataloader_round_trip(cluster):
@@ -133,15 +110,7 @@ def test_stateful_dataloader_round_trip(cluster):
         return StatefulDataLoader(ds, batch_size=None, num_workers=2,
                                   multiprocessing_context=CONTEXT)
 
-    full = [b["id"].tolist() for b in loader()]
-    it = iter(first_loader := loader())
-    head = [next(it)["id"].tolist() for _ in range(5)]
-    state = first_loader.state_dict()
-    del it
-    second = loader()
-    second.load_state_dict(state)
-    rest = [b["id"].tolist() for b in second]
-    assert head + rest == full
+    assert_loader_resumes(loader)
 
 
 @pytest.mark.parametrize("shuffle", ["window", "none", "block", "sample"])
@@ -164,7 +133,7 @@ def test_checkpoint_after_the_last_step_resumes_to_the_next_epoch(cluster):
     assert steps == 16
     for state in (ds.state_dict(steps=steps), ds.state_dict()):
         resumed = dataset()
-        resumed.load_state_dict(torch.load(_roundtrip(state), weights_only=False))
+        resumed.load_state_dict(through_torch_save(state))
         resumed.set_epoch(3)  # the loop re-enters the saved epoch: nothing is left of it
         assert len(resumed) == 0
         assert list(DataLoader(resumed, batch_size=None)) == []

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from ddp_util import as_rank
 from iceberg_util import Warehouse
+from resume_util import CONTEXT, assert_loader_resumes, batch_ids, run_then_resume
 from torch.utils.data import DataLoader
 
 import icefloe
@@ -23,7 +24,6 @@ from icefloe.torch import CacheDataset, Mixture
 # rows, first id, token lengths (low, high): ids tell the source apart.
 SOURCES = {"web": (1200, 0, (4, 9)), "code": (600, 10_000, (20, 29)),
            "math": (150, 20_000, (1, 3))}
-CONTEXT = "forkserver"  # gRPC cannot be used after fork (as tests/test_epochs.py)
 
 
 def _source_of(row_id: int) -> str:
@@ -53,10 +53,6 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def _ids(batches) -> list[list[int]]:
-    return [b["id"].tolist() for b in batches]
-
-
 def _rank_epochs(cluster, weights, world_size, epochs, num_workers=0, **kw):
     """Per rank, per epoch, the batches' ids, read through a DataLoader."""
     out = []
@@ -68,7 +64,7 @@ def _rank_epochs(cluster, weights, world_size, epochs, num_workers=0, **kw):
                 ds.set_epoch(e)
                 loader = DataLoader(ds, batch_size=None, num_workers=num_workers,
                                     multiprocessing_context=CONTEXT if num_workers else None)
-                per_epoch.append(_ids(loader))
+                per_epoch.append(batch_ids(loader))
             out.append(per_epoch)
     return out
 
@@ -97,7 +93,7 @@ def _worst_window_deviation(batches: list[list[int]], weights: dict[str, float],
 def test_proportions_hold_in_every_window_of_batches(cluster):
     weights = {"web": 0.5, "code": 0.3, "math": 0.2}
     ds = CacheDataset(cluster.head_uri, weights, batch_size=16, seed=4)
-    batches = _ids(ds)
+    batches = batch_ids(ds)
     assert len(batches) == len(ds) > 20
     assert all(len(b) == 16 for b in batches)
     # Each source gives every step its apportioned rows: off by less than one
@@ -110,7 +106,7 @@ def test_token_weights_track_tokens(cluster):
     weights = {"web": 0.5, "code": 0.3, "math": 0.2}
     ds = CacheDataset(cluster.head_uri, weights, batch_size=64, mix_by="tokens",
                       token_column="tok", seed=1, epoch_total=50_000)
-    batches = _ids(ds)
+    batches = batch_ids(ds)
     assert len(batches) == len(ds) >= 120
     lengths = {}
     for rows, first, (lo, hi) in SOURCES.values():
@@ -152,7 +148,7 @@ def test_deterministic_per_seed(cluster):
     weights = {"web": 0.6, "code": 0.4}
 
     def run(seed):
-        return _ids(CacheDataset(cluster.head_uri, weights, batch_size=20, seed=seed))
+        return batch_ids(CacheDataset(cluster.head_uri, weights, batch_size=20, seed=seed))
 
     assert run(5) == run(5)
     assert run(5) != run(6)
@@ -165,30 +161,18 @@ def test_iter_epoch_takes_a_mixture(cluster):
                    client.iter_epoch(weights, batch_size=20, epoch=1, seed=3)]
     ds = CacheDataset(cluster.head_uri, weights, batch_size=20, seed=3)
     ds.set_epoch(1)
-    assert batches == _ids(ds)
+    assert batches == batch_ids(ds)
 
 
 def test_resume_with_another_world_size(cluster):
     weights = {"web": 0.6, "code": 0.3, "math": 0.1}
     k = 7
-    first, full = [], []
-    for r in range(2):
-        with as_rank(r, 2):
-            ds = CacheDataset(cluster.head_uri, weights, batch_size=10, seed=8)
-            ds.set_epoch(1)
-            batches = _ids(ds)
-            full.append(batches)
-            first += [i for b in batches[:k] for i in b]
-            state = ds.state_dict(steps=k)
+    first, per_rank, state = run_then_resume(
+        lambda: CacheDataset(cluster.head_uri, weights, batch_size=10, seed=8),
+        lambda: CacheDataset(cluster.head_uri, weights, batch_size=20),
+        k, 2, 3, epoch=1, num_workers=2)
     assert set(state["sources"]) == set(weights)
     assert state["sources"]["web"]["position"] == 2 * 6 * k
-    per_rank = []
-    for r in range(3):
-        with as_rank(r, 3):
-            ds2 = CacheDataset(cluster.head_uri, weights, batch_size=20)
-            ds2.load_state_dict(state)
-            per_rank.append(_ids(DataLoader(ds2, batch_size=None, num_workers=2,
-                                            multiprocessing_context=CONTEXT)))
     resumed = _in_step_order(per_rank)
     web_first = [i for i in first if _source_of(i) == "web"]
     web_resumed = [i for i in resumed if _source_of(i) == "web"]
@@ -212,20 +196,13 @@ def test_stateful_dataloader_round_trip(cluster):
         return StatefulDataLoader(ds, batch_size=None, num_workers=2,
                                   multiprocessing_context=CONTEXT)
 
-    full = _ids(loader())
-    it = iter(first_loader := loader())
-    head = [next(it)["id"].tolist() for _ in range(5)]
-    state = first_loader.state_dict()
-    del it
-    second = loader()
-    second.load_state_dict(state)
-    assert head + _ids(second) == full
+    assert_loader_resumes(loader)
 
 
 def test_one_name_keeps_todays_dataset(cluster):
     ds = CacheDataset(cluster.head_uri, "web", batch_size=100, shuffle="none")
     assert type(ds) is CacheDataset
-    assert _ids(ds)[0] == list(range(100))
+    assert batch_ids(ds)[0] == list(range(100))
 
 
 @pytest.mark.parametrize("weights, error, words", [
@@ -380,15 +357,15 @@ def test_persistent_workers_see_set_epoch_and_resume(cluster):
     orders = []
     for e in range(2):
         ds.set_epoch(e)
-        orders.append(_ids(loader))
+        orders.append(batch_ids(loader))
     fresh = CacheDataset(cluster.head_uri, weights, batch_size=20, seed=6)
     fresh.set_epoch(1)
-    assert orders[1] == _ids(fresh) != orders[0]
+    assert orders[1] == batch_ids(fresh) != orders[0]
     # A resume state loaded in the main process reaches the workers.
     fresh.set_epoch(0)
     state = fresh.state_dict(steps=10)
     ds.load_state_dict(state)
-    assert _ids(loader) == orders[0][10:]
+    assert batch_ids(loader) == orders[0][10:]
 
 
 def test_a_node_dying_mid_epoch_changes_no_batch(tmp_path):
@@ -437,7 +414,7 @@ def test_a_source_refreshed_mid_job_is_a_clear_error(tmp_path):
 def test_per_batch_each_batch_is_one_source_in_proportion(cluster):
     weights = {"web": 0.5, "code": 0.3, "math": 0.2}
     ds = CacheDataset(cluster.head_uri, weights, batch_size=10, seed=3, per_batch=True)
-    batches = _ids(ds)
+    batches = batch_ids(ds)
     assert all(len({_source_of(i) for i in b}) == 1 for b in batches)
     # An epoch is web's pass: 120 batches of web, the last one last.
     kinds = [_source_of(b[0]) for b in batches]
@@ -471,21 +448,13 @@ def test_per_batch_every_source_row_once_per_its_own_epoch(cluster, world_size, 
 def test_per_batch_resume_with_another_world_size(cluster):
     weights = {"web": 0.6, "code": 0.4}
     k = 9
-    first = []
-    for r in range(2):
-        with as_rank(r, 2):
-            ds = CacheDataset(cluster.head_uri, weights, batch_size=10, seed=8, per_batch=True,
-                              run_steps=2)
-            first += [i for b in _ids(ds)[:k] for i in b]
-            state = ds.state_dict(steps=k)
-    per_rank = []
-    for r in range(3):
-        with as_rank(r, 3):
-            ds2 = CacheDataset(cluster.head_uri, weights, batch_size=10, per_batch=True,
-                               run_steps=2)
-            ds2.load_state_dict(state)
-            per_rank.append(_ids(DataLoader(ds2, batch_size=None, num_workers=2,
-                                            multiprocessing_context=CONTEXT)))
+
+    def dataset(**kw):
+        return CacheDataset(cluster.head_uri, weights, batch_size=10, per_batch=True, run_steps=2,
+                            **kw)
+
+    first, per_rank, _ = run_then_resume(lambda: dataset(seed=8), dataset, k, 2, 3,
+                                         num_workers=2)
     resumed = _in_step_order(per_rank)
     for name in weights:
         a = [i for i in first if _source_of(i) == name]

@@ -72,6 +72,17 @@ def collator_rows(ids, labels, seq_len: int) -> dict[str, list[list[int]]]:
     return out
 
 
+def load_packed(client, table, name: str, *, replication: int = 1,
+                **pack) -> tuple[pa.Table, dict]:
+    """`table` (of sft_table) loaded as `name`, its input_ids and labels packed
+    into rows of SEQ_LEN with `pack`'s other settings; the packed rows as the
+    client reads them and describe's scan."""
+    client.load(name, table.metadata_location, replication=replication, transform={
+        "keep": ["input_ids", "labels"],
+        "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN, **pack}})
+    return client.read(name), client.describe(name)["scan"]
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pack")
@@ -84,11 +95,7 @@ def test_packed_ids_labels_positions_equal_the_collator_cut_into_rows(cluster):
     ids, labels = sft_documents(600)
     t = Warehouse(tmp / "wh1").create("sft", sft_table(ids, labels))  # one file: one task
     with c.client() as client:
-        client.load("sft_packed", t.metadata_location, transform={
-            "keep": ["input_ids", "labels"],
-            "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN,
-                     "position_ids": True}})
-        got = client.read("sft_packed")
+        got, _ = load_packed(client, t, "sft_packed", position_ids=True)
     want = collator_rows(ids, labels, SEQ_LEN)
     assert got.column_names == ["input_ids", "labels", "position_ids"]
     assert got.num_rows == len(want["input_ids"]) > 100
@@ -104,11 +111,8 @@ def test_first_fit_keeps_every_document_whole_and_once_with_padding_masked(clust
     ids, labels = sft_documents(2000, seed=SEED + 1)
     t = Warehouse(tmp / "wh2").create("sft", sft_table(ids, labels))
     with c.client() as client:
-        client.load("sft_ffd", t.metadata_location, transform={
-            "keep": ["input_ids", "labels"],
-            "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN,
-                     "position_ids": True, "strategy": "ffd", "overlong": "drop", "pad": 0}})
-        got = client.read("sft_ffd")
+        got, _ = load_packed(client, t, "sft_ffd", position_ids=True, strategy="ffd",
+                             overlong="drop", pad=0)
     assert got.column_names == ["input_ids", "labels", "attention_mask", "position_ids"]
     rows = {n: np.array(got[n].to_pylist()) for n in got.column_names}
     mask = rows["attention_mask"].astype(bool)
@@ -144,9 +148,7 @@ def test_unaligned_columns_are_refused_naming_the_columns_and_row(cluster):
     ids, labels = [[1, 2, 3], [4, 5]], [[1, 2, 3], [4, 5, 6]]
     t = Warehouse(tmp / "wh3").create("bad", sft_table(ids, labels))
     with c.client() as client, pytest.raises(icefloe.errors.InvalidArgument) as e:
-        client.load("bad", t.metadata_location, transform={
-            "keep": ["input_ids", "labels"],
-            "pack": {"columns": ["input_ids", "labels"], "seq_len": 8}})
+        load_packed(client, t, "bad", seq_len=8)
     assert "row 1 of the task: 'input_ids' has 2 tokens, 'labels' 3; packed columns must be " \
            "aligned" in str(e.value)
 
@@ -158,11 +160,7 @@ def test_packed_copies_become_zero_copy_tensors(cluster):
     ids, labels = sft_documents(800, seed=SEED + 2)
     t = Warehouse(tmp / "wh4").create("sft", sft_table(ids, labels))
     with c.client() as client:
-        client.load("sft_tensors", t.metadata_location, transform={
-            "keep": ["input_ids", "labels"],
-            "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN,
-                     "position_ids": True, "strategy": "ffd"}})
-        table = client.read("sft_tensors")
+        table, _ = load_packed(client, t, "sft_tensors", position_ids=True, strategy="ffd")
         # Each tensor is a view of its Arrow buffer: the same address.
         batch = table.to_batches()[0]
         out = batch_to_tensors(batch)
@@ -215,13 +213,9 @@ def test_describe_counts_padding_and_overlong_documents(cluster):
     overlong = sum(1 for i in docs if len(i) > SEQ_LEN)
     with c.client() as client:
         for strategy, rule in [("ffd", "drop"), ("concat", "split")]:
-            name = f"sft_{strategy}_{rule}"
-            client.load(name, t.metadata_location, transform={
-                "keep": ["input_ids", "labels"],
-                "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN, "tail": "pad",
-                         "strategy": strategy, "overlong": rule}})
-            mask = np.array(client.read(name)["attention_mask"].to_pylist())
-            scan = client.describe(name)["scan"]
+            got, scan = load_packed(client, t, f"sft_{strategy}_{rule}", tail="pad",
+                                    strategy=strategy, overlong=rule)
+            mask = np.array(got["attention_mask"].to_pylist())
             assert scan["pack_rows"] == len(mask)
             assert scan["pack_pad_tokens"] == int((mask == 0).sum())
             assert scan["pack_tokens"] == int(mask.sum())
@@ -235,12 +229,8 @@ def test_describe_counts_each_document_once_at_replication_two(tmp_path):
     t = Warehouse(tmp_path / "wh").create("sft", sft_table(ids, labels))
     with icefloe.LocalCluster(num_nodes=2, log_dir=tmp_path / "logs") as c, \
             c.client() as client:
-        client.load("twice", t.metadata_location, replication=2, transform={
-            "keep": ["input_ids", "labels"],
-            "pack": {"columns": ["input_ids", "labels"], "seq_len": SEQ_LEN,
-                     "strategy": "ffd"}})
-        scan = client.describe("twice")["scan"]
-        mask = np.array(client.read("twice")["attention_mask"].to_pylist())
+        got, scan = load_packed(client, t, "twice", replication=2, strategy="ffd")
+    mask = np.array(got["attention_mask"].to_pylist())
     assert scan["pack_documents"] == sum(1 for i in ids if i)
     assert scan["pack_rows"] == len(mask)
     assert scan["pack_pad_tokens"] == int((mask == 0).sum())

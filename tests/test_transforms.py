@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from iceberg_util import Warehouse
+from resume_util import run_then_resume
 
 import icefloe
 
@@ -192,20 +193,12 @@ def test_packed_sequences_shard_and_shuffle_exactly(tmp_path, corpus, monkeypatc
         assert len(seen) >= len(want) and len(seen) - len(want) < 2  # padding only
 
         # Three steps on one rank, then resumed on two: every row exactly once more.
-        monkeypatch.setenv("WORLD_SIZE", "1")
-        monkeypatch.setenv("RANK", "0")
-        ds = CacheDataset(cluster.head_uri, "packed", batch_size=16, drop_last=False, seed=4)
-        it = iter(ds)
-        first = [tuple(r) for _ in range(3) for r in next(it)["input_ids"].tolist()]
-        state = ds.state_dict(steps=3)
-        rest = []
-        monkeypatch.setenv("WORLD_SIZE", "2")
-        for rank in range(2):
-            monkeypatch.setenv("RANK", str(rank))
-            resumed = CacheDataset(cluster.head_uri, "packed", batch_size=16, drop_last=False,
-                                   seed=4)
-            resumed.load_state_dict(state)
-            rest += [tuple(r) for b in resumed for r in b["input_ids"].tolist()]
+        def packed():
+            return CacheDataset(cluster.head_uri, "packed", batch_size=16, drop_last=False, seed=4)
+
+        first, per_rank, _ = run_then_resume(
+            packed, packed, 3, 1, 2, rows=lambda b: [tuple(r) for r in b["input_ids"].tolist()])
+        rest = [r for batches in per_rank for b in batches for r in b]
         assert sorted(set(first + rest)) == sorted(set(want))
         assert len(first) + len(rest) - len(want) < 2
 

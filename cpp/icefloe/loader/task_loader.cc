@@ -12,10 +12,26 @@
 #include "icefloe/iceberg/name_mapping.h"
 #include "icefloe/iceberg/reader.h"
 #include "icefloe/iceberg/types.h"
+#include "icefloe/transform/pack.h"
 #include "icefloe/transform/transform.h"
 #include "icefloe/transform/value_expr.h"
 
 namespace icefloe {
+
+namespace {
+
+// A task's packing (the transform's PackStats) as the load's counters.
+void CountPack(const transform::PackStats& pack, iceberg::LoadCounters* counted) {
+  counted->pack_documents = pack.documents;
+  counted->pack_tokens = pack.tokens;
+  counted->pack_pad_tokens = pack.pad_tokens;
+  counted->pack_rows = pack.rows;
+  counted->pack_overlong_split = pack.overlong_split;
+  counted->pack_overlong_dropped = pack.overlong_dropped;
+  counted->pack_tail_dropped_tokens = pack.tail_dropped_tokens;
+}
+
+}  // namespace
 
 arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::FileIO& io,
                                      std::shared_ptr<TrackingPool> pool, int32_t threads,
@@ -159,11 +175,17 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
     reader.reset();  // its buffers go before its room does
     release(bytes);
     ARROW_RETURN_NOT_OK(streamed);
+    iceberg::LoadCounters counted;
+    counted.row_groups_total = stats->row_groups_total;
+    counted.row_groups_read = stats->row_groups_read;
     if (stream) {
-      MutexLock lock(&progress->pack_mu);
-      progress->pack += stream->pack_stats();
+      CountPack(stream->pack_stats(), &counted);
+      counted.transform_rows_dropped = stream->rows_dropped();
     }
-    if (stream) progress->transform_rows_dropped += stream->rows_dropped();
+    {
+      MutexLock lock(&progress->counters_mu);
+      progress->counters += counted;
+    }
     if (sink) return sink->Finish();
     return kept;
   };
@@ -198,8 +220,6 @@ arrow::Result<LoadedTasks> LoadTasks(const NodeLoadRequest& request, iceberg::Fi
       out.batches[i] = std::move(*batches);
       progress->rows += rows;
       progress->bytes_read += stats.bytes_read + stats.delete_bytes_read;
-      progress->row_groups_total += stats.row_groups_total;
-      progress->row_groups_read += stats.row_groups_read;
       progress->tasks_done += 1;
     }
   };

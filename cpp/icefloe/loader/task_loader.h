@@ -19,8 +19,8 @@
 #include "icefloe/common/mutex.h"
 #include "icefloe/iceberg/file_io.h"
 #include "icefloe/iceberg/parquet_columns.h"
+#include "icefloe/iceberg/scan_metrics.h"
 #include "icefloe/protocol/messages.h"
-#include "icefloe/transform/pack.h"
 
 namespace icefloe {
 
@@ -30,12 +30,10 @@ struct LoadProgress {
   std::atomic<int64_t> tasks_done{0};
   std::atomic<int64_t> rows{0};
   std::atomic<int64_t> bytes_read{0};  ///< data file bytes read from storage
-  std::atomic<int64_t> row_groups_total{0};
-  std::atomic<int64_t> row_groups_read{0};         ///< the others were pruned by statistics
-  std::atomic<int64_t> transform_rows_dropped{0};  ///< TaskStream::rows_dropped, summed
-  /// What the transform's `pack` did, over the tasks done.
-  Mutex pack_mu;
-  transform::PackStats pack GUARDED_BY(pack_mu);
+  /// What the load counted (row groups, the transform's drops and packing),
+  /// over the tasks done.
+  Mutex counters_mu;
+  iceberg::LoadCounters counters GUARDED_BY(counters_mu);
   /// Set by the caller to stop the load at its next batch (it then fails
   /// with Cancelled).
   std::atomic<bool> cancelled{false};

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <span>
@@ -293,6 +294,15 @@ void WriteFields(std::span<const Field<M>> table, const M& m, nlohmann::json* ou
         },
         f.member);
   }
+}
+
+/// One table from parts: a message's own fields and those it shares with
+/// other messages (replies.h LoadCounterFields), in order.
+template <typename M>
+std::vector<Field<M>> JoinFields(std::initializer_list<std::vector<Field<M>>> parts) {
+  std::vector<Field<M>> table;
+  for (const auto& part : parts) table.insert(table.end(), part.begin(), part.end());
+  return table;
 }
 
 template <typename M>

@@ -39,29 +39,21 @@ const FieldSpec kRangeBound = Uint("ranges", kRequired, Values(0, kMaxRows));
 const FieldSpec kDiskRanges = ObjectList("disk_ranges", kOptional, Values(0, kMaxTasks));
 const FieldSpec kDiskRangeBound = Uint("disk_ranges", kRequired, Values(0, kMaxRows));
 
-const Field<NodeLoadState> kLoadStateFields[] = {
-    {kNodeDataset, &NodeLoadState::dataset},
-    {Uint("generation", kOptional, Values(0, kU64Max)), &NodeLoadState::generation},
-    {Count("tasks_total"), &NodeLoadState::tasks_total},
-    {Count("tasks_done"), &NodeLoadState::tasks_done},
-    {Count("rows"), &NodeLoadState::rows},
-    {Str("error", kOptional, Values(0, 65536)), &NodeLoadState::error},
-    {Str("error_kind", kOptional, Values(0, 16), kErrorKinds), &NodeLoadState::error_kind},
-    {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows), Values(0, kMaxTasks)),
-     &NodeLoadState::task_rows},
-    {Count("bytes"), &NodeLoadState::bytes},
-    {Count("row_groups_total"), &NodeLoadState::row_groups_total},
-    {Count("row_groups_read"), &NodeLoadState::row_groups_read},
-    {Count("bytes_read"), &NodeLoadState::bytes_read},
-    {Count("pack_documents"), &NodeLoadState::pack_documents},
-    {Count("pack_tokens"), &NodeLoadState::pack_tokens},
-    {Count("pack_pad_tokens"), &NodeLoadState::pack_pad_tokens},
-    {Count("pack_rows"), &NodeLoadState::pack_rows},
-    {Count("pack_overlong_split"), &NodeLoadState::pack_overlong_split},
-    {Count("pack_overlong_dropped"), &NodeLoadState::pack_overlong_dropped},
-    {Count("pack_tail_dropped_tokens"), &NodeLoadState::pack_tail_dropped_tokens},
-    {Count("transform_rows_dropped"), &NodeLoadState::transform_rows_dropped},
-};
+const std::vector<Field<NodeLoadState>> kLoadStateFields = JoinFields<NodeLoadState>({
+    {{kNodeDataset, &NodeLoadState::dataset},
+     {Uint("generation", kOptional, Values(0, kU64Max)), &NodeLoadState::generation},
+     {Count("tasks_total"), &NodeLoadState::tasks_total},
+     {Count("tasks_done"), &NodeLoadState::tasks_done},
+     {Count("rows"), &NodeLoadState::rows},
+     {Str("error", kOptional, Values(0, 65536)), &NodeLoadState::error},
+     {Str("error_kind", kOptional, Values(0, 16), kErrorKinds), &NodeLoadState::error_kind},
+     {ListOf(FieldType::kIntList, "task_rows", kOptional, Values(0, kMaxRows),
+             Values(0, kMaxTasks)),
+      &NodeLoadState::task_rows},
+     {Count("bytes"), &NodeLoadState::bytes},
+     {Count("bytes_read"), &NodeLoadState::bytes_read}},
+    LoadCounterFields<NodeLoadState>(),
+});
 
 // Read by hand (an enum), listed third in the spec as it always was.
 const FieldSpec kLoadStateField = Str("state", kRequired, Values(1, 16), kLoadStateNames);

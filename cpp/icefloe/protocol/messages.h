@@ -54,7 +54,8 @@ struct NodeDatasetInfo {
 };
 
 /// A load on a node (in NodeStatus and as node.load / node.load_status reply).
-struct NodeLoadState {
+/// Its counters (iceberg::LoadCounters) are filled in once staged, over its tasks.
+struct NodeLoadState : iceberg::LoadCounters {
   std::string dataset;
   uint64_t generation = 0;
   /// queued, loading, staged (done, waiting for node.commit), failed, or
@@ -69,18 +70,7 @@ struct NodeLoadState {
   std::string error_kind;
   std::vector<int64_t> task_rows;  ///< staged: exact rows per task, request order
   int64_t bytes = 0;               ///< staged: bytes held
-  int64_t row_groups_total = 0;
-  int64_t row_groups_read = 0;
-  int64_t bytes_read = 0;
-  /// staged: what a `pack` did (transform/pack.h PackStats), over its tasks.
-  int64_t pack_documents = 0;
-  int64_t pack_tokens = 0;
-  int64_t pack_pad_tokens = 0;
-  int64_t pack_rows = 0;
-  int64_t pack_overlong_split = 0;
-  int64_t pack_overlong_dropped = 0;
-  int64_t pack_tail_dropped_tokens = 0;
-  int64_t transform_rows_dropped = 0;  ///< staged: rows a chat column dropped
+  int64_t bytes_read = 0;          ///< staged: data file bytes read from storage
 
   bool finished() const { return state != LoadState::kQueued && state != LoadState::kLoading; }
   /// Records `st` (not OK) as this load's error.

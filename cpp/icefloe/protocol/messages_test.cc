@@ -481,3 +481,104 @@ TEST(MessagesTest, PythonFieldListMatches) {
 
 }  // namespace
 }  // namespace icefloe
+
+namespace icefloe {
+namespace {
+
+// Each counter its own value, set by its name (not through kLoadCounters,
+// the list under test).
+iceberg::LoadCounters SampleCounters() {
+  iceberg::LoadCounters c;
+  c.row_groups_total = 11;
+  c.row_groups_read = 12;
+  c.pack_documents = 13;
+  c.pack_tokens = 14;
+  c.pack_pad_tokens = 15;
+  c.pack_rows = 16;
+  c.pack_overlong_split = 17;
+  c.pack_overlong_dropped = 18;
+  c.pack_tail_dropped_tokens = 19;
+  c.transform_rows_dropped = 20;
+  return c;
+}
+
+// The load's counters on the wire, pinned to the bytes: the node's load
+// state and describe's `scan` carry each counter under its own name, flat, as
+// every earlier version wrote them (catalog records kept by nodes and clients
+// reading describe()["scan"] depend on it). Each counter has its own value,
+// so a counter written under another's name fails too.
+TEST(MessagesTest, LoadCountersKeepTheirWireNamesAndValues) {
+  NodeLoadState s;
+  s.dataset = "d";
+  s.generation = 3;
+  s.state = LoadState::kStaged;
+  s.bytes_read = 10;
+  s.counters() = SampleCounters();
+  const std::string node_wire =
+      R"({"bytes":0,"bytes_read":10,"dataset":"d","error":"","error_kind":"","generation":3,)"
+      R"("pack_documents":13,"pack_overlong_dropped":18,"pack_overlong_split":17,)"
+      R"("pack_pad_tokens":15,"pack_rows":16,"pack_tail_dropped_tokens":19,"pack_tokens":14,)"
+      R"("row_groups_read":12,"row_groups_total":11,"rows":0,"state":"staged","task_rows":[],)"
+      R"("tasks_done":0,"tasks_total":0,"transform_rows_dropped":20,"v":1})";
+  EXPECT_EQ(Dump(s.ToJson()), node_wire);
+  auto node_back = NodeLoadState::FromJson(json::parse(node_wire), "node.load_status reply");
+  ASSERT_TRUE(node_back.ok()) << node_back.status();
+  EXPECT_EQ(Dump(node_back->ToJson()), node_wire);
+
+  iceberg::ScanMetrics scan;
+  scan.manifests_total = 1;
+  scan.manifests_pruned = 2;
+  scan.manifests_cached = 3;
+  scan.data_files_total = 4;
+  scan.data_files_pruned_by_partition = 5;
+  scan.data_files_pruned_by_bounds = 6;
+  scan.delete_files = 7;
+  scan.counters() = SampleCounters();
+  scan.planning_ms = 2.5;
+  const std::string scan_wire =
+      R"({"data_files_pruned_by_bounds":6,"data_files_pruned_by_partition":5,)"
+      R"("data_files_total":4,"delete_files":7,"manifests_cached":3,"manifests_pruned":2,)"
+      R"("manifests_total":1,"pack_documents":13,"pack_overlong_dropped":18,)"
+      R"("pack_overlong_split":17,"pack_pad_tokens":15,"pack_rows":16,)"
+      R"("pack_tail_dropped_tokens":19,"pack_tokens":14,"planning_ms":2.5,"row_groups_read":12,)"
+      R"("row_groups_total":11,"transform_rows_dropped":20})";
+  EXPECT_EQ(Dump(ScanMetricsToJson(scan)), scan_wire);
+  auto scan_back = ScanMetricsFromJson(json::parse(scan_wire), "scan");
+  ASSERT_TRUE(scan_back.ok()) << scan_back.status();
+  EXPECT_EQ(Dump(ScanMetricsToJson(*scan_back)), scan_wire);
+  // A record from before a counter existed reads it as 0.
+  auto old = ScanMetricsFromJson(json{{"manifests_total", 1}, {"row_groups_read", 2}}, "scan");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->row_groups_read, 2);
+  EXPECT_EQ(old->pack_tail_dropped_tokens, 0);
+  EXPECT_EQ(old->transform_rows_dropped, 0);
+}
+
+// Every counter of the one list, whichever is added next, travels in both
+// messages under its name and reads back as written.
+TEST(MessagesTest, EveryLoadCounterTravelsInBothMessages) {
+  NodeLoadState s;
+  s.dataset = "d";
+  iceberg::ScanMetrics scan;
+  for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+    const iceberg::LoadCounter& c = iceberg::kLoadCounters[k];
+    s.*c.member = static_cast<int64_t>(100 + k);
+    scan.*c.member = static_cast<int64_t>(200 + k);
+  }
+  const json node_json = s.ToJson();
+  const json scan_json = ScanMetricsToJson(scan);
+  auto node_back = NodeLoadState::FromJson(node_json, "node.load_status reply");
+  auto scan_back = ScanMetricsFromJson(scan_json, "scan");
+  ASSERT_TRUE(node_back.ok()) << node_back.status();
+  ASSERT_TRUE(scan_back.ok()) << scan_back.status();
+  EXPECT_EQ(node_back->counters(), s.counters());
+  EXPECT_EQ(scan_back->counters(), scan.counters());
+  for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+    const std::string name(iceberg::kLoadCounters[k].name);
+    EXPECT_EQ(node_json[name], 100 + k) << name;
+    EXPECT_EQ(scan_json[name], 200 + k) << name;
+  }
+}
+
+}  // namespace
+}  // namespace icefloe

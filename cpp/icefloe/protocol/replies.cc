@@ -36,26 +36,18 @@ constexpr FieldSpec OptionalCount(std::string_view name) {
 }
 
 using iceberg::ScanMetrics;
-const Field<ScanMetrics> kScanFields[] = {
-    {OptionalCount("manifests_total"), &ScanMetrics::manifests_total},
-    {OptionalCount("manifests_pruned"), &ScanMetrics::manifests_pruned},
-    {OptionalCount("manifests_cached"), &ScanMetrics::manifests_cached},
-    {OptionalCount("data_files_total"), &ScanMetrics::data_files_total},
-    {OptionalCount("data_files_pruned_by_partition"), &ScanMetrics::data_files_pruned_by_partition},
-    {OptionalCount("data_files_pruned_by_bounds"), &ScanMetrics::data_files_pruned_by_bounds},
-    {OptionalCount("delete_files"), &ScanMetrics::delete_files},
-    {OptionalCount("row_groups_total"), &ScanMetrics::row_groups_total},
-    {OptionalCount("row_groups_read"), &ScanMetrics::row_groups_read},
-    {OptionalCount("pack_documents"), &ScanMetrics::pack_documents},
-    {OptionalCount("pack_tokens"), &ScanMetrics::pack_tokens},
-    {OptionalCount("pack_pad_tokens"), &ScanMetrics::pack_pad_tokens},
-    {OptionalCount("pack_rows"), &ScanMetrics::pack_rows},
-    {OptionalCount("pack_overlong_split"), &ScanMetrics::pack_overlong_split},
-    {OptionalCount("pack_overlong_dropped"), &ScanMetrics::pack_overlong_dropped},
-    {OptionalCount("pack_tail_dropped_tokens"), &ScanMetrics::pack_tail_dropped_tokens},
-    {OptionalCount("transform_rows_dropped"), &ScanMetrics::transform_rows_dropped},
-    {Seconds("planning_ms", kOptional), &ScanMetrics::planning_ms},
-};
+const std::vector<Field<ScanMetrics>> kScanFields = JoinFields<ScanMetrics>({
+    {{OptionalCount("manifests_total"), &ScanMetrics::manifests_total},
+     {OptionalCount("manifests_pruned"), &ScanMetrics::manifests_pruned},
+     {OptionalCount("manifests_cached"), &ScanMetrics::manifests_cached},
+     {OptionalCount("data_files_total"), &ScanMetrics::data_files_total},
+     {OptionalCount("data_files_pruned_by_partition"),
+      &ScanMetrics::data_files_pruned_by_partition},
+     {OptionalCount("data_files_pruned_by_bounds"), &ScanMetrics::data_files_pruned_by_bounds},
+     {OptionalCount("delete_files"), &ScanMetrics::delete_files}},
+    LoadCounterFields<ScanMetrics>(),
+    {{Seconds("planning_ms", kOptional), &ScanMetrics::planning_ms}},
+});
 
 const Field<RefreshSummary> kRefreshFields[] = {
     {Uint("from_generation", kRequired, Values(0, kU64Max)), &RefreshSummary::from_generation},

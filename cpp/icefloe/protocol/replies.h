@@ -43,6 +43,21 @@ struct ReplySlice {
   static MessageSpec Spec();
 };
 
+/// The load's counters (iceberg::kLoadCounters) as fields of M, a message
+/// that derives from iceberg::LoadCounters: each an optional integer
+/// 0..2^63-1 under its wire name, flat in M's object. The node's load state
+/// and the scan metrics both splice these into their tables.
+template <typename M>
+std::vector<Field<M>> LoadCounterFields() {
+  static_assert(std::is_base_of_v<iceberg::LoadCounters, M>);
+  std::vector<Field<M>> fields;
+  for (const iceberg::LoadCounter& c : iceberg::kLoadCounters) {
+    const FieldSpec spec = Int(c.name, kOptional, Values(0, std::numeric_limits<int64_t>::max()));
+    fields.push_back({spec, static_cast<int64_t M::*>(c.member)});
+  }
+  return fields;
+}
+
 /// A load's scan metrics (iceberg/scan_metrics.h), as a description's `scan`
 /// and the head's catalog record carry them; absent fields read as 0.
 nlohmann::json ScanMetricsToJson(const iceberg::ScanMetrics& scan);

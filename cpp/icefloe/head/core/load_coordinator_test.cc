@@ -74,6 +74,7 @@ class FakeNodes : public NodeRpc {
       for (const auto& t : it->second.tasks) s.task_rows.push_back(t.task.data_file.record_count);
       if (node == short_node_) s.task_rows.pop_back();
       if (node == disagreeing_node_ && !s.task_rows.empty()) s.task_rows[0] += 1;
+      if (count_) count_(&s);
     }
     return s;
   }
@@ -111,6 +112,11 @@ class FakeNodes : public NodeRpc {
   void set_short_node(std::string n) {
     MutexLock lock(&mu_);
     short_node_ = std::move(n);
+  }
+  /// Fills in the counters each staged node reports.
+  void set_count(std::function<void(NodeLoadState*)> count) {
+    MutexLock lock(&mu_);
+    count_ = std::move(count);
   }
   void set_disagreeing_node(std::string n) {
     MutexLock lock(&mu_);
@@ -156,6 +162,7 @@ class FakeNodes : public NodeRpc {
   LoadState stage_state_ GUARDED_BY(mu_) = LoadState::kStaged;
   std::string short_node_ GUARDED_BY(mu_);
   std::string disagreeing_node_ GUARDED_BY(mu_);
+  std::function<void(NodeLoadState*)> count_ GUARDED_BY(mu_);
   std::map<std::string, NodeLoadRequest> loads_ GUARDED_BY(mu_);
   std::map<std::string, NodeCommit> commits_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, uint64_t>> evicts_ GUARDED_BY(mu_);
@@ -274,6 +281,31 @@ TEST_F(LoadCoordinatorTest, LoadsPlacesCommitsAndPublishes) {
   auto alias = LoadAndWait(Request("alias"));
   EXPECT_EQ((*alias)["generation"], (*out)["generation"]);
   EXPECT_EQ(nodes_.starts(), 2);
+}
+
+// Each node counts over the tasks it read, and every task is on
+// `replication` nodes: describe's scan is the nodes' sum divided by the
+// replication, summed first (each node's 5 on 2 replicas divided alone would
+// read as 4). Every counter (iceberg::kLoadCounters) has its own value, so
+// one summed into another's place, or left out of the sum, fails.
+TEST_F(LoadCoordinatorTest, SumsEveryLoadCounterOverTheNodesBeforeDividing) {
+  auto value = [](size_t k) { return static_cast<int64_t>(2 * k + 1); };  // odd: a remainder
+  nodes_.set_count([value](NodeLoadState* s) {
+    for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+      s->*iceberg::kLoadCounters[k].member = value(k);
+    }
+  });
+  LoadRequest replicated = Request("d");
+  replicated.replication = 2;
+  auto out = LoadAndWait(replicated);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto entry = catalog_.Find("d");
+  ASSERT_TRUE(entry);
+  for (size_t k = 0; k < std::size(iceberg::kLoadCounters); ++k) {
+    const iceberg::LoadCounter& c = iceberg::kLoadCounters[k];
+    EXPECT_EQ(entry->scan.*c.member, value(k)) << c.name;
+    EXPECT_EQ((*out)["scan"][std::string(c.name)], value(k)) << c.name;
+  }
 }
 
 // Issue 30: generations came from this head's clock alone, so a head

@@ -8,7 +8,6 @@
 #include "icefloe/common/log.h"
 #include "icefloe/common/wire_status.h"
 #include "icefloe/iceberg/types.h"
-#include "icefloe/transform/pack.h"
 
 namespace icefloe {
 
@@ -47,12 +46,9 @@ arrow::Status LoadRun::Load() {
 
   // Exact rows per task; replicas must agree.
   task_rows.assign(plan.tasks.size(), -1);
-  // Every replica's: each task is on `replication` nodes, and a node holds
-  // any share of them, so sum before dividing.
-  int64_t row_groups_total = 0;
-  int64_t row_groups_read = 0;
-  transform::PackStats pack;
-  int64_t dropped = 0;  // a chat column's
+  // Every replica's counters: each task is on `replication` nodes, and a
+  // node holds any share of them, so sum before dividing.
+  iceberg::LoadCounters counted;
   for (size_t n = 0; n < num_nodes; ++n) {
     const NodeLoadState& s = staged[n];
     if (s.task_rows.size() != node_tasks[n].size()) {
@@ -67,30 +63,9 @@ arrow::Status LoadRun::Load() {
       }
       slot = s.task_rows[i];
     }
-    row_groups_total += s.row_groups_total;
-    row_groups_read += s.row_groups_read;
-    pack.documents += s.pack_documents;
-    pack.tokens += s.pack_tokens;
-    pack.pad_tokens += s.pack_pad_tokens;
-    pack.rows += s.pack_rows;
-    pack.overlong_split += s.pack_overlong_split;
-    pack.overlong_dropped += s.pack_overlong_dropped;
-    pack.tail_dropped_tokens += s.pack_tail_dropped_tokens;
-    dropped += s.transform_rows_dropped;
+    counted += s.counters();
   }
-  {
-    const int64_t r = entry->request.replication;
-    entry->scan.row_groups_total += row_groups_total / r;
-    entry->scan.row_groups_read += row_groups_read / r;
-    entry->scan.pack_documents += pack.documents / r;
-    entry->scan.pack_tokens += pack.tokens / r;
-    entry->scan.pack_pad_tokens += pack.pad_tokens / r;
-    entry->scan.pack_rows += pack.rows / r;
-    entry->scan.pack_overlong_split += pack.overlong_split / r;
-    entry->scan.pack_overlong_dropped += pack.overlong_dropped / r;
-    entry->scan.pack_tail_dropped_tokens += pack.tail_dropped_tokens / r;
-    entry->scan.transform_rows_dropped += dropped / r;
-  }
+  entry->scan.counters() += counted.DividedBy(entry->request.replication);
   for (size_t t = 0; t < task_rows.size(); ++t) {
     if (task_rows[t] >= 0) continue;
     // A reused task of no rows is placed on no node.

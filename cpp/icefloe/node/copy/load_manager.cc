@@ -147,23 +147,11 @@ void LoadManager::Run(const std::string& dataset, uint64_t generation,
     slot.state = LoadState::kStaged;
     slot.result.task_rows = loaded->rows;
     slot.result.bytes = loaded->bytes();
-    slot.result.row_groups_total = progress->row_groups_total.load();
-    slot.result.row_groups_read = progress->row_groups_read.load();
-    slot.result.transform_rows_dropped = progress->transform_rows_dropped.load();
     slot.result.bytes_read = progress->bytes_read.load();
-    transform::PackStats pack;
     {
-      MutexLock lock(&progress->pack_mu);
-      pack = progress->pack;
+      MutexLock lock(&progress->counters_mu);
+      slot.result.counters() = progress->counters;
     }
-    slot.result.pack_documents = pack.documents;
-    slot.result.pack_tokens = pack.tokens;
-    slot.result.pack_pad_tokens = pack.pad_tokens;
-    slot.result.pack_rows = pack.rows;
-    slot.result.pack_overlong_split = pack.overlong_split;
-    slot.result.pack_overlong_dropped = pack.overlong_dropped;
-    slot.result.pack_tail_dropped_tokens = pack.tail_dropped_tokens;
-
     LogInfo("staged", {{"dataset", dataset}, {"bytes", FormatBytes(loaded->bytes())}});
     slot.staged = std::move(*loaded);
   }
