@@ -7,17 +7,21 @@ world size (the position is a count of batches of that sequence). Steps take
 the sequence's batches ``world_size`` at a time, rank ``r`` the ``r``-th
 (docs/epochs.md, "Token-budget batches"). All numpy: no per-row Python.
 
+Rows are planned by their length *codes* (``LengthCodes``): the lengths
+themselves (exact), or ``encode_lengths``'s byte a row, each code budgeted
+by its longest length, so the budget holds exactly either way.
+
 How the sequence is made:
 
 1. Rows are shuffled in blocks of ``_BLOCK_ROWS`` consecutive rows (a keyed
    permutation of the blocks) and cut into *buckets* of ``bucket_rows`` rows
-   of that order; a bucket's rows are shuffled again and sorted by length
+   of that order; a bucket's rows are shuffled again and sorted by code
    (stable), so rows of a batch have alike lengths and padding stays small.
-2. A bucket is cut into batches in that order. A row of length ``L`` fits
-   ``T // L`` rows of its length in a budget of ``T``: runs of equal capacity
-   are cut into batches of that many rows, rows left over from a run open the
-   next batch (they are shorter, so the longer run's capacity still bounds
-   it). Padded size ``rows x longest <= T`` always (and so ``sum <= T``, the
+2. A bucket is cut into batches in that order. A row whose code's longest
+   length is ``L`` fits ``T // L`` rows of its code in a budget of ``T``: runs
+   of equal capacity are cut into batches of that many rows, rows left over
+   from a run open the next batch (they are shorter, so the longer run's
+   capacity still bounds it). Padded size ``rows x longest <= T`` always (and so ``sum <= T``, the
    ``varlen`` bound). Each bucket leaves at most one *partial* batch.
 3. The full batches are shuffled and cut into windows of ``window_batches``;
    each window is sorted by its batches' tokens (or sum of squared lengths),
@@ -45,7 +49,9 @@ from .errors import InvalidArgument
 _BLOCK_ROWS = 64  # rows shuffled together in step 1: a gather of 64 rows is a memcpy
 BALANCES = ("tokens", "sq")
 _MAX_HISTOGRAM = 1 << 22  # bucket x length counts held at once (32 MiB); wider: per bucket
-_HISTOGRAM_CHUNK_ROWS = 1 << 21  # rows of the lengths turned into histogram keys at once
+_MAX_CODES = 256  # encode_lengths: a byte a row
+_MAX_EXACT = 1 << 20  # longest row planned from exact lengths (else from codes)
+_CHUNK_ROWS = 1 << 17  # rows of the lengths or codes scanned at once (~1 MiB of scratch)
 _LOW_SHARE = 0.85  # of the median batch's measure: below it, a batch is read after the windows
 TOO_LONG = ("refuse", "drop")
 
@@ -100,15 +106,18 @@ class TokenBatchPlan:
 
     Per batch (indexed by batch id): ``bucket``, ``begin`` and ``count``
     (its rows are ``count`` rows from ``begin`` of its bucket's sorted
-    order), ``tokens`` and ``squares`` (sum of lengths, of squared lengths).
+    order), ``tokens`` and ``squares`` (sum of lengths, of squared lengths:
+    exact from exact codes, estimated from each code's mean otherwise).
     ``order``: the sequence, batch ids in the order steps read them; its
     first ``num_full`` are full batches, the rest partial.
     ``too_long_rows``: rows dropped for being longer than the budget."""
 
-    def __init__(self, lengths: np.ndarray, budget: TokenBudget, seed: int, epoch: int,
+    def __init__(self, lengths: LengthCodes, budget: TokenBudget, seed: int, epoch: int,
                  blocks: np.ndarray, fields: dict[str, np.ndarray], order: np.ndarray,
                  num_full: int, too_long_rows: int) -> None:
-        self.lengths = lengths
+        self.lengths = lengths  # the rows' codes it was planned from
+        # Codes below this fit the budget (upper is ascending).
+        self.codes_fit = int(np.searchsorted(lengths.upper, budget.batch_tokens, side="right"))
         self.budget = budget
         self.seed, self.epoch = seed, epoch
         self._blocks = blocks
@@ -169,20 +178,20 @@ class TokenBatchPlan:
         per = self.budget.bucket_rows // _BLOCK_ROWS
         blocks = self._blocks[bucket * per:(bucket + 1) * per]
         rows = (blocks[:, None] * _BLOCK_ROWS + np.arange(_BLOCK_ROWS)).ravel()
-        n = len(self.lengths)
+        n = len(self.lengths.codes)
         if n % _BLOCK_ROWS and (blocks == n // _BLOCK_ROWS).any():
             rows = rows[rows < n]
         if self.too_long_rows:
-            rows = rows[self.lengths[rows] <= self.budget.batch_tokens]
+            rows = rows[self.lengths.codes[rows] < self.codes_fit]
         return rows
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 (the plan lives as long as its epoch)
     def sorted_rows(self, bucket: int) -> np.ndarray:
         """The bucket's rows as its batches take them: shuffled, then sorted
-        by length (stable)."""
+        by code (stable; a radix sort of one or two bytes)."""
         rows = self._bucket_rows(bucket)
         rows = rows[_rng(self.seed, self.epoch, 2, bucket).permutation(len(rows))]
-        return rows[np.argsort(self.lengths[rows], kind="stable")]
+        return rows[np.argsort(self.lengths.codes[rows], kind="stable")]
 
     def rows(self, batch: int) -> np.ndarray:
         """Global row ids of batch ``batch`` (a batch id), shortest first."""
@@ -212,34 +221,156 @@ def _rng(seed: int, epoch: int, purpose: int, index: int = 0) -> np.random.Gener
     return np.random.default_rng([int(seed), int(epoch), purpose, index])
 
 
-def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
+@dataclasses.dataclass(frozen=True, eq=False)
+class LengthCodes:
+    """Each row's length as a *code* the planner sorts and cuts by.
+
+    ``codes[row]``: the row's code; ``upper[code]``: the longest length with
+    that code (ascending in the code), which budgets the row, so a budget is
+    never exceeded; ``mean[code]``, ``mean_sq[code]``: the mean length and
+    squared length of the rows with it, which estimate a batch's tokens.
+    ``exact``: each code is one length (the codes are the lengths).
+    ``batch_tokens``: the budget an ``encode_lengths`` table was made for (a
+    code never straddles it, so rows longer than it are known exactly);
+    None for exact codes. ``longest``: the longest row; ``generation``: of
+    the dataset the lengths came from, where known."""
+
+    codes: np.ndarray
+    upper: np.ndarray
+    mean: np.ndarray
+    mean_sq: np.ndarray
+    exact: bool
+    longest: int
+    batch_tokens: int | None = None
+    generation: int | None = None
+
+    @classmethod
+    def of_lengths(cls, lengths: np.ndarray) -> LengthCodes:
+        """The lengths themselves as codes (no copy): exact tokens, a
+        histogram as wide as the longest row."""
+        longest = _chunked_max(lengths)
+        values = np.arange(longest + 1, dtype=np.int64)
+        return cls(lengths, values, values.astype(np.float64), (values * values).astype(
+            np.float64), True, longest)
+
+    def num_over(self, limit: int) -> int:
+        """Rows longer than ``limit``; exact, as no code straddles it."""
+        first = int(np.searchsorted(self.upper, limit, side="right"))  # codes past the limit
+        if first >= len(self.upper):
+            return 0
+        return sum(int(np.count_nonzero(self.codes[i:i + _CHUNK_ROWS] >= first))
+                   for i in range(0, len(self.codes), _CHUNK_ROWS))
+
+
+def _chunked_max(lengths: np.ndarray) -> int:
+    return max((int(lengths[i:i + _CHUNK_ROWS].max())
+                for i in range(0, len(lengths), _CHUNK_ROWS)), default=0)
+
+
+def encode_lengths(lengths: np.ndarray, batch_tokens: int, *,
+                   generation: int | None = None) -> LengthCodes:
+    """The lengths in a byte a row, for plans of budget ``batch_tokens``.
+
+    Where at most 255 distinct lengths fit the budget each is its own code
+    (exact). Else codes are bins of the lengths present: exact below
+    ``1/r``, ``r`` wide relative to their length above it, with the smallest
+    ``r`` that needs at most 255 codes (about 2% for lengths up to 4096).
+    Every row longer than the budget gets the one code 255. A chunk of the
+    lengths at a time: the scratch is bounded, not a row's size."""
+    lengths = np.asarray(lengths)
+    longest = _chunked_max(lengths)
+    top = min(longest, batch_tokens)  # lengths above the budget need no resolution
+    clip = longest > top  # top + 1 then fits the lengths' type
+
+    def clipped(i: int) -> np.ndarray:
+        chunk = lengths[i:i + _CHUNK_ROWS]
+        return np.minimum(chunk, top + 1) if clip else chunk
+
+    hist = np.zeros(top + 2, np.int64)
+    for i in range(0, len(lengths), _CHUNK_ROWS):
+        hist += np.bincount(clipped(i), minlength=top + 2)
+    present = np.flatnonzero(hist[:top + 1])
+    bins = _length_bins(present, _MAX_CODES - 1)
+    code_of_present = np.unique(bins, return_inverse=True)[1].reshape(-1)
+    num_codes = int(code_of_present[-1]) + 1 if len(present) else 0
+    lut = np.full(top + 2, _MAX_CODES - 1, np.uint8)
+    lut[present] = code_of_present
+    counts = np.bincount(code_of_present, weights=hist[present], minlength=num_codes)
+    sums = np.bincount(code_of_present, weights=hist[present] * present.astype(np.float64),
+                       minlength=num_codes)
+    squares = np.bincount(code_of_present,
+                          weights=hist[present] * present.astype(np.float64) ** 2,
+                          minlength=num_codes)
+    upper = np.zeros(num_codes, np.int64)
+    np.maximum.at(upper, code_of_present, present)
+    mean, mean_sq = sums / np.maximum(counts, 1), squares / np.maximum(counts, 1)
+    if hist[top + 1]:  # rows longer than the budget: code 255, budgeted as the longest
+        pad = _MAX_CODES - 1 - num_codes
+        upper = np.concatenate([upper, np.full(pad, upper[-1] if num_codes else 0), [longest]])
+        mean = np.concatenate([mean, np.zeros(pad), [float(longest)]])
+        mean_sq = np.concatenate([mean_sq, np.zeros(pad), [float(longest) ** 2]])
+    codes = np.empty(len(lengths), np.uint8)
+    for i in range(0, len(lengths), _CHUNK_ROWS):
+        codes[i:i + _CHUNK_ROWS] = lut[clipped(i)]
+    return LengthCodes(codes, upper, mean, mean_sq, len(present) == num_codes, longest,
+                       batch_tokens, generation)
+
+
+def _length_bins(present: np.ndarray, most: int) -> np.ndarray:
+    """A bin id per present length (ascending), at most ``most`` distinct:
+    the finest geometric bins (exact below ``e``, ``log1p(1/e)`` wide above)
+    that fit, by bisection on ``e``."""
+    if len(present) <= most:
+        return present
+    values = np.maximum(present, 1).astype(np.float64)
+
+    def bins(e: int) -> np.ndarray:
+        return np.where(values < e, values, e + np.floor(np.log(values / e) / np.log1p(1 / e)))
+
+    lo, hi = 1, int(present[-1]) + 1  # e = 1 fits (log2 bins), e past the longest is exact
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if len(np.unique(bins(mid))) <= most else (lo, mid)
+    return bins(lo)
+
+
+def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: int,
                epoch: int) -> TokenBatchPlan:
     """The epoch's token-budget batches from each row's token count
-    (``lengths[row]``, any unsigned or non-negative integer array).
-    InvalidArgument, before anything is read, when rows are longer than the
-    budget and ``budget.too_long`` is ``"refuse"``."""
-    lengths = np.asarray(lengths)
-    n = len(lengths)
+    (``lengths[row]``, any unsigned or non-negative integer array: exact,
+    planned from a histogram as wide as the longest row) or from its code
+    (``encode_lengths``: a byte a row, batches budgeted by each code's
+    longest length, tokens estimated). InvalidArgument, before anything is
+    read, when rows are longer than the budget and ``budget.too_long`` is
+    ``"refuse"``, or when codes were made for another budget."""
     limit = budget.batch_tokens
-    # A chunk at a time: a mask of every row would be a byte a row.
-    too_long = sum(int(np.count_nonzero(lengths[i:i + _HISTOGRAM_CHUNK_ROWS] > limit))
-                   for i in range(0, n, _HISTOGRAM_CHUNK_ROWS))
+    if isinstance(lengths, LengthCodes):
+        codes = lengths
+        if codes.batch_tokens is not None and codes.batch_tokens != limit:
+            raise InvalidArgument(f"row length codes coded for batch_tokens={codes.batch_tokens}"
+                                  f", not {limit}: encode the lengths for this budget")
+    else:
+        lengths = np.asarray(lengths)
+        # Exact where a histogram as wide as the longest row is small.
+        codes = (LengthCodes.of_lengths(lengths) if _chunked_max(lengths) < _MAX_EXACT
+                 else encode_lengths(lengths, limit))
+    n = len(codes.codes)
+    too_long = codes.num_over(limit)
     if too_long and budget.too_long == "refuse":
-        longest = int(lengths.max())
         raise InvalidArgument(
             f"{too_long} row{'s' if too_long != 1 else ''} of column {budget.token_column!r} "
             f"{'are' if too_long != 1 else 'is'} longer than batch_tokens={limit} (the longest "
-            f"has {longest} tokens); raise batch_tokens, or pass too_long='drop' to drop and "
-            "count them")
+            f"has {codes.longest} tokens); raise batch_tokens, or pass too_long='drop' to drop "
+            "and count them")
     num_blocks = -(-n // _BLOCK_ROWS)
     # Block and batch ids fit 32 bits below 2^37 rows: half the memory of int64.
     ids = np.int32 if num_blocks < 2**31 else np.int64
     blocks = _rng(seed, epoch, 1).permutation(num_blocks).astype(ids)
-    plan = TokenBatchPlan(lengths, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
+    plan = TokenBatchPlan(codes, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
                           too_long)
     num_buckets = -(-num_blocks // (budget.bucket_rows // _BLOCK_ROWS))
-    parts = [_cut_bucket(values, counts, limit, b)
-             for b, (values, counts) in enumerate(_bucket_histograms(plan, num_buckets))]
+    parts = [_cut_bucket(present, counts, codes, limit, b)
+             for b, (present, counts) in enumerate(_bucket_histograms(plan, num_buckets))]
     # Field by field, each bucket's part freed once joined: the peak is one field more.
     fields = {k: np.concatenate([p.pop(k) for p in parts]) if parts else np.empty(0, np.int64)
               for k in ("bucket", "begin", "count", "tokens", "squares", "partial")}
@@ -265,56 +396,58 @@ def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
 
 def _bucket_histograms(plan: TokenBatchPlan,
                        num_buckets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Each bucket's distinct lengths (ascending) and how many rows have each:
-    all a bucket's cut needs (its rows sorted by length are these, repeated).
-    One pass over the lengths in row order, a chunk at a time: each row's
+    """Each bucket's codes present (ascending) and how many rows have each:
+    all a bucket's cut needs (its rows sorted by code are these, repeated).
+    One pass over the codes in row order, a chunk at a time: each row's
     bucket comes from its block's, so no row list is made."""
-    lengths, limit = plan.lengths, plan.budget.batch_tokens
-    n = len(lengths)
-    longest = int(lengths.max()) if n else 0
-    width = min(longest, limit) + 2  # lengths 0..min(longest, limit), then "too long"
-    if num_buckets * width > _MAX_HISTOGRAM:  # wide lengths: per bucket, from its rows
+    codes, fit = plan.lengths.codes, plan.codes_fit
+    width = fit + 1  # the codes that fit, then "too long"
+    if num_buckets * width > _MAX_HISTOGRAM:  # wide codes: per bucket, from its rows
         for b in range(num_buckets):
             rows = plan._bucket_rows(b)
-            yield np.unique(lengths[rows], return_counts=True)
+            yield np.unique(codes[rows], return_counts=True)
         return
     per = plan.budget.bucket_rows // _BLOCK_ROWS
-    # Each block's first histogram slot (its bucket's), in row order.
-    block_base = np.empty(len(plan._blocks), np.intp)
-    block_base[plan._blocks] = np.arange(len(plan._blocks)) // per * width
+    # Each block's first histogram slot (its bucket's), in row order; the
+    # keys fit 32 bits (the histogram is bounded), half the scratch of intp.
+    block_base = np.empty(len(plan._blocks), np.uint32)
+    block_base[plan._blocks] = np.arange(len(plan._blocks), dtype=np.uint32) // per * width
     hist = np.zeros(num_buckets * width, np.int64)
-    clip = longest > limit  # else every length is its own slot
-    for i in range(0, n, _HISTOGRAM_CHUNK_ROWS):  # chunks start on a block
-        chunk = lengths[i:i + _HISTOGRAM_CHUNK_ROWS]
+    clip = len(plan.lengths.upper) > width  # else every code is its own slot
+    step = _CHUNK_ROWS
+    for i in range(0, len(codes), step):  # chunks start on a block
+        chunk = codes[i:i + step]
         if clip:
-            chunk = np.minimum(chunk, width - 1)
+            chunk = np.minimum(chunk, fit)
         first, whole = i // _BLOCK_ROWS, len(chunk) // _BLOCK_ROWS
-        # A block's rows share its slot base: one broadcast add makes the keys.
-        key = (chunk[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS)
-               + block_base[first:first + whole, None]).ravel()
+        # A block's rows share its slot base: one broadcast add makes the keys
+        # (codes here are below width, so the cast to 32 bits keeps them).
+        key = np.add(chunk[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS),
+                     block_base[first:first + whole, None], dtype=np.uint32,
+                     casting="unsafe").ravel()
         hist += np.bincount(key, minlength=len(hist))
         if len(chunk) > whole * _BLOCK_ROWS:  # the table's last, shorter block
             hist += np.bincount(chunk[whole * _BLOCK_ROWS:] + block_base[first + whole],
                                 minlength=len(hist))
-    hist = hist.reshape(num_buckets, width)[:, :width - 1]  # too-long rows are not cut
+    hist = hist.reshape(num_buckets, width)[:, :fit]  # too-long rows are not cut
     for b in range(num_buckets):
-        values = np.flatnonzero(hist[b])
-        yield values, hist[b, values]
+        present = np.flatnonzero(hist[b])
+        yield present, hist[b, present]
 
 
-def _cut_bucket(values: np.ndarray, counts: np.ndarray, limit: int,
+def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes, limit: int,
                 bucket: int) -> dict[str, np.ndarray]:
-    """One bucket's batches (step 2) from its distinct lengths (ascending)
-    and their row counts."""
-    values = np.asarray(values, np.int64)
+    """One bucket's batches (step 2) from its codes present (ascending) and
+    their row counts. A batch of ``k`` rows of codes up to ``c`` is budgeted
+    as ``k x upper[c]``, which bounds the rows' true padded size."""
     counts = np.asarray(counts, np.int64)
     n = int(counts.sum())
     if n == 0:
         return {"bucket": np.empty(0, np.uint32), "begin": np.empty(0, np.uint32),
                 "count": np.empty(0, np.uint32), "tokens": np.empty(0, np.int64),
                 "squares": np.empty(0, np.int64), "partial": np.empty(0, bool)}
-    before = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than each value
-    caps = limit // np.maximum(values, 1)
+    before = np.concatenate([[0], np.cumsum(counts)])  # rows of lower codes than each
+    caps = limit // np.maximum(codes.upper[present], 1)
     run_first = np.concatenate([[0], np.flatnonzero(np.diff(caps)) + 1])
     run_starts = before[run_first]
     run_ends = np.concatenate([run_starts[1:], [n]])
@@ -335,21 +468,23 @@ def _cut_bucket(values: np.ndarray, counts: np.ndarray, limit: int,
     stop = np.concatenate([np.asarray(x, dtype=np.int64) for x in ends])
     begin = np.concatenate([[0], stop[:-1]])
 
-    # Sums over the sorted rows before each cut: whole values, then part of one.
+    # Sums over the sorted rows before each cut: whole codes, then part of one
+    # (exact for exact codes: float64 holds integers to 2^53).
     cuts = np.concatenate([[0], stop])
     k = np.searchsorted(before, cuts, side="right") - 1
     part = cuts - before[k]
-    at = np.append(values, 0)[k]
-    tokens = np.diff(np.concatenate([[0], np.cumsum(counts * values)])[k] + part * at)
-    squares = np.diff(np.concatenate([[0], np.cumsum(counts * values * values)])[k]
-                      + part * at * at)
+    mean = np.append(codes.mean[present], 0)
+    mean_sq = np.append(codes.mean_sq[present], 0)
+    tokens = np.diff(np.concatenate([[0], np.cumsum(counts * mean[:-1])])[k] + part * mean[k])
+    squares = np.diff(np.concatenate([[0], np.cumsum(counts * mean_sq[:-1])])[k]
+                      + part * mean_sq[k])
     partial = np.zeros(len(stop), bool)
     if partial_tail:
         partial[-1] = 1
     return {"bucket": np.full(len(stop), bucket, np.uint32), "begin": begin.astype(np.uint32),
             "count": (stop - begin).astype(np.uint32),
-            "tokens": tokens.astype(np.uint32 if limit < 2**32 else np.int64), "squares": squares,
-            "partial": partial.astype(bool)}
+            "tokens": np.rint(tokens).astype(np.uint32 if limit < 2**32 else np.int64),
+            "squares": np.rint(squares).astype(np.int64), "partial": partial}
 
 
 def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
@@ -387,16 +522,17 @@ def budget_of(fields: dict[str, Any]) -> TokenBudget:
 
 def epoch_plan(client: Any, name: str, budget: TokenBudget, seed: int,
                epoch: int) -> TokenBatchPlan:
-    """The epoch's plan from the dataset's row lengths (fetched once per
-    generation by the client), kept for the latest few epochs."""
-    lengths = client.row_lengths(name, budget.token_column)
-    key = (name, id(lengths), budget, int(seed), int(epoch))
+    """The epoch's plan from the dataset's row length codes (fetched and
+    coded once per generation and budget by the client, a byte a row),
+    kept for the latest few epochs."""
+    codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens)
+    key = (name, id(codes), budget, int(seed), int(epoch))
     with _plans_lock:
         plan = _PLANS.get(key)
-        if plan is not None and plan.lengths is lengths:
+        if plan is not None and plan.lengths is codes:
             _PLANS.move_to_end(key)
             return plan
-    plan = plan_epoch(lengths, budget, seed=seed, epoch=epoch)
+    plan = plan_epoch(codes, budget, seed=seed, epoch=epoch)
     with _plans_lock:
         _PLANS[key] = plan
         while len(_PLANS) > _MAX_PLANS:
@@ -436,8 +572,7 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
                                                      // _ROWS_PER_TAKE + 1) * _ROWS_PER_TAKE))
     groups = [g for g in np.split(mine, cuts + 1) if len(g)] if len(mine) else []
 
-    generation = next((g for (n, c, g), v in list(client._row_lengths.items())
-                       if v is plan.lengths), None)
+    generation = plan.lengths.generation
 
     def read(group: np.ndarray) -> list[pa.RecordBatch]:
         rows, counts = plan.rows_of(group)
