@@ -104,10 +104,12 @@ class TokenBudget:
 class TokenBatchPlan:
     """One epoch's sequence of token-budget batches (``plan_epoch``).
 
-    Per batch (indexed by batch id): ``bucket``, ``begin`` and ``count``
-    (its rows are ``count`` rows from ``begin`` of its bucket's sorted
-    order), ``tokens`` and ``squares`` (sum of lengths, of squared lengths:
-    exact from exact codes, estimated from each code's mean otherwise).
+    Batch ids run bucket by bucket: bucket ``b``'s batches are ids
+    ``bucket_first[b]`` to ``bucket_first[b + 1] - 1``, each ``count`` rows
+    of its bucket's sorted order in turn (``bucket`` and ``begin`` give them
+    per batch, made on demand). Per batch: ``count``, ``tokens`` and
+    ``squares`` (sum of lengths, of squared lengths: exact from exact codes,
+    estimated from each code's mean otherwise).
     ``order``: the sequence, batch ids in the order steps read them; its
     first ``num_full`` are full batches, the rest partial.
     ``too_long_rows``: rows dropped for being longer than the budget."""
@@ -122,8 +124,7 @@ class TokenBatchPlan:
         self.seed, self.epoch = seed, epoch
         self._blocks = blocks
         empty = np.empty(0, np.int64)
-        self.bucket = fields.get("bucket", empty)
-        self.begin = fields.get("begin", empty)
+        self.bucket_first = fields.get("bucket_first", np.zeros(1, np.int64))
         self.count = fields.get("count", empty)
         self.tokens = fields.get("tokens", empty)
         self.squares = fields.get("squares", empty)
@@ -131,6 +132,28 @@ class TokenBatchPlan:
         self.num_full = num_full
         self.num_windowed = num_full  # the sequence's batches read in windows (step 3)
         self.too_long_rows = too_long_rows
+
+    @property
+    def bucket(self) -> np.ndarray:
+        """Each batch's bucket (made on demand: not kept)."""
+        return np.repeat(np.arange(len(self.bucket_first) - 1, dtype=np.uint32),
+                         np.diff(self.bucket_first))
+
+    @property
+    def begin(self) -> np.ndarray:
+        """Each batch's first row in its bucket's sorted order (made on demand)."""
+        starts = np.cumsum(self.count, dtype=np.int64) - self.count
+        firsts = np.append(starts, 0)[self.bucket_first[:-1]]  # each bucket's first batch's
+        return starts - np.repeat(firsts, np.diff(self.bucket_first))
+
+    def _bucket_of(self, batches: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.bucket_first, batches, side="right") - 1
+
+    def _begins(self, bucket: int, batches: np.ndarray) -> np.ndarray:
+        """``batches``' (of ``bucket``) first rows in its sorted order."""
+        first = int(self.bucket_first[bucket])
+        counts = self.count[first:int(self.bucket_first[bucket + 1])]
+        return (np.cumsum(counts, dtype=np.int64) - counts)[batches - first]
 
     @property
     def num_batches(self) -> int:
@@ -195,8 +218,9 @@ class TokenBatchPlan:
 
     def rows(self, batch: int) -> np.ndarray:
         """Global row ids of batch ``batch`` (a batch id), shortest first."""
-        begin = int(self.begin[batch])
-        return self.sorted_rows(int(self.bucket[batch]))[begin:begin + int(self.count[batch])]
+        bucket = int(self._bucket_of(np.asarray([batch]))[0])
+        begin = int(self._begins(bucket, np.asarray([batch]))[0])
+        return self.sorted_rows(bucket)[begin:begin + int(self.count[batch])]
 
     def rows_of(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows of ``batches``, concatenated, and each batch's row count:
@@ -205,14 +229,14 @@ class TokenBatchPlan:
         counts = self.count[batches].astype(np.int64)
         out = np.empty(int(counts.sum()), dtype=np.int64)
         where = np.concatenate([[0], np.cumsum(counts)])
-        buckets = self.bucket[batches]
+        buckets = self._bucket_of(batches)
         for bucket in np.unique(buckets):
             rows = self.sorted_rows(int(bucket))
             mine = np.flatnonzero(buckets == bucket)
             sizes = counts[mine]
             # Each batch's rows: its begin plus 0 .. count-1, all at once.
             within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-            taken = rows[np.repeat(self.begin[batches[mine]].astype(np.int64), sizes) + within]
+            taken = rows[np.repeat(self._begins(int(bucket), batches[mine]), sizes) + within]
             out[np.repeat(where[mine], sizes) + within] = taken
         return out, counts
 
@@ -369,13 +393,14 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     plan = TokenBatchPlan(codes, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
                           too_long)
     num_buckets = -(-num_blocks // (budget.bucket_rows // _BLOCK_ROWS))
-    parts = [_cut_bucket(present, counts, codes, limit, b)
-             for b, (present, counts) in enumerate(_bucket_histograms(plan, num_buckets))]
+    parts = [_cut_bucket(present, counts, codes, limit)
+             for present, counts in _bucket_histograms(plan, num_buckets)]
+    plan.bucket_first = np.concatenate([[0], np.cumsum([len(p["count"]) for p in parts],
+                                                       dtype=np.int64)])
     # Field by field, each bucket's part freed once joined: the peak is one field more.
     fields = {k: np.concatenate([p.pop(k) for p in parts]) if parts else np.empty(0, np.int64)
-              for k in ("bucket", "begin", "count", "tokens", "squares", "partial")}
-    plan.bucket, plan.begin, plan.count = fields["bucket"], fields["begin"], fields["count"]
-    plan.tokens, plan.squares = fields["tokens"], fields["squares"]
+              for k in ("count", "tokens", "squares", "partial")}
+    plan.count, plan.tokens, plan.squares = fields["count"], fields["tokens"], fields["squares"]
     partial = fields["partial"]
     del parts, fields
     measure = plan.tokens if budget.balance == "tokens" else plan.squares
@@ -435,16 +460,15 @@ def _bucket_histograms(plan: TokenBatchPlan,
         yield present, hist[b, present]
 
 
-def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes, limit: int,
-                bucket: int) -> dict[str, np.ndarray]:
+def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes,
+                limit: int) -> dict[str, np.ndarray]:
     """One bucket's batches (step 2) from its codes present (ascending) and
     their row counts. A batch of ``k`` rows of codes up to ``c`` is budgeted
     as ``k x upper[c]``, which bounds the rows' true padded size."""
     counts = np.asarray(counts, np.int64)
     n = int(counts.sum())
     if n == 0:
-        return {"bucket": np.empty(0, np.uint32), "begin": np.empty(0, np.uint32),
-                "count": np.empty(0, np.uint32), "tokens": np.empty(0, np.int64),
+        return {"count": np.empty(0, np.uint32), "tokens": np.empty(0, np.int64),
                 "squares": np.empty(0, np.int64), "partial": np.empty(0, bool)}
     before = np.concatenate([[0], np.cumsum(counts)])  # rows of lower codes than each
     caps = limit // np.maximum(codes.upper[present], 1)
@@ -481,24 +505,28 @@ def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes, lim
     partial = np.zeros(len(stop), bool)
     if partial_tail:
         partial[-1] = 1
-    return {"bucket": np.full(len(stop), bucket, np.uint32), "begin": begin.astype(np.uint32),
-            "count": (stop - begin).astype(np.uint32),
+    # Narrow types where the budget bounds them: tokens <= T, squares <= T^2.
+    return {"count": (stop - begin).astype(np.uint32),
             "tokens": np.rint(tokens).astype(np.uint32 if limit < 2**32 else np.int64),
-            "squares": np.rint(squares).astype(np.int64), "partial": partial}
+            "squares": np.rint(squares).astype(np.uint32 if limit < 2**16 else np.int64),
+            "partial": partial}
 
 
 def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Step 3: ``batches`` shuffled, then each window sorted by ``measure``,
-    alternately ascending and descending."""
-    shuffled = batches[rng.permutation(len(batches))]
+    alternately ascending and descending. A slab of windows at a time: the
+    sort's scratch is bounded, not a batch's size."""
+    shuffled = rng.permutation(batches)  # the order batches[rng.permutation(len)] has
     out = np.empty_like(shuffled)
     cut = len(shuffled) // window * window
-    if cut:
-        grid = shuffled[:cut].reshape(-1, window)
-        ranked = np.take_along_axis(grid, np.argsort(measure[grid], axis=1, kind="stable"), 1)
-        ranked[1::2] = ranked[1::2, ::-1]
-        out[:cut] = ranked.ravel()
+    grid = shuffled[:cut].reshape(-1, window)
+    slab = max(1, _CHUNK_ROWS // window)  # windows sorted at once
+    for w in range(0, len(grid), slab):
+        part = grid[w:w + slab]
+        ranked = np.take_along_axis(part, np.argsort(measure[part], axis=1, kind="stable"), 1)
+        ranked[(w + 1) % 2::2] = ranked[(w + 1) % 2::2, ::-1]  # odd windows descend
+        out[w * window:(w + len(part)) * window] = ranked.ravel()
     tail = shuffled[cut:]
     tail = tail[np.argsort(measure[tail], kind="stable")]
     out[cut:] = tail[::-1] if (cut // window) % 2 else tail
