@@ -103,8 +103,8 @@ def balance_and_padding(lengths: np.ndarray) -> dict[str, Any]:
 
 def _plan_bytes(plan: Any) -> int:
     """What a plan keeps beside its input: its per-batch and per-block arrays."""
-    return sum(a.nbytes for a in (plan.bucket, plan.begin, plan.count, plan.tokens,
-                                  plan.squares, plan.order, plan._blocks))
+    return sum(a.nbytes for k, a in vars(plan).items()
+               if isinstance(a, np.ndarray) and k != "lengths")
 
 
 def _timed(make: Any, repeats: int) -> tuple[list[float], int, Any]:
@@ -144,8 +144,25 @@ def planning(n: int, repeats: int) -> dict[str, Any]:
         held = (codes.codes.nbytes if name == "codes" else lengths.nbytes) + _plan_bytes(plan)
         out[name] = {"plan_s": times, "plan_s_median": float(np.median(times)),
                      "peak_bytes": peak, "held_bytes": held, "batches": plan.num_batches}
+        if name == "codes":
+            out["first_take"] = _first_take(plan)
         del plan
     return out
+
+
+def _first_take(plan: Any) -> dict[str, Any]:
+    """Reading, not planning: the rows of one consumer's first take (rank 0
+    of 8, worker 0 of 4, about 64Ki rows, as iter_token_epoch groups them):
+    each bucket its batches touch is shuffled and sorted by code."""
+    from icefloe import _token_batches as tb
+
+    mine = tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True)
+    ends = np.cumsum(plan.count[mine].astype(np.int64))
+    group = mine[:int(np.searchsorted(ends, tb._ROWS_PER_TAKE)) + 1]
+    t = time.perf_counter()
+    rows, _ = plan.rows_of(group)
+    return {"s": time.perf_counter() - t, "rows": len(rows), "batches": len(group),
+            "buckets": len(np.unique(plan._bucket_of(group)))}
 
 
 def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
@@ -235,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([f"planning {p['rows']:,} rows from codes (coded once: "
                      f"{p['coding']['s']:.2f} s, peak {p['coding']['peak_bytes'] / 1e6:.0f} MB)",
                      "", fig("codes"), "-"])
+        take = p["first_take"]
+        rows.append([f"reading {p['rows']:,} rows: a consumer's first take's rows",
+                     "", f"{take['s']:.2f} s for {take['rows']:,} rows of {take['buckets']} "
+                     "buckets", "-"])
     result["table"] = common.print_table(
         f"token-budget batches (T = {BUDGET}) vs fixed-size batches of the same mean rows",
         ["figure", "token budget", "token budget, codes", fixed], rows)
