@@ -290,6 +290,27 @@ def test_planning_memory_stays_small_beside_the_lengths():
         assert peak <= per_batch + (2 << 20), (coded, peak, per_batch)
 
 
+def test_reading_a_take_does_not_sort_whole_buckets():
+    import tracemalloc
+
+    lengths = _lengths(4_000_000, SEED, BUDGET // 4).astype(np.uint16)
+    codes = _coded(lengths)
+    plan = _plan(codes, bucket_rows=1 << 16)  # 62 buckets
+    take = plan.order[:400]  # a consumer's take: a few batches of each bucket, as at scale
+    assert len(np.unique(plan.bucket[take])) > 40
+    tracemalloc.start()
+    rows, counts = plan.rows_of(take)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # A bucket's codes are scanned (a byte or two a row), no row list of it
+    # made and sorted (8 bytes a row and more, kept for the next take).
+    assert peak <= 3 * plan.budget.bucket_rows + 64 * len(rows), (peak, len(rows))
+    # The same rows, batch by batch, as rows() gives them.
+    ends = np.cumsum(counts)
+    for k, batch in enumerate(take):
+        assert np.array_equal(rows[ends[k] - counts[k]:ends[k]], plan.rows(int(batch)))
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(InvalidArgument, match="batch_tokens"):
         tb.TokenBudget(batch_tokens=0, token_column="input_ids")

@@ -15,8 +15,11 @@ How the sequence is made:
 
 1. Rows are shuffled in blocks of ``_BLOCK_ROWS`` consecutive rows (a keyed
    permutation of the blocks) and cut into *buckets* of ``bucket_rows`` rows
-   of that order; a bucket's rows are shuffled again and sorted by code
-   (stable), so rows of a batch have alike lengths and padding stays small.
+   of that order; a bucket's rows are listed column by column (the i-th
+   row of each of its blocks in turn, i in a keyed order) and sorted by code
+   (stable), so rows of a batch have alike lengths and padding stays small,
+   and rows of one block are spread over the code's batches. Reading a
+   batch's rows orders its codes alone (``TokenBatchPlan._bucket_take``).
 2. A bucket is cut into batches in that order. A row whose code's longest
    length is ``L`` fits ``T // L`` rows of its code in a budget of ``T``: runs
    of equal capacity are cut into batches of that many rows, rows left over
@@ -34,7 +37,6 @@ How the sequence is made:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -125,6 +127,7 @@ class TokenBatchPlan:
         self._blocks = blocks
         empty = np.empty(0, np.int64)
         self.bucket_first = fields.get("bucket_first", np.zeros(1, np.int64))
+        self._histograms: list[tuple[np.ndarray, np.ndarray]] = []  # per bucket: codes, rows
         self.count = fields.get("count", empty)
         self.tokens = fields.get("tokens", empty)
         self.squares = fields.get("squares", empty)
@@ -208,37 +211,73 @@ class TokenBatchPlan:
             rows = rows[self.lengths.codes[rows] < self.codes_fit]
         return rows
 
-    @functools.lru_cache(maxsize=4)  # noqa: B019 (the plan lives as long as its epoch)
-    def sorted_rows(self, bucket: int) -> np.ndarray:
-        """The bucket's rows as its batches take them: shuffled, then sorted
-        by code (stable; a radix sort of one or two bytes)."""
-        rows = self._bucket_rows(bucket)
-        rows = rows[_rng(self.seed, self.epoch, 2, bucket).permutation(len(rows))]
-        return rows[np.argsort(self.lengths.codes[rows], kind="stable")]
-
     def rows(self, batch: int) -> np.ndarray:
         """Global row ids of batch ``batch`` (a batch id), shortest first."""
-        bucket = int(self._bucket_of(np.asarray([batch]))[0])
-        begin = int(self._begins(bucket, np.asarray([batch]))[0])
-        return self.sorted_rows(bucket)[begin:begin + int(self.count[batch])]
+        return self.rows_of(np.asarray([batch]))[0]
 
     def rows_of(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows of ``batches``, concatenated, and each batch's row count:
-        one pass over the buckets they are in (each bucket sorted once)."""
+        one pass over the codes of each bucket they are in (``_bucket_take``)."""
         batches = np.asarray(batches, dtype=np.int64)
         counts = self.count[batches].astype(np.int64)
         out = np.empty(int(counts.sum()), dtype=np.int64)
         where = np.concatenate([[0], np.cumsum(counts)])
         buckets = self._bucket_of(batches)
         for bucket in np.unique(buckets):
-            rows = self.sorted_rows(int(bucket))
             mine = np.flatnonzero(buckets == bucket)
             sizes = counts[mine]
-            # Each batch's rows: its begin plus 0 .. count-1, all at once.
+            # Each batch's positions in its bucket's order: its begin plus 0 .. count-1.
             within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-            taken = rows[np.repeat(self._begins(int(bucket), batches[mine]), sizes) + within]
-            out[np.repeat(where[mine], sizes) + within] = taken
+            positions = np.repeat(self._begins(int(bucket), batches[mine]), sizes) + within
+            out[np.repeat(where[mine], sizes) + within] = self._bucket_take(int(bucket),
+                                                                            positions)
         return out, counts
+
+    def _bucket_take(self, bucket: int, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` of the bucket's order: its rows sorted by
+        code (stable) as listed column by column, the i-th row of each of its
+        blocks in turn, i in a keyed order (a shuffle that needs no
+        permutation of the rows: rows of one code and block end up a 64th of
+        the code's rows apart, in different batches). Only the codes the
+        positions fall in are ordered: the bucket's codes are scanned once (a
+        gather of its blocks), its rows of other codes never listed."""
+        present, counts = self._histograms[bucket]
+        before = np.concatenate([[0], np.cumsum(counts)])  # each present code's first position
+        k = np.searchsorted(before, positions, side="right") - 1  # the position's code index
+        needed = np.zeros(len(present), bool)
+        needed[np.unique(k)] = True
+        lut = np.zeros(len(self.lengths.upper), bool)
+        lut[present[needed]] = True
+        per = self.budget.bucket_rows // _BLOCK_ROWS
+        blocks = self._blocks[bucket * per:(bucket + 1) * per]
+        columns = _rng(self.seed, self.epoch, 2, bucket).permutation(_BLOCK_ROWS)
+        grid = np.ascontiguousarray(_gather_blocks(self.lengths.codes, blocks)[:, columns].T)
+        picked = np.flatnonzero(lut[grid])
+        rows = (blocks[picked % len(blocks)].astype(np.int64) * _BLOCK_ROWS
+                + columns[picked // len(blocks)])
+        codes = grid.reshape(-1)[picked]
+        del grid, picked
+        real = rows < len(self.lengths.codes)  # the table's last block may be short
+        rows = rows[real][np.argsort(codes[real], kind="stable")]  # a radix sort of codes
+        # Picked rows hold every row of the needed codes, in the bucket's order.
+        picked_before = np.concatenate([[0], np.cumsum(np.where(needed, counts, 0))])
+        return rows[picked_before[k] + positions - before[k]]
+
+
+def _gather_blocks(codes: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """``codes`` of ``blocks``' rows, a row of ``_BLOCK_ROWS`` per block;
+    past the table's end (its last block may be short), code 0."""
+    n = len(codes)
+    whole = n // _BLOCK_ROWS
+    short = blocks >= whole
+    grid = codes[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS)[
+        np.where(short, 0, blocks)] if whole else np.zeros((len(blocks), _BLOCK_ROWS),
+                                                           codes.dtype)
+    for i in np.flatnonzero(short):  # at most one
+        tail = codes[whole * _BLOCK_ROWS:]
+        grid[i] = 0
+        grid[i, :len(tail)] = tail
+    return grid
 
 
 def _rng(seed: int, epoch: int, purpose: int, index: int = 0) -> np.random.Generator:
@@ -393,8 +432,9 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     plan = TokenBatchPlan(codes, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
                           too_long)
     num_buckets = -(-num_blocks // (budget.bucket_rows // _BLOCK_ROWS))
-    parts = [_cut_bucket(present, counts, codes, limit)
-             for present, counts in _bucket_histograms(plan, num_buckets)]
+    # Each bucket's codes and counts, kept (small) for reading its rows later.
+    plan._histograms = list(_bucket_histograms(plan, num_buckets))
+    parts = [_cut_bucket(present, counts, codes, limit) for present, counts in plan._histograms]
     plan.bucket_first = np.concatenate([[0], np.cumsum([len(p["count"]) for p in parts],
                                                        dtype=np.int64)])
     # Field by field, each bucket's part freed once joined: the peak is one field more.
