@@ -151,18 +151,23 @@ def planning(n: int, repeats: int) -> dict[str, Any]:
 
 
 def _first_take(plan: Any) -> dict[str, Any]:
-    """Reading, not planning: the rows of one consumer's first take (rank 0
-    of 8, worker 0 of 4, about 64Ki rows, as iter_token_epoch groups them):
-    each bucket its batches touch is shuffled and sorted by code."""
+    """Reading, not planning: the row ids of one consumer's takes (rank 0 of
+    8, worker 0 of 4, takes of about 64Ki rows, as iter_token_epoch groups
+    them): its first take alone (``rows_of``), and its first pass of takes
+    (``RowPasses``, each bucket's codes read once for up to 2Mi rows)."""
     from icefloe import _token_batches as tb
 
-    mine = tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True)
-    ends = np.cumsum(plan.count[mine].astype(np.int64))
-    group = mine[:int(np.searchsorted(ends, tb._ROWS_PER_TAKE)) + 1]
+    groups = tb.take_groups(plan, tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True))
     t = time.perf_counter()
-    rows, _ = plan.rows_of(group)
-    return {"s": time.perf_counter() - t, "rows": len(rows), "batches": len(group),
-            "buckets": len(np.unique(plan._bucket_of(group)))}
+    rows, _ = plan.rows_of(groups[0])
+    one_s = time.perf_counter() - t
+    passes = tb.RowPasses(plan, groups)
+    first = np.flatnonzero(passes.pass_of == 0)
+    t = time.perf_counter()
+    pass_rows = sum(len(passes.rows(int(i))[0]) for i in first)
+    pass_s = time.perf_counter() - t
+    return {"s": one_s, "rows": len(rows), "pass_s": pass_s, "pass_rows": pass_rows,
+            "buckets": len(np.unique(plan._bucket_of(groups[0])))}
 
 
 def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
@@ -253,9 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"{p['coding']['s']:.2f} s, peak {p['coding']['peak_bytes'] / 1e6:.0f} MB)",
                      "", fig("codes"), "-"])
         take = p["first_take"]
-        rows.append([f"reading {p['rows']:,} rows: a consumer's first take's rows",
-                     "", f"{take['s']:.2f} s for {take['rows']:,} rows of {take['buckets']} "
-                     "buckets", "-"])
+        rows.append([f"reading {p['rows']:,} rows: a consumer's row ids, rows/s",
+                     "", f"a take: {take['rows'] / take['s']:,.0f}; a pass of "
+                     f"{take['pass_rows']:,}: {take['pass_rows'] / take['pass_s']:,.0f}", "-"])
     result["table"] = common.print_table(
         f"token-budget batches (T = {BUDGET}) vs fixed-size batches of the same mean rows",
         ["figure", "token budget", "token budget, codes", fixed], rows)

@@ -311,6 +311,25 @@ def test_reading_a_take_does_not_sort_whole_buckets():
         assert np.array_equal(rows[ends[k] - counts[k]:ends[k]], plan.rows(int(batch)))
 
 
+def test_a_consumer_s_takes_read_the_buckets_a_pass_of_several_at_a_time(monkeypatch):
+    lengths = _lengths(400_000, SEED, BUDGET // 4)
+    plan = _plan(lengths, bucket_rows=1 << 16)
+    mine = tb.consumer_batches(plan, 3, 1, 2, 1, 0, True)
+    monkeypatch.setattr(tb, "_ROWS_PER_TAKE", 2000)
+    monkeypatch.setattr(tb, "_ROWS_PER_PASS", 9000)
+    groups = tb.take_groups(plan, mine)
+    passes = tb.RowPasses(plan, groups)
+    assert 1 < passes.pass_of[-1] + 1 < len(groups)  # several groups a pass, several passes
+    calls = []
+    real = plan.rows_of
+    monkeypatch.setattr(plan, "rows_of", lambda b: calls.append(len(b)) or real(b))
+    for i, group in enumerate(groups):
+        rows, counts = passes.rows(i)
+        want, want_counts = real(group)
+        assert np.array_equal(rows, want) and np.array_equal(counts, want_counts)
+    assert len(calls) == passes.pass_of[-1] + 1  # one rows_of a pass
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(InvalidArgument, match="batch_tokens"):
         tb.TokenBudget(batch_tokens=0, token_column="input_ids")

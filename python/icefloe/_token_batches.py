@@ -576,6 +576,7 @@ def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
 # -- reading an epoch ----------------------------------------------------------
 
 _ROWS_PER_TAKE = 65536  # rows asked of the nodes at once (several batches per take)
+_ROWS_PER_PASS = 1 << 21  # rows of the takes whose ids one pass over the buckets makes
 _PLANS: OrderedDict[tuple[Any, ...], TokenBatchPlan] = OrderedDict()  # the latest few
 _MAX_PLANS = 4
 _plans_lock = threading.Lock()
@@ -615,6 +616,50 @@ def consumer_batches(plan: TokenBatchPlan, world_size: int, rank: int, num_worke
     return plan.rank_batches(world_size, rank, start, drop_last)[worker::max(1, num_workers)]
 
 
+def take_groups(plan: TokenBatchPlan, batches: np.ndarray) -> list[np.ndarray]:
+    """``batches`` in groups of whole batches, about ``_ROWS_PER_TAKE`` rows
+    each: what one ``Client.take`` reads."""
+    if not len(batches):
+        return []
+    ends = np.cumsum(plan.count[batches].astype(np.int64))
+    cuts = np.unique(np.searchsorted(ends, np.arange(1, ends[-1] // _ROWS_PER_TAKE + 1)
+                                     * _ROWS_PER_TAKE))
+    return [g for g in np.split(batches, cuts + 1) if len(g)]
+
+
+class RowPasses:
+    """The rows of a consumer's groups of batches (``take_groups``), made a
+    *pass* of consecutive groups at a time, up to ``_ROWS_PER_PASS`` rows: a
+    take has batches of nearly every bucket, and one pass reads each
+    bucket's codes once for all its groups instead of once a group. Holds
+    one pass's rows (8 bytes a row). Not thread-safe: one reader."""
+
+    def __init__(self, plan: TokenBatchPlan, groups: list[np.ndarray]) -> None:
+        self.plan, self.groups = plan, groups
+        sizes = np.array([int(plan.count[g].astype(np.int64).sum()) for g in groups], np.int64)
+        starts = np.cumsum(sizes) - sizes
+        self.pass_of = starts // _ROWS_PER_PASS  # a group over the limit is a pass alone
+        self._pass = -1
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def rows(self, group: int) -> tuple[np.ndarray, np.ndarray]:
+        """Group ``group``'s rows and each of its batches' row count."""
+        which = int(self.pass_of[group])
+        if which != self._pass:
+            members = np.flatnonzero(self.pass_of == which)
+            rows, counts = self.plan.rows_of(np.concatenate([self.groups[i] for i in members]))
+            row_ends = np.cumsum(counts)
+            self._rows.clear()
+            first = 0
+            for i in members:
+                last = first + len(self.groups[i])
+                lo = int(row_ends[first - 1]) if first else 0
+                self._rows[int(i)] = (rows[lo:int(row_ends[last - 1])], counts[first:last])
+                first = last
+            self._pass = which
+        return self._rows[group]
+
+
 def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
                      convert: Callable[[pa.RecordBatch], Any] | None, prefetch: int,
                      on_shape: Callable[[dict[str, Any]], None] | None = None,
@@ -634,16 +679,12 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
     if on_shape is not None:
         on_shape({"batches": len(mine), "start": p.start or 0})
     columns = list(p.columns) if p.columns is not None else None
-    # Groups of whole batches, about _ROWS_PER_TAKE rows each.
-    ends = np.cumsum(plan.count[mine].astype(np.int64))
-    cuts = np.unique(np.searchsorted(ends, np.arange(1, (ends[-1] if len(ends) else 0)
-                                                     // _ROWS_PER_TAKE + 1) * _ROWS_PER_TAKE))
-    groups = [g for g in np.split(mine, cuts + 1) if len(g)] if len(mine) else []
-
+    groups = take_groups(plan, mine)
+    passes = RowPasses(plan, groups)
     generation = plan.lengths.generation
 
-    def read(group: np.ndarray) -> list[pa.RecordBatch]:
-        rows, counts = plan.rows_of(group)
+    def read(group: int) -> list[pa.RecordBatch]:
+        rows, counts = passes.rows(group)
         now = client._slice_maps.get(name, columns).generation
         if generation is not None and now != generation:
             raise InvalidArgument(
@@ -657,15 +698,15 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
         return [batch.slice(int(offsets[i]), int(counts[i])) for i in range(len(counts))]
 
     if prefetch <= 0 or len(groups) < 2:
-        for group in groups:
+        for group in range(len(groups)):
             for batch in read(group):
                 yield convert(batch) if convert is not None else batch
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-token-batches") as pool:
-        pending = pool.submit(read, groups[0])
+        pending = pool.submit(read, 0)
         for k in range(len(groups)):
             batches = pending.result()
             if k + 1 < len(groups):
-                pending = pool.submit(read, groups[k + 1])
+                pending = pool.submit(read, k + 1)
             for batch in batches:
                 yield convert(batch) if convert is not None else batch
