@@ -107,14 +107,15 @@ def _plan_bytes(plan: Any) -> int:
                if isinstance(a, np.ndarray) and k != "lengths")
 
 
-def _timed(make: Any, repeats: int) -> tuple[list[float], int, Any]:
-    """Seconds of ``make(epoch)`` per repeat, then tracemalloc's peak of one more."""
+def _timed(make: Any, repeats: int) -> tuple[list[tuple[float, float]], int, Any]:
+    """Seconds of ``make(epoch)`` per repeat (wall, CPU: on a shared machine
+    the CPU seconds vary less), then tracemalloc's peak of one more."""
     times = []
     for r in range(repeats):
         gc.collect()
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         made = make(r)
-        times.append(time.perf_counter() - t)
+        times.append((time.perf_counter() - t, time.process_time() - cpu))
         del made
     gc.collect()
     tracemalloc.start()
@@ -133,7 +134,8 @@ def planning(n: int, repeats: int) -> dict[str, Any]:
     old_budget = before.TokenBudget(BUDGET, "input_ids")
     out: dict[str, Any] = {"rows": n}
     code_s, code_peak, codes = _timed(lambda r: tb.encode_lengths(lengths, BUDGET), 1)
-    out["coding"] = {"s": code_s[0], "peak_bytes": code_peak, "codes": len(codes.upper),
+    out["coding"] = {"s": code_s[0][0], "cpu_s": code_s[0][1], "peak_bytes": code_peak,
+                     "codes": len(codes.upper),
                      "exact": codes.exact}
     for name, source, plan_epoch, b in (
             ("before", lengths, before.plan_epoch, old_budget),
@@ -142,15 +144,19 @@ def planning(n: int, repeats: int) -> dict[str, Any]:
         times, peak, plan = _timed(
             lambda r, s=source, f=plan_epoch, b=b: f(s, b, seed=SEED, epoch=r), repeats)
         held = (codes.codes.nbytes if name == "codes" else lengths.nbytes) + _plan_bytes(plan)
-        out[name] = {"plan_s": times, "plan_s_median": float(np.median(times)),
+        out[name] = {"plan_s": [w for w, _ in times], "plan_cpu_s": [c for _, c in times],
+                     "plan_s_median": float(np.median([w for w, _ in times])),
+                     "plan_cpu_s_median": float(np.median([c for _, c in times])),
                      "peak_bytes": peak, "held_bytes": held, "batches": plan.num_batches}
         if name == "codes":
             out["first_take"] = _first_take(plan)
+        if name == "before":
+            out["first_take_before"] = _first_take(plan, passes=False)
         del plan
     return out
 
 
-def _first_take(plan: Any) -> dict[str, Any]:
+def _first_take(plan: Any, passes: bool = True) -> dict[str, Any]:
     """Reading, not planning: the row ids of one consumer's takes (rank 0 of
     8, worker 0 of 4, takes of about 64Ki rows, as iter_token_epoch groups
     them): its first take alone (``rows_of``), and its first pass of takes
@@ -160,14 +166,14 @@ def _first_take(plan: Any) -> dict[str, Any]:
     groups = tb.take_groups(plan, tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True))
     t = time.perf_counter()
     rows, _ = plan.rows_of(groups[0])
-    one_s = time.perf_counter() - t
-    passes = tb.RowPasses(plan, groups)
-    first = np.flatnonzero(passes.pass_of == 0)
+    one = {"s": time.perf_counter() - t, "rows": len(rows)}
+    if not passes:  # the planner before: a take alone
+        return one
+    passes_ = tb.RowPasses(plan, groups)
+    first = np.flatnonzero(passes_.pass_of == 0)
     t = time.perf_counter()
-    pass_rows = sum(len(passes.rows(int(i))[0]) for i in first)
-    pass_s = time.perf_counter() - t
-    return {"s": one_s, "rows": len(rows), "pass_s": pass_s, "pass_rows": pass_rows,
-            "buckets": len(np.unique(plan._bucket_of(groups[0])))}
+    pass_rows = sum(len(passes_.rows(int(i))[0]) for i in first)
+    return {**one, "pass_s": time.perf_counter() - t, "pass_rows": pass_rows}
 
 
 def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
@@ -250,16 +256,20 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for p in result["planning"]:
         def fig(k: str, p: dict[str, Any] = p) -> str:
-            return (f"{p[k]['plan_s_median']:.3f} s, peak {p[k]['peak_bytes'] / 1e6:.0f} MB, "
+            return (f"{p[k]['plan_s_median']:.2f} s ({p[k]['plan_cpu_s_median']:.2f} CPU), "
+                    f"peak {p[k]['peak_bytes'] / 1e6:.0f} MB, "
                     f"kept {p[k]['held_bytes'] / 1e6:.0f} MB")
         rows.append([f"planning {p['rows']:,} rows: before / now (2-byte lengths)",
                      f"{fig('before')} / {fig('exact lengths')}", "", "-"])
         rows.append([f"planning {p['rows']:,} rows from codes (coded once: "
-                     f"{p['coding']['s']:.2f} s, peak {p['coding']['peak_bytes'] / 1e6:.0f} MB)",
+                     f"{p['coding']['cpu_s']:.2f} CPU s, peak "
+                     f"{p['coding']['peak_bytes'] / 1e6:.0f} MB)",
                      "", fig("codes"), "-"])
         take = p["first_take"]
+        before = p["first_take_before"]
         rows.append([f"reading {p['rows']:,} rows: a consumer's row ids, rows/s",
-                     "", f"a take: {take['rows'] / take['s']:,.0f}; a pass of "
+                     f"before, a take: {before['rows'] / before['s']:,.0f}",
+                     f"a take: {take['rows'] / take['s']:,.0f}; a pass of "
                      f"{take['pass_rows']:,}: {take['pass_rows'] / take['pass_s']:,.0f}", "-"])
     result["table"] = common.print_table(
         f"token-budget batches (T = {BUDGET}) vs fixed-size batches of the same mean rows",
