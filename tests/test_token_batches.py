@@ -89,6 +89,24 @@ def test_nodes_row_lengths_are_kept_coded_in_a_byte_a_row(cluster, table):
                        for v in client._row_lengths.values())
 
 
+def test_a_host_s_consumers_map_one_copy_of_the_codes(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICEFLOE_CODES_DIR", str(tmp_path))
+    with cluster.client() as a, cluster.client() as b:
+        first = a.row_length_codes("sft", "input_ids", BUDGET - 1)
+        second = b.row_length_codes("sft", "input_ids", BUDGET - 1)
+        # Two consumers (as two DataLoader workers would): one file, mapped by both.
+        assert isinstance(first.codes, np.memmap) and isinstance(second.codes, np.memmap)
+        assert first.codes.filename == second.codes.filename
+        assert [p.name for p in tmp_path.iterdir()] == [tmp_path.joinpath(
+            first.codes.filename).name]
+        assert np.array_equal(second.codes, tb.encode_lengths(
+            b.row_lengths("sft", "input_ids"), BUDGET - 1).codes)
+    monkeypatch.setenv("ICEFLOE_CODES_DIR", "")  # off: each keeps its own
+    with cluster.client() as c:
+        assert not isinstance(c.row_length_codes("sft", "input_ids", BUDGET - 2).codes,
+                              np.memmap)
+
+
 def test_row_lengths_of_a_column_that_is_not_list_int32_is_refused(cluster):
     with cluster.client() as client:
         with pytest.raises(InvalidArgument, match=r"'label'.*int64, not list<int32>"):

@@ -37,10 +37,14 @@ How the sequence is made:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +57,7 @@ BALANCES = ("tokens", "sq")
 _MAX_HISTOGRAM = 1 << 22  # bucket x length counts held at once (32 MiB); wider: per bucket
 _MAX_CODES = 256  # encode_lengths: a byte a row
 _MAX_EXACT = 1 << 20  # longest row planned from exact lengths (else from codes)
+_MAX_SHARED_FILES = 8  # codes files a host's codes directory keeps (shared_codes)
 _CHUNK_ROWS = 1 << 17  # rows of the lengths or codes scanned at once (~1 MiB of scratch)
 _LOW_SHARE = 0.85  # of the median batch's measure: below it, a batch is read after the windows
 TOO_LONG = ("refuse", "drop")
@@ -377,6 +382,61 @@ def encode_lengths(lengths: np.ndarray, batch_tokens: int, *,
         codes[i:i + _CHUNK_ROWS] = lut[clipped(i)]
     return LengthCodes(codes, upper, mean, mean_sq, len(present) == num_codes, longest,
                        batch_tokens, generation)
+
+
+def shared_codes(codes: LengthCodes) -> LengthCodes:
+    """``codes`` with the per-row array in a file of the host's codes
+    directory, mapped read-only: the ranks and DataLoader workers of a host
+    that code the same lengths keep one copy (the page cache's) instead of
+    one each. The file is named by a digest of the codes, so it is never
+    another table's; written once (a temporary file renamed into place); the
+    directory keeps the latest ``_MAX_SHARED_FILES`` (older ones are
+    unlinked; a process that mapped one keeps its mapping). The directory is
+    ``$ICEFLOE_CODES_DIR`` ("" keeps each process's codes private), else
+    ``/dev/shm/icefloe-codes``, else the temporary directory's. Where it
+    cannot take the file (full, read-only), the codes stay private."""
+    directory = _codes_dir()
+    n = len(codes.codes)
+    if directory is None or n == 0 or codes.codes.dtype != np.uint8:
+        return codes
+    data = np.ascontiguousarray(codes.codes)
+    path = directory / f"codes-{hashlib.blake2b(data, digest_size=16).hexdigest()}.u8"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.stat().st_size != n:
+            tmp = directory / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
+            try:
+                data.tofile(tmp)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        os.utime(path)  # in use: the newest
+        mapped = np.memmap(path, dtype=np.uint8, mode="r", shape=(n,))
+        _trim_codes_dir(directory)
+    except OSError:
+        return codes
+    return dataclasses.replace(codes, codes=mapped)
+
+
+def _codes_dir() -> Path | None:
+    chosen = os.environ.get("ICEFLOE_CODES_DIR")
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return base / "icefloe-codes"
+
+
+def _trim_codes_dir(directory: Path) -> None:
+    """Unlinks all but the latest ``_MAX_SHARED_FILES`` codes files."""
+    files = []
+    for f in directory.glob("codes-*.u8"):
+        try:
+            files.append((f.stat().st_mtime, f))
+        except OSError:  # unlinked by another process meanwhile
+            continue
+    for _, f in sorted(files, reverse=True)[_MAX_SHARED_FILES:]:
+        f.unlink(missing_ok=True)
 
 
 def _length_bins(present: np.ndarray, most: int) -> np.ndarray:

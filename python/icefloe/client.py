@@ -420,7 +420,10 @@ class Client:
         budget ``batch_tokens`` (``_token_batches.encode_lengths``; what
         token-budget epochs plan from). Kept per dataset, column, generation
         and budget in place of the lengths, which are not kept: half the
-        memory of ``row_lengths``. Errors as ``row_lengths``."""
+        memory of ``row_lengths``, and one copy a host where the host's codes
+        directory takes it (``_token_batches.shared_codes``: a file mapped
+        by every process that codes the same lengths). Errors as
+        ``row_lengths``."""
         return self._kept_lengths(name, column, int(batch_tokens))
 
     def _kept_lengths(self, name: str, column: str, batch_tokens: int | None) -> Any:
@@ -455,9 +458,10 @@ class Client:
                                     f"{column!r} for {info.total_records} rows")
             kept: Any = lengths
             if batch_tokens is not None:
-                from ._token_batches import encode_lengths
+                from ._token_batches import encode_lengths, shared_codes
 
-                kept = encode_lengths(lengths, batch_tokens, generation=generation)
+                kept = shared_codes(encode_lengths(lengths, batch_tokens,
+                                                   generation=generation))
                 del lengths
             with self._lock:
                 self._row_lengths[key] = kept
