@@ -417,11 +417,11 @@ class Client:
 
     def row_length_codes(self, name: str, column: str, batch_tokens: int) -> Any:
         """The row lengths of ``column`` coded in a byte a row for plans of
-        budget ``batch_tokens`` (``_token_batches.encode_lengths``; what
+        budget ``batch_tokens`` (``_length_codes.encode_lengths``; what
         token-budget epochs plan from). Kept per dataset, column, generation
         and budget in place of the lengths, which are not kept: half the
         memory of ``row_lengths``, and one copy a host where the host's codes
-        directory takes it (``_token_batches.shared_codes``: a file mapped
+        directory takes it (``_length_codes.shared_codes``: a file mapped
         by every process that codes the same lengths). Errors as
         ``row_lengths``."""
         return self._kept_lengths(name, column, int(batch_tokens))
@@ -458,7 +458,7 @@ class Client:
                                     f"{column!r} for {info.total_records} rows")
             kept: Any = lengths
             if batch_tokens is not None:
-                from ._token_batches import encode_lengths, shared_codes
+                from ._length_codes import encode_lengths, shared_codes
 
                 kept = shared_codes(encode_lengths(lengths, batch_tokens,
                                                    generation=generation))
