@@ -286,6 +286,25 @@ def test_too_long_rows_with_codes_are_refused_or_dropped_exactly(coded):
     assert len(np.unique(read)) == len(read)
 
 
+def test_coding_wide_lengths_keeps_its_scratch_bounded():
+    import tracemalloc
+
+    # Lengths up to 2^24 (one row of each scale): a count per length would be
+    # 128 MB; the distinct lengths are few.
+    lengths = np.concatenate([_lengths(100_000, SEED, 4096),
+                              [1 << 20, (1 << 24) - 3, 1 << 24]]).astype(np.uint32)
+    tracemalloc.start()
+    codes = tb.encode_lengths(lengths, 1 << 25)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak <= (8 << 20), peak
+    assert (codes.upper[codes.codes] >= lengths).all()
+    plan = _plan(codes, batch_tokens=1 << 25)
+    for i in range(plan.num_batches):
+        rows = plan.rows(i)
+        assert len(rows) * lengths[rows].max() <= 1 << 25
+
+
 def test_codes_for_another_budget_are_refused():
     codes = _coded(_lengths(1000, SEED, BUDGET), 4096)
     with pytest.raises(InvalidArgument, match="coded for batch_tokens=4096, not 8192"):

@@ -17,11 +17,13 @@ import os
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 _CHUNK_ROWS = 1 << 17  # rows of the lengths or codes scanned at once (~1 MiB of scratch)
 _MAX_CODES = 256  # encode_lengths: a byte a row
+_MAX_LOOKUP = 1 << 20  # length values counted and looked up one by one (8 MiB); wider: merged
 _MAX_SHARED_FILES = 8  # codes files a host's codes directory keeps (shared_codes)
 
 
@@ -77,11 +79,11 @@ def encode_lengths(lengths: np.ndarray, batch_tokens: int, *,
     """The lengths in a byte a row, for plans of budget ``batch_tokens``.
 
     Where at most 255 distinct lengths fit the budget each is its own code
-    (exact). Else codes are bins of the lengths present: exact below
-    ``1/r``, ``r`` wide relative to their length above it, with the smallest
-    ``r`` that needs at most 255 codes (about 2% for lengths up to 4096).
-    Every row longer than the budget gets the one code 255. A chunk of the
-    lengths at a time: the scratch is bounded, not a row's size."""
+    (exact). Else codes are bins of the lengths present: exact below ``e``,
+    ``1/e`` wide relative to their length above it, with the largest ``e``
+    that needs at most 255 codes (bins about 2% wide for lengths up to
+    4096). Every row longer than the budget gets the one code 255. A chunk
+    of the lengths at a time: the scratch is bounded, not a row's size."""
     lengths = np.asarray(lengths)
     longest = chunked_max(lengths)
     top = min(longest, batch_tokens)  # lengths above the budget need no resolution
@@ -91,34 +93,57 @@ def encode_lengths(lengths: np.ndarray, batch_tokens: int, *,
         chunk = lengths[i:i + _CHUNK_ROWS]
         return np.minimum(chunk, top + 1) if clip else chunk
 
-    hist = np.zeros(top + 2, np.int64)
-    for i in range(0, len(lengths), _CHUNK_ROWS):
-        hist += np.bincount(clipped(i), minlength=top + 2)
-    present = np.flatnonzero(hist[:top + 1])
+    present, rows_of_present, over = _distinct_lengths(lengths, top, clipped)
     bins = _length_bins(present, _MAX_CODES - 1)
     code_of_present = np.unique(bins, return_inverse=True)[1].reshape(-1)
     num_codes = int(code_of_present[-1]) + 1 if len(present) else 0
-    lut = np.full(top + 2, _MAX_CODES - 1, np.uint8)
-    lut[present] = code_of_present
-    counts = np.bincount(code_of_present, weights=hist[present], minlength=num_codes)
-    sums = np.bincount(code_of_present, weights=hist[present] * present.astype(np.float64),
+    counts = np.bincount(code_of_present, weights=rows_of_present, minlength=num_codes)
+    sums = np.bincount(code_of_present, weights=rows_of_present * present.astype(np.float64),
                        minlength=num_codes)
     squares = np.bincount(code_of_present,
-                          weights=hist[present] * present.astype(np.float64) ** 2,
+                          weights=rows_of_present * present.astype(np.float64) ** 2,
                           minlength=num_codes)
     upper = np.zeros(num_codes, np.int64)
     np.maximum.at(upper, code_of_present, present)
     mean, mean_sq = sums / np.maximum(counts, 1), squares / np.maximum(counts, 1)
-    if hist[top + 1]:  # rows longer than the budget: code 255, budgeted as the longest
+    if over:  # rows longer than the budget: code 255, budgeted as the longest
         pad = _MAX_CODES - 1 - num_codes
         upper = np.concatenate([upper, np.full(pad, upper[-1] if num_codes else 0), [longest]])
         mean = np.concatenate([mean, np.zeros(pad), [float(longest)]])
         mean_sq = np.concatenate([mean_sq, np.zeros(pad), [float(longest) ** 2]])
     codes = np.empty(len(lengths), np.uint8)
-    for i in range(0, len(lengths), _CHUNK_ROWS):
-        codes[i:i + _CHUNK_ROWS] = lut[clipped(i)]
+    if top + 2 <= _MAX_LOOKUP:  # a code per length value: one lookup a row
+        lut = np.full(top + 2, _MAX_CODES - 1, np.uint8)
+        lut[present] = code_of_present
+        for i in range(0, len(lengths), _CHUNK_ROWS):
+            codes[i:i + _CHUNK_ROWS] = lut[clipped(i)]
+    else:  # wide lengths: each row's place among the present ones
+        with_over = np.append(code_of_present, _MAX_CODES - 1).astype(np.uint8)
+        for i in range(0, len(lengths), _CHUNK_ROWS):
+            codes[i:i + _CHUNK_ROWS] = with_over[np.searchsorted(present, clipped(i))]
     return LengthCodes(codes, upper, mean, mean_sq, len(present) == num_codes, longest,
                        batch_tokens, generation)
+
+
+def _distinct_lengths(lengths: np.ndarray, top: int,
+                      clipped: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """The distinct lengths up to ``top`` (ascending), how many rows have
+    each, and how many rows are longer: a count per value where the values
+    are few, else each chunk's distinct values, merged."""
+    if top + 2 <= _MAX_LOOKUP:
+        hist = np.zeros(top + 2, np.int64)
+        for i in range(0, len(lengths), _CHUNK_ROWS):
+            hist += np.bincount(clipped(i), minlength=top + 2)
+        present = np.flatnonzero(hist[:top + 1])
+        return present, hist[present], int(hist[top + 1])
+    values, rows = np.empty(0, np.int64), np.empty(0, np.int64)
+    for i in range(0, len(lengths), _CHUNK_ROWS):
+        v, c = np.unique(clipped(i), return_counts=True)
+        values, where = np.unique(np.concatenate([values, v]), return_inverse=True)
+        rows = np.bincount(where, weights=np.concatenate([rows, c]),
+                           minlength=len(values)).astype(np.int64)
+    over = int(rows[-1]) if len(values) and values[-1] > top else 0
+    return (values[:-1], rows[:-1], over) if over else (values, rows, 0)
 
 
 def shared_codes(codes: LengthCodes) -> LengthCodes:
