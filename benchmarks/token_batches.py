@@ -8,8 +8,13 @@
 - epoch throughput through a LocalCluster (one consumer): token-budget batches
   (planned from the nodes' row lengths, read with ``take``) vs fixed-size
   window-shuffle batches of the same mean rows, in rows/s and tokens/s;
-- planning time and memory for 100M synthetic lengths (the planner alone,
-  numpy; memory is tracemalloc's peak of numpy allocations beyond the lengths).
+- planning time and memory for 10M and 100M synthetic lengths (the planner
+  alone, numpy), side by side: the planner before row length codes
+  (``_token_batches_before.py``, from the 2-byte lengths), the current one
+  from the same exact lengths, and from the lengths coded in a byte a row
+  (``encode_lengths``, what ``iter_epoch`` plans from; its coding, once per
+  generation and budget, timed apart). Memory is tracemalloc's peak of numpy
+  allocations beyond the input, and what a consumer keeps (input + plan).
 
     .venv/bin/python benchmarks/token_batches.py [--quick]
 """
@@ -58,52 +63,117 @@ def _spread(per_rank: np.ndarray) -> dict[str, float]:
             "max": float(s.max()), "steps_over_10pct": int((s > 0.10).sum()), "steps": len(s)}
 
 
+def _batch_figures(plan: Any, lengths: np.ndarray) -> dict[str, Any]:
+    """Pad share and the 8 ranks' per-step spread of true tokens."""
+    ranks = np.stack([plan.rank_batches(RANKS, r, 0, True) for r in range(RANKS)])
+    rows, counts = plan.rows_of(ranks.T.ravel())
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    row_lengths = lengths[rows].astype(np.int64)
+    longest = np.maximum.reduceat(row_lengths, starts)
+    tokens = np.add.reduceat(row_lengths, starts).reshape(-1, RANKS).T
+    return {"pad_share": 1 - float(row_lengths.sum()) / float((counts * longest).sum()),
+            "spread": _spread(tokens.astype(np.float64)), "batches": plan.num_batches,
+            "mean_rows": len(rows) / len(counts), "windowed_steps": plan.num_windowed // RANKS}
+
+
 def balance_and_padding(lengths: np.ndarray) -> dict[str, Any]:
     from icefloe import _token_batches as tb
 
-    plan = tb.plan_epoch(lengths, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
-    ranks = np.stack([plan.rank_batches(RANKS, r, 0, True) for r in range(RANKS)])
-    rows, counts = plan.rows_of(ranks.T.ravel())
-    longest = np.maximum.reduceat(lengths[rows].astype(np.int64),
-                                  np.concatenate([[0], np.cumsum(counts)[:-1]]))
-    padded = float((counts * longest).sum())
-    budget_pad = 1 - float(lengths[rows].astype(np.int64).sum()) / padded
-    mean_rows = len(rows) / len(counts)
+    budget = tb.TokenBudget(BUDGET, "input_ids")
+    exact = _batch_figures(tb.plan_epoch(lengths, budget, seed=SEED, epoch=0), lengths)
+    coded = _batch_figures(tb.plan_epoch(tb.encode_lengths(lengths, BUDGET), budget, seed=SEED,
+                                         epoch=0), lengths)
     # Fixed-size batches of the same mean rows (so the same mean tokens) from a shuffled order.
-    b = max(1, round(mean_rows))
+    b = max(1, round(exact["mean_rows"]))
     order = np.random.default_rng(SEED).permutation(len(lengths))
     steps = len(order) // (b * RANKS)
     fixed = lengths[order[:steps * b * RANKS]].astype(np.int64).reshape(steps, RANKS, b)
     fixed_pad = 1 - fixed.sum() / float(fixed.max(2).sum() * b)
     return {
-        "rows": len(lengths), "batch_tokens": BUDGET, "mean_rows_per_batch": mean_rows,
-        "pad_share": {"token budget": budget_pad, f"fixed {b} rows": float(fixed_pad)},
-        "spread_8_ranks": {"token budget": _spread(plan.tokens[ranks].astype(np.float64)),
+        "rows": len(lengths), "batch_tokens": BUDGET, "mean_rows_per_batch": exact["mean_rows"],
+        "pad_share": {"token budget": exact["pad_share"], "token budget, codes":
+                      coded["pad_share"], f"fixed {b} rows": float(fixed_pad)},
+        "spread_8_ranks": {"token budget": exact["spread"], "token budget, codes":
+                           coded["spread"],
                            f"fixed {b} rows": _spread(fixed.sum(2).T.astype(np.float64))},
-        "windowed_steps": plan.num_windowed // RANKS,
+        "batches": {"token budget": exact["batches"], "token budget, codes": coded["batches"]},
+        "windowed_steps": exact["windowed_steps"],
         "fixed_rows": b}
 
 
+def _plan_bytes(plan: Any) -> int:
+    """What a plan keeps beside its input: its per-batch and per-block arrays."""
+    return sum(a.nbytes for k, a in vars(plan).items()
+               if isinstance(a, np.ndarray) and k != "lengths")
+
+
+def _timed(make: Any, repeats: int) -> tuple[list[tuple[float, float]], int, Any]:
+    """Seconds of ``make(epoch)`` per repeat (wall, CPU: on a shared machine
+    the CPU seconds vary less), then tracemalloc's peak of one more."""
+    times = []
+    for r in range(repeats):
+        gc.collect()
+        t, cpu = time.perf_counter(), time.process_time()
+        made = make(r)
+        times.append((time.perf_counter() - t, time.process_time() - cpu))
+        del made
+    gc.collect()
+    tracemalloc.start()
+    made = make(0)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return times, peak, made
+
+
 def planning(n: int, repeats: int) -> dict[str, Any]:
+    from benchmarks import _token_batches_before as before
     from icefloe import _token_batches as tb
 
     lengths = synthetic_lengths(n)
     budget = tb.TokenBudget(BUDGET, "input_ids")
-    times = []
-    for r in range(repeats):
-        gc.collect()
-        t = time.perf_counter()
-        plan = tb.plan_epoch(lengths, budget, seed=SEED, epoch=r)
-        times.append(time.perf_counter() - t)
+    old_budget = before.TokenBudget(BUDGET, "input_ids")
+    out: dict[str, Any] = {"rows": n}
+    code_s, code_peak, codes = _timed(lambda r: tb.encode_lengths(lengths, BUDGET), 1)
+    out["coding"] = {"s": code_s[0][0], "cpu_s": code_s[0][1], "peak_bytes": code_peak,
+                     "codes": len(codes.upper),
+                     "exact": codes.exact}
+    for name, source, plan_epoch, b in (
+            ("before", lengths, before.plan_epoch, old_budget),
+            ("exact lengths", lengths, tb.plan_epoch, budget),
+            ("codes", codes, tb.plan_epoch, budget)):
+        times, peak, plan = _timed(
+            lambda r, s=source, f=plan_epoch, b=b: f(s, b, seed=SEED, epoch=r), repeats)
+        held = (codes.codes.nbytes if name == "codes" else lengths.nbytes) + _plan_bytes(plan)
+        out[name] = {"plan_s": [w for w, _ in times], "plan_cpu_s": [c for _, c in times],
+                     "plan_s_median": float(np.median([w for w, _ in times])),
+                     "plan_cpu_s_median": float(np.median([c for _, c in times])),
+                     "peak_bytes": peak, "held_bytes": held, "batches": plan.num_batches}
+        if name == "codes":
+            out["first_take"] = _first_take(plan)
+        if name == "before":
+            out["first_take_before"] = _first_take(plan, passes=False)
         del plan
-    gc.collect()
-    tracemalloc.start()
-    plan = tb.plan_epoch(lengths, budget, seed=SEED, epoch=0)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return {"rows": n, "lengths_bytes": lengths.nbytes, "plan_s": times,
-            "plan_s_median": float(np.median(times)), "peak_bytes": peak,
-            "batches": plan.num_batches}
+    return out
+
+
+def _first_take(plan: Any, passes: bool = True) -> dict[str, Any]:
+    """Reading, not planning: the row ids of one consumer's takes (rank 0 of
+    8, worker 0 of 4, takes of about 64Ki rows, as iter_token_epoch groups
+    them): its first take alone (``rows_of``), and its first pass of takes
+    (``RowPasses``, each bucket's codes read once for up to 2Mi rows)."""
+    from icefloe import _token_batches as tb
+
+    groups = tb.take_groups(plan, tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True))
+    t = time.perf_counter()
+    rows, _ = plan.rows_of(groups[0])
+    one = {"s": time.perf_counter() - t, "rows": len(rows)}
+    if not passes:  # the planner before: a take alone
+        return one
+    passes_ = tb.RowPasses(plan, groups)
+    first = np.flatnonzero(passes_.pass_of == 0)
+    t = time.perf_counter()
+    pass_rows = sum(len(passes_.rows(int(i))[0]) for i in first)
+    return {**one, "pass_s": time.perf_counter() - t, "pass_rows": pass_rows}
 
 
 def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
@@ -149,35 +219,61 @@ def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--plan-rows", type=int, default=100_000_000)
+    ap.add_argument("--plan-rows", type=int, nargs="+", default=[10_000_000, 100_000_000])
+    ap.add_argument("--planning-only", action="store_true",
+                    help="the planner figures alone (no cluster, no throughput)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     repeats = 2 if args.quick else 3
     result: dict[str, Any] = {"name": NAME, "machine": common.machine()}
     result["balance"] = balance_and_padding(synthetic_lengths(1_000_000 if args.quick
                                                               else 4_000_000))
-    result["planning"] = planning(args.plan_rows, repeats)
-    with tempfile.TemporaryDirectory(prefix="icefloe-token-bench-") as tmp:
-        result["throughput"] = throughput(100_000 if args.quick else 400_000, repeats, Path(tmp))
-    bal, plan, thr = result["balance"], result["planning"], result["throughput"]
+    result["planning"] = [planning(n, repeats) for n in args.plan_rows]
+    if args.planning_only:
+        result["throughput"] = {"rows": 0, "rows_per_s": {"token budget": 0, "fixed rows": 0}}
+    else:
+        with tempfile.TemporaryDirectory(prefix="icefloe-token-bench-") as tmp:
+            result["throughput"] = throughput(100_000 if args.quick else 400_000, repeats,
+                                              Path(tmp))
+    bal, thr = result["balance"], result["throughput"]
     fixed = f"fixed {bal['fixed_rows']} rows"
+
+    def spread(s: dict[str, Any]) -> str:
+        return "{median:.3f} / {p99:.3f} / {max:.3f}, {steps_over_10pct} of {steps}".format(**s)
+
     rows = [
         ["pad share", f"{100 * bal['pad_share']['token budget']:.2f} %",
+         f"{100 * bal['pad_share']['token budget, codes']:.2f} %",
          f"{100 * bal['pad_share'][fixed]:.1f} %"],
-        ["per-step token spread, 8 ranks: median / p99 / max",
-         "{median:.3f} / {p99:.3f} / {max:.3f}".format(**bal["spread_8_ranks"]["token budget"]),
-         "{median:.3f} / {p99:.3f} / {max:.3f}".format(**bal["spread_8_ranks"][fixed])],
-        ["steps over 10 % spread", "{steps_over_10pct} of {steps}".format(
-            **bal["spread_8_ranks"]["token budget"]), "{steps_over_10pct} of {steps}".format(
-            **bal["spread_8_ranks"][fixed])],
-        [f"epoch, rows/s ({thr['rows']} rows)", f"{thr['rows_per_s']['token budget']:.0f}",
+        ["per-step token spread, 8 ranks: median / p99 / max, steps over 10 %",
+         spread(bal["spread_8_ranks"]["token budget"]),
+         spread(bal["spread_8_ranks"]["token budget, codes"]),
+         spread(bal["spread_8_ranks"][fixed])],
+        [f"batches ({bal['rows']:,} rows)", str(bal["batches"]["token budget"]),
+         str(bal["batches"]["token budget, codes"]), "-"],
+        [f"epoch, rows/s ({thr['rows']} rows)", f"{thr['rows_per_s']['token budget']:.0f}", "-",
          f"{thr['rows_per_s']['fixed rows']:.0f}"],
-        [f"planning {plan['rows']:,} rows: s / peak MB",
-         f"{plan['plan_s_median']:.2f} / {plan['peak_bytes'] / 1e6:.0f}", "-"],
     ]
+    for p in result["planning"]:
+        def fig(k: str, p: dict[str, Any] = p) -> str:
+            return (f"{p[k]['plan_s_median']:.2f} s ({p[k]['plan_cpu_s_median']:.2f} CPU), "
+                    f"peak {p[k]['peak_bytes'] / 1e6:.0f} MB, "
+                    f"kept {p[k]['held_bytes'] / 1e6:.0f} MB")
+        rows.append([f"planning {p['rows']:,} rows: before / now (2-byte lengths)",
+                     f"{fig('before')} / {fig('exact lengths')}", "", "-"])
+        rows.append([f"planning {p['rows']:,} rows from codes (coded once: "
+                     f"{p['coding']['cpu_s']:.2f} CPU s, peak "
+                     f"{p['coding']['peak_bytes'] / 1e6:.0f} MB)",
+                     "", fig("codes"), "-"])
+        take = p["first_take"]
+        before = p["first_take_before"]
+        rows.append([f"reading {p['rows']:,} rows: a consumer's row ids, rows/s",
+                     f"before, a take: {before['rows'] / before['s']:,.0f}",
+                     f"a take: {take['rows'] / take['s']:,.0f}; a pass of "
+                     f"{take['pass_rows']:,}: {take['pass_rows'] / take['pass_s']:,.0f}", "-"])
     result["table"] = common.print_table(
         f"token-budget batches (T = {BUDGET}) vs fixed-size batches of the same mean rows",
-        ["figure", "token budget", fixed], rows)
+        ["figure", "token budget", "token budget, codes", fixed], rows)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{NAME}.json").write_text(json.dumps(result, indent=1, default=str))

@@ -75,6 +75,38 @@ def test_nodes_answer_row_lengths_compactly(cluster, table):
         assert client.row_lengths("sft", "input_ids") is lengths
 
 
+def test_nodes_row_lengths_are_kept_coded_in_a_byte_a_row(cluster, table):
+    with cluster.client() as client:
+        codes = client.row_length_codes("sft", "input_ids", BUDGET)
+        assert codes.codes.dtype == np.uint8 and len(codes.codes) == N
+        lengths = _lengths_of(table)
+        # The same codes as the lengths' own, and each row's code budgets it.
+        assert np.array_equal(codes.codes, tb.encode_lengths(lengths, BUDGET).codes)
+        assert (codes.upper[codes.codes] >= lengths).all()
+        assert client.row_length_codes("sft", "input_ids", BUDGET) is codes
+        # Only the codes are kept, not the 2-byte lengths they came from.
+        assert not any(v is not codes and isinstance(v, np.ndarray)
+                       for v in client._row_lengths.values())
+
+
+def test_a_host_s_consumers_map_one_copy_of_the_codes(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICEFLOE_CODES_DIR", str(tmp_path))
+    with cluster.client() as a, cluster.client() as b:
+        first = a.row_length_codes("sft", "input_ids", BUDGET - 1)
+        second = b.row_length_codes("sft", "input_ids", BUDGET - 1)
+        # Two consumers (as two DataLoader workers would): one file, mapped by both.
+        assert isinstance(first.codes, np.memmap) and isinstance(second.codes, np.memmap)
+        assert first.codes.filename == second.codes.filename
+        assert [p.name for p in tmp_path.iterdir()] == [tmp_path.joinpath(
+            first.codes.filename).name]
+        assert np.array_equal(second.codes, tb.encode_lengths(
+            b.row_lengths("sft", "input_ids"), BUDGET - 1).codes)
+    monkeypatch.setenv("ICEFLOE_CODES_DIR", "")  # off: each keeps its own
+    with cluster.client() as c:
+        assert not isinstance(c.row_length_codes("sft", "input_ids", BUDGET - 2).codes,
+                              np.memmap)
+
+
 def test_row_lengths_of_a_column_that_is_not_list_int32_is_refused(cluster):
     with cluster.client() as client:
         with pytest.raises(InvalidArgument, match=r"'label'.*int64, not list<int32>"):
@@ -197,6 +229,144 @@ def test_too_long_rows_are_refused_naming_how_many_or_dropped_and_counted():
     assert len(read) == len(lengths) - over and (lengths[read] <= 1000).all()
 
 
+def _coded(lengths, batch_tokens=BUDGET):
+    codes = tb.encode_lengths(lengths, batch_tokens)
+    assert codes.codes.dtype == np.uint8 and codes.codes.nbytes == len(lengths)  # a byte a row
+    return codes
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_lengths_coded_in_a_byte_keep_the_budget_and_every_row_once(varlen):
+    lengths = _lengths(50_000, SEED, BUDGET)  # thousands of distinct lengths up to the budget
+    assert len(np.unique(lengths)) > 1000
+    plan = _plan(_coded(lengths), varlen=varlen)
+    seen = np.zeros(len(lengths), np.int64)
+    padded = 0
+    for i in range(plan.num_batches):
+        rows = plan.rows(i)
+        seen[rows] += 1
+        lens = lengths[rows]
+        assert len(rows) * lens.max() <= BUDGET, (i, len(rows), lens.max())
+        padded += len(rows) * int(lens.max())
+        # A batch's tokens are estimated from its rows' codes: close to the truth.
+        assert abs(int(plan.tokens[i]) - int(lens.sum())) <= 0.02 * lens.sum(), i
+    assert (seen == 1).all()
+    exact = _plan(lengths, varlen=varlen)
+    exact_padded = sum(len(exact.rows(i)) * int(lengths[exact.rows(i)].max())
+                       for i in range(exact.num_batches))
+    # The codes' cost: a little more padding and a few more batches, no more.
+    assert 1 - lengths.sum() / padded < 0.03, 1 - lengths.sum() / padded
+    assert plan.num_batches <= 1.03 * exact.num_batches, (plan.num_batches, exact.num_batches)
+    assert padded <= 1.03 * exact_padded
+
+
+def test_coded_plans_are_deterministic_and_balanced_in_true_tokens():
+    lengths = _lengths(200_000, SEED, BUDGET // 4)
+    a, b = _plan(_coded(lengths)), _plan(_coded(lengths))
+    assert np.array_equal(a.order, b.order)
+    assert all(np.array_equal(a.rows(i), b.rows(i)) for i in a.order[:50])
+    true_tokens = np.array([lengths[a.rows(i)].sum() for i in range(a.num_batches)])
+    spread = _spread(a, true_tokens, 8)
+    windowed = a.num_windowed // 8
+    assert spread[:windowed].max() <= 0.10, spread[:windowed].max()
+
+
+@pytest.mark.parametrize("coded", [False, True])
+def test_too_long_rows_with_codes_are_refused_or_dropped_exactly(coded):
+    lengths = _lengths(20_000, SEED, BUDGET)
+    over = int((lengths > 1000).sum())
+    source = _coded(lengths, 1000) if coded else lengths
+    with pytest.raises(InvalidArgument, match=rf"{over} rows .* longer than batch_tokens=1000 "
+                       rf"\(the longest has {lengths.max()} tokens\)"):
+        _plan(source, batch_tokens=1000)
+    plan = _plan(source, batch_tokens=1000, too_long="drop")
+    assert plan.too_long_rows == over
+    read = np.concatenate([plan.rows(i) for i in range(plan.num_batches)])
+    assert len(read) == len(lengths) - over and (lengths[read] <= 1000).all()
+    assert len(np.unique(read)) == len(read)
+
+
+def test_coding_wide_lengths_keeps_its_scratch_bounded():
+    import tracemalloc
+
+    # Lengths up to 2^24 (one row of each scale): a count per length would be
+    # 128 MB; the distinct lengths are few.
+    lengths = np.concatenate([_lengths(100_000, SEED, 4096),
+                              [1 << 20, (1 << 24) - 3, 1 << 24]]).astype(np.uint32)
+    tracemalloc.start()
+    codes = tb.encode_lengths(lengths, 1 << 25)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak <= (8 << 20), peak
+    assert (codes.upper[codes.codes] >= lengths).all()
+    plan = _plan(codes, batch_tokens=1 << 25)
+    for i in range(plan.num_batches):
+        rows = plan.rows(i)
+        assert len(rows) * lengths[rows].max() <= 1 << 25
+
+
+def test_codes_for_another_budget_are_refused():
+    codes = _coded(_lengths(1000, SEED, BUDGET), 4096)
+    with pytest.raises(InvalidArgument, match="coded for batch_tokens=4096, not 8192"):
+        _plan(codes, batch_tokens=8192)
+
+
+def test_planning_memory_stays_small_beside_the_lengths():
+    import tracemalloc
+
+    lengths = _lengths(4_000_000, SEED, BUDGET // 4).astype(np.uint16)  # as nodes send them
+    for coded in (False, True):
+        source = _coded(lengths) if coded else lengths
+        tracemalloc.start()
+        plan = _plan(source)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        # The plan's own arrays (a few per batch) and a bounded scratch: no
+        # temporary of a row's size (a byte a row would be 4 MB here).
+        per_batch = 64 * plan.num_batches
+        assert peak <= per_batch + (2 << 20), (coded, peak, per_batch)
+
+
+def test_reading_a_take_does_not_sort_whole_buckets():
+    import tracemalloc
+
+    lengths = _lengths(4_000_000, SEED, BUDGET // 4).astype(np.uint16)
+    codes = _coded(lengths)
+    plan = _plan(codes, bucket_rows=1 << 16)  # 62 buckets
+    take = plan.order[:400]  # a consumer's take: a few batches of each bucket, as at scale
+    assert len(np.unique(plan.bucket[take])) > 40
+    tracemalloc.start()
+    rows, counts = plan.rows_of(take)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # A bucket's codes are scanned (a byte or two a row), no row list of it
+    # made and sorted (8 bytes a row and more, kept for the next take).
+    assert peak <= 3 * plan.budget.bucket_rows + 64 * len(rows), (peak, len(rows))
+    # The same rows, batch by batch, as rows() gives them.
+    ends = np.cumsum(counts)
+    for k, batch in enumerate(take):
+        assert np.array_equal(rows[ends[k] - counts[k]:ends[k]], plan.rows(int(batch)))
+
+
+def test_a_consumer_s_takes_read_the_buckets_a_pass_of_several_at_a_time(monkeypatch):
+    lengths = _lengths(400_000, SEED, BUDGET // 4)
+    plan = _plan(lengths, bucket_rows=1 << 16)
+    mine = tb.consumer_batches(plan, 3, 1, 2, 1, 0, True)
+    monkeypatch.setattr(tb, "_ROWS_PER_TAKE", 2000)
+    monkeypatch.setattr(tb, "_ROWS_PER_PASS", 9000)
+    groups = tb.take_groups(plan, mine)
+    passes = tb.RowPasses(plan, groups)
+    assert 1 < passes.pass_of[-1] + 1 < len(groups)  # several groups a pass, several passes
+    calls = []
+    real = plan.rows_of
+    monkeypatch.setattr(plan, "rows_of", lambda b: calls.append(len(b)) or real(b))
+    for i, group in enumerate(groups):
+        rows, counts = passes.rows(i)
+        want, want_counts = real(group)
+        assert np.array_equal(rows, want) and np.array_equal(counts, want_counts)
+    assert len(calls) == passes.pass_of[-1] + 1  # one rows_of a pass
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(InvalidArgument, match="batch_tokens"):
         tb.TokenBudget(batch_tokens=0, token_column="input_ids")
@@ -218,10 +388,11 @@ def _epoch(client, world_size, rank, num_workers=0, worker=0, start=0, drop_last
 
 
 def test_epoch_over_ranks_and_workers_reads_every_row_once(cluster, table):
-    lengths = _lengths_of(table)
     world_size, workers = 3, 2
     with cluster.client() as client:
-        plan = tb.plan_epoch(lengths, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
+        # The plan every consumer makes: from the lengths coded in a byte a row.
+        codes = client.row_length_codes("sft", "input_ids", BUDGET)
+        plan = tb.plan_epoch(codes, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
         per_rank = []
         for rank in range(world_size):
             batches = [_epoch(client, world_size, rank, workers, w) for w in range(workers)]
@@ -247,8 +418,8 @@ def test_resume_with_another_world_size_reads_the_rest_once(cluster, table, monk
         monkeypatch.setenv("WORLD_SIZE", "4")
         ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET,
                                   token_column="input_ids", seed=SEED, drop_last=False)
-        lengths = _lengths_of(table)
-        plan = tb.plan_epoch(lengths, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
+        codes = client.row_length_codes("sft", "input_ids", BUDGET)
+        plan = tb.plan_epoch(codes, tb.TokenBudget(BUDGET, "input_ids"), seed=SEED, epoch=0)
         first = [_epoch(client, 4, r)[:5] for r in range(4)]
         state = ds.state_dict(steps=5)
         monkeypatch.setenv("WORLD_SIZE", "3")

@@ -7,17 +7,24 @@ world size (the position is a count of batches of that sequence). Steps take
 the sequence's batches ``world_size`` at a time, rank ``r`` the ``r``-th
 (docs/epochs.md, "Token-budget batches"). All numpy: no per-row Python.
 
+Rows are planned by their length *codes* (``LengthCodes``): the lengths
+themselves (exact), or ``encode_lengths``'s byte a row, each code budgeted
+by its longest length, so the budget holds exactly either way.
+
 How the sequence is made:
 
 1. Rows are shuffled in blocks of ``_BLOCK_ROWS`` consecutive rows (a keyed
    permutation of the blocks) and cut into *buckets* of ``bucket_rows`` rows
-   of that order; a bucket's rows are shuffled again and sorted by length
-   (stable), so rows of a batch have alike lengths and padding stays small.
-2. A bucket is cut into batches in that order. A row of length ``L`` fits
-   ``T // L`` rows of its length in a budget of ``T``: runs of equal capacity
-   are cut into batches of that many rows, rows left over from a run open the
-   next batch (they are shorter, so the longer run's capacity still bounds
-   it). Padded size ``rows x longest <= T`` always (and so ``sum <= T``, the
+   of that order; a bucket's rows are listed column by column (the i-th
+   row of each of its blocks in turn, i in a keyed order) and sorted by code
+   (stable), so rows of a batch have alike lengths and padding stays small,
+   and rows of one block are spread over the code's batches. Reading a
+   batch's rows orders its codes alone (``TokenBatchPlan._bucket_take``).
+2. A bucket is cut into batches in that order. A row whose code's longest
+   length is ``L`` fits ``T // L`` rows of its code in a budget of ``T``: runs
+   of equal capacity are cut into batches of that many rows, rows left over
+   from a run open the next batch (they are shorter, so the longer run's
+   capacity still bounds it). Padded size ``rows x longest <= T`` always (and so ``sum <= T``, the
    ``varlen`` bound). Each bucket leaves at most one *partial* batch.
 3. The full batches are shuffled and cut into windows of ``window_batches``;
    each window is sorted by its batches' tokens (or sum of squared lengths),
@@ -30,7 +37,6 @@ How the sequence is made:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -40,12 +46,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ._length_codes import _CHUNK_ROWS, LengthCodes, chunked_max, encode_lengths
 from .errors import InvalidArgument
 
 _BLOCK_ROWS = 64  # rows shuffled together in step 1: a gather of 64 rows is a memcpy
 BALANCES = ("tokens", "sq")
 _MAX_HISTOGRAM = 1 << 22  # bucket x length counts held at once (32 MiB); wider: per bucket
-_HISTOGRAM_CHUNK_ROWS = 1 << 21  # rows of the lengths turned into histogram keys at once
+_MAX_EXACT = 1 << 20  # longest row planned from exact lengths (else from codes)
 _LOW_SHARE = 0.85  # of the median batch's measure: below it, a batch is read after the windows
 TOO_LONG = ("refuse", "drop")
 
@@ -98,23 +105,28 @@ class TokenBudget:
 class TokenBatchPlan:
     """One epoch's sequence of token-budget batches (``plan_epoch``).
 
-    Per batch (indexed by batch id): ``bucket``, ``begin`` and ``count``
-    (its rows are ``count`` rows from ``begin`` of its bucket's sorted
-    order), ``tokens`` and ``squares`` (sum of lengths, of squared lengths).
+    Batch ids run bucket by bucket: bucket ``b``'s batches are ids
+    ``bucket_first[b]`` to ``bucket_first[b + 1] - 1``, each ``count`` rows
+    of its bucket's sorted order in turn (``bucket`` and ``begin`` give them
+    per batch, made on demand). Per batch: ``count``, ``tokens`` and
+    ``squares`` (sum of lengths, of squared lengths: exact from exact codes,
+    estimated from each code's mean otherwise).
     ``order``: the sequence, batch ids in the order steps read them; its
     first ``num_full`` are full batches, the rest partial.
     ``too_long_rows``: rows dropped for being longer than the budget."""
 
-    def __init__(self, lengths: np.ndarray, budget: TokenBudget, seed: int, epoch: int,
+    def __init__(self, lengths: LengthCodes, budget: TokenBudget, seed: int, epoch: int,
                  blocks: np.ndarray, fields: dict[str, np.ndarray], order: np.ndarray,
                  num_full: int, too_long_rows: int) -> None:
-        self.lengths = lengths
+        self.lengths = lengths  # the rows' codes it was planned from
+        # Codes below this fit the budget (upper is ascending).
+        self.codes_fit = int(np.searchsorted(lengths.upper, budget.batch_tokens, side="right"))
         self.budget = budget
         self.seed, self.epoch = seed, epoch
         self._blocks = blocks
         empty = np.empty(0, np.int64)
-        self.bucket = fields.get("bucket", empty)
-        self.begin = fields.get("begin", empty)
+        self.bucket_first = fields.get("bucket_first", np.zeros(1, np.int64))
+        self._histograms: list[tuple[np.ndarray, np.ndarray]] = []  # per bucket: codes, rows
         self.count = fields.get("count", empty)
         self.tokens = fields.get("tokens", empty)
         self.squares = fields.get("squares", empty)
@@ -122,6 +134,28 @@ class TokenBatchPlan:
         self.num_full = num_full
         self.num_windowed = num_full  # the sequence's batches read in windows (step 3)
         self.too_long_rows = too_long_rows
+
+    @property
+    def bucket(self) -> np.ndarray:
+        """Each batch's bucket (made on demand: not kept)."""
+        return np.repeat(np.arange(len(self.bucket_first) - 1, dtype=np.uint32),
+                         np.diff(self.bucket_first))
+
+    @property
+    def begin(self) -> np.ndarray:
+        """Each batch's first row in its bucket's sorted order (made on demand)."""
+        starts = np.cumsum(self.count, dtype=np.int64) - self.count
+        firsts = np.append(starts, 0)[self.bucket_first[:-1]]  # each bucket's first batch's
+        return starts - np.repeat(firsts, np.diff(self.bucket_first))
+
+    def _bucket_of(self, batches: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.bucket_first, batches, side="right") - 1
+
+    def _begins(self, bucket: int, batches: np.ndarray) -> np.ndarray:
+        """``batches``' (of ``bucket``) first rows in its sorted order."""
+        first = int(self.bucket_first[bucket])
+        counts = self.count[first:int(self.bucket_first[bucket + 1])]
+        return (np.cumsum(counts, dtype=np.int64) - counts)[batches - first]
 
     @property
     def num_batches(self) -> int:
@@ -169,82 +203,130 @@ class TokenBatchPlan:
         per = self.budget.bucket_rows // _BLOCK_ROWS
         blocks = self._blocks[bucket * per:(bucket + 1) * per]
         rows = (blocks[:, None] * _BLOCK_ROWS + np.arange(_BLOCK_ROWS)).ravel()
-        n = len(self.lengths)
+        n = len(self.lengths.codes)
         if n % _BLOCK_ROWS and (blocks == n // _BLOCK_ROWS).any():
             rows = rows[rows < n]
         if self.too_long_rows:
-            rows = rows[self.lengths[rows] <= self.budget.batch_tokens]
+            rows = rows[self.lengths.codes[rows] < self.codes_fit]
         return rows
-
-    @functools.lru_cache(maxsize=4)  # noqa: B019 (the plan lives as long as its epoch)
-    def sorted_rows(self, bucket: int) -> np.ndarray:
-        """The bucket's rows as its batches take them: shuffled, then sorted
-        by length (stable)."""
-        rows = self._bucket_rows(bucket)
-        rows = rows[_rng(self.seed, self.epoch, 2, bucket).permutation(len(rows))]
-        return rows[np.argsort(self.lengths[rows], kind="stable")]
 
     def rows(self, batch: int) -> np.ndarray:
         """Global row ids of batch ``batch`` (a batch id), shortest first."""
-        begin = int(self.begin[batch])
-        return self.sorted_rows(int(self.bucket[batch]))[begin:begin + int(self.count[batch])]
+        return self.rows_of(np.asarray([batch]))[0]
 
     def rows_of(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows of ``batches``, concatenated, and each batch's row count:
-        one pass over the buckets they are in (each bucket sorted once)."""
+        one pass over the codes of each bucket they are in (``_bucket_take``)."""
         batches = np.asarray(batches, dtype=np.int64)
         counts = self.count[batches].astype(np.int64)
         out = np.empty(int(counts.sum()), dtype=np.int64)
         where = np.concatenate([[0], np.cumsum(counts)])
-        buckets = self.bucket[batches]
+        buckets = self._bucket_of(batches)
         for bucket in np.unique(buckets):
-            rows = self.sorted_rows(int(bucket))
             mine = np.flatnonzero(buckets == bucket)
             sizes = counts[mine]
-            # Each batch's rows: its begin plus 0 .. count-1, all at once.
+            # Each batch's positions in its bucket's order: its begin plus 0 .. count-1.
             within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-            taken = rows[np.repeat(self.begin[batches[mine]].astype(np.int64), sizes) + within]
-            out[np.repeat(where[mine], sizes) + within] = taken
+            positions = np.repeat(self._begins(int(bucket), batches[mine]), sizes) + within
+            out[np.repeat(where[mine], sizes) + within] = self._bucket_take(int(bucket),
+                                                                            positions)
         return out, counts
+
+    def _bucket_take(self, bucket: int, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` of the bucket's order: its rows sorted by
+        code (stable) as listed column by column, the i-th row of each of its
+        blocks in turn, i in a keyed order (a shuffle that needs no
+        permutation of the rows: rows of one code and block end up a 64th of
+        the code's rows apart, in different batches). Only the codes the
+        positions fall in are ordered: the bucket's codes are scanned once (a
+        gather of its blocks), its rows of other codes never listed."""
+        present, counts = self._histograms[bucket]
+        before = np.concatenate([[0], np.cumsum(counts)])  # each present code's first position
+        k = np.searchsorted(before, positions, side="right") - 1  # the position's code index
+        needed = np.zeros(len(present), bool)
+        needed[np.unique(k)] = True
+        lut = np.zeros(len(self.lengths.upper), bool)
+        lut[present[needed]] = True
+        per = self.budget.bucket_rows // _BLOCK_ROWS
+        blocks = self._blocks[bucket * per:(bucket + 1) * per]
+        columns = _rng(self.seed, self.epoch, 2, bucket).permutation(_BLOCK_ROWS)
+        grid = np.ascontiguousarray(_gather_blocks(self.lengths.codes, blocks)[:, columns].T)
+        picked = np.flatnonzero(lut[grid])
+        rows = (blocks[picked % len(blocks)].astype(np.int64) * _BLOCK_ROWS
+                + columns[picked // len(blocks)])
+        codes = grid.reshape(-1)[picked]
+        del grid, picked
+        real = rows < len(self.lengths.codes)  # the table's last block may be short
+        rows = rows[real][np.argsort(codes[real], kind="stable")]  # a radix sort of codes
+        # Picked rows hold every row of the needed codes, in the bucket's order.
+        picked_before = np.concatenate([[0], np.cumsum(np.where(needed, counts, 0))])
+        return rows[picked_before[k] + positions - before[k]]
+
+
+def _gather_blocks(codes: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """``codes`` of ``blocks``' rows, a row of ``_BLOCK_ROWS`` per block;
+    past the table's end (its last block may be short), code 0."""
+    n = len(codes)
+    whole = n // _BLOCK_ROWS
+    short = blocks >= whole
+    grid = codes[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS)[
+        np.where(short, 0, blocks)] if whole else np.zeros((len(blocks), _BLOCK_ROWS),
+                                                           codes.dtype)
+    for i in np.flatnonzero(short):  # at most one
+        tail = codes[whole * _BLOCK_ROWS:]
+        grid[i] = 0
+        grid[i, :len(tail)] = tail
+    return grid
 
 
 def _rng(seed: int, epoch: int, purpose: int, index: int = 0) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(epoch), purpose, index])
 
 
-def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
+def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: int,
                epoch: int) -> TokenBatchPlan:
     """The epoch's token-budget batches from each row's token count
-    (``lengths[row]``, any unsigned or non-negative integer array).
-    InvalidArgument, before anything is read, when rows are longer than the
-    budget and ``budget.too_long`` is ``"refuse"``."""
-    lengths = np.asarray(lengths)
-    n = len(lengths)
+    (``lengths[row]``, any unsigned or non-negative integer array: exact,
+    planned from a histogram as wide as the longest row) or from its code
+    (``encode_lengths``: a byte a row, batches budgeted by each code's
+    longest length, tokens estimated). InvalidArgument, before anything is
+    read, when rows are longer than the budget and ``budget.too_long`` is
+    ``"refuse"``, or when codes were made for another budget."""
     limit = budget.batch_tokens
-    # A chunk at a time: a mask of every row would be a byte a row.
-    too_long = sum(int(np.count_nonzero(lengths[i:i + _HISTOGRAM_CHUNK_ROWS] > limit))
-                   for i in range(0, n, _HISTOGRAM_CHUNK_ROWS))
+    if isinstance(lengths, LengthCodes):
+        codes = lengths
+        if codes.batch_tokens is not None and codes.batch_tokens != limit:
+            raise InvalidArgument(f"row length codes coded for batch_tokens={codes.batch_tokens}"
+                                  f", not {limit}: encode the lengths for this budget")
+    else:
+        lengths = np.asarray(lengths)
+        # Exact where a histogram as wide as the longest row is small.
+        codes = (LengthCodes.of_lengths(lengths) if chunked_max(lengths) < _MAX_EXACT
+                 else encode_lengths(lengths, limit))
+    n = len(codes.codes)
+    too_long = codes.num_over(limit)
     if too_long and budget.too_long == "refuse":
-        longest = int(lengths.max())
         raise InvalidArgument(
             f"{too_long} row{'s' if too_long != 1 else ''} of column {budget.token_column!r} "
             f"{'are' if too_long != 1 else 'is'} longer than batch_tokens={limit} (the longest "
-            f"has {longest} tokens); raise batch_tokens, or pass too_long='drop' to drop and "
-            "count them")
+            f"has {codes.longest} tokens); raise batch_tokens, or pass too_long='drop' to drop "
+            "and count them")
     num_blocks = -(-n // _BLOCK_ROWS)
     # Block and batch ids fit 32 bits below 2^37 rows: half the memory of int64.
     ids = np.int32 if num_blocks < 2**31 else np.int64
     blocks = _rng(seed, epoch, 1).permutation(num_blocks).astype(ids)
-    plan = TokenBatchPlan(lengths, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
+    plan = TokenBatchPlan(codes, budget, seed, epoch, blocks, {}, np.empty(0, np.int64), 0,
                           too_long)
     num_buckets = -(-num_blocks // (budget.bucket_rows // _BLOCK_ROWS))
-    parts = [_cut_bucket(values, counts, limit, b)
-             for b, (values, counts) in enumerate(_bucket_histograms(plan, num_buckets))]
+    # Each bucket's codes and counts, kept (small) for reading its rows later.
+    plan._histograms = list(_bucket_histograms(plan, num_buckets))
+    parts = [_cut_bucket(present, counts, codes, limit) for present, counts in plan._histograms]
+    plan.bucket_first = np.concatenate([[0], np.cumsum([len(p["count"]) for p in parts],
+                                                       dtype=np.int64)])
     # Field by field, each bucket's part freed once joined: the peak is one field more.
     fields = {k: np.concatenate([p.pop(k) for p in parts]) if parts else np.empty(0, np.int64)
-              for k in ("bucket", "begin", "count", "tokens", "squares", "partial")}
-    plan.bucket, plan.begin, plan.count = fields["bucket"], fields["begin"], fields["count"]
-    plan.tokens, plan.squares = fields["tokens"], fields["squares"]
+              for k in ("count", "tokens", "squares", "partial")}
+    plan.count, plan.tokens, plan.squares = fields["count"], fields["tokens"], fields["squares"]
     partial = fields["partial"]
     del parts, fields
     measure = plan.tokens if budget.balance == "tokens" else plan.squares
@@ -265,56 +347,57 @@ def plan_epoch(lengths: np.ndarray, budget: TokenBudget, *, seed: int,
 
 def _bucket_histograms(plan: TokenBatchPlan,
                        num_buckets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Each bucket's distinct lengths (ascending) and how many rows have each:
-    all a bucket's cut needs (its rows sorted by length are these, repeated).
-    One pass over the lengths in row order, a chunk at a time: each row's
+    """Each bucket's codes present (ascending) and how many rows have each:
+    all a bucket's cut needs (its rows sorted by code are these, repeated).
+    One pass over the codes in row order, a chunk at a time: each row's
     bucket comes from its block's, so no row list is made."""
-    lengths, limit = plan.lengths, plan.budget.batch_tokens
-    n = len(lengths)
-    longest = int(lengths.max()) if n else 0
-    width = min(longest, limit) + 2  # lengths 0..min(longest, limit), then "too long"
-    if num_buckets * width > _MAX_HISTOGRAM:  # wide lengths: per bucket, from its rows
+    codes, fit = plan.lengths.codes, plan.codes_fit
+    width = fit + 1  # the codes that fit, then "too long"
+    if num_buckets * width > _MAX_HISTOGRAM:  # wide codes: per bucket, from its rows
         for b in range(num_buckets):
             rows = plan._bucket_rows(b)
-            yield np.unique(lengths[rows], return_counts=True)
+            yield np.unique(codes[rows], return_counts=True)
         return
     per = plan.budget.bucket_rows // _BLOCK_ROWS
-    # Each block's first histogram slot (its bucket's), in row order.
-    block_base = np.empty(len(plan._blocks), np.intp)
-    block_base[plan._blocks] = np.arange(len(plan._blocks)) // per * width
+    # Each block's first histogram slot (its bucket's), in row order; the
+    # keys fit 32 bits (the histogram is bounded), half the scratch of intp.
+    block_base = np.empty(len(plan._blocks), np.uint32)
+    block_base[plan._blocks] = np.arange(len(plan._blocks), dtype=np.uint32) // per * width
     hist = np.zeros(num_buckets * width, np.int64)
-    clip = longest > limit  # else every length is its own slot
-    for i in range(0, n, _HISTOGRAM_CHUNK_ROWS):  # chunks start on a block
-        chunk = lengths[i:i + _HISTOGRAM_CHUNK_ROWS]
+    clip = len(plan.lengths.upper) > width  # else every code is its own slot
+    step = _CHUNK_ROWS
+    for i in range(0, len(codes), step):  # chunks start on a block
+        chunk = codes[i:i + step]
         if clip:
-            chunk = np.minimum(chunk, width - 1)
+            chunk = np.minimum(chunk, fit)
         first, whole = i // _BLOCK_ROWS, len(chunk) // _BLOCK_ROWS
-        # A block's rows share its slot base: one broadcast add makes the keys.
-        key = (chunk[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS)
-               + block_base[first:first + whole, None]).ravel()
+        # A block's rows share its slot base: one broadcast add makes the keys
+        # (codes here are below width, so the cast to 32 bits keeps them).
+        key = np.add(chunk[:whole * _BLOCK_ROWS].reshape(whole, _BLOCK_ROWS),
+                     block_base[first:first + whole, None], dtype=np.uint32,
+                     casting="unsafe").ravel()
         hist += np.bincount(key, minlength=len(hist))
         if len(chunk) > whole * _BLOCK_ROWS:  # the table's last, shorter block
             hist += np.bincount(chunk[whole * _BLOCK_ROWS:] + block_base[first + whole],
                                 minlength=len(hist))
-    hist = hist.reshape(num_buckets, width)[:, :width - 1]  # too-long rows are not cut
+    hist = hist.reshape(num_buckets, width)[:, :fit]  # too-long rows are not cut
     for b in range(num_buckets):
-        values = np.flatnonzero(hist[b])
-        yield values, hist[b, values]
+        present = np.flatnonzero(hist[b])
+        yield present, hist[b, present]
 
 
-def _cut_bucket(values: np.ndarray, counts: np.ndarray, limit: int,
-                bucket: int) -> dict[str, np.ndarray]:
-    """One bucket's batches (step 2) from its distinct lengths (ascending)
-    and their row counts."""
-    values = np.asarray(values, np.int64)
+def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes,
+                limit: int) -> dict[str, np.ndarray]:
+    """One bucket's batches (step 2) from its codes present (ascending) and
+    their row counts. A batch of ``k`` rows of codes up to ``c`` is budgeted
+    as ``k x upper[c]``, which bounds the rows' true padded size."""
     counts = np.asarray(counts, np.int64)
     n = int(counts.sum())
     if n == 0:
-        return {"bucket": np.empty(0, np.uint32), "begin": np.empty(0, np.uint32),
-                "count": np.empty(0, np.uint32), "tokens": np.empty(0, np.int64),
+        return {"count": np.empty(0, np.uint32), "tokens": np.empty(0, np.int64),
                 "squares": np.empty(0, np.int64), "partial": np.empty(0, bool)}
-    before = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than each value
-    caps = limit // np.maximum(values, 1)
+    before = np.concatenate([[0], np.cumsum(counts)])  # rows of lower codes than each
+    caps = limit // np.maximum(codes.upper[present], 1)
     run_first = np.concatenate([[0], np.flatnonzero(np.diff(caps)) + 1])
     run_starts = before[run_first]
     run_ends = np.concatenate([run_starts[1:], [n]])
@@ -335,35 +418,41 @@ def _cut_bucket(values: np.ndarray, counts: np.ndarray, limit: int,
     stop = np.concatenate([np.asarray(x, dtype=np.int64) for x in ends])
     begin = np.concatenate([[0], stop[:-1]])
 
-    # Sums over the sorted rows before each cut: whole values, then part of one.
+    # Sums over the sorted rows before each cut: whole codes, then part of one
+    # (exact for exact codes: float64 holds integers to 2^53).
     cuts = np.concatenate([[0], stop])
     k = np.searchsorted(before, cuts, side="right") - 1
     part = cuts - before[k]
-    at = np.append(values, 0)[k]
-    tokens = np.diff(np.concatenate([[0], np.cumsum(counts * values)])[k] + part * at)
-    squares = np.diff(np.concatenate([[0], np.cumsum(counts * values * values)])[k]
-                      + part * at * at)
+    mean = np.append(codes.mean[present], 0)
+    mean_sq = np.append(codes.mean_sq[present], 0)
+    tokens = np.diff(np.concatenate([[0], np.cumsum(counts * mean[:-1])])[k] + part * mean[k])
+    squares = np.diff(np.concatenate([[0], np.cumsum(counts * mean_sq[:-1])])[k]
+                      + part * mean_sq[k])
     partial = np.zeros(len(stop), bool)
     if partial_tail:
         partial[-1] = 1
-    return {"bucket": np.full(len(stop), bucket, np.uint32), "begin": begin.astype(np.uint32),
-            "count": (stop - begin).astype(np.uint32),
-            "tokens": tokens.astype(np.uint32 if limit < 2**32 else np.int64), "squares": squares,
-            "partial": partial.astype(bool)}
+    # Narrow types where the budget bounds them: tokens <= T, squares <= T^2.
+    return {"count": (stop - begin).astype(np.uint32),
+            "tokens": np.rint(tokens).astype(np.uint32 if limit < 2**32 else np.int64),
+            "squares": np.rint(squares).astype(np.uint32 if limit < 2**16 else np.int64),
+            "partial": partial}
 
 
 def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Step 3: ``batches`` shuffled, then each window sorted by ``measure``,
-    alternately ascending and descending."""
-    shuffled = batches[rng.permutation(len(batches))]
+    alternately ascending and descending. A slab of windows at a time: the
+    sort's scratch is bounded, not a batch's size."""
+    shuffled = rng.permutation(batches)  # the order batches[rng.permutation(len)] has
     out = np.empty_like(shuffled)
     cut = len(shuffled) // window * window
-    if cut:
-        grid = shuffled[:cut].reshape(-1, window)
-        ranked = np.take_along_axis(grid, np.argsort(measure[grid], axis=1, kind="stable"), 1)
-        ranked[1::2] = ranked[1::2, ::-1]
-        out[:cut] = ranked.ravel()
+    grid = shuffled[:cut].reshape(-1, window)
+    slab = max(1, _CHUNK_ROWS // window)  # windows sorted at once
+    for w in range(0, len(grid), slab):
+        part = grid[w:w + slab]
+        ranked = np.take_along_axis(part, np.argsort(measure[part], axis=1, kind="stable"), 1)
+        ranked[(w + 1) % 2::2] = ranked[(w + 1) % 2::2, ::-1]  # odd windows descend
+        out[w * window:(w + len(part)) * window] = ranked.ravel()
     tail = shuffled[cut:]
     tail = tail[np.argsort(measure[tail], kind="stable")]
     out[cut:] = tail[::-1] if (cut // window) % 2 else tail
@@ -373,6 +462,7 @@ def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
 # -- reading an epoch ----------------------------------------------------------
 
 _ROWS_PER_TAKE = 65536  # rows asked of the nodes at once (several batches per take)
+_ROWS_PER_PASS = 1 << 21  # rows of the takes whose ids one pass over the buckets makes
 _PLANS: OrderedDict[tuple[Any, ...], TokenBatchPlan] = OrderedDict()  # the latest few
 _MAX_PLANS = 4
 _plans_lock = threading.Lock()
@@ -387,16 +477,17 @@ def budget_of(fields: dict[str, Any]) -> TokenBudget:
 
 def epoch_plan(client: Any, name: str, budget: TokenBudget, seed: int,
                epoch: int) -> TokenBatchPlan:
-    """The epoch's plan from the dataset's row lengths (fetched once per
-    generation by the client), kept for the latest few epochs."""
-    lengths = client.row_lengths(name, budget.token_column)
-    key = (name, id(lengths), budget, int(seed), int(epoch))
+    """The epoch's plan from the dataset's row length codes (fetched and
+    coded once per generation and budget by the client, a byte a row),
+    kept for the latest few epochs."""
+    codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens)
+    key = (name, id(codes), budget, int(seed), int(epoch))
     with _plans_lock:
         plan = _PLANS.get(key)
-        if plan is not None and plan.lengths is lengths:
+        if plan is not None and plan.lengths is codes:
             _PLANS.move_to_end(key)
             return plan
-    plan = plan_epoch(lengths, budget, seed=seed, epoch=epoch)
+    plan = plan_epoch(codes, budget, seed=seed, epoch=epoch)
     with _plans_lock:
         _PLANS[key] = plan
         while len(_PLANS) > _MAX_PLANS:
@@ -409,6 +500,50 @@ def consumer_batches(plan: TokenBatchPlan, world_size: int, rank: int, num_worke
     """The batch ids one DataLoader worker of one rank reads: the rank's
     steps ``worker, worker + K, ...`` (docs/epochs.md, section 3)."""
     return plan.rank_batches(world_size, rank, start, drop_last)[worker::max(1, num_workers)]
+
+
+def take_groups(plan: TokenBatchPlan, batches: np.ndarray) -> list[np.ndarray]:
+    """``batches`` in groups of whole batches, about ``_ROWS_PER_TAKE`` rows
+    each: what one ``Client.take`` reads."""
+    if not len(batches):
+        return []
+    ends = np.cumsum(plan.count[batches].astype(np.int64))
+    cuts = np.unique(np.searchsorted(ends, np.arange(1, ends[-1] // _ROWS_PER_TAKE + 1)
+                                     * _ROWS_PER_TAKE))
+    return [g for g in np.split(batches, cuts + 1) if len(g)]
+
+
+class RowPasses:
+    """The rows of a consumer's groups of batches (``take_groups``), made a
+    *pass* of consecutive groups at a time, up to ``_ROWS_PER_PASS`` rows: a
+    take has batches of nearly every bucket, and one pass reads each
+    bucket's codes once for all its groups instead of once a group. Holds
+    one pass's rows (8 bytes a row). Not thread-safe: one reader."""
+
+    def __init__(self, plan: TokenBatchPlan, groups: list[np.ndarray]) -> None:
+        self.plan, self.groups = plan, groups
+        sizes = np.array([int(plan.count[g].astype(np.int64).sum()) for g in groups], np.int64)
+        starts = np.cumsum(sizes) - sizes
+        self.pass_of = starts // _ROWS_PER_PASS  # a group over the limit is a pass alone
+        self._pass = -1
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def rows(self, group: int) -> tuple[np.ndarray, np.ndarray]:
+        """Group ``group``'s rows and each of its batches' row count."""
+        which = int(self.pass_of[group])
+        if which != self._pass:
+            members = np.flatnonzero(self.pass_of == which)
+            rows, counts = self.plan.rows_of(np.concatenate([self.groups[i] for i in members]))
+            row_ends = np.cumsum(counts)
+            self._rows.clear()
+            first = 0
+            for i in members:
+                last = first + len(self.groups[i])
+                lo = int(row_ends[first - 1]) if first else 0
+                self._rows[int(i)] = (rows[lo:int(row_ends[last - 1])], counts[first:last])
+                first = last
+            self._pass = which
+        return self._rows[group]
 
 
 def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
@@ -430,17 +565,12 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
     if on_shape is not None:
         on_shape({"batches": len(mine), "start": p.start or 0})
     columns = list(p.columns) if p.columns is not None else None
-    # Groups of whole batches, about _ROWS_PER_TAKE rows each.
-    ends = np.cumsum(plan.count[mine].astype(np.int64))
-    cuts = np.unique(np.searchsorted(ends, np.arange(1, (ends[-1] if len(ends) else 0)
-                                                     // _ROWS_PER_TAKE + 1) * _ROWS_PER_TAKE))
-    groups = [g for g in np.split(mine, cuts + 1) if len(g)] if len(mine) else []
+    groups = take_groups(plan, mine)
+    passes = RowPasses(plan, groups)
+    generation = plan.lengths.generation
 
-    generation = next((g for (n, c, g), v in list(client._row_lengths.items())
-                       if v is plan.lengths), None)
-
-    def read(group: np.ndarray) -> list[pa.RecordBatch]:
-        rows, counts = plan.rows_of(group)
+    def read(group: int) -> list[pa.RecordBatch]:
+        rows, counts = passes.rows(group)
         now = client._slice_maps.get(name, columns).generation
         if generation is not None and now != generation:
             raise InvalidArgument(
@@ -454,15 +584,15 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
         return [batch.slice(int(offsets[i]), int(counts[i])) for i in range(len(counts))]
 
     if prefetch <= 0 or len(groups) < 2:
-        for group in groups:
+        for group in range(len(groups)):
             for batch in read(group):
                 yield convert(batch) if convert is not None else batch
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-token-batches") as pool:
-        pending = pool.submit(read, groups[0])
+        pending = pool.submit(read, 0)
         for k in range(len(groups)):
             batches = pending.result()
             if k + 1 < len(groups):
-                pending = pool.submit(read, groups[k + 1])
+                pending = pool.submit(read, k + 1)
             for batch in batches:
                 yield convert(batch) if convert is not None else batch

@@ -45,7 +45,7 @@ from .errors import (
 
 T = TypeVar("T")
 _MAX_EXPORTS = 64  # nodes' shared files a client keeps for takes
-_MAX_ROW_LENGTHS = 8  # (dataset, column, generation) row lengths a client keeps
+_MAX_ROW_LENGTHS = 8  # (dataset, column, generation, budget) row lengths or codes kept
 __all__ = ["Client", "ForkedAfterFlightError", "check_fork_safe", "mapped_errors"]
 
 def _pem(value: str | bytes | Path | None) -> bytes | None:
@@ -166,7 +166,7 @@ class Client:
         self._head_reached = False
         self._slice_maps = SliceMaps(self.slice_map, ttl_s=slice_map_ttl_s)
         # Row lengths by (dataset, column, generation): a copy never changes.
-        self._row_lengths: OrderedDict[tuple[str, str, int], np.ndarray] = OrderedDict()
+        self._row_lengths: OrderedDict[tuple[str, str, int, int | None], Any] = OrderedDict()
 
     # -- plumbing ---------------------------------------------------------
 
@@ -418,13 +418,29 @@ class Client:
         dataset, column and generation: asked again, no node is read.
         InvalidArgument for a column that is not ``list<int32>``, NotFound
         for one the dataset lacks."""
+        return self._kept_lengths(name, column, None)
+
+    def row_length_codes(self, name: str, column: str, batch_tokens: int) -> Any:
+        """The row lengths of ``column`` coded in a byte a row for plans of
+        budget ``batch_tokens`` (``_length_codes.encode_lengths``; what
+        token-budget epochs plan from). Kept per dataset, column, generation
+        and budget in place of the lengths, which are not kept: half the
+        memory of ``row_lengths``, and one copy a host where the host's codes
+        directory takes it (``_length_codes.shared_codes``: a file mapped
+        by every process that codes the same lengths). Errors as
+        ``row_lengths``."""
+        return self._kept_lengths(name, column, int(batch_tokens))
+
+    def _kept_lengths(self, name: str, column: str, batch_tokens: int | None) -> Any:
+        """``row_lengths`` (``batch_tokens`` None) or ``row_length_codes``."""
         recovery = self._recovery(name, "row lengths")
         while True:  # bounded by recovery
             cmd = encode("range descriptor", dataset=name, lengths=column)
             info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
             _check_lengths_schema(name, column, info.schema)  # before any node is read
             endpoints = list(info.endpoints)
-            key = (name, column, _generation_of(endpoints[0].ticket.ticket) if endpoints else 0)
+            generation = _generation_of(endpoints[0].ticket.ticket) if endpoints else 0
+            key = (name, column, generation, batch_tokens)
             with self._lock:
                 if key in self._row_lengths:
                     self._row_lengths.move_to_end(key)
@@ -441,14 +457,22 @@ class Client:
             wide = any(p.dtype != np.uint16 for p in parts)
             lengths = (np.concatenate([p.astype(np.uint32 if wide else np.uint16, copy=False)
                                        for p in parts]) if parts else np.empty(0, np.uint16))
+            del parts, tables
             if info.total_records >= 0 and len(lengths) != info.total_records:
                 raise ProtocolError(f"dataset {name!r}: {len(lengths)} row lengths of column "
                                     f"{column!r} for {info.total_records} rows")
+            kept: Any = lengths
+            if batch_tokens is not None:
+                from ._length_codes import encode_lengths, shared_codes
+
+                kept = shared_codes(encode_lengths(lengths, batch_tokens,
+                                                   generation=generation))
+                del lengths
             with self._lock:
-                self._row_lengths[key] = lengths
+                self._row_lengths[key] = kept
                 while len(self._row_lengths) > _MAX_ROW_LENGTHS:
                     self._row_lengths.popitem(last=False)
-            return lengths
+            return kept
 
     # -- epochs and random access -------------------------------------------
 
