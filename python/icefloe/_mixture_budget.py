@@ -244,7 +244,7 @@ def _row_lengths(client: Any, name: str, column: str) -> np.ndarray:
 
 def _generation_of(client: Any, lengths: np.ndarray) -> int | None:
     """The generation ``lengths`` were fetched from (the client keeps them per generation)."""
-    return next((g for (_, _, g), v in list(client._row_lengths.items()) if v is lengths), None)
+    return next((key[2] for key, v in list(client._row_lengths.items()) if v is lengths), None)
 
 
 Plans = dict[tuple[int, int], TokenBatchPlan]  # (source index, source epoch) -> its plan
