@@ -9,9 +9,8 @@
   (planned from the nodes' row lengths, read with ``take``) vs fixed-size
   window-shuffle batches of the same mean rows, in rows/s and tokens/s;
 - planning time and memory for 10M and 100M synthetic lengths (the planner
-  alone, numpy), side by side: the planner before row length codes
-  (``_token_batches_before.py``, from the 2-byte lengths), the current one
-  from the same exact lengths, and from the lengths coded in a byte a row
+  alone, numpy), side by side: from exact lengths (2 bytes a row, as the
+  nodes send them) and from the lengths coded in a byte a row
   (``encode_lengths``, what ``iter_epoch`` plans from; its coding, once per
   generation and budget, timed apart). Memory is tracemalloc's peak of numpy
   allocations beyond the input, and what a consumer keeps (input + plan).
@@ -126,37 +125,29 @@ def _timed(make: Any, repeats: int) -> tuple[list[tuple[float, float]], int, Any
 
 
 def planning(n: int, repeats: int) -> dict[str, Any]:
-    from benchmarks import _token_batches_before as before
     from icefloe import _token_batches as tb
 
     lengths = synthetic_lengths(n)
     budget = tb.TokenBudget(BUDGET, "input_ids")
-    old_budget = before.TokenBudget(BUDGET, "input_ids")
     out: dict[str, Any] = {"rows": n}
     code_s, code_peak, codes = _timed(lambda r: tb.encode_lengths(lengths, BUDGET), 1)
     out["coding"] = {"s": code_s[0][0], "cpu_s": code_s[0][1], "peak_bytes": code_peak,
                      "codes": len(codes.upper),
                      "exact": codes.exact}
-    for name, source, plan_epoch, b in (
-            ("before", lengths, before.plan_epoch, old_budget),
-            ("exact lengths", lengths, tb.plan_epoch, budget),
-            ("codes", codes, tb.plan_epoch, budget)):
+    for name, source in (("exact lengths", lengths), ("codes", codes)):
         times, peak, plan = _timed(
-            lambda r, s=source, f=plan_epoch, b=b: f(s, b, seed=SEED, epoch=r), repeats)
+            lambda r, s=source: tb.plan_epoch(s, budget, seed=SEED, epoch=r), repeats)
         held = (codes.codes.nbytes if name == "codes" else lengths.nbytes) + _plan_bytes(plan)
         out[name] = {"plan_s": [w for w, _ in times], "plan_cpu_s": [c for _, c in times],
                      "plan_s_median": float(np.median([w for w, _ in times])),
                      "plan_cpu_s_median": float(np.median([c for _, c in times])),
                      "peak_bytes": peak, "held_bytes": held, "batches": plan.num_batches}
-        if name == "codes":
-            out["first_take"] = _first_take(plan)
-        if name == "before":
-            out["first_take_before"] = _first_take(plan, passes=False)
+        out["first_take" if name == "codes" else "first_take_exact"] = _first_take(plan)
         del plan
     return out
 
 
-def _first_take(plan: Any, passes: bool = True) -> dict[str, Any]:
+def _first_take(plan: Any) -> dict[str, Any]:
     """Reading, not planning: the row ids of one consumer's takes (rank 0 of
     8, worker 0 of 4, takes of about 64Ki rows, as iter_token_epoch groups
     them): its first take alone (``rows_of``), and its first pass of takes
@@ -167,8 +158,6 @@ def _first_take(plan: Any, passes: bool = True) -> dict[str, Any]:
     t = time.perf_counter()
     rows, _ = plan.rows_of(groups[0])
     one = {"s": time.perf_counter() - t, "rows": len(rows)}
-    if not passes:  # the planner before: a take alone
-        return one
     passes_ = tb.RowPasses(plan, groups)
     first = np.flatnonzero(passes_.pass_of == 0)
     t = time.perf_counter()
@@ -259,16 +248,16 @@ def main(argv: list[str] | None = None) -> int:
             return (f"{p[k]['plan_s_median']:.2f} s ({p[k]['plan_cpu_s_median']:.2f} CPU), "
                     f"peak {p[k]['peak_bytes'] / 1e6:.0f} MB, "
                     f"kept {p[k]['held_bytes'] / 1e6:.0f} MB")
-        rows.append([f"planning {p['rows']:,} rows: before / now (2-byte lengths)",
-                     f"{fig('before')} / {fig('exact lengths')}", "", "-"])
+        rows.append([f"planning {p['rows']:,} rows (2-byte lengths)",
+                     fig("exact lengths"), "", "-"])
         rows.append([f"planning {p['rows']:,} rows from codes (coded once: "
                      f"{p['coding']['cpu_s']:.2f} CPU s, peak "
                      f"{p['coding']['peak_bytes'] / 1e6:.0f} MB)",
                      "", fig("codes"), "-"])
         take = p["first_take"]
-        before = p["first_take_before"]
+        exact = p["first_take_exact"]
         rows.append([f"reading {p['rows']:,} rows: a consumer's row ids, rows/s",
-                     f"before, a take: {before['rows'] / before['s']:,.0f}",
+                     f"a take: {exact['rows'] / exact['s']:,.0f}",
                      f"a take: {take['rows'] / take['s']:,.0f}; a pass of "
                      f"{take['pass_rows']:,}: {take['pass_rows'] / take['pass_s']:,.0f}", "-"])
     result["table"] = common.print_table(
