@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .model_store import read_model, store_model
 from .numeric import ParquetDataset, _epoch, _leave_rank, _loader, init_rank, on_device
 
 DATASET = "reviews_llama3"
@@ -57,8 +58,6 @@ def stored_tokenizer(wanted: bool, root: Path, s3: dict | None) -> str | None:
     """Llama-3's tokenizer.json stored beside the table (its location, as
     nodes and workers read it), or None where not ``wanted`` or where it
     cannot be fetched (said)."""
-    from .text import store_model
-
     path = llama3_tokenizer() if wanted else None
     if path is None:
         return None
@@ -141,8 +140,6 @@ class ParquetPackedDataset(ParquetDataset):
         self.rows, self.model, self.seq_len = batch_size, model, seq_len
 
     def __iter__(self):
-        from .text import read_model
-
         packer = Packer(read_model(self.model, self.s3), self.seq_len)
         for batch in self._batches(["text"]):
             packer.add(batch.column("text").to_pylist())

@@ -50,6 +50,7 @@ import pyarrow as pa
 import torch
 
 from . import packed
+from .model_store import is_tokenizer_json, read_model, store_model
 from .numeric import (
     ParquetDataset,
     _bar,
@@ -69,7 +70,6 @@ from .numeric import (
 
 DATASET = "reviews_tok"
 COLUMNS = ["label", "input_ids", "attention_mask"]
-MODEL_DIR = "demo/models"  # in the warehouse bucket, beside the table
 # The SentencePiece model has no pad piece (Llama's ids): its rows are padded
 # with id 0 (unk), the attention mask tells the padding apart.
 SPM_PAD_ID = 0
@@ -220,40 +220,6 @@ def tokenizer_file(kind: str, sample: list[str], vocab_size: int) -> tuple[bytes
     model = train_wordpiece(sample, vocab_size)
     return model, (f"WordPiece (BERT-style, uncased) trained on {len(sample):,} reviews "
                    f"in {time.perf_counter() - start:.1f}s")
-
-
-def is_tokenizer_json(model: bytes) -> bool:
-    """As the nodes tell them apart: a tokenizer.json is a JSON object."""
-    return model.lstrip()[:1] == b"{"
-
-
-def store_model(model: bytes, root: Path, s3: dict | None, name: str | None = None) -> str:
-    """Puts the model beside the table (as ``name``, by default after its
-    kind): its location, as nodes and workers read it."""
-    name = name or ("tokenizer.json" if is_tokenizer_json(model) else "reviews-spm.model")
-    if s3:
-        import boto3
-
-        boto3.client("s3", endpoint_url=s3["endpoint"], region_name="us-east-1",
-                     aws_access_key_id="testing", aws_secret_access_key="testing").put_object(
-            Bucket="warehouse", Key=f"{MODEL_DIR}/{name}", Body=model)
-        return f"s3://warehouse/{MODEL_DIR}/{name}"
-    path = root / "models" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model)
-    return str(path)
-
-
-def read_model(location: str, s3: dict | None) -> bytes:
-    if location.startswith("s3://"):
-        import pyarrow.fs
-
-        fs = pyarrow.fs.S3FileSystem(endpoint_override=s3["endpoint"], scheme="http",
-                                     access_key="testing", secret_key="testing",
-                                     region="us-east-1")
-        with fs.open_input_stream(location[len("s3://"):]) as f:
-            return f.read()
-    return Path(location).read_bytes()
 
 
 def transform_spec(model: str, max_tokens: int, sentencepiece: bool = False) -> dict[str, Any]:
