@@ -541,8 +541,8 @@ def main(args: argparse.Namespace) -> int:
                 desc = client.load(DATASET, table.metadata_location,
                                    transform=transform_spec(model, args.max_tokens,
                                                             sentencepiece))
-                packed_said = llama3 and packed.load(client, table.metadata_location, llama3,
-                                                     args.seq_len)
+                packed_said = (packed.load(client, table.metadata_location, llama3, args.seq_len)
+                               if llama3 else None)
             print(f"loaded '{DATASET}' (label = stars - 1; text tokenized on the nodes "
                   f"({desc['model_kind'][0]}), {'BOS/EOS' if sentencepiece else '[CLS]/[SEP]'}, "
                   f"truncated and padded to {args.max_tokens} ids with attention_mask): "
@@ -558,7 +558,7 @@ def main(args: argparse.Namespace) -> int:
             results = _train(_train_rank, sources, args, root, {
                 "batch_size": args.batch_size, "model": model, "max_tokens": args.max_tokens,
                 "vocab": _vocab_size(model_bytes)})
-            lm = {}
+            lm = None
             if llama3:
                 lm_sources = packed.sources(parquet, head, args.cache_workers, llama3)
                 print(packed.setup_text(lm_sources, args.seq_len, args.lm_batch_size,
@@ -568,7 +568,7 @@ def main(args: argparse.Namespace) -> int:
                     "seq_len": args.seq_len, "steps": args.lm_steps})
             print()
             print(summary(*results))
-            if lm:
+            if lm is not None:
                 print(f"\npacked Llama-3 copy (samples: rows of {args.seq_len} tokens; "
                       "a causal LM's next-token loss):")
                 print(summary(*lm, labels=packed.LABELS, ours="llama3-icefloe"))
