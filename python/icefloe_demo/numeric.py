@@ -205,11 +205,11 @@ def _loader(dataset: Any, workers: int) -> Any:
 
 
 def _epoch(loader: Any, step: Any, count: dict[str, Any], desc: str,
-           rank: int) -> dict[str, Any]:
-    """One timed pass over ``loader``: ``step(batch)`` trains and returns the
-    loss (None: no model); ``count`` maps each figure to sum (rows, bytes,
-    tokens) to its value for a batch. ``wait`` is time spent waiting for
-    batches, ``compute`` the rest."""
+           rank: int, max_steps: int | None = None) -> dict[str, Any]:
+    """One timed pass over ``loader`` (its first ``max_steps`` batches, where
+    given): ``step(batch)`` trains and returns the loss (None: no model);
+    ``count`` maps each figure to sum (rows, bytes, tokens) to its value for
+    a batch. ``wait`` is time spent waiting for batches, ``compute`` the rest."""
     sums = dict.fromkeys(count, 0)
     steps = 0
     wait = compute = loss_sum = 0.0
@@ -227,6 +227,8 @@ def _epoch(loader: Any, step: Any, count: dict[str, Any], desc: str,
         compute += tick - got
         if bar is not None:
             bar.update(1)
+        if steps == max_steps:
+            break
     if bar is not None:
         bar.close()
     return {**sums, "steps": steps, "seconds": time.perf_counter() - start, "wait": wait,

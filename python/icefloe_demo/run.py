@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs and --ranks must be at least 1, --rows at least --files")
     if args.max_tokens < 3:
         parser.error("--max-tokens must leave room for BOS, EOS and a token")
+    if not 2 <= args.seq_len <= 1_048_576 or args.lm_batch_size < 1 or args.lm_steps < 0:
+        parser.error("--seq-len must be 2..1048576 (pack's bounds; a row predicts its "
+                     "next tokens), --lm-batch-size at least 1, --lm-steps at least 0")
     args.device = resolve_device(parser, args.device)
     try:
         return text.main(args)

