@@ -301,7 +301,7 @@ def test_drop_last_false_resume_with_another_world_size(cluster, per_batch):
             ds = CacheDataset(cluster.head_uri, weights, batch_size=18, seed=8,
                               drop_last=False, **kw)
             ds.set_epoch(1)
-            first.append(_ids(islice(ds, k)))
+            first.append(batch_ids(islice(ds, k)))
             state = ds.state_dict(steps=k)
     assert state["drop_last"] is False
     per_rank = []
@@ -309,7 +309,7 @@ def test_drop_last_false_resume_with_another_world_size(cluster, per_batch):
         with as_rank(r, 3):
             ds2 = CacheDataset(cluster.head_uri, weights, batch_size=10, drop_last=False, **kw)
             ds2.load_state_dict(state)
-            per_rank.append(_ids(DataLoader(ds2, batch_size=None, num_workers=2,
+            per_rank.append(batch_ids(DataLoader(ds2, batch_size=None, num_workers=2,
                                             multiprocessing_context=CONTEXT)))
     first_rows, resumed = _in_step_order(first), _in_step_order(per_rank)
     streams = _streams(cluster, seed=8, epochs=14)
