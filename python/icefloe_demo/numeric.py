@@ -143,6 +143,14 @@ def init_rank(rank: int, world: int, init: str, device: str) -> torch.device:
     return where
 
 
+def encoder_layers(dim: int, heads: int, layers: int) -> torch.nn.TransformerEncoder:
+    """The text demos' small transformer body: ``layers`` pre-norm layers of
+    width ``dim``, ``heads`` heads, a feed-forward of ``2 * dim``, no dropout."""
+    layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=2 * dim,
+                                             dropout=0.0, batch_first=True, norm_first=True)
+    return torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
 def on_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """The batch's tensors on ``device`` (part of the step's time, as in a real loop)."""
     if device.type == "cpu":

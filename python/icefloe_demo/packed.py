@@ -27,7 +27,15 @@ import numpy as np
 import torch
 
 from .model_store import read_model, store_model
-from .numeric import ParquetDataset, _epoch, _leave_rank, _loader, init_rank, on_device
+from .numeric import (
+    ParquetDataset,
+    _epoch,
+    _leave_rank,
+    _loader,
+    encoder_layers,
+    init_rank,
+    on_device,
+)
 
 DATASET = "reviews_llama3"
 COLUMNS = ["input_ids", "labels", "position_ids"]
@@ -160,9 +168,7 @@ class TinyCausalLM(torch.nn.Module):
         self.heads = heads
         self.embed = torch.nn.Embedding(LM_BUCKETS, dim)
         self.position = torch.nn.Embedding(max_len, dim)
-        layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=2 * dim,
-                                                 dropout=0.0, batch_first=True, norm_first=True)
-        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.encoder = encoder_layers(dim, heads, layers)
         self.head = torch.nn.Linear(dim, LM_BUCKETS)
 
     def forward(self, ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:

@@ -63,6 +63,7 @@ from .numeric import (
     demo_head,
     demo_s3,
     device_text,
+    encoder_layers,
     init_rank,
     on_device,
     run_ranks,
@@ -348,9 +349,7 @@ class ReviewClassifier(torch.nn.Module):
         super().__init__()
         self.embed = torch.nn.Embedding(vocab, dim)
         self.position = torch.nn.Embedding(max_len, dim)
-        layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=2 * dim,
-                                                 dropout=0.0, batch_first=True, norm_first=True)
-        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.encoder = encoder_layers(dim, heads, layers)
         self.head = torch.nn.Linear(dim, classes)
 
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
