@@ -287,6 +287,9 @@ void Bpe::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) con
     symbols[next_pos].len = 0;
     if (right.next >= 0)
       symbols[static_cast<size_t>(right.next)].prev = static_cast<int64_t>(top.pos);
+    // The two new pairs' slots, fetched together.
+    if (current.prev >= 0) merges_.Prefetch(symbols[static_cast<size_t>(current.prev)].id, top.id);
+    if (current.next >= 0) merges_.Prefetch(top.id, symbols[static_cast<size_t>(current.next)].id);
     if (current.prev >= 0) {
       const auto prev = static_cast<size_t>(current.prev);
       if (const Merge* pm = FindMerge(symbols[prev].id, current.id)) {

@@ -112,8 +112,7 @@ arrow::Status Regex::ForEachMatch(std::string_view text, F&& f) const {
   const OnigUChar* end = s + text.size();
   size_t last_end = 0;
   std::optional<size_t> last_match_end;
-  while (last_end <= text.size()) {
-    onig_region_clear(region);
+  while (last_end <= text.size()) {  // (onig_search clears the region itself)
     const int r = onig_search(Onig(regex_), s, end, s + last_end, end, region, ONIG_OPTION_NONE);
     if (r == ONIG_MISMATCH) break;
     if (r < 0) {
