@@ -196,8 +196,6 @@ class WordCache {
     __builtin_prefetch(set);
     __builtin_prefetch(set + 1);
   }
-  /// Whether `word` (hash `h`) is cached.
-  bool Contains(std::string_view word, uint64_t h) const { return Lookup(word, h) != nullptr; }
   /// Appends the ids of `word` (hash `h`) to `ids` when it is cached.
   bool Find(std::string_view word, uint64_t h, std::vector<int32_t>* ids) const {
     const Entry* e = Lookup(word, h);
