@@ -1,6 +1,7 @@
 #include "icefloe/transform/added_vocabulary.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "icefloe/transform/unicode.h"
 
@@ -50,6 +51,11 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) {
       const auto first = static_cast<unsigned char>(set.tokens[k].content[0]);
       set.by_first_byte[first].push_back(static_cast<int>(k));
     }
+    for (int b = 0; b < 256; ++b) {
+      if (set.by_first_byte[b].empty()) continue;
+      set.only_first_byte = set.only_first_byte == -1 ? b : -2;
+    }
+    if (set.only_first_byte < 0) set.only_first_byte = -1;
     for (auto& bucket : set.by_first_byte) {
       std::stable_sort(bucket.begin(), bucket.end(), [&](int a, int b) {
         return set.tokens[a].content.size() > set.tokens[b].content.size();
@@ -67,6 +73,11 @@ void AddedVocabulary::Split(std::string_view text, bool normalized, std::vector<
   size_t done = 0;  // the text before this is in `out`
   size_t pos = 0;   // where the next match is searched
   while (pos < text.size()) {
+    if (set.only_first_byte >= 0) {  // Llama-3's 256 all start with '<': skip to the next
+      const void* at = std::memchr(text.data() + pos, set.only_first_byte, text.size() - pos);
+      if (at == nullptr) break;
+      pos = static_cast<size_t>(static_cast<const char*>(at) - text.data());
+    }
     const auto& bucket = set.by_first_byte[static_cast<unsigned char>(text[pos])];
     if (bucket.empty()) {  // the common case: no token starts with this byte
       ++pos;

@@ -46,6 +46,7 @@ class AddedVocabulary {
   struct MatchingSet {
     std::vector<AddedToken> tokens;
     std::array<std::vector<int>, 256> by_first_byte;  ///< token indexes, longest first
+    int only_first_byte = -1;  ///< the byte every token starts with, if one (memchr finds it)
   };
   std::array<MatchingSet, 2> sets_;  // [normalized]
 };

@@ -186,6 +186,29 @@ void Bpe::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
       [this](std::string_view w, std::vector<int32_t>* out) { TokenizeUncached(w, out); });
 }
 
+// Two passes over the words, so that their loads from memory overlap: each
+// word's cache set and vocabulary slot are fetched together (the slot for
+// the few that miss the cache: prefetching it for all was faster than a
+// pass to find those), then each word's ids are appended in order.
+void Bpe::TokenizeWords(std::span<const std::string_view> words, std::vector<int32_t>* ids) const {
+  WordCache& cache = WordCache::For(cache_owner_);
+  thread_local std::vector<uint64_t> hashes;
+  hashes.resize(words.size());
+  for (size_t i = 0; i < words.size(); ++i) {
+    hashes[i] = HashBytes(words[i]);
+    cache.Prefetch(hashes[i]);
+    tokens_.Prefetch(hashes[i]);
+  }
+  auto uncached = [&](std::string_view w, std::vector<int32_t>* out) { TokenizeUncached(w, out); };
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i].size() > WordCache::kMaxWord) {
+      TokenizeUncached(words[i], ids);
+    } else {
+      cache.Tokenize(words[i], hashes[i], ids, uncached);
+    }
+  }
+}
+
 void Bpe::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) const {
   if (ignore_merges_) {
     if (const int32_t id = tokens_.Find(word); id >= 0) {
@@ -238,6 +261,9 @@ void Bpe::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) con
   // The library's merge_all.
   std::vector<Candidate>& heap = scratch.heap;
   heap.clear();
+  for (size_t p = 0; p + 1 < symbols.size(); ++p) {  // the pairs' slots, fetched together
+    merges_.Prefetch(symbols[p].id, symbols[p + 1].id);
+  }
   for (size_t p = 0; p + 1 < symbols.size(); ++p) {
     if (const Merge* m = FindMerge(symbols[p].id, symbols[p + 1].id)) {
       heap.push_back({m->rank, m->id, p});
@@ -260,6 +286,9 @@ void Bpe::TokenizeUncached(std::string_view word, std::vector<int32_t>* ids) con
     symbols[next_pos].len = 0;
     if (right.next >= 0)
       symbols[static_cast<size_t>(right.next)].prev = static_cast<int64_t>(top.pos);
+    // The two new pairs' slots, fetched together.
+    if (current.prev >= 0) merges_.Prefetch(symbols[static_cast<size_t>(current.prev)].id, top.id);
+    if (current.next >= 0) merges_.Prefetch(top.id, symbols[static_cast<size_t>(current.next)].id);
     if (current.prev >= 0) {
       const auto prev = static_cast<size_t>(current.prev);
       if (const Merge* pm = FindMerge(symbols[prev].id, current.id)) {

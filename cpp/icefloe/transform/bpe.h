@@ -25,6 +25,9 @@ class Bpe final : public Model {
   static arrow::Result<std::unique_ptr<Bpe>> FromJson(JsonObject* o);
 
   void Tokenize(std::string_view word, std::vector<int32_t>* ids) const override;
+  /// The words' cache sets and vocabulary slots prefetched together, then each word's ids.
+  void TokenizeWords(std::span<const std::string_view> words,
+                     std::vector<int32_t>* ids) const override;
   std::optional<int32_t> TokenToId(std::string_view token) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.size()); }
   std::string type() const override { return "BPE"; }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -65,6 +66,13 @@ class Model {
   virtual ~Model() = default;
   /// The ids of `word` (not empty), appended to `ids`.
   virtual void Tokenize(std::string_view word, std::vector<int32_t>* ids) const = 0;
+  /// Tokenize of each of `words` (none empty), in order. A model may look
+  /// its tables up for all of them at once (memory loads overlapped rather
+  /// than one after another); the default takes them one by one.
+  virtual void TokenizeWords(std::span<const std::string_view> words,
+                             std::vector<int32_t>* ids) const {
+    for (std::string_view w : words) Tokenize(w, ids);
+  }
   virtual std::optional<int32_t> TokenToId(std::string_view token) const = 0;
   virtual int32_t vocab_size() const = 0;
   virtual std::string type() const = 0;

@@ -353,7 +353,8 @@ arrow::Status HfTokenizer::EncodeNormalized(std::string_view text, bool at_start
                                             std::vector<int32_t>* ids) const {
   if (text.empty()) return arrow::Status::OK();  // the library drops empty pieces
   if (byte_level_words_) {
-    return byte_level_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });
+    return byte_level_words_->ForEachRun(
+        text, [&](std::span<const std::string_view> words) { model_->TokenizeWords(words, ids); });
   }
   if (bert_words_) {
     bert_words_->ForEach(text, [&](std::string_view w) { model_->Tokenize(w, ids); });

@@ -112,8 +112,7 @@ arrow::Status Regex::ForEachMatch(std::string_view text, F&& f) const {
   const OnigUChar* end = s + text.size();
   size_t last_end = 0;
   std::optional<size_t> last_match_end;
-  while (last_end <= text.size()) {
-    onig_region_clear(region);
+  while (last_end <= text.size()) {  // (onig_search clears the region itself)
     const int r = onig_search(Onig(regex_), s, end, s + last_end, end, region, ONIG_OPTION_NONE);
     if (r == ONIG_MISMATCH) break;
     if (r < 0) {
@@ -356,26 +355,46 @@ arrow::Result<std::unique_ptr<ByteLevelWords>> ByteLevelWords::FromJson(const Js
 
 // Isolated: every match and every stretch between matches is a word (the
 // empty ones dropped); each then mapped byte by byte.
-arrow::Status ByteLevelWords::ForEach(std::string_view in,
-                                      const std::function<void(std::string_view)>& f) const {
+arrow::Status ByteLevelWords::ForEachRun(
+    std::string_view in, const std::function<void(std::span<const std::string_view>)>& f) const {
   if (in.empty()) return arrow::Status::OK();
+  // Per thread, reused: the run's mapped bytes, where each word ends in
+  // them, and the words' views (made once the bytes stop moving).
   thread_local std::string prefixed, mapped;
+  thread_local std::vector<size_t> ends;
+  thread_local std::vector<std::string_view> words;
   if (add_prefix_space_ && in[0] != ' ') {
     prefixed.assign(" ").append(in);
     in = prefixed;
   }
+  mapped.clear();
+  ends.clear();
+  auto flush = [&] {
+    words.clear();
+    size_t start = 0;
+    for (size_t end : ends) {
+      words.emplace_back(mapped.data() + start, end - start);
+      start = end;
+    }
+    f(words);
+    mapped.clear();
+    ends.clear();
+  };
   const auto& table = ByteCharTable();
   auto emit = [&](size_t start, size_t stop) {
     if (stop <= start) return;
-    mapped.resize(2 * (stop - start));
-    char* out = mapped.data();
+    const size_t at = mapped.size();
+    mapped.resize(at + 2 * (stop - start));
+    char* out = mapped.data() + at;
     for (size_t i = start; i < stop; ++i) {
       const ByteChar& c = table[static_cast<unsigned char>(in[i])];
       out[0] = c.bytes[0];
       out[1] = c.bytes[1];
       out += c.len;
     }
-    f(std::string_view(mapped.data(), static_cast<size_t>(out - mapped.data())));
+    mapped.resize(static_cast<size_t>(out - mapped.data()));
+    ends.push_back(mapped.size());
+    if (ends.size() == kRunWords) flush();
   };
   size_t prev = 0;
   ARROW_RETURN_NOT_OK(regex_->ForEachMatch(in, [&](size_t start, size_t stop) {
@@ -384,6 +403,7 @@ arrow::Status ByteLevelWords::ForEach(std::string_view in,
     prev = stop;
   }));
   emit(prev, in.size());
+  if (!ends.empty()) flush();
   return arrow::Status::OK();
 }
 

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,8 +79,13 @@ class ByteLevelWords {
   /// Null when `j` (a pre_tokenizer section read already) is none of those.
   static arrow::Result<std::unique_ptr<ByteLevelWords>> FromJson(const Json* j,
                                                                  const std::string& path);
-  /// Calls `f` with each word of `in`, in order (a view valid during the call).
-  arrow::Status ForEach(std::string_view in, const std::function<void(std::string_view)>& f) const;
+  /// Most words in one run (a run's bytes are at most twice its words' in `in`).
+  static constexpr size_t kRunWords = 64;
+  /// Calls `f` with the words of `in`, in order, up to kRunWords at a time
+  /// (views valid during the call), so that a model can look several up at
+  /// once.
+  arrow::Status ForEachRun(std::string_view in,
+                           const std::function<void(std::span<const std::string_view>)>& f) const;
 
  private:
   ByteLevelWords() = default;

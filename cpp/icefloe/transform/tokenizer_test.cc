@@ -72,4 +72,31 @@ TEST_F(TokenizerTest, ATokenizerJsonAppendsItsIds) {
   EXPECT_EQ(ids, (std::vector<int32_t>{-7, 1, 2, 3}));
 }
 
+// A byte-level BPE hands its words to the model in runs (ByteLevelWords,
+// Bpe::TokenizeWords): a text of several runs' words, repeating and not,
+// gives each word's ids in order, as the word alone (with its space) does.
+TEST_F(TokenizerTest, AByteLevelTextOfManyRunsGivesEachWordsIds) {
+  const std::string json = R"j({"version": "1.0",
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                      "use_regex": true},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "\u0120": 2, "ab": 3, "\u0120a": 4,
+                                       "\u0120ab": 5, "ba": 6, "\u0120b": 7},
+              "merges": ["a b", "\u0120 a", "\u0120a b", "b a", "\u0120 b"]}})j";
+  ASSERT_OK_AND_ASSIGN(auto t, Tokenizer::Load(json, "tokenizer.json"));
+  const char* vocabulary[] = {"ab", "ba", "a", "b", "aab", "bab", "abba", "baab"};
+  std::mt19937 rng(43);  // the seed of the words' order
+  std::string text;
+  std::vector<int32_t> want;
+  for (int w = 0; w < 1000; ++w) {
+    const std::string word = (w == 0 ? "" : " ") + std::string(vocabulary[rng() % 8]);
+    std::vector<int32_t> alone;
+    ASSERT_OK(EncodeText(*t, word, &alone));
+    want.insert(want.end(), alone.begin(), alone.end());
+    text += word;
+  }
+  std::vector<int32_t> ids;
+  ASSERT_OK(EncodeText(*t, text, &ids));
+  EXPECT_EQ(ids, want) << "seed 43";
+}
+
 }  // namespace icefloe::transform
