@@ -1,6 +1,9 @@
 #include "icefloe/transform/tokenizer.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include <arrow/buffer_builder.h>
 #include <arrow/builder.h>
@@ -27,14 +30,63 @@ bool LooksLikeJson(const std::string& bytes) {
 
 }  // namespace
 
-arrow::Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::string& bytes,
-                                                                const std::string& location) {
+namespace {
+
+arrow::Result<std::shared_ptr<const Tokenizer>> Parse(const std::string& bytes,
+                                                      const std::string& location) {
   if (LooksLikeJson(bytes)) {
     ARROW_ASSIGN_OR_RAISE(auto t, HfTokenizer::Load(bytes, location));
     return std::shared_ptr<const Tokenizer>(std::move(t));
   }
   ARROW_ASSIGN_OR_RAISE(auto t, SentencePieceTokenizer::Load(bytes, location));
   return std::shared_ptr<const Tokenizer>(std::move(t));
+}
+
+// The models parsed and still in use, by (SHA-256, location): a load whose
+// columns name one model (a packed copy's input_ids and labels), the head's
+// check of a load and the loads running beside it share one parse (a
+// tokenizer.json of Llama-3's size takes seconds). Weak references: a model
+// lives as long as a transform holds it; expired entries are dropped as the
+// map is used, so it holds at most the models in use plus kMaxExpired.
+class ParsedModels {
+ public:
+  std::shared_ptr<const Tokenizer> Find(const std::pair<std::string, std::string>& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(key);
+    return it == models_.end() ? nullptr : it->second.lock();
+  }
+
+  // `parsed`, or the model another thread parsed and kept meanwhile.
+  std::shared_ptr<const Tokenizer> Keep(std::pair<std::string, std::string> key,
+                                        std::shared_ptr<const Tokenizer> parsed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (models_.size() >= kMaxExpired)
+      std::erase_if(models_, [](const auto& e) { return e.second.expired(); });
+    auto& kept = models_[std::move(key)];
+    if (auto other = kept.lock()) return other;
+    kept = parsed;
+    return parsed;
+  }
+
+ private:
+  static constexpr size_t kMaxExpired = 16;
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::weak_ptr<const Tokenizer>> models_;
+};
+
+ParsedModels& Parsed() {
+  static ParsedModels* models = new ParsedModels();  // never destroyed: no exit-order race
+  return *models;
+}
+
+}  // namespace
+
+arrow::Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::string& bytes,
+                                                                const std::string& location) {
+  std::pair<std::string, std::string> key{Sha256Hex(bytes), location};
+  if (auto kept = Parsed().Find(key)) return kept;
+  ARROW_ASSIGN_OR_RAISE(auto parsed, Parse(bytes, location));
+  return Parsed().Keep(std::move(key), std::move(parsed));
 }
 
 // Each row: the framing's prefix, the text's ids cut to the room max_tokens

@@ -43,7 +43,10 @@ class Tokenizer {
   /// Parses a model file's bytes: a Hugging Face tokenizer.json (a JSON
   /// object with "model") or a serialized SentencePiece ModelProto. Invalid
   /// naming `location` (and, for JSON, the JSON path) when it is neither, or
-  /// uses a component that is not supported.
+  /// uses a component that is not supported. A model already parsed from
+  /// the same bytes and location and still held is returned, not parsed
+  /// again (a load's columns, the head's checks and loads side by side share
+  /// one parse).
   static arrow::Result<std::shared_ptr<const Tokenizer>> Load(const std::string& bytes,
                                                               const std::string& location);
   virtual ~Tokenizer() = default;

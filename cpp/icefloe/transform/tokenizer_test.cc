@@ -72,6 +72,32 @@ TEST_F(TokenizerTest, ATokenizerJsonAppendsItsIds) {
   EXPECT_EQ(ids, (std::vector<int32_t>{-7, 1, 2, 3}));
 }
 
+// A model in use is parsed once: the same bytes from the same place give the
+// same tokenizer while one is held (a packed copy's two columns, the head's
+// check beside the nodes' loads); another place or other bytes parse anew.
+TEST_F(TokenizerTest, AModelInUseIsParsedOnce) {
+  const std::string json = R"j({"version": "1.0",
+    "pre_tokenizer": {"type": "BertPreTokenizer"},
+    "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+              "max_input_chars_per_word": 100,
+              "vocab": {"[UNK]": 0, "great": 1, "film": 2, "##s": 3}}})j";
+  ASSERT_OK_AND_ASSIGN(auto a, Tokenizer::Load(json, "s3://m/tokenizer.json"));
+  ASSERT_OK_AND_ASSIGN(auto b, Tokenizer::Load(json, "s3://m/tokenizer.json"));
+  EXPECT_EQ(a.get(), b.get());
+  ASSERT_OK_AND_ASSIGN(auto elsewhere, Tokenizer::Load(json, "file:///m/tokenizer.json"));
+  EXPECT_NE(elsewhere.get(), a.get());
+  std::string other = json;
+  other.replace(other.find("\"film\": 2"), 9, "\"films\": 2");
+  ASSERT_OK_AND_ASSIGN(auto changed, Tokenizer::Load(other, "s3://m/tokenizer.json"));
+  EXPECT_NE(changed.get(), a.get());
+  std::vector<int32_t> ids;
+  ASSERT_OK(EncodeText(*changed, "great films", &ids));
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 2}));  // its own vocabulary, not the first's
+  // Refusals are not kept: a bad model is refused each time it is asked for.
+  EXPECT_FALSE(Tokenizer::Load("{\"model\": 1}", "bad.json").ok());
+  EXPECT_FALSE(Tokenizer::Load("{\"model\": 1}", "bad.json").ok());
+}
+
 // A byte-level BPE hands its words to the model in runs (ByteLevelWords,
 // Bpe::TokenizeWords): a text of several runs' words, repeating and not,
 // gives each word's ids in order, as the word alone (with its space) does.
