@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _codes_dir(tmp_path_factory):
+    """The host's shared row length codes (``_length_codes.shared_codes``)
+    go to this run's temporary directory, not /dev/shm, and go with it."""
+    before = os.environ.get("ICEFLOE_CODES_DIR")
+    os.environ["ICEFLOE_CODES_DIR"] = str(tmp_path_factory.mktemp("codes"))
+    yield
+    if before is None:
+        os.environ.pop("ICEFLOE_CODES_DIR", None)
+    else:
+        os.environ["ICEFLOE_CODES_DIR"] = before
 
 
 @pytest.fixture(scope="session")
