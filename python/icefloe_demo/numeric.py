@@ -244,6 +244,32 @@ def _epoch(loader: Any, step: Any, count: dict[str, Any], desc: str,
             "loss": loss_sum / max(steps, 1) if step is not None else float("nan")}
 
 
+def train_and_report(dataset: Any, model: Any, step: Any, count: dict[str, Any], source: dict,
+                     rank: int, epochs: int, out: str, max_steps: int | None = None) -> None:
+    """A text demo rank's loop over one source: ``epochs`` training epochs
+    (each its first ``max_steps`` batches, where given), then one epoch
+    without the model (how fast the source alone delivers: what a loop whose
+    step is much faster, on an accelerator, could take); the figures written
+    to ``out/<kind>-rank<rank>.json``; then the rank ends."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.join import Join
+
+    loader = _loader(dataset, source["workers"])
+    trained = []
+    for epoch in range(epochs):
+        dataset.set_epoch(epoch)
+        with Join([model]):  # the baseline gives ranks unequal batch counts
+            trained.append(_epoch(loader, step, count, f"{source['kind']} epoch {epoch}", rank,
+                                  max_steps))
+    dataset.set_epoch(epochs)
+    alone = _epoch(loader, None, count, f"{source['kind']} input alone", rank)
+    dist.barrier()
+    Path(out, f"{source['kind']}-rank{rank}.json").write_text(
+        json.dumps({"epochs": trained, "alone": alone}))
+    dist.destroy_process_group()
+    _leave_rank(loader)
+
+
 def _leave_rank(loader: Any) -> None:
     """Ends a rank's process: DataLoader workers stopped, then os._exit (gRPC
     threads need no teardown, and waiting for them can hang)."""

@@ -29,12 +29,10 @@ import torch
 from .model_store import read_model, store_model
 from .numeric import (
     ParquetDataset,
-    _epoch,
-    _leave_rank,
-    _loader,
     encoder_layers,
     init_rank,
     on_device,
+    train_and_report,
 )
 
 DATASET = "reviews_llama3"
@@ -195,11 +193,6 @@ def train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: 
     """One DDP rank over one source: ``epochs`` training epochs (next-token
     loss on the labels; each its first ``steps`` batches, 0: all), then one
     whole epoch of the input alone."""
-    import json
-
-    import torch.distributed as dist
-    from torch.distributed.algorithms.join import Join
-
     device = init_rank(rank, world, init, args["device"])
     model = torch.nn.parallel.DistributedDataParallel(
         TinyCausalLM(args["seq_len"], **LM).to(device))
@@ -219,21 +212,8 @@ def train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: 
         return loss.item()
 
     count = {"rows": lambda b: len(b["input_ids"]), "tokens": lambda b: b["input_ids"].numel()}
-    dataset = _make_dataset(source, args)
-    loader = _loader(dataset, source["workers"])
-    epochs = []
-    for epoch in range(args["epochs"]):
-        dataset.set_epoch(epoch)
-        with Join([model]):  # the baseline gives ranks unequal batch counts
-            epochs.append(_epoch(loader, step, count, f"{source['kind']} epoch {epoch}", rank,
-                                 args["steps"] or None))
-    dataset.set_epoch(args["epochs"])
-    alone = _epoch(loader, None, count, f"{source['kind']} input alone", rank)
-    dist.barrier()
-    Path(out, f"{source['kind']}-rank{rank}.json").write_text(
-        json.dumps({"epochs": epochs, "alone": alone}))
-    dist.destroy_process_group()
-    _leave_rank(loader)
+    train_and_report(_make_dataset(source, args), model, step, count, source, rank,
+                     args["epochs"], out, args["steps"] or None)
 
 
 def load(client: Any, metadata_location: str, model: str, seq_len: int) -> str:

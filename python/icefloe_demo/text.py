@@ -54,9 +54,6 @@ from .model_store import is_tokenizer_json, read_model, store_model
 from .numeric import (
     ParquetDataset,
     _bar,
-    _epoch,
-    _leave_rank,
-    _loader,
     _parquet_files,
     add_device_argument,
     demo_catalog,
@@ -67,6 +64,7 @@ from .numeric import (
     init_rank,
     on_device,
     run_ranks,
+    train_and_report,
 )
 
 DATASET = "reviews_tok"
@@ -372,9 +370,6 @@ def _make_dataset(source: dict, args: dict):
 
 
 def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out: str) -> None:
-    import torch.distributed as dist
-    from torch.distributed.algorithms.join import Join
-
     device = init_rank(rank, world, init, args["device"])
     model = torch.nn.parallel.DistributedDataParallel(
         ReviewClassifier(args["vocab"], args["max_tokens"], **MODEL).to(device))
@@ -392,22 +387,8 @@ def _train_rank(rank: int, world: int, init: str, source: dict, args: dict, out:
     count = {"rows": lambda b: len(b["input_ids"]),
              "tokens": lambda b: int(b["attention_mask"].sum())}
 
-    dataset = _make_dataset(source, args)
-    loader = _loader(dataset, source["workers"])
-    epochs = []
-    for epoch in range(args["epochs"]):
-        dataset.set_epoch(epoch)
-        with Join([model]):  # the baseline gives ranks unequal batch counts
-            epochs.append(_epoch(loader, step, count, f"{source['kind']} epoch {epoch}", rank))
-    # One more epoch without the model: how fast the source alone delivers
-    # (what a loop whose step is much faster, on an accelerator, could take).
-    dataset.set_epoch(args["epochs"])
-    alone = _epoch(loader, None, count, f"{source['kind']} input alone", rank)
-    dist.barrier()
-    Path(out, f"{source['kind']}-rank{rank}.json").write_text(
-        json.dumps({"epochs": epochs, "alone": alone}))
-    dist.destroy_process_group()
-    _leave_rank(loader)
+    train_and_report(_make_dataset(source, args), model, step, count, source, rank,
+                     args["epochs"], out)
 
 
 # -- main ----------------------------------------------------------------------------
