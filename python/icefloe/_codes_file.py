@@ -51,7 +51,7 @@ _ALIGN = 4096  # the codes' offset: a page, so the map starts on one
 _SCAN_BYTES = 4 << 20  # codes checked (CRC-32 and largest code) at a time
 _MAX_SHARED_FILES = 8  # codes files (and lock files) a codes directory keeps
 _WAIT_S = 60.0  # default bound on waiting for another consumer's codes
-_POLL_S = (0.002, 0.1)  # the lock's first and longest pause between tries
+_POLL_S = (0.001, 0.02)  # the lock's first and longest pause between tries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,11 +210,12 @@ def _map_checked(path: Path, key: CodesKey) -> LengthCodes | None:
     (counted as mapped), None where there is no file, or where it does not
     (counted as rejected)."""
     try:
-        st = os.stat(path)
+        f = open(path, "rb")  # closed below; the map outlives it
     except OSError:
         return None
     try:
-        codes = _checked(path, key, st)
+        with f:  # one open file: what is checked is what is mapped
+            codes = _checked(f, key)
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         codes = None
     if codes is None:
@@ -226,14 +227,14 @@ def _map_checked(path: Path, key: CodesKey) -> LengthCodes | None:
     return codes
 
 
-def _checked(path: Path, key: CodesKey, st: os.stat_result) -> LengthCodes | None:
+def _checked(f: Any, key: CodesKey) -> LengthCodes | None:
+    st = os.fstat(f.fileno())
     if st.st_uid != os.getuid():
         return None
-    with open(path, "rb") as f:
-        magic, fmt, header_bytes, header_crc = _PREFIX.unpack(f.read(_PREFIX.size))
-        if magic != _MAGIC or fmt != _FORMAT or header_bytes > _MAX_HEADER_BYTES:
-            return None
-        text = f.read(header_bytes)
+    magic, fmt, header_bytes, header_crc = _PREFIX.unpack(f.read(_PREFIX.size))
+    if magic != _MAGIC or fmt != _FORMAT or header_bytes > _MAX_HEADER_BYTES:
+        return None
+    text = f.read(header_bytes)
     if len(text) != header_bytes or zlib.crc32(text) != header_crc:
         return None
     header = json.loads(text)
@@ -247,7 +248,7 @@ def _checked(path: Path, key: CodesKey, st: os.stat_result) -> LengthCodes | Non
     if (upper.ndim != 1 or not 0 < len(upper) <= 256 or mean.shape != upper.shape
             or mean_sq.shape != upper.shape):
         return None
-    codes = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(key.rows,))
+    codes = np.memmap(f, dtype=np.uint8, mode="r", offset=offset, shape=(key.rows,))
     crc, top = _scan(codes)
     if crc != header["crc32"] or top >= len(upper):
         return None
@@ -292,7 +293,7 @@ def _publish(directory: Path, path: Path, key: CodesKey, codes: LengthCodes) -> 
             for i in range(0, len(data), _SCAN_BYTES):
                 f.write(memoryview(data[i:i + _SCAN_BYTES]))
         os.replace(tmp, path)
-        mapped = np.memmap(path, dtype=np.uint8, mode="r", offset=header["offset"],
+        mapped = np.memmap(str(path), dtype=np.uint8, mode="r", offset=header["offset"],
                            shape=(key.rows,))
     except OSError:  # full or read-only: the codes stay private
         return codes
