@@ -289,3 +289,45 @@ def test_a_wait_that_is_not_a_number_of_seconds_is_refused(cluster, codes_dir, m
         with cluster.client() as client:
             with pytest.raises(ValueError, match=f"ICEFLOE_CODES_WAIT_S={bad!r}"):
                 client.row_length_codes("sft", "input_ids", BUDGET - 7)
+
+
+# -- the codes file alone ------------------------------------------------------
+
+
+def _key(generation: int, rows: int = 50_000):
+    from icefloe._codes_file import CodesKey
+
+    return CodesKey(head="grpc://127.0.0.1:1", dataset="sft", generation=generation,
+                    column="input_ids", rows=rows, batch_tokens=BUDGET)
+
+
+def _made_codes(seed: int, rows: int = 50_000):
+    lengths = np.random.default_rng(seed).integers(1, 900, rows).astype(np.uint16)
+    return tb.encode_lengths(lengths, BUDGET)
+
+
+def test_a_codes_file_of_another_key_under_its_name_is_not_mapped(codes_dir):
+    """Found by its name alone, a file is another copy's where its header
+    names another key (here: the previous generation's file, renamed)."""
+    from icefloe._codes_file import host_codes
+
+    old, new = _made_codes(1), _made_codes(2)
+    mapped = host_codes(_key(1), lambda: old)
+    Path(mapped.codes.filename).rename(codes_dir / _key(2).file_name())
+    before = _counters()
+    got = host_codes(_key(2), lambda: new)
+    assert _moved(before) == {"made": 1, "mapped": 0, "rejected": 2, "wait_timeouts": 0}
+    assert np.array_equal(got.codes, new.codes) and isinstance(got.codes, np.memmap)
+
+
+def test_the_codes_directory_keeps_the_latest_files(codes_dir):
+    from icefloe._codes_file import _MAX_SHARED_FILES, host_codes
+
+    codes = _made_codes(3, rows=1000)
+    for generation in range(1, _MAX_SHARED_FILES + 4):
+        got = host_codes(_key(generation, rows=1000), lambda: codes)
+        os.utime(got.codes.filename, (generation, generation))  # made in this order
+    kept = {p.name for p in _codes_files(codes_dir)}
+    assert kept == {_key(g, rows=1000).file_name()
+                    for g in range(4, _MAX_SHARED_FILES + 4)}
+    assert len(list(codes_dir.glob(".codes-*.lock"))) <= _MAX_SHARED_FILES
