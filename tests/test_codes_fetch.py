@@ -331,3 +331,28 @@ def test_the_codes_directory_keeps_the_latest_files(codes_dir):
     assert kept == {_key(g, rows=1000).file_name()
                     for g in range(4, _MAX_SHARED_FILES + 4)}
     assert len(list(codes_dir.glob(".codes-*.lock"))) <= _MAX_SHARED_FILES
+
+
+def test_a_child_forked_while_the_lock_is_held_does_not_keep_it(codes_dir, monkeypatch):
+    """flock belongs to the open file, which fork shares: a child forked
+    while a consumer makes the codes must not hold their lock once the
+    consumer is done."""
+    from icefloe import _codes_file
+
+    monkeypatch.setenv("ICEFLOE_CODES_WAIT_S", "5")  # bounded: a kept lock is a timeout
+    codes_dir.mkdir()
+    lock = codes_dir / ".codes-test.lock"
+    with _codes_file._single_flight(lock) as held:
+        assert held
+        child = os.fork()
+        if child == 0:  # the child only waits to be killed
+            signal.pause()
+            os._exit(0)
+    try:
+        before = _counters()
+        with _codes_file._single_flight(lock) as again:
+            assert again
+        assert _moved(before)["wait_timeouts"] == 0
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)

@@ -167,17 +167,35 @@ def wait_s() -> float:
     return value
 
 
+# Lock descriptors open in this process: a forked child closes its copies,
+# which would otherwise hold the flock (it is the open file's) for as long
+# as the child lives.
+_lock_fds: set[int] = set()
+
+
+def _close_locks_in_child() -> None:
+    for fd in _lock_fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _lock_fds.clear()
+
+
+os.register_at_fork(after_in_child=_close_locks_in_child)
+
+
 @contextlib.contextmanager
 def _single_flight(lock_path: Path) -> Iterator[bool]:
     """Holds the lock file's ``flock`` (yields True), or yields False where
     it was not had within ``wait_s()`` or cannot be taken here. The lock
-    goes with the descriptor: on exit, or when the process dies."""
+    goes with the descriptor: on exit, or when the process dies (a child
+    forked meanwhile closes its copy)."""
     limit_s = wait_s()
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         yield False
         return
+    _lock_fds.add(fd)
     try:
         deadline = time.monotonic() + limit_s
         pause = _POLL_S[0]
@@ -202,6 +220,7 @@ def _single_flight(lock_path: Path) -> Iterator[bool]:
                 os.utime(fd)  # in use: kept by the trim
         yield held
     finally:
+        _lock_fds.discard(fd)
         os.close(fd)
 
 
