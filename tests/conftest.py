@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def _codes_dir(tmp_path_factory):
-    """The host's shared row length codes (``_length_codes.shared_codes``)
+    """The host's shared row length codes (``_codes_file.host_codes``)
     go to this run's temporary directory, not /dev/shm, and go with it."""
     before = os.environ.get("ICEFLOE_CODES_DIR")
     os.environ["ICEFLOE_CODES_DIR"] = str(tmp_path_factory.mktemp("codes"))

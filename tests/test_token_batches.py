@@ -9,7 +9,6 @@ skewed (log-normal) so that the balance is tested where it is hard."""
 from __future__ import annotations
 
 import collections
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -88,43 +87,6 @@ def test_nodes_row_lengths_are_kept_coded_in_a_byte_a_row(cluster, table):
         # Only the codes are kept, not the 2-byte lengths they came from.
         assert not any(v is not codes and isinstance(v, np.ndarray)
                        for v in client._row_lengths.values())
-
-
-def test_a_host_s_consumers_map_one_copy_of_the_codes(cluster, tmp_path, monkeypatch):
-    monkeypatch.setenv("ICEFLOE_CODES_DIR", str(tmp_path))
-    with cluster.client() as a, cluster.client() as b:
-        first = a.row_length_codes("sft", "input_ids", BUDGET - 1)
-        second = b.row_length_codes("sft", "input_ids", BUDGET - 1)
-        # Two consumers (as two DataLoader workers would): one file, mapped by both.
-        assert isinstance(first.codes, np.memmap) and isinstance(second.codes, np.memmap)
-        assert first.codes.filename == second.codes.filename
-        assert [p.name for p in tmp_path.iterdir()] == [tmp_path.joinpath(
-            first.codes.filename).name]
-        assert np.array_equal(second.codes, tb.encode_lengths(
-            b.row_lengths("sft", "input_ids"), BUDGET - 1).codes)
-    monkeypatch.setenv("ICEFLOE_CODES_DIR", "")  # off: each keeps its own
-    with cluster.client() as c:
-        assert not isinstance(c.row_length_codes("sft", "input_ids", BUDGET - 2).codes,
-                              np.memmap)
-
-
-def test_a_codes_file_of_other_bytes_is_not_mapped(tmp_path, monkeypatch):
-    """The host's codes file is found by name (a digest of the codes): one of
-    that name and size whose bytes differ (another process's bug, a hand in
-    the shared directory) is not trusted; the process keeps its own codes."""
-    from icefloe._length_codes import shared_codes
-
-    monkeypatch.setenv("ICEFLOE_CODES_DIR", str(tmp_path))
-    lengths = np.random.default_rng(4).integers(1, 900, 50_000).astype(np.uint16)
-    codes = tb.encode_lengths(lengths, BUDGET)
-    mapped = shared_codes(codes)
-    assert isinstance(mapped.codes, np.memmap)
-    path = Path(mapped.codes.filename)
-    del mapped
-    path.write_bytes(bytes(len(codes.codes)))  # same name and size, all code 0
-    again = shared_codes(codes)
-    assert np.array_equal(again.codes, codes.codes)
-    assert (again.upper[again.codes] >= lengths).all()  # the budget still bounds every row
 
 
 def test_row_lengths_of_a_column_that_is_not_list_int32_is_refused(cluster):

@@ -5,18 +5,13 @@ sorts and cuts by it (docs/epochs.md section 7, "Codes").
 a row for one budget T: exact up to 255 distinct lengths, else bins of the
 lengths present, each budgeted by its longest length, so a batch cut by codes
 never exceeds T. ``LengthCodes.of_lengths`` takes the lengths themselves as
-exact codes. ``shared_codes`` keeps one copy a host: a file mapped by every
-process that codes the same lengths.
+exact codes. ``_codes_file.host_codes`` keeps one copy a host: a file the
+first consumer makes and every other maps without fetching the lengths.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
-import tempfile
-import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +19,6 @@ import numpy as np
 _CHUNK_ROWS = 1 << 17  # rows of the lengths or codes scanned at once (~1 MiB of scratch)
 _MAX_CODES = 256  # encode_lengths: a byte a row
 _MAX_LOOKUP = 1 << 20  # length values counted and looked up one by one (8 MiB); wider: merged
-_MAX_SHARED_FILES = 8  # codes files a host's codes directory keeps (shared_codes)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -144,64 +138,6 @@ def _distinct_lengths(lengths: np.ndarray, top: int,
                            minlength=len(values)).astype(np.int64)
     over = int(rows[-1]) if len(values) and values[-1] > top else 0
     return (values[:-1], rows[:-1], over) if over else (values, rows, 0)
-
-
-def shared_codes(codes: LengthCodes) -> LengthCodes:
-    """``codes`` with the per-row array in a file of the host's codes
-    directory, mapped read-only: the ranks and DataLoader workers of a host
-    that code the same lengths keep one copy (the page cache's) instead of
-    one each. The file is named by a digest of the codes, so it is never
-    another table's, and mapped only where its bytes equal the codes (one
-    compare, ~20 ms at 100M rows); written once (a temporary file renamed into place); the
-    directory keeps the latest ``_MAX_SHARED_FILES`` (older ones are
-    unlinked; a process that mapped one keeps its mapping). The directory is
-    ``$ICEFLOE_CODES_DIR`` ("" keeps each process's codes private), else
-    ``/dev/shm/icefloe-codes``, else the temporary directory's. Where it
-    cannot take the file (full, read-only), the codes stay private."""
-    directory = _codes_dir()
-    n = len(codes.codes)
-    if directory is None or n == 0 or codes.codes.dtype != np.uint8:
-        return codes
-    data = np.ascontiguousarray(codes.codes)
-    path = directory / f"codes-{hashlib.blake2b(data, digest_size=16).hexdigest()}.u8"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.stat().st_size != n:
-            tmp = directory / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
-            try:
-                data.tofile(tmp)
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
-        os.utime(path)  # in use: the newest
-        mapped = np.memmap(path, dtype=np.uint8, mode="r", shape=(n,))
-        if not np.array_equal(mapped, data):  # found by name alone: trust only its bytes
-            return codes
-        _trim_codes_dir(directory)
-    except OSError:
-        return codes
-    return dataclasses.replace(codes, codes=mapped)
-
-
-def _codes_dir() -> Path | None:
-    chosen = os.environ.get("ICEFLOE_CODES_DIR")
-    if chosen is not None:
-        return Path(chosen) if chosen else None
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-    return base / "icefloe-codes"
-
-
-def _trim_codes_dir(directory: Path) -> None:
-    """Unlinks all but the latest ``_MAX_SHARED_FILES`` codes files."""
-    files = []
-    for f in directory.glob("codes-*.u8"):
-        try:
-            files.append((f.stat().st_mtime, f))
-        except OSError:  # unlinked by another process meanwhile
-            continue
-    for _, f in sorted(files, reverse=True)[_MAX_SHARED_FILES:]:
-        f.unlink(missing_ok=True)
 
 
 def _length_bins(present: np.ndarray, most: int) -> np.ndarray:

@@ -425,10 +425,11 @@ class Client:
         budget ``batch_tokens`` (``_length_codes.encode_lengths``; what
         token-budget epochs plan from). Kept per dataset, column, generation
         and budget in place of the lengths, which are not kept: half the
-        memory of ``row_lengths``, and one copy a host where the host's codes
-        directory takes it (``_length_codes.shared_codes``: a file mapped
-        by every process that codes the same lengths). Errors as
-        ``row_lengths``."""
+        memory of ``row_lengths``, and made once a host where the host's
+        codes directory takes them (``_codes_file.host_codes``): the first
+        consumer fetches and codes the lengths and publishes the codes in a
+        file, which every other rank and DataLoader worker of the host maps
+        without fetching the lengths. Errors as ``row_lengths``."""
         return self._kept_lengths(name, column, int(batch_tokens))
 
     def _kept_lengths(self, name: str, column: str, batch_tokens: int | None) -> Any:
@@ -439,40 +440,65 @@ class Client:
             info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
             _check_lengths_schema(name, column, info.schema)  # before any node is read
             endpoints = list(info.endpoints)
-            generation = _generation_of(endpoints[0].ticket.ticket) if endpoints else 0
+            storage, generation = (_copy_of(endpoints[0].ticket.ticket) if endpoints
+                                   else (name, 0))
             key = (name, column, generation, batch_tokens)
             with self._lock:
                 if key in self._row_lengths:
                     self._row_lengths.move_to_end(key)
                     return self._row_lengths[key]
             try:
-                tables = self._all([lambda e=e: self.read_endpoint(e, name, recovery.refused)
-                                    for e in endpoints])
+                if batch_tokens is None:
+                    kept = self._fetch_lengths(name, column, info, endpoints, recovery)
+                else:
+                    kept = self._host_codes(name, column, batch_tokens, info, endpoints,
+                                            recovery, storage, generation)
             except StreamBroken as exc:
                 recovery.broken(exc, 0)
                 continue
-            for t in tables:
-                _check_lengths_schema(name, column, t.schema)
-            parts = [c.to_numpy() for t in tables for c in t.column(0).chunks]
-            wide = any(p.dtype != np.uint16 for p in parts)
-            lengths = (np.concatenate([p.astype(np.uint32 if wide else np.uint16, copy=False)
-                                       for p in parts]) if parts else np.empty(0, np.uint16))
-            del parts, tables
-            if info.total_records >= 0 and len(lengths) != info.total_records:
-                raise ProtocolError(f"dataset {name!r}: {len(lengths)} row lengths of column "
-                                    f"{column!r} for {info.total_records} rows")
-            kept: Any = lengths
-            if batch_tokens is not None:
-                from ._length_codes import encode_lengths, shared_codes
-
-                kept = shared_codes(encode_lengths(lengths, batch_tokens,
-                                                   generation=generation))
-                del lengths
             with self._lock:
                 self._row_lengths[key] = kept
                 while len(self._row_lengths) > _MAX_ROW_LENGTHS:
                     self._row_lengths.popitem(last=False)
             return kept
+
+    def _host_codes(self, name: str, column: str, batch_tokens: int, info: flight.FlightInfo,
+                    endpoints: list[flight.FlightEndpoint], recovery: Recovery, storage: str,
+                    generation: int) -> Any:
+        """The codes from the host's codes file of this copy, column and
+        budget, or fetched, coded and published there by this consumer."""
+        from ._codes_file import CodesKey, host_codes
+        from ._length_codes import encode_lengths
+
+        def make() -> Any:
+            lengths = self._fetch_lengths(name, column, info, endpoints, recovery)
+            return encode_lengths(lengths, batch_tokens, generation=generation)
+
+        # The head, storage name and generation name the copy's exact rows:
+        # a copy loaded again (dropped or not) or refreshed has a generation
+        # of its own, above every one before it (docs/epochs.md section 7).
+        key = CodesKey(head=self.head_uri, dataset=storage, generation=generation,
+                       column=column, rows=max(info.total_records, 0),
+                       batch_tokens=batch_tokens)
+        return host_codes(key, make) if info.total_records > 0 and endpoints else make()
+
+    def _fetch_lengths(self, name: str, column: str, info: flight.FlightInfo,
+                       endpoints: list[flight.FlightEndpoint], recovery: Recovery) -> np.ndarray:
+        """Every row's length from the nodes (lengths tickets), checked
+        against the head's count; StreamBroken where a stream broke."""
+        tables = self._all([lambda e=e: self.read_endpoint(e, name, recovery.refused)
+                            for e in endpoints])
+        for t in tables:
+            _check_lengths_schema(name, column, t.schema)
+        parts = [c.to_numpy() for t in tables for c in t.column(0).chunks]
+        wide = any(p.dtype != np.uint16 for p in parts)
+        lengths = (np.concatenate([p.astype(np.uint32 if wide else np.uint16, copy=False)
+                                   for p in parts]) if parts else np.empty(0, np.uint16))
+        del parts, tables
+        if info.total_records >= 0 and len(lengths) != info.total_records:
+            raise ProtocolError(f"dataset {name!r}: {len(lengths)} row lengths of column "
+                                f"{column!r} for {info.total_records} rows")
+        return lengths
 
     # -- epochs and random access -------------------------------------------
 
@@ -830,12 +856,13 @@ def _check_lengths_schema(name: str, column: str, schema: pa.Schema) -> None:
             "its head and nodes predate lengths tickets (docs/protocol.md): upgrade them")
 
 
-def _generation_of(ticket: bytes) -> int:
-    """The generation of a native ticket (docs/protocol.md, "Native tickets":
-    6 fixed bytes, the name as u16 length and UTF-8, then u64 generation)."""
+def _copy_of(ticket: bytes) -> tuple[str, int]:
+    """The storage name and generation of a native ticket (docs/protocol.md,
+    "Native tickets": 6 fixed bytes, the name as u16 length and UTF-8, then
+    u64 generation)."""
     (size,) = struct.unpack_from("<H", ticket, 6)
     (generation,) = struct.unpack_from("<Q", ticket, 8 + size)
-    return int(generation)
+    return bytes(ticket[8:8 + size]).decode("utf-8", "replace"), int(generation)
 
 
 def _is_stale(err: Error) -> bool:
