@@ -8,6 +8,9 @@ LocalCluster throughout."""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -296,3 +299,74 @@ def test_budget_must_hold_every_source_and_bad_input_is_refused(cluster):
                       varlen=True, too_long="drop", seed=SEED)
     batch = next(iter(ds))
     assert len(batch["id"]) > 0
+
+
+def _timed(batches) -> tuple[list[list[int]], float]:
+    """The batches' ids and the seconds the loop waited in ``next`` for them
+    (a consumer's stall meter times inside that call: its waits are within)."""
+    out, waited = [], 0.0
+    while True:
+        t0 = time.perf_counter()
+        batch = next(batches, None)
+        waited += time.perf_counter() - t0
+        if batch is None:
+            return out, waited
+        out.append(batch["id"].to_pylist())
+
+
+def _job_status(client, job: str) -> dict:
+    from icefloe import _stall
+
+    assert _stall.flush_all(timeout_s=30)
+    [status] = [j for j in client.status()["jobs"] if j["job"] == job]
+    return status
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_status_shows_a_budget_mixture_jobs_progress(cluster, per_batch):
+    """A token-budget mixture reads rows with takes; its consumers report
+    each source's rows and batches under the job as other mixtures do, and
+    the loop's waits once (not once a source)."""
+    kw = {"per_batch": True} if per_batch else {"varlen": True}
+    job = f"budget-mix-status-{int(per_batch)}"
+    read, batches_of, waited = Counter(), Counter(), 0.0
+    with cluster.client() as client:
+        for r in range(2):  # two ranks of one job
+            batches, w = _timed(client.iter_epoch(
+                WEIGHTS, batch_tokens=BUDGET, token_column="tok", seed=SEED, job=job,
+                world_size=2, rank=r, epoch_total=60 * BUDGET, **kw))
+            waited += w
+            for b in batches:
+                per = Counter(_source_of(i) for i in b)
+                read.update(per)
+                batches_of.update(per.keys())
+        status = _job_status(client, job)
+    assert sum(batches_of.values()) >= 60
+    sources = {s["dataset"]: s for s in status["sources"]}
+    assert sorted(sources) == sorted(WEIGHTS) == sorted(read)
+    assert {n: s["rows_total"] for n, s in sources.items()} == dict(read)
+    assert {n: s["batches_total"] for n, s in sources.items()} == dict(batches_of)
+    assert status["rows_total"] == sum(read.values())
+    assert all(s["rows_per_s"] > 0 for s in sources.values())
+    assert status["consumers"] == 2 and status["ranks"] == 2
+    # Each source's reports cover the same steps, and the loop's waits count
+    # once over them: within the time they fall in (which once a source would
+    # exceed, the loop here doing nothing but wait) and within the loop's own.
+    assert 0 < status["wait_s_total"] <= min(status["elapsed_s_total"], waited)
+    assert 0 < status["stall_ratio"] <= 1
+
+
+def test_status_shows_a_budget_epochs_progress(cluster):
+    """One dataset's token-budget epoch (takes, not streams) reports too."""
+    job = "budget-one-status"
+    with cluster.client() as client:
+        batches, waited = _timed(client.iter_epoch(
+            "web", batch_tokens=BUDGET, token_column="tok", seed=SEED, job=job))
+        status = _job_status(client, job)
+    rows = sum(len(b) for b in batches)
+    [one] = status["sources"]
+    assert one["dataset"] == "web" and one["rows_total"] == rows == status["rows_total"]
+    assert one["batches_total"] == len(batches) == status["batches_total"]
+    assert status["consumers"] == 1
+    assert 0 < status["wait_s_total"] <= min(status["elapsed_s_total"], waited)
+

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from . import _stall
 from ._epoch_plan import EpochPlan
 from ._mixture import (
     PATTERN_RUNS,
@@ -281,17 +282,19 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
                         first_batch: int = 0) -> Iterator[pa.RecordBatch]:
     """One consumer's batches of a token-budget mixture epoch: ``steps``
     steps per rank from ``at``; ``plan`` carries the consumer's place
-    (rank, world_size, num_workers, worker) and ``columns``."""
-    del job  # take-based reads report no stream progress (as one dataset's token epoch)
+    (rank, world_size, num_workers, worker) and ``columns``. The loop's
+    waits are reported under ``job`` with each source's rows
+    (``_stall.SourcesMeter``), as other mixtures' consumers report."""
     # Every source epoch planned here, not on the reading thread.
     mine, per_source, plans = _consumer_steps(resolved, at, steps, plan, first_batch)
     sources: list[BudgetSource] = list(resolved.sources)  # type: ignore[arg-type]
     generations = {s.name: _generation_of(client, s.lengths) for s in sources}
     columns = list(plan.columns) if plan.columns is not None else None
-    rows_per_step = np.zeros(len(mine), np.int64)
+    source_rows = np.zeros((len(mine), len(sources)), np.int64)  # per step and source
     for (i, e), p in plans.items():
         here = per_source[i]["epoch"] == e
-        rows_per_step[here] += p.count[per_source[i]["batch"][here]]
+        source_rows[here, i] = p.count[per_source[i]["batch"][here]]
+    rows_per_step = source_rows.sum(axis=1)
     # Groups of whole steps, about _ROWS_PER_TAKE rows each.
     ends = np.cumsum(rows_per_step)
     cuts = np.unique(np.searchsorted(ends, np.arange(1, (int(ends[-1]) if len(ends) else 0)
@@ -320,6 +323,21 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
         return [p[0] if len(p) == 1 else
                 pa.Table.from_batches(p).combine_chunks().to_batches()[0] for p in parts]
 
+    def batches() -> Iterator[pa.RecordBatch]:
+        steps_read = 0
+        for batch in _prefetched(read, groups, prefetch):
+            if meter is not None:
+                meter.count_rows(source_rows[steps_read].tolist())
+            steps_read += 1
+            yield batch
+
+    meter = client._stall_meter([s.name for s in sources], job, plan)
+    yield from (batches() if meter is None else _stall.metered(batches(), meter))
+
+
+def _prefetched(read: Any, groups: list[np.ndarray], prefetch: int) -> Iterator[pa.RecordBatch]:
+    """``read(group)``'s batches, group by group, the next group read on a
+    thread while this one's are handed out (``prefetch`` > 0)."""
     if prefetch <= 0 or len(groups) < 2:
         for group in groups:
             yield from read(group)
