@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 
 import icefloe
 from icefloe import _token_batches as tb
+from icefloe._length_codes import encode_lengths
 from icefloe.errors import InvalidArgument, NotFound
 from icefloe.torch import CacheDataset
 
@@ -127,7 +128,10 @@ def test_per_batch_holds_token_shares_and_the_padded_budget(cluster):
 
 
 def _source_plan(name: str, budget: int, epoch: int) -> tb.TokenBatchPlan:
-    return tb.plan_epoch(LENGTHS[name], tb.TokenBudget(budget, "tok"), seed=SEED, epoch=epoch)
+    """The source epoch's plan for ``budget`` (a share of BUDGET, or BUDGET)
+    from the codes the client makes for the job's budget, BUDGET."""
+    return tb.plan_epoch(encode_lengths(LENGTHS[name], BUDGET), tb.TokenBudget(budget, "tok"),
+                         seed=SEED, epoch=epoch)
 
 
 def _expected(name: str, budget: int, world_size: int, count: int) -> list[list[int]]:
@@ -370,3 +374,88 @@ def test_status_shows_a_budget_epochs_progress(cluster):
     assert status["consumers"] == 1
     assert 0 < status["wait_s_total"] <= min(status["elapsed_s_total"], waited)
 
+
+def test_each_source_epoch_is_planned_once_per_process(cluster, monkeypatch):
+    """Fitting the shares, resolving the mixture again (another rank, the
+    next epoch) and reading plan each (source, budget, seed, epoch) once."""
+    from icefloe import _mixture_budget
+
+    calls: Counter = Counter()
+    real = _mixture_budget.plan_epoch
+
+    def counting(lengths, budget, *, seed, epoch):
+        rows = len(getattr(lengths, "codes", lengths))  # tells the sources apart
+        calls[(rows, budget.batch_tokens, seed, epoch)] += 1
+        return real(lengths, budget, seed=seed, epoch=epoch)
+
+    monkeypatch.setattr(_mixture_budget, "plan_epoch", counting)
+    seed = SEED + 7  # planned by no other test
+    with cluster.client() as client:
+        for kw in ({"varlen": True}, {"per_batch": True}):
+            for epoch in (0, 1, 1):
+                for rank in range(2):
+                    assert _epoch(client, seed=seed, epoch=epoch, world_size=2, rank=rank, **kw)
+    assert len(calls) > 6 and max(calls.values()) == 1, calls
+
+
+def test_a_mixture_plans_from_the_codes_of_its_budget(cluster):
+    """Each source is planned from its byte-a-row codes made for the job's
+    budget (as one dataset), its share included, not from exact lengths."""
+    from icefloe._length_codes import LengthCodes
+
+    with as_rank(0, 2):
+        for kw in ({"varlen": True}, {"per_batch": True}):
+            ds = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET, token_column="tok",
+                              seed=SEED, **kw)
+            for source in ds._resolve().sources:
+                assert isinstance(source.lengths, LengthCodes), source.name
+                assert source.lengths.codes.dtype == np.uint8
+                assert source.lengths.batch_tokens == BUDGET
+                assert source.generation == source.lengths.generation is not None
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_codes_made_for_the_budget_plan_a_share_within_it(name):
+    """plan_epoch plans a share T_s < T from codes made for T: every batch's
+    true padded size within T_s, every row once, and the rows longer than
+    T_s dropped exactly where the codes tell them; refused where they cannot."""
+    lengths = LENGTHS[name]
+    codes = encode_lengths(lengths, BUDGET)
+    shares = [int(lengths.max()), 1500, 300, 100, 40]
+    if name == "code":  # binned: some shares fall inside a code of rows both sides
+        assert not codes.exact
+        shares.append(next(s for s in range(20, 400) if not codes.tells(s)))
+    for share in shares:
+        budget = tb.TokenBudget(share, "tok", too_long="drop")
+        if not codes.tells(share):
+            with pytest.raises(InvalidArgument, match="cannot tell"):
+                tb.plan_epoch(codes, budget, seed=SEED, epoch=0)
+            continue
+        plan = tb.plan_epoch(codes, budget, seed=SEED, epoch=0)
+        rows, counts = plan.rows_of(plan.order)
+        assert sorted(rows) == sorted(np.flatnonzero(lengths <= share))
+        assert plan.too_long_rows == int((lengths > share).sum())
+        for batch in np.split(rows, np.cumsum(counts)[:-1]):
+            assert len(batch) * lengths[batch].max() <= share
+
+
+def test_a_share_its_codes_cannot_tell_plans_from_exact_lengths(cluster):
+    """Where a source's codes hold rows on both sides of its share, it is
+    planned from its exact lengths: rows longer than the share are counted
+    exactly (refused) or dropped, and no other."""
+    codes = encode_lengths(LENGTHS["code"], 1000)
+    share = next(s for s in range(100, 400) if not codes.tells(s))
+    over = int((LENGTHS["code"] > share).sum())
+    weights = {"web": (1000 - share) / 1000, "code": share / 1000}  # code's first share
+
+    def dataset(**kw):
+        return CacheDataset(cluster.head_uri, weights, batch_tokens=1000, token_column="tok",
+                            varlen=True, seed=SEED, **kw)
+
+    with pytest.raises(InvalidArgument, match=rf"source 'code'.* {share} of 1000.* {over} rows"):
+        next(iter(dataset()))
+    ds = dataset(too_long="drop")
+    batch = next(iter(ds))
+    [code] = [s for s in ds._resolve().sources if s.name == "code"]
+    ids = [i for i in batch["id"].tolist() if _source_of(i) == "code"]
+    assert ids and sum(_tokens_of(i) for i in ids) <= code.budget.batch_tokens
