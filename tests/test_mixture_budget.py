@@ -439,6 +439,17 @@ def test_codes_made_for_the_budget_plan_a_share_within_it(name):
             assert len(batch) * lengths[batch].max() <= share
 
 
+def test_codes_tell_rows_over_their_budget_only_below_it():
+    """Rows longer than the budget the codes were made for share one code:
+    a smaller budget tells them (all longer), a larger one cannot."""
+    lengths = np.array([5, 20, 50, 2000, 3000] * 100)
+    codes = encode_lengths(lengths, 1000)
+    assert codes.tells(100) and codes.tells(1000) and not codes.tells(1500)
+    plan = tb.plan_epoch(codes, tb.TokenBudget(100, "tok", too_long="drop"), seed=SEED, epoch=0)
+    assert plan.too_long_rows == 200
+    with pytest.raises(InvalidArgument, match="coded for batch_tokens=1000, not 1500"):
+        tb.plan_epoch(codes, tb.TokenBudget(1500, "tok"), seed=SEED, epoch=0)
+
 def test_a_share_its_codes_cannot_tell_plans_from_exact_lengths(cluster):
     """Where a source's codes hold rows on both sides of its share, it is
     planned from its exact lengths: rows longer than the share are counted

@@ -78,10 +78,10 @@ class LengthCodes:
         than it unless the lowest of them may hold lengths up to ``limit``
         too (neither bound reaches it) and some row has it, which one pass
         over the codes finds."""
-        if self.exact or self.batch_tokens == limit:
-            return True
         if self.batch_tokens is not None and limit > self.batch_tokens:
             return False  # lengths between the budget and limit share code 255
+        if self.exact or self.batch_tokens == limit:
+            return True
         first = int(np.searchsorted(self.upper, limit, side="right"))
         if first >= len(self.upper):
             return True  # every code's longest is within limit
