@@ -1,10 +1,13 @@
 """Token-budget batches over a weighted mixture (docs/epochs.md, sections 6
 and 7): ``batch_tokens`` with ``{name: weight}``.
 
-One planner: each source is cut by ``_token_batches.plan_epoch``, once per
-source epoch, into its own world-size-independent sequence of batches, and a
-mixture step takes ``world_size`` consecutive batches of it, rank r the r-th,
-as a step of one dataset does. Two ways to combine the sources:
+One planner: each source is cut by ``_token_batches.plan_epoch``, from its
+row length codes made for the job's budget T (its exact lengths where the
+codes cannot tell a share's too-long rows), once per source epoch and
+process (:data:`PLANS`), into its own world-size-independent sequence of
+batches, and a mixture step takes ``world_size`` consecutive batches of it,
+rank r the r-th, as a step of one dataset does. Two ways to combine the
+sources:
 
 * mixed batches (needs ``varlen=True``): source s is planned with its share
   ``T_s`` of the budget (``batch_tokens`` apportioned by the weights, which
@@ -23,7 +26,8 @@ of that epoch's sequence the job consumed (a count any world size resumes).
 unchanged over :class:`BudgetSource`, whose epochs differ in length (each
 source epoch's plan has its own number of full batches). Rows are read with
 ``Client.take``, a group of steps at a time, the next group prefetched on a
-thread, as one dataset's token-budget epoch is.
+thread, as one dataset's token-budget epoch is, and reported to the head
+per source (``_stall.SourcesMeter``).
 """
 
 from __future__ import annotations

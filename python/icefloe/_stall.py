@@ -203,11 +203,16 @@ class ConsumerMeter:
     def batch(self, wait_s: float, elapsed_s: float, now: float) -> None:
         """The loop received a batch after waiting ``wait_s``."""
         self._batches += 1
-        self._row_count += self._rows.popleft() if self._rows else 0
+        self._row_count += self._next_rows(wait_s)
         self._wait_s += wait_s
         self._elapsed_s += max(elapsed_s, wait_s)
         if now - self._since >= self._interval_s:
             self.report(now)
+
+    def _next_rows(self, wait_s: float) -> int:
+        """The rows of the batch the loop waited ``wait_s`` for."""
+        del wait_s
+        return self._rows.popleft() if self._rows else 0
 
     def end(self, wait_s: float, now: float) -> None:
         """The epoch ended (the loop waited ``wait_s`` to learn it)."""
@@ -252,7 +257,7 @@ class SourcesMeter(ConsumerMeter):
         thread; in loop order)."""
         self._rows.append(rows)
 
-    def batch(self, wait_s: float, elapsed_s: float, now: float) -> None:
+    def _next_rows(self, wait_s: float) -> int:
         parts = self._rows.popleft() if self._rows else [0] * len(self._datasets)
         total = sum(parts)
         for i, n in enumerate(parts):
@@ -260,8 +265,7 @@ class SourcesMeter(ConsumerMeter):
             self._source_batches[i] += n > 0
             # A batch of no row: its wait is the first dataset's.
             self._source_wait_s[i] += wait_s * (n / total if total else float(i == 0))
-        self._rows.appendleft(total)  # the base class counts the batch's rows
-        super().batch(wait_s, elapsed_s, now)
+        return total
 
     def end(self, wait_s: float, now: float) -> None:
         self._source_wait_s[0] += wait_s
