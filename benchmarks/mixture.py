@@ -13,6 +13,11 @@ section 7, "Over a mixture") read the same sources with mixed batches
 source a step, padded within the budget), against web alone with the same
 budget; their pad share is 1 - tokens / (rows x longest row), summed over
 the batches. Variants alternate over the repeats; medians are reported.
+For the token-budget variants also the time to the first batch: of the
+repeat's epoch 0 (a seed of its own: every source epoch planned afresh;
+the row lengths are fetched in the first repeat only) and, right after it, of
+epoch 1 (the same seed: what a process that reads epoch after epoch with
+``iter_epoch`` waits at each epoch's start).
 
     .venv/bin/python benchmarks/mixture.py [--quick] [--out results/mixture.json]
 """
@@ -87,6 +92,18 @@ def _read(client: icefloe.Client, source, batch_size: int | None, steps: int,
     return seconds, rows[:i + 1], tokens[:i + 1], padded
 
 
+def _first_batch_s(client: icefloe.Client, source, **kw) -> tuple[float, float]:
+    """Seconds from asking for an epoch to its first batch, and the CPU
+    seconds this process spent meanwhile (planning, mostly: steadier than
+    the wall time on a shared machine)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    batches = client.iter_epoch(source, **kw)
+    next(batches)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    batches.close()
+    return seconds, cpu
+
+
 def worst_window(counts: np.ndarray) -> float:
     """The largest |share - weight| of any source over any WINDOW consecutive
     batches (counts: batches x sources)."""
@@ -132,10 +149,15 @@ def main(argv: list[str] | None = None) -> int:
                 "budget, per_batch": (WEIGHTS, {**budget, "per_batch": True}),
             }
             seconds: dict[str, list[float]] = {v: [] for v in variants}
+            firsts: dict[str, list[tuple[tuple[float, float], ...]]] = {v: [] for v in variants}
             shares: dict[str, dict[str, float]] = {}
             for r in range(repeats):
                 for v, (source, kw) in variants.items():
                     size = None if "batch_tokens" in kw else b
+                    if "batch_tokens" in kw:  # a seed of its own: the read below plans its own
+                        first = _first_batch_s(client, source, seed=1000 + r, **kw)
+                        again = _first_batch_s(client, source, seed=1000 + r, epoch=1, **kw)
+                        firsts[v].append((first, again))
                     s, per_rows, per_tokens, padded = _read(client, source, size, steps,
                                                             seed=r, **kw)
                     seconds[v].append(s)
@@ -158,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(seconds[v])
         line = {**shares[v], "seconds": med, "rows_per_s": shares[v]["rows"] / med,
                 "vs_single": base / med * shares[v]["rows"] / shares[base_name]["rows"]}
+        if firsts[v]:
+            for key, k in (("first_batch", 0), ("next_epoch_first_batch", 1)):
+                line[f"{key}_s"] = statistics.median(f[k][0] for f in firsts[v])
+                line[f"{key}_cpu_s"] = statistics.median(f[k][1] for f in firsts[v])
         result["variants"][v] = line
         if v.endswith("single (web)"):  # one source: no weights to keep
             line.pop("worst_rows_pp")
@@ -166,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
                  f"{line['worst_rows_pp']:>13.2f} {line['worst_tokens_pp']:>15.2f}")
         print(f"{v:20} {line['batches']:>7} {line['rows_per_s']:>10,.0f} "
               f"{line['vs_single']:>9.2f} {100 * line['pad_share']:>8.1f}% {worst}")
+    print("time to the first batch, s (CPU s), median: epoch 0 of a new seed / epoch 1 after it")
+    for v, line in result["variants"].items():
+        if "first_batch_s" in line:
+            print(f"  {v:20} {line['first_batch_s']:.3f} ({line['first_batch_cpu_s']:.3f}) / "
+                  f"{line['next_epoch_first_batch_s']:.3f} "
+                  f"({line['next_epoch_first_batch_cpu_s']:.3f})")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2))

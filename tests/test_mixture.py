@@ -599,3 +599,28 @@ def test_status_rates_a_mixture_job_over_its_wall_time(cluster, per_batch):
     assert status["rows_per_s"] / wall_rate > 0.5
     assert status["elapsed_s_total"] < 1.5 * wall_s
     assert status["elapsed_s_total"] >= 0.01 * (40 - 1)
+
+
+def test_status_counts_straddle_reads_under_their_consumer(cluster):
+    """drop_last=False: a step that reaches the end of a source's epoch
+    reads its parts as one-consumer plans; status counts them under the
+    consumer whose step it is. Each rank of two reads as its own job here,
+    as DataLoader worker 1 of 2: every job shows that one consumer."""
+    from icefloe import _stall
+
+    # math's share is 4 rows of 20: 2 ranks x 4 positions a step do not
+    # divide its 150 rows, so steps 18, 37 and 56 straddle its epochs (37
+    # is worker 1's); web's pass is 60 steps.
+    weights = {"web": 0.5, "code": 0.3, "math": 0.2}
+    with cluster.client() as c:
+        rows = {}
+        for r in range(2):
+            rows[r] = sum(b.num_rows for b in c.iter_epoch(
+                weights, batch_size=20, seed=2, drop_last=False, world_size=2, rank=r,
+                num_workers=2, worker=1, job=f"mix-straddle-{r}"))
+        assert _stall.flush_all(timeout_s=30)
+        jobs = {j["job"]: j for j in c.status()["jobs"]}
+    for r in range(2):
+        status = jobs[f"mix-straddle-{r}"]
+        assert rows[r] == 30 * 20 == status["rows_total"]
+        assert (status["consumers"], status["ranks"]) == (1, 1), status

@@ -8,6 +8,9 @@ LocalCluster throughout."""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -17,6 +20,7 @@ from torch.utils.data import DataLoader
 
 import icefloe
 from icefloe import _token_batches as tb
+from icefloe._length_codes import encode_lengths
 from icefloe.errors import InvalidArgument, NotFound
 from icefloe.torch import CacheDataset
 
@@ -124,7 +128,10 @@ def test_per_batch_holds_token_shares_and_the_padded_budget(cluster):
 
 
 def _source_plan(name: str, budget: int, epoch: int) -> tb.TokenBatchPlan:
-    return tb.plan_epoch(LENGTHS[name], tb.TokenBudget(budget, "tok"), seed=SEED, epoch=epoch)
+    """The source epoch's plan for ``budget`` (a share of BUDGET, or BUDGET)
+    from the codes the client makes for the job's budget, BUDGET."""
+    return tb.plan_epoch(encode_lengths(LENGTHS[name], BUDGET), tb.TokenBudget(budget, "tok"),
+                         seed=SEED, epoch=epoch)
 
 
 def _expected(name: str, budget: int, world_size: int, count: int) -> list[list[int]]:
@@ -296,3 +303,170 @@ def test_budget_must_hold_every_source_and_bad_input_is_refused(cluster):
                       varlen=True, too_long="drop", seed=SEED)
     batch = next(iter(ds))
     assert len(batch["id"]) > 0
+
+
+def _timed(batches) -> tuple[list[list[int]], float]:
+    """The batches' ids and the seconds the loop waited in ``next`` for them
+    (a consumer's stall meter times inside that call: its waits are within)."""
+    out, waited = [], 0.0
+    while True:
+        t0 = time.perf_counter()
+        batch = next(batches, None)
+        waited += time.perf_counter() - t0
+        if batch is None:
+            return out, waited
+        out.append(batch["id"].to_pylist())
+
+
+def _job_status(client, job: str) -> dict:
+    from icefloe import _stall
+
+    assert _stall.flush_all(timeout_s=30)
+    [status] = [j for j in client.status()["jobs"] if j["job"] == job]
+    return status
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_status_shows_a_budget_mixture_jobs_progress(cluster, per_batch):
+    """A token-budget mixture reads rows with takes; its consumers report
+    each source's rows and batches under the job as other mixtures do, and
+    the loop's waits once (not once a source)."""
+    kw = {"per_batch": True} if per_batch else {"varlen": True}
+    job = f"budget-mix-status-{int(per_batch)}"
+    read, batches_of, waited = Counter(), Counter(), 0.0
+    with cluster.client() as client:
+        for r in range(2):  # two ranks of one job
+            batches, w = _timed(client.iter_epoch(
+                WEIGHTS, batch_tokens=BUDGET, token_column="tok", seed=SEED, job=job,
+                world_size=2, rank=r, epoch_total=60 * BUDGET, **kw))
+            waited += w
+            for b in batches:
+                per = Counter(_source_of(i) for i in b)
+                read.update(per)
+                batches_of.update(per.keys())
+        status = _job_status(client, job)
+    assert sum(batches_of.values()) >= 60
+    sources = {s["dataset"]: s for s in status["sources"]}
+    assert sorted(sources) == sorted(WEIGHTS) == sorted(read)
+    assert {n: s["rows_total"] for n, s in sources.items()} == dict(read)
+    assert {n: s["batches_total"] for n, s in sources.items()} == dict(batches_of)
+    assert status["rows_total"] == sum(read.values())
+    assert all(s["rows_per_s"] > 0 for s in sources.values())
+    assert status["consumers"] == 2 and status["ranks"] == 2
+    # Each source's reports cover the same steps, and the loop's waits count
+    # once over them: within the time they fall in (which once a source would
+    # exceed, the loop here doing nothing but wait) and within the loop's own.
+    assert 0 < status["wait_s_total"] <= min(status["elapsed_s_total"], waited)
+    assert 0 < status["stall_ratio"] <= 1
+
+
+def test_status_shows_a_budget_epochs_progress(cluster):
+    """One dataset's token-budget epoch (takes, not streams) reports too."""
+    job = "budget-one-status"
+    with cluster.client() as client:
+        batches, waited = _timed(client.iter_epoch(
+            "web", batch_tokens=BUDGET, token_column="tok", seed=SEED, job=job))
+        status = _job_status(client, job)
+    rows = sum(len(b) for b in batches)
+    [one] = status["sources"]
+    assert one["dataset"] == "web" and one["rows_total"] == rows == status["rows_total"]
+    assert one["batches_total"] == len(batches) == status["batches_total"]
+    assert status["consumers"] == 1
+    assert 0 < status["wait_s_total"] <= min(status["elapsed_s_total"], waited)
+
+
+def test_each_source_epoch_is_planned_once_per_process(cluster, monkeypatch):
+    """Fitting the shares, resolving the mixture again (another rank, the
+    next epoch) and reading plan each (source, budget, seed, epoch) once."""
+    from icefloe import _mixture_budget
+
+    calls: Counter = Counter()
+    real = _mixture_budget.plan_epoch
+
+    def counting(lengths, budget, *, seed, epoch):
+        rows = len(getattr(lengths, "codes", lengths))  # tells the sources apart
+        calls[(rows, budget.batch_tokens, seed, epoch)] += 1
+        return real(lengths, budget, seed=seed, epoch=epoch)
+
+    monkeypatch.setattr(_mixture_budget, "plan_epoch", counting)
+    seed = SEED + 7  # planned by no other test
+    with cluster.client() as client:
+        for kw in ({"varlen": True}, {"per_batch": True}):
+            for epoch in (0, 1, 1):
+                for rank in range(2):
+                    assert _epoch(client, seed=seed, epoch=epoch, world_size=2, rank=rank, **kw)
+    assert len(calls) > 6 and max(calls.values()) == 1, calls
+
+
+def test_a_mixture_plans_from_the_codes_of_its_budget(cluster):
+    """Each source is planned from its byte-a-row codes made for the job's
+    budget (as one dataset), its share included, not from exact lengths."""
+    from icefloe._length_codes import LengthCodes
+
+    with as_rank(0, 2):
+        for kw in ({"varlen": True}, {"per_batch": True}):
+            ds = CacheDataset(cluster.head_uri, WEIGHTS, batch_tokens=BUDGET, token_column="tok",
+                              seed=SEED, **kw)
+            for source in ds._resolve().sources:
+                assert isinstance(source.lengths, LengthCodes), source.name
+                assert source.lengths.codes.dtype == np.uint8
+                assert source.lengths.batch_tokens == BUDGET
+                assert source.generation == source.lengths.generation is not None
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_codes_made_for_the_budget_plan_a_share_within_it(name):
+    """plan_epoch plans a share T_s < T from codes made for T: every batch's
+    true padded size within T_s, every row once, and the rows longer than
+    T_s dropped exactly where the codes tell them; refused where they cannot."""
+    lengths = LENGTHS[name]
+    codes = encode_lengths(lengths, BUDGET)
+    shares = [int(lengths.max()), 1500, 300, 100, 40]
+    if name == "code":  # binned: some shares fall inside a code of rows both sides
+        assert not codes.exact
+        shares.append(next(s for s in range(20, 400) if not codes.tells(s)))
+    for share in shares:
+        budget = tb.TokenBudget(share, "tok", too_long="drop")
+        if not codes.tells(share):
+            with pytest.raises(InvalidArgument, match="cannot tell"):
+                tb.plan_epoch(codes, budget, seed=SEED, epoch=0)
+            continue
+        plan = tb.plan_epoch(codes, budget, seed=SEED, epoch=0)
+        rows, counts = plan.rows_of(plan.order)
+        assert sorted(rows) == sorted(np.flatnonzero(lengths <= share))
+        assert plan.too_long_rows == int((lengths > share).sum())
+        for batch in np.split(rows, np.cumsum(counts)[:-1]):
+            assert len(batch) * lengths[batch].max() <= share
+
+
+def test_codes_tell_rows_over_their_budget_only_below_it():
+    """Rows longer than the budget the codes were made for share one code:
+    a smaller budget tells them (all longer), a larger one cannot."""
+    lengths = np.array([5, 20, 50, 2000, 3000] * 100)
+    codes = encode_lengths(lengths, 1000)
+    assert codes.tells(100) and codes.tells(1000) and not codes.tells(1500)
+    plan = tb.plan_epoch(codes, tb.TokenBudget(100, "tok", too_long="drop"), seed=SEED, epoch=0)
+    assert plan.too_long_rows == 200
+    with pytest.raises(InvalidArgument, match="coded for batch_tokens=1000, not 1500"):
+        tb.plan_epoch(codes, tb.TokenBudget(1500, "tok"), seed=SEED, epoch=0)
+
+def test_a_share_its_codes_cannot_tell_plans_from_exact_lengths(cluster):
+    """Where a source's codes hold rows on both sides of its share, it is
+    planned from its exact lengths: rows longer than the share are counted
+    exactly (refused) or dropped, and no other."""
+    codes = encode_lengths(LENGTHS["code"], 1000)
+    share = next(s for s in range(100, 400) if not codes.tells(s))
+    over = int((LENGTHS["code"] > share).sum())
+    weights = {"web": (1000 - share) / 1000, "code": share / 1000}  # code's first share
+
+    def dataset(**kw):
+        return CacheDataset(cluster.head_uri, weights, batch_tokens=1000, token_column="tok",
+                            varlen=True, seed=SEED, **kw)
+
+    with pytest.raises(InvalidArgument, match=rf"source 'code'.* {share} of 1000.* {over} rows"):
+        next(iter(dataset()))
+    ds = dataset(too_long="drop")
+    batch = next(iter(ds))
+    [code] = [s for s in ds._resolve().sources if s.name == "code"]
+    ids = [i for i in batch["id"].tolist() if _source_of(i) == "code"]
+    assert ids and sum(_tokens_of(i) for i in ids) <= code.budget.batch_tokens

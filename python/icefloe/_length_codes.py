@@ -61,6 +61,30 @@ class LengthCodes:
         return sum(int(np.count_nonzero(self.codes[i:i + _CHUNK_ROWS] >= first))
                    for i in range(0, len(self.codes), _CHUNK_ROWS))
 
+    def tells(self, limit: int) -> bool:
+        """Whether the codes tell the rows longer than ``limit`` from the
+        others (so ``num_over(limit)`` counts exactly those): always for
+        ``limit`` the budget they were made for (no code straddles it) and
+        for exact codes. For a smaller ``limit``: codes are given in length
+        order, so a code c holds lengths above ``upper[c-1]`` up to
+        ``upper[c]``, and one made above ``batch_tokens`` only lengths above
+        it; the codes whose longest exceeds ``limit`` hold only rows longer
+        than it unless the lowest of them may hold lengths up to ``limit``
+        too (neither bound reaches it) and some row has it, which one pass
+        over the codes finds."""
+        if self.batch_tokens is not None and limit > self.batch_tokens:
+            return False  # lengths between the budget and limit share code 255
+        if self.exact or self.batch_tokens == limit:
+            return True
+        first = int(np.searchsorted(self.upper, limit, side="right"))
+        if first >= len(self.upper):
+            return True  # every code's longest is within limit
+        above = first > 0 and int(self.upper[first - 1]) >= limit
+        if above or (self.batch_tokens is not None and self.upper[first] > self.batch_tokens):
+            return True
+        return not any(np.any(self.codes[i:i + _CHUNK_ROWS] == first)
+                       for i in range(0, len(self.codes), _CHUNK_ROWS))
+
 
 def chunked_max(lengths: np.ndarray) -> int:
     """The largest of ``lengths`` (0 if none), a chunk at a time."""

@@ -493,7 +493,8 @@ def iter_source(client: Reader, source: Source, plan: EpochPlan,
                 job: str | None) -> Iterator[pa.RecordBatch]:
     """A source's batches for one worker: each source epoch an ordinary
     epoch plan (its streams cancelled once the mixture has what it needs),
-    each Straddle step read by :func:`read_straddle`."""
+    each Straddle step read by :func:`read_straddle`; all reported under
+    ``plan``'s consumer (the worker's own)."""
     name = source.name
 
     def same_rows(shape: dict[str, Any]) -> None:
@@ -510,10 +511,12 @@ def iter_source(client: Reader, source: Source, plan: EpochPlan,
         if isinstance(at, Straddle):
             yield read_straddle(client, source, plan, at.at, job, same_rows)
             continue
+        # The plan's worker w reads this worker's steps of the source epoch
+        # (worker_segments): its reads are this worker's.
         batches = client.iter_epoch(
             name, plan=plan.replace(epoch=at.epoch, start=at.position, worker=w,
                                     first_batch=skip or None),
-            prefetch=prefetch, job=job, on_shape=same_rows)
+            prefetch=prefetch, job=job, on_shape=same_rows, report_as=plan)
         try:
             for _ in range(count - skip):
                 batch = next(batches, None)
@@ -531,7 +534,7 @@ def read_straddle(client: Reader, source: Source, plan: EpochPlan, at: Position,
     source's next epoch: its ``per_step`` positions of the source's stream of
     epochs, from one epoch or both. Each part is the first batch of a plan of
     one consumer that starts there (the order of an epoch does not depend on
-    who reads it)."""
+    who reads it), reported under ``plan``'s consumer, whose step it is."""
     first = at.position + (plan.rank or 0) * source.per_step
     stop = first + source.per_step
     parts = []
@@ -544,7 +547,7 @@ def read_straddle(client: Reader, source: Source, plan: EpochPlan, at: Position,
             source.name, plan=plan.replace(epoch=epoch, start=lo, batch_size=hi - lo,
                                            world_size=1, rank=0, num_workers=0, worker=0,
                                            first_batch=None, drop_last=True),
-            prefetch=0, job=job, on_shape=on_shape)
+            prefetch=0, job=job, on_shape=on_shape, report_as=plan)
         try:
             part = next(batches, None)
         finally:

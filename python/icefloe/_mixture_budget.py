@@ -1,10 +1,13 @@
 """Token-budget batches over a weighted mixture (docs/epochs.md, sections 6
 and 7): ``batch_tokens`` with ``{name: weight}``.
 
-One planner: each source is cut by ``_token_batches.plan_epoch``, once per
-source epoch, into its own world-size-independent sequence of batches, and a
-mixture step takes ``world_size`` consecutive batches of it, rank r the r-th,
-as a step of one dataset does. Two ways to combine the sources:
+One planner: each source is cut by ``_token_batches.plan_epoch``, from its
+row length codes made for the job's budget T (its exact lengths where the
+codes cannot tell a share's too-long rows), once per source epoch and
+process (:data:`PLANS`), into its own world-size-independent sequence of
+batches, and a mixture step takes ``world_size`` consecutive batches of it,
+rank r the r-th, as a step of one dataset does. Two ways to combine the
+sources:
 
 * mixed batches (needs ``varlen=True``): source s is planned with its share
   ``T_s`` of the budget (``batch_tokens`` apportioned by the weights, which
@@ -23,12 +26,16 @@ of that epoch's sequence the job consumed (a count any world size resumes).
 unchanged over :class:`BudgetSource`, whose epochs differ in length (each
 source epoch's plan has its own number of full batches). Rows are read with
 ``Client.take``, a group of steps at a time, the next group prefetched on a
-thread, as one dataset's token-budget epoch is.
+thread, as one dataset's token-budget epoch is, and reported to the head
+per source (``_stall.SourcesMeter``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -36,7 +43,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from . import _stall
 from ._epoch_plan import EpochPlan
+from ._length_codes import LengthCodes
 from ._mixture import (
     PATTERN_RUNS,
     Anchor,
@@ -53,26 +62,99 @@ from ._token_batches import TokenBatchPlan, TokenBudget, budget_of, plan_epoch
 from .errors import InvalidArgument, NotFound
 
 _ROWS_PER_TAKE = 65536  # rows asked of the nodes at once (several steps per take)
-_KEPT_PLANS = 2  # source epochs whose plan a BudgetSource keeps between calls
 _SHARE_ROUNDS = 3  # mixed batches: rounds of shares fitted to the sources' fills
+# Source epoch plans a process keeps (the latest used), up to this many
+# batches in all (a plan holds ~16 bytes a batch and 1/16 a row): a small
+# source that repeats many times a mixture epoch keeps all its plans.
+_MAX_PLAN_BATCHES = 1 << 22
+_MAX_PLANS = 256
+_MAX_SUMMARIES = 4096  # source epochs whose full batches and mean tokens a process keeps
+
+
+class _Plans:
+    """The source epoch plans of this process, by (the rows' lengths or
+    codes, budget, seed, epoch): each planned once, the latest
+    ``_MAX_PLANS`` kept, and of ``_MAX_SUMMARIES`` more their full batches
+    and mean tokens, all that fitting shares and counting a mixture epoch's
+    steps needs (so a process that resolves the mixture again, or reads
+    epoch after epoch, plans only what it reads that is not kept). Plans
+    are kept up to ``_MAX_PLAN_BATCHES`` batches in all (the latest one
+    whatever its size) and ``_MAX_PLANS``. The lengths are held by a weak
+    reference and compared by identity: an entry is never another copy's
+    (a copy's codes are one object per client while the client keeps
+    them). Thread-safe; two threads that miss at once may both plan."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._plans: OrderedDict[tuple[Any, ...], tuple[Any, TokenBatchPlan]] = OrderedDict()
+        self._summaries: OrderedDict[tuple[Any, ...], tuple[Any, int, float]] = OrderedDict()
+
+    @staticmethod
+    def _key(lengths: Any, budget: TokenBudget, seed: int, epoch: int) -> tuple[Any, ...]:
+        return (id(lengths), budget, int(seed), int(epoch))
+
+    def plan(self, lengths: Any, budget: TokenBudget, seed: int, epoch: int) -> TokenBatchPlan:
+        """The source epoch's plan (``plan_epoch``'s), planned once while kept."""
+        key = self._key(lengths, budget, seed, epoch)
+        with self._lock:
+            kept = self._plans.get(key)
+            if kept is not None and kept[0]() is lengths:
+                self._plans.move_to_end(key)
+                return kept[1]
+        return self._planned(key, lengths, budget, seed, epoch)[0]
+
+    def _planned(self, key: tuple[Any, ...], lengths: Any, budget: TokenBudget, seed: int,
+                 epoch: int) -> tuple[TokenBatchPlan, int, float]:
+        """Plans the source epoch and keeps it: the plan, its full batches
+        and their mean tokens."""
+        plan = plan_epoch(lengths, budget, seed=seed, epoch=epoch)
+        full = plan.order[:plan.num_full]
+        mean = float(plan.tokens[full].mean()) if len(full) else 0.0
+        with self._lock:
+            self._plans[key] = (weakref.ref(lengths), plan)
+            self._summaries[key] = (weakref.ref(lengths), plan.num_full, mean)
+            self._summaries.move_to_end(key)
+            while len(self._plans) > 1 and (
+                    len(self._plans) > _MAX_PLANS
+                    or sum(p.num_batches for _, p in self._plans.values()) > _MAX_PLAN_BATCHES):
+                self._plans.popitem(last=False)
+            while len(self._summaries) > _MAX_SUMMARIES:
+                self._summaries.popitem(last=False)
+        return plan, plan.num_full, mean
+
+    def summary(self, lengths: Any, budget: TokenBudget, seed: int,
+                epoch: int) -> tuple[int, float]:
+        """The source epoch's full batches and their mean tokens."""
+        key = self._key(lengths, budget, seed, epoch)
+        with self._lock:
+            kept = self._summaries.get(key)
+            if kept is not None and kept[0]() is lengths:
+                self._summaries.move_to_end(key)
+                return kept[1], kept[2]
+        return self._planned(key, lengths, budget, seed, epoch)[1:]
+
+
+PLANS = _Plans()
 
 
 @dataclasses.dataclass(eq=False)
 class BudgetSource:
     """One source as a job of ``world_size`` reads it with a token budget:
-    its row lengths, its budget (mixed batches: its share), and the mean
-    tokens of its full batches (source epoch 0), which ``Resolved`` counts
-    an epoch's tokens with. Duck-types ``_mixture.Source``, positions
-    counting batches of the source epoch's sequence instead of rows."""
+    its rows' lengths as the planner takes them (the codes made for the
+    job's budget, or the exact lengths), the dataset generation they are
+    of, its budget (mixed batches: its share), and the mean tokens of its
+    full batches (source epoch 0), which ``Resolved`` counts an epoch's
+    tokens with. Duck-types ``_mixture.Source``, positions counting batches
+    of the source epoch's sequence instead of rows. Plans come from the
+    process's :data:`PLANS`."""
 
     name: str
-    lengths: np.ndarray
+    lengths: LengthCodes | np.ndarray
+    generation: int | None
     budget: TokenBudget
     seed: int
     world_size: int
     mean_tokens: float = 1.0
-    _full: dict[int, int] = dataclasses.field(default_factory=dict)
-    _plans: dict[int, TokenBatchPlan] = dataclasses.field(default_factory=dict)
 
     @property
     def step_positions(self) -> int:
@@ -80,20 +162,11 @@ class BudgetSource:
 
     def plan(self, epoch: int) -> TokenBatchPlan:
         """Source epoch ``epoch``'s sequence (the public planner's)."""
-        plan = self._plans.get(epoch)
-        if plan is None:
-            plan = plan_epoch(self.lengths, self.budget, seed=self.seed, epoch=epoch)
-            self._plans[epoch] = plan
-            while len(self._plans) > _KEPT_PLANS:
-                del self._plans[next(iter(self._plans))]
-            self._full[epoch] = plan.num_full
-        return plan
+        return PLANS.plan(self.lengths, self.budget, self.seed, epoch)
 
     def full(self, epoch: int) -> int:
         """Full batches of source epoch ``epoch`` (planned once, then remembered)."""
-        if epoch not in self._full:
-            self.plan(epoch)
-        return self._full[epoch]
+        return PLANS.summary(self.lengths, self.budget, self.seed, epoch)[0]
 
     def left(self, at: Position) -> int:
         """Steps left in the source epoch ``at`` is in (drop_last: the
@@ -160,19 +233,22 @@ def check_budget(mixture: Mixture, budget: TokenBudget) -> None:
 
 def resolve_budget(client: Any, mixture: Mixture, budget: TokenBudget, world_size: int,
                    columns: list[str] | None, seed: int) -> BudgetResolved:
-    """The mixture for this job: every source described and its row lengths
-    fetched once, its budget set and its first epoch planned (rows longer
-    than its budget, a share of no token and too few batches for one step
-    are refused, naming the source), then per_batch's runs apportioned."""
+    """The mixture for this job: every source described and its row length
+    codes for the job's budget fetched once (``Client.row_length_codes``,
+    as one dataset's epochs plan), its budget set and its first epoch
+    planned (rows longer than its budget, a share of no token and too few
+    batches for one step are refused, naming the source), then per_batch's
+    runs apportioned."""
     check_budget(mixture, budget)
     rows, schemas = describe_sources(client, mixture, columns)
     names = mixture.names
     total_tokens = budget.batch_tokens
     weights = [mixture.weights[n] for n in names]
-    lengths = {name: _row_lengths(client, name, budget.token_column) for name in names}
+    lengths = {name: _SourceLengths(client, name, budget.token_column, total_tokens)
+               for name in names}
     for name in names:
-        if len(lengths[name]) != rows[name]:
-            raise InvalidArgument(f"mixture source {name!r}: {len(lengths[name])} row lengths "
+        if lengths[name].rows != rows[name]:
+            raise InvalidArgument(f"mixture source {name!r}: {lengths[name].rows} row lengths "
                                   f"for {rows[name]} rows (the dataset changed meanwhile?)")
     if mixture.per_batch:
         sources = _planned(mixture, budget, lengths, [total_tokens] * len(names), seed,
@@ -181,7 +257,8 @@ def resolve_budget(client: Any, mixture: Mixture, budget: TokenBudget, world_siz
         # A source's batches fill its share only so far (rows of a length L
         # fill T_s // L x L of T_s): shares ∝ weight / fill, so that the
         # tokens read hold the weights; the fills move with the shares, so
-        # a few rounds (each plans every source's first epoch once).
+        # a few rounds (each plans every source's first epoch with a share
+        # not planned before: PLANS keeps what was).
         shares = apportion([w / sum(weights) for w in weights], total_tokens)
         for _ in range(_SHARE_ROUNDS):
             sources = _planned(mixture, budget, lengths, shares, seed, world_size)
@@ -206,7 +283,47 @@ def resolve_budget(client: Any, mixture: Mixture, budget: TokenBudget, world_siz
                           schemas[names[0]], runs, budget, seed)
 
 
-def _planned(mixture: Mixture, budget: TokenBudget, lengths: dict[str, np.ndarray],
+class _SourceLengths:
+    """A source's row lengths as its plans take them: the codes made for the
+    job's budget T (a byte a row, a host's one copy), which plan any share
+    of T whose too-long rows they tell (``LengthCodes.tells``; see
+    ``plan_epoch``), else the exact lengths (2-4 bytes a row, fetched when
+    first needed), with the generation either is of."""
+
+    def __init__(self, client: Any, name: str, column: str, batch_tokens: int) -> None:
+        self.client, self.name, self.column = client, name, column
+        self.codes = _fetched(name, lambda: client.row_length_codes(name, column, batch_tokens))
+        self.rows = len(self.codes.codes)
+        self._exact: np.ndarray | None = None
+
+    def for_budget(self, budget: TokenBudget) -> tuple[LengthCodes | np.ndarray, int | None]:
+        """What plans ``budget`` (a share of T, or T), and its generation."""
+        if self.codes.tells(budget.batch_tokens):
+            return self.codes, self.codes.generation
+        if self._exact is None:
+            exact = _fetched(self.name, lambda: self.client.row_lengths(self.name, self.column))
+            # Lengths carry no generation: theirs is the codes' where the
+            # codes', asked again (kept by the client, so no node is read),
+            # did not change meanwhile (generations only grow).
+            now = _fetched(self.name, lambda: self.client.row_length_codes(
+                self.name, self.column, self.codes.batch_tokens)).generation
+            if now != self.codes.generation or len(exact) != self.rows:
+                raise InvalidArgument(
+                    f"mixture source {self.name!r} changed from generation "
+                    f"{self.codes.generation} to {now} while its row lengths were fetched; "
+                    "start again (the plan then comes from the new copy)")
+            self._exact = exact
+        return self._exact, self.codes.generation
+
+
+def _fetched(name: str, fetch: Any) -> Any:
+    try:
+        return fetch()
+    except (InvalidArgument, NotFound) as exc:
+        raise type(exc)(f"mixture source {name!r}: {exc}") from exc
+
+
+def _planned(mixture: Mixture, budget: TokenBudget, lengths: dict[str, _SourceLengths],
              shares: list[int], seed: int, world_size: int) -> list[BudgetSource]:
     """Each source with its budget (``shares``), its first epoch planned:
     rows longer than its budget, a share of no token and too few batches
@@ -218,33 +335,22 @@ def _planned(mixture: Mixture, budget: TokenBudget, lengths: dict[str, np.ndarra
             raise InvalidArgument(f"mixture source {name!r} gets no token of batch_tokens="
                                   f"{total_tokens} (weight {mixture.weights[name]}): raise "
                                   "its weight or batch_tokens")
-        source = BudgetSource(name, lengths[name], dataclasses.replace(budget, batch_tokens=share),
-                              seed, world_size)
+        mine = dataclasses.replace(budget, batch_tokens=share)
+        planned_from, generation = lengths[name].for_budget(mine)
+        source = BudgetSource(name, planned_from, generation, mine, seed, world_size)
         try:
-            plan = source.plan(0)
+            num_full, mean_tokens = PLANS.summary(planned_from, mine, seed, 0)
         except InvalidArgument as exc:
             what = "budget" if mixture.per_batch else "share of the budget"
             raise InvalidArgument(f"mixture source {name!r} (its {what}: {share} of "
                                   f"{total_tokens} tokens): {exc}") from exc
-        if plan.num_full < world_size:
+        if num_full < world_size:
             raise InvalidArgument(
-                f"mixture source {name!r} makes {plan.num_full} full batches of {share} "
+                f"mixture source {name!r} makes {num_full} full batches of {share} "
                 f"tokens an epoch, fewer than one step reads of it ({world_size} ranks)")
-        source.mean_tokens = float(plan.tokens[plan.order[:plan.num_full]].mean())
+        source.mean_tokens = mean_tokens
         sources.append(source)
     return sources
-
-
-def _row_lengths(client: Any, name: str, column: str) -> np.ndarray:
-    try:
-        return client.row_lengths(name, column)
-    except (InvalidArgument, NotFound) as exc:
-        raise type(exc)(f"mixture source {name!r}: {exc}") from exc
-
-
-def _generation_of(client: Any, lengths: np.ndarray) -> int | None:
-    """The generation ``lengths`` were fetched from (the client keeps them per generation)."""
-    return next((key[2] for key, v in list(client._row_lengths.items()) if v is lengths), None)
 
 
 Plans = dict[tuple[int, int], TokenBatchPlan]  # (source index, source epoch) -> its plan
@@ -281,17 +387,19 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
                         first_batch: int = 0) -> Iterator[pa.RecordBatch]:
     """One consumer's batches of a token-budget mixture epoch: ``steps``
     steps per rank from ``at``; ``plan`` carries the consumer's place
-    (rank, world_size, num_workers, worker) and ``columns``."""
-    del job  # take-based reads report no stream progress (as one dataset's token epoch)
+    (rank, world_size, num_workers, worker) and ``columns``. The loop's
+    waits are reported under ``job`` with each source's rows
+    (``_stall.SourcesMeter``), as other mixtures' consumers report."""
     # Every source epoch planned here, not on the reading thread.
     mine, per_source, plans = _consumer_steps(resolved, at, steps, plan, first_batch)
     sources: list[BudgetSource] = list(resolved.sources)  # type: ignore[arg-type]
-    generations = {s.name: _generation_of(client, s.lengths) for s in sources}
+    generations = {s.name: s.generation for s in sources}
     columns = list(plan.columns) if plan.columns is not None else None
-    rows_per_step = np.zeros(len(mine), np.int64)
+    source_rows = np.zeros((len(mine), len(sources)), np.int64)  # per step and source
     for (i, e), p in plans.items():
         here = per_source[i]["epoch"] == e
-        rows_per_step[here] += p.count[per_source[i]["batch"][here]]
+        source_rows[here, i] = p.count[per_source[i]["batch"][here]]
+    rows_per_step = source_rows.sum(axis=1)
     # Groups of whole steps, about _ROWS_PER_TAKE rows each.
     ends = np.cumsum(rows_per_step)
     cuts = np.unique(np.searchsorted(ends, np.arange(1, (int(ends[-1]) if len(ends) else 0)
@@ -320,6 +428,21 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
         return [p[0] if len(p) == 1 else
                 pa.Table.from_batches(p).combine_chunks().to_batches()[0] for p in parts]
 
+    def batches() -> Iterator[pa.RecordBatch]:
+        steps_read = 0
+        for batch in _prefetched(read, groups, prefetch):
+            if meter is not None:
+                meter.count_rows(source_rows[steps_read].tolist())
+            steps_read += 1
+            yield batch
+
+    meter = client._stall_meter([s.name for s in sources], job, plan)
+    yield from (batches() if meter is None else _stall.metered(batches(), meter))
+
+
+def _prefetched(read: Any, groups: list[np.ndarray], prefetch: int) -> Iterator[pa.RecordBatch]:
+    """``read(group)``'s batches, group by group, the next group read on a
+    thread while this one's are handed out (``prefetch`` > 0)."""
     if prefetch <= 0 or len(groups) < 2:
         for group in groups:
             yield from read(group)

@@ -203,11 +203,16 @@ class ConsumerMeter:
     def batch(self, wait_s: float, elapsed_s: float, now: float) -> None:
         """The loop received a batch after waiting ``wait_s``."""
         self._batches += 1
-        self._row_count += self._rows.popleft() if self._rows else 0
+        self._row_count += self._next_rows(wait_s)
         self._wait_s += wait_s
         self._elapsed_s += max(elapsed_s, wait_s)
         if now - self._since >= self._interval_s:
             self.report(now)
+
+    def _next_rows(self, wait_s: float) -> int:
+        """The rows of the batch the loop waited ``wait_s`` for."""
+        del wait_s
+        return self._rows.popleft() if self._rows else 0
 
     def end(self, wait_s: float, now: float) -> None:
         """The epoch ended (the loop waited ``wait_s`` to learn it)."""
@@ -221,6 +226,61 @@ class ConsumerMeter:
             self._submit({**self._base, "batches": self._batches, "rows": self._row_count,
                           "wait_us": min(int(self._wait_s * 1e6), max(elapsed_us, 1)),
                           "elapsed_us": max(elapsed_us, 1)})
+        self._reset(now)
+
+
+class SourcesMeter(ConsumerMeter):
+    """A consumer whose batches hold rows of several datasets (a token-budget
+    mixture's, read by takes): every ``interval_s`` one report per dataset,
+    each covering the whole interval (the head takes a consumer's time as the
+    union of its reports' intervals, docs/protocol.md ``job.report``), with
+    that dataset's rows and the batches that held any, and the loop's wait
+    for each batch split over the datasets in proportion to their rows in
+    it, so that the reports' waits add up to the loop's once."""
+
+    def __init__(self, submit: Callable[[dict[str, Any]], None], *, job: str,
+                 datasets: list[str], rank: int, worker: int, world_size: int,
+                 nodes: list[str], interval_s: float) -> None:
+        self._datasets = list(datasets)
+        super().__init__(submit, job=job, dataset=self._datasets[0], rank=rank, worker=worker,
+                         world_size=world_size, nodes=nodes, interval_s=interval_s)
+
+    def _reset(self, now: float) -> None:
+        super()._reset(now)
+        n = len(self._datasets)
+        self._source_rows = [0] * n
+        self._source_batches = [0] * n
+        self._source_wait_s = [0.0] * n
+
+    def count_rows(self, rows: Any) -> None:
+        """A batch was assembled with ``rows[i]`` rows of dataset i (any
+        thread; in loop order)."""
+        self._rows.append(rows)
+
+    def _next_rows(self, wait_s: float) -> int:
+        parts = self._rows.popleft() if self._rows else [0] * len(self._datasets)
+        total = sum(parts)
+        for i, n in enumerate(parts):
+            self._source_rows[i] += n
+            self._source_batches[i] += n > 0
+            # A batch of no row: its wait is the first dataset's.
+            self._source_wait_s[i] += wait_s * (n / total if total else float(i == 0))
+        return total
+
+    def end(self, wait_s: float, now: float) -> None:
+        self._source_wait_s[0] += wait_s
+        super().end(wait_s, now)
+
+    def report(self, now: float) -> None:
+        elapsed_us = int(self._elapsed_s * 1e6)
+        if self._batches or elapsed_us:
+            for i, dataset in enumerate(self._datasets):
+                self._submit({**self._base, "dataset": dataset,
+                              "batches": self._source_batches[i],
+                              "rows": self._source_rows[i],
+                              "wait_us": min(int(self._source_wait_s[i] * 1e6),
+                                             max(elapsed_us, 1)),
+                              "elapsed_us": max(elapsed_us, 1)})
         self._reset(now)
 
 

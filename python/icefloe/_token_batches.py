@@ -291,13 +291,25 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     (``encode_lengths``: a byte a row, batches budgeted by each code's
     longest length, tokens estimated). InvalidArgument, before anything is
     read, when rows are longer than the budget and ``budget.too_long`` is
-    ``"refuse"``, or when codes were made for another budget."""
+    ``"refuse"``, or when codes were made for another budget that cannot
+    tell the rows longer than this one (``LengthCodes.tells``).
+
+    Codes made for a larger budget T plan a budget ``limit`` < T (a
+    mixture's share of T) within it: (1) every row's length is at most its
+    code's ``upper``, whatever budget the codes were made for, and a batch
+    of k rows whose highest code is c is cut only where ``k x upper[c] <=
+    limit``, so its true padded size (and total tokens) is too; (2) the cut
+    leaves out the rows of codes whose ``upper`` exceeds ``limit`` as too
+    long, which are exactly the rows longer than ``limit`` where
+    ``codes.tells(limit)`` (checked here; else refused), so ``too_long``
+    refuses or drops those rows and no other."""
     limit = budget.batch_tokens
     if isinstance(lengths, LengthCodes):
         codes = lengths
-        if codes.batch_tokens is not None and codes.batch_tokens != limit:
-            raise InvalidArgument(f"row length codes coded for batch_tokens={codes.batch_tokens}"
-                                  f", not {limit}: encode the lengths for this budget")
+        if not codes.tells(limit):
+            raise InvalidArgument(
+                f"row length codes coded for batch_tokens={codes.batch_tokens}, not {limit}, "
+                "cannot tell which rows are longer than it: encode the lengths for this budget")
     else:
         lengths = np.asarray(lengths)
         # Exact where a histogram as wide as the longest row is small.

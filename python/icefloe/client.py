@@ -566,6 +566,7 @@ class Client:
                    job: str | None = None,
                    on_shape: Callable[[dict[str, Any]], None] | None = None,
                    plan: EpochPlan | None = None,
+                   report_as: EpochPlan | None = None,
                    **fields: Any) -> Iterator[Any]:
         """This consumer's batches of one epoch, in order.
 
@@ -608,7 +609,10 @@ class Client:
 
         The time the caller waits for each batch is reported to the head in
         the background under ``job`` (default: ``$ICEFLOE_JOB``, else the
-        Kubeflow TrainJob; see :mod:`icefloe._stall`).
+        Kubeflow TrainJob; see :mod:`icefloe._stall`), as the consumer the
+        plan names (its rank and worker), or ``report_as``'s where given (a
+        mixture reads a step that straddles a source's epochs as plans of
+        one consumer, on behalf of the consumer whose step it is).
 
         ``name`` may be a mixture: ``{name: weight}`` (with the keywords
         ``mix_by``, ``token_column``, ``epoch_source``, ``epoch_total``,
@@ -634,8 +638,15 @@ class Client:
         convert = _to_numpy if as_numpy else transform
         if fields.get("batch_tokens") is not None:  # token-budget batches (_token_batches)
             from ._token_batches import iter_token_epoch
-            yield from iter_token_epoch(self, name, plan or EpochPlan(), convert=convert,
-                                        prefetch=prefetch, on_shape=on_shape, **fields)
+            consumer = (plan or EpochPlan()).replace(
+                **{k: fields[k] for k in ("rank", "worker", "world_size", "columns")
+                   if k in fields})
+            meter = self._stall_meter(name, job, report_as or consumer)
+            if meter is not None:
+                convert = _counting(meter, convert)
+            batches = iter_token_epoch(self, name, plan or EpochPlan(), convert=convert,
+                                       prefetch=prefetch, on_shape=on_shape, **fields)
+            yield from (batches if meter is None else _stall.metered(batches, meter))
             return
         if plan is None and batch_size is None:
             raise TypeError("iter_epoch() missing required keyword argument: 'batch_size'")
@@ -666,7 +677,9 @@ class Client:
             return [self._endpoint_reader(e, name, recovery.refused) for e in fresh.endpoints]
 
         recovery = self._recovery(name, "epoch")
-        meter = self._stall_meter(name, job, plan, info)
+        meter = self._stall_meter(
+            name, job, report_as or plan,
+            lambda: [loc.uri.decode() for e in info.endpoints for loc in e.locations])
         if meter is not None:
             convert = _counting(meter, convert)
         batches = merged_batches(open_streams, shape["worker_batches"],
@@ -675,17 +688,37 @@ class Client:
                                  recover=recovery.broken)
         yield from (batches if meter is None else _stall.metered(batches, meter))
 
-    def _stall_meter(self, name: str, job: str | None, plan: EpochPlan,
-                     info: flight.FlightInfo) -> _stall.ConsumerMeter | None:
+    def _stall_meter(self, name: str | list[str], job: str | None, plan: EpochPlan,
+                     nodes_of: Callable[[], list[str]] | None = None
+                     ) -> _stall.ConsumerMeter | None:
+        """The stall meter of the consumer ``plan`` names, reading ``name``
+        (a list: a mixture's sources, whose batches each hold rows of
+        several: ``_stall.SourcesMeter``) from the nodes ``nodes_of()``
+        names (default: those ``take`` reads ``name`` from); None when
+        reports are off."""
         interval_s = _stall.report_interval_s()
         if interval_s <= 0:
             return None
+        if nodes_of is None:
+            names = [name] if isinstance(name, str) else name
+            nodes = sorted({n for d in names for n in self._take_nodes(d, plan.columns)})
+        else:
+            nodes = nodes_of()
         submit = _stall.submitter(self.head_uri, self._headers, self._connect_kwargs)
-        nodes = [loc.uri.decode() for e in info.endpoints for loc in e.locations]
+        if not isinstance(name, str):
+            return _stall.SourcesMeter(submit, job=_stall.job_name(job), datasets=name,
+                                       rank=int(plan.rank or 0), worker=int(plan.worker or 0),
+                                       world_size=int(plan.world_size or 1), nodes=nodes,
+                                       interval_s=interval_s)
         return _stall.ConsumerMeter(submit, job=_stall.job_name(job), dataset=name,
                                     rank=int(plan.rank or 0), worker=int(plan.worker or 0),
                                     world_size=int(plan.world_size or 1), nodes=nodes,
                                     interval_s=interval_s)
+
+    def _take_nodes(self, name: str, columns: Any = None) -> list[str]:
+        """The nodes a take of ``name`` reads from (its slice map's replicas)."""
+        smap = self._slice_maps.get(name, list(columns) if columns is not None else None)
+        return sorted({n for nodes in smap.replica_sets for n in nodes})
 
     def take(self, name: str, rows: list[int] | Any,
              columns: list[str] | None = None) -> pa.Table:
