@@ -78,6 +78,32 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
             assert c.read("t").equals(in_order)
 
 
+@pytest.mark.parametrize("version", [b"1", b"2"])
+def test_earlier_readers_get_window_epochs_over_tier_rows_over_tcp(table, tmp_path, monkeypatch,
+                                                                   version):
+    """A reader of header version 1 or 2 paid per segment for a window span
+    across tier units (0.3-0.4x TCP): nodes send it such an epoch over TCP,
+    the same rows, and still answer its block epochs by reference."""
+    from icefloe import _shared
+
+    monkeypatch.setattr(_shared, "HEADER", (b"icefloe-shared", version))
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="256MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_rows=4096)
+            for shuffle in ("window", "block"):
+                before = scrape_nodes(cluster)
+                got = pa.Table.from_batches(list(c.iter_epoch(
+                    "t", batch_size=1000, shuffle=shuffle, seed=2, rank=1, world_size=2)))
+                after = scrape_nodes(cluster)
+                assert got.equals(pa.Table.from_batches(list(wire.iter_epoch(
+                    "t", batch_size=1000, shuffle=shuffle, seed=2, rank=1, world_size=2))))
+                by_reference = _served(after, "shared") > _served(before, "shared")
+                assert by_reference == (shuffle == "block"), shuffle
+                assert (_served(after, "network") > _served(before, "network")) == \
+                    (shuffle == "window"), shuffle
+
+
 def _range_served(scrapes, transport: str) -> float:
     return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket="range",
                        transport=transport)

@@ -249,9 +249,9 @@ class _Files:
     to the native library (:class:`_native.File`). A window epoch over a copy
     on the tier reads from every page of it; a new mapping per stream cost
     each stream a page fault per 64 KiB and the export of every segment
-    again. At most ``_MAX`` files (the least recently used go first, and any
-    the node no longer holds: :meth:`Export.alive`), by the node's process,
-    the file's segments and the projection."""
+    again. At most ``_MAX`` files (the least recently used go first, and, at
+    the next :meth:`get`, any the node no longer holds: :meth:`Export.alive`),
+    by the node's process, the file's segments and the projection."""
 
     _MAX = 4
 
