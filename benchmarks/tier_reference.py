@@ -11,10 +11,14 @@ cluster holds the same table all in memory (its rows in memfd segments) for
 the range reads from memory. Every figure is rows/s, the mapped and TCP
 variants measured round-robin (`common.interleaved`) on a warm tier (its pages
 in the page cache after the load: what is compared is how the rows reach the
-reader, not the disk)."""
+reader, not the disk). Each figure also has the CPU it took: the reader's
+(this process) and the nodes' (their /proc stat), whose sum mapped / over
+TCP says what a reader by reference saves whatever the machine's load."""
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 from typing import Any
 
@@ -35,11 +39,27 @@ def _window(client: Any, seed: int, rank: int = 0, world: int = 1) -> int:
     return rows
 
 
-def _timed(call: Any) -> dict[str, float]:
-    t0 = time.perf_counter()
+def _cpu_s(pids: list[int]) -> tuple[float, float]:
+    """CPU seconds so far of this process and of the processes `pids`."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    tick = os.sysconf("SC_CLK_TCK")
+    nodes = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        nodes += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return me.ru_utime + me.ru_stime, nodes
+
+
+def _timed(call: Any, pids: list[int]) -> dict[str, float]:
+    cpu0, t0 = _cpu_s(pids), time.perf_counter()
     rows = call()
     seconds = time.perf_counter() - t0
-    return {"rows_per_s": rows / seconds, "seconds": seconds, "rows": float(rows)}
+    cpu1 = _cpu_s(pids)
+    reader, nodes = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    return {"rows_per_s": rows / seconds, "seconds": seconds, "rows": float(rows),
+            "reader_cpu_s": reader, "nodes_cpu_s": nodes,
+            "rows_per_cpu_s": rows / max(reader + nodes, 1e-9)}
 
 
 def run(env: Env) -> dict[str, Any]:
@@ -73,23 +93,28 @@ def run(env: Env) -> dict[str, Any]:
             if cluster_name == "tier":
                 variants += [f"window from tier, 2 ranks, {how}" for how in clients]
 
-            def measure(variant: str, r: int, clients=clients) -> dict[str, float]:
+            pids = [n.popen.pid for n in cluster.nodes]
+
+            def measure(variant: str, r: int, clients=clients, pids=pids) -> dict[str, float]:
                 client = clients[variant.rsplit(", ", 1)[1]]
                 if variant.startswith("window") and "2 ranks" in variant:
-                    return _timed(lambda: _window(client, r, 0, 2) + _window(client, r, 1, 2))
+                    return _timed(lambda: _window(client, r, 0, 2) + _window(client, r, 1, 2),
+                                  pids)
                 if variant.startswith("window"):
-                    return _timed(lambda: _window(client, r))
-                return _timed(lambda: client.read("t").num_rows)
+                    return _timed(lambda: _window(client, r), pids)
+                return _timed(lambda: client.read("t").num_rows, pids)
 
             for variant in variants:  # a warm-up of each (maps, connections, page cache)
                 measure(variant, 0)
             got.update(common.interleaved(variants, cfg.repeats, measure, log))
     med = {k: common.median(x["rows_per_s"] for x in v) for k, v in got.items()}
+    cpu = {k: (common.median(x["reader_cpu_s"] for x in v),
+               common.median(x["nodes_cpu_s"] for x in v)) for k, v in got.items()}
     text = common.print_table(
         f"{NAME}: {rows:,} rows ({arrow_bytes / 1e6:.0f} MB Arrow) on {NODES} nodes; tier "
         f"cluster: {placed.get('tier')}; memory cluster: {placed.get('memory')}; batch {BATCH}",
-        ["variant", "rows/s (median)", "runs"],
-        [[k, med[k], len(v)] for k, v in got.items()])
+        ["variant", "rows/s (median)", "reader CPU-s", "nodes CPU-s", "runs"],
+        [[k, med[k], f"{cpu[k][0]:.3f}", f"{cpu[k][1]:.3f}", len(v)] for k, v in got.items()])
     targets = []
     for figure in ("window from tier", "window from tier, 2 ranks", "window from memory",
                    "read from tier", "read from memory"):
@@ -98,6 +123,10 @@ def run(env: Env) -> dict[str, Any]:
             targets.append(common.target(f"{figure}: mapped / over TCP (rows/s)", "report", 0,
                                          common.paired_ratio(got, a, b, key="rows_per_s"),
                                          f"{med[a]:,.0f} against {med[b]:,.0f} rows/s"))
+            targets.append(common.target(
+                f"{figure}: mapped / over TCP (rows per CPU-s, reader + nodes)", "report", 0,
+                common.paired_ratio(got, a, b, key="rows_per_cpu_s"),
+                f"{sum(cpu[a]):.3f} against {sum(cpu[b]):.3f} CPU-s"))
     result = {"name": NAME, "rows": rows, "arrow_bytes": arrow_bytes, "memory_per_node": memory,
               "placed": placed, "runs": got, "median_rows_per_s": med, "targets": targets,
               "table": text}

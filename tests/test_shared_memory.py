@@ -343,11 +343,12 @@ def test_pieces_by_reference_are_checked():
         os.close(fd)
 
 
-def test_a_piece_across_segments_is_cut_by_the_reader():
+def test_a_piece_across_segments_is_assembled_from_the_whole_file():
     """A piece whose rows cross segments (a window span's over a copy on the
     tier, whose units are segments of their own) comes as one message; the
-    reader cuts it into one piece per segment, each row keeping its position,
-    and the merge assembles the same batch."""
+    reader hands it to the merge whole, with the file's segments exported
+    once for the stream, and the merge assembles the batch in one call, each
+    row at its position."""
     fd, _ = _own_export(100)
     try:
         me = (os.getpid(), fd, os.fstat(fd).st_ino, os.fstat(fd).st_size)
@@ -359,11 +360,13 @@ def test_a_piece_across_segments_is_cut_by_the_reader():
         for entries in ({"positions": positions}, {"runs": [(0, len(rows))]}):
             placed = positions if "positions" in entries else list(range(len(rows)))
             metadata = piece_util.encode(0, len(rows), source=source, **entries)
-            reader = _shared.SharedReader(_Reader(_Sent(len(rows), metadata)), export, ())
-            parts = [reader.read_chunk() for _ in range(3)]  # segments 0, 1, 2
-            assert [p.rows for p in parts] == [8, 10, 5]
-            assert [p.data.column("id")[0].as_py() for p in parts] == [0, 40, 70]
-            feed = iter(parts)
+            reader = _shared.SharedReader(_Reader(_Sent(len(rows), metadata),
+                                                  _Sent(len(rows), metadata)), export, ())
+            message = reader.read_chunk()
+            assert message.rows == len(rows) and message.file is not None
+            assert message.data.num_rows == 100  # the whole file
+            assert reader.read_chunk().file is message.file  # exported once per stream
+            feed = iter([message])
             got = next(_pieces.merge_steps(_native.Merger(1, 0, 1), 1,
                                            lambda k, feed=feed: next(feed, None))).data
             want = [0] * len(rows)
@@ -377,6 +380,31 @@ def test_a_piece_across_segments_is_cut_by_the_reader():
             reader.read_chunk()
     finally:
         os.close(fd)
+
+
+def test_files_for_pieces_across_segments_are_kept_while_the_node_holds_them():
+    """The file a piece across segments is assembled from is mapped and
+    exported once and kept for later streams (by the node's process, its
+    segments and the projection) while the node holds it, at most a few."""
+    fd, _ = _own_export(100)
+    me = (os.getpid(), fd, os.fstat(fd).st_ino, os.fstat(fd).st_size)
+    key = (me[0], me[1:], (me[1:],), ((0, 0, 40), (0, 40, 60)))
+    files = _shared._Files()
+    try:
+        first = files.get(key, ())
+        assert first.num_rows == 100
+        assert files.get(key, ()) is first  # kept
+        assert files.get(key, (0,)) is not first  # another projection
+        for k in range(files._MAX):  # the least recently used go first
+            files.get((me[0], me[1:], (me[1:],), ((0, 0, k + 1), (0, 50, 50))), ())
+        assert files.get(key, ()) is not first
+    finally:
+        os.close(fd)
+    # The node let the file go (here: its descriptor closed): mapped anew, or
+    # refused as the node's stream would be.
+    with pytest.raises(_shared.Unshareable):
+        files.get(key, ())
+    files.clear()
 
 
 def test_a_killed_node_fails_over_to_a_replica_by_reference(table, tmp_path):

@@ -62,11 +62,8 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
                 over_tcp = pa.Table.from_batches(
                     list(wire.iter_epoch("t", batch_size=1000, shuffle=shuffle, seed=7)))
                 assert got.equals(over_tcp), shuffle  # the same rows in the same order
-                if shuffle == "window":  # a span's rows cross hundreds of units: over TCP
-                    assert _served(after, "network") > _served(before, "network")
-                    assert _served(after, "shared") == _served(before, "shared")
-                    continue
-                # Every row named by reference: none sent, none read from the
+                # Every row named by reference (a window span's rows too,
+                # across hundreds of tier units): none sent, none read from the
                 # tier by the node for this reader.
                 assert _served(after, "shared") - _served(before, "shared") > 0, shuffle
                 assert _served(after, "network") == _served(before, "network"), shuffle
@@ -81,15 +78,42 @@ def test_a_same_host_reader_maps_the_tier_rows_and_reads_them_exactly(table, tmp
             assert c.read("t").equals(in_order)
 
 
+@pytest.mark.parametrize("version", [b"1", b"2"])
+def test_earlier_readers_get_window_epochs_over_tier_rows_over_tcp(table, tmp_path, monkeypatch,
+                                                                   version):
+    """A reader of header version 1 or 2 paid per segment for a window span
+    across tier units (0.3-0.4x TCP): nodes send it such an epoch over TCP,
+    the same rows, and still answer its block epochs by reference."""
+    from icefloe import _shared
+
+    monkeypatch.setattr(_shared, "HEADER", (b"icefloe-shared", version))
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="256MiB",
+                              log_dir=tmp_path) as cluster:
+        with cluster.client() as c, cluster.client(share_memory=False) as wire:
+            c.load("t", table.metadata_location, batch_rows=4096)
+            for shuffle in ("window", "block"):
+                before = scrape_nodes(cluster)
+                got = pa.Table.from_batches(list(c.iter_epoch(
+                    "t", batch_size=1000, shuffle=shuffle, seed=2, rank=1, world_size=2)))
+                after = scrape_nodes(cluster)
+                assert got.equals(pa.Table.from_batches(list(wire.iter_epoch(
+                    "t", batch_size=1000, shuffle=shuffle, seed=2, rank=1, world_size=2))))
+                by_reference = _served(after, "shared") > _served(before, "shared")
+                assert by_reference == (shuffle == "block"), shuffle
+                assert (_served(after, "network") > _served(before, "network")) == \
+                    (shuffle == "window"), shuffle
+
+
 def _range_served(scrapes, transport: str) -> float:
     return nodes_total(scrapes, "icefloe_node_served_rows_total", ticket="range",
                        transport=transport)
 
 
-def test_block_epochs_of_two_ranks_and_range_reads_map_memory_and_tier(table, tmp_path):
-    """A copy partly in memory, partly on the tier: two ranks' block epochs
-    and range reads come by reference (nothing sent, nothing read from the
-    tier by the nodes), the same rows in the same order as over TCP."""
+def test_epochs_of_two_ranks_and_range_reads_map_memory_and_tier(table, tmp_path):
+    """A copy partly in memory, partly on the tier: two ranks' block and
+    window epochs and range reads come by reference (nothing sent, nothing
+    read from the tier by the nodes), the same rows in the same order as
+    over TCP."""
     with icefloe.LocalCluster(num_nodes=2, memory_limit=str(MEMORY), disk_limit="256MiB",
                               log_dir=tmp_path) as cluster:
         with cluster.client() as c, cluster.client(share_memory=False) as wire:
@@ -97,18 +121,19 @@ def test_block_epochs_of_two_ranks_and_range_reads_map_memory_and_tier(table, tm
             nodes = c.status()["nodes"]
             assert sum(n["disk_used_bytes"] for n in nodes) > 0, nodes
             assert sum(n["memory_used_bytes"] for n in nodes) > 0, nodes
-            for rank in (0, 1):
-                def epoch(client, rank=rank):
+            for shuffle, rank in [(s, r) for s in ("block", "window") for r in (0, 1)]:
+                def epoch(client, shuffle=shuffle, rank=rank):
                     return pa.Table.from_batches(list(client.iter_epoch(
-                        "t", batch_size=1000, shuffle="block", seed=3, epoch=1, rank=rank,
+                        "t", batch_size=1000, shuffle=shuffle, seed=3, epoch=1, rank=rank,
                         world_size=2)))
                 before = scrape_nodes(cluster)
                 got = epoch(c)
                 after = scrape_nodes(cluster)
-                assert got.equals(epoch(wire)), rank
-                assert _served(after, "shared") > _served(before, "shared"), rank
-                assert _served(after, "network") == _served(before, "network"), rank
-                assert _tier_read(after) == _tier_read(before), rank
+                assert got.num_rows == ROWS // 2, (shuffle, rank)
+                assert got.equals(epoch(wire)), (shuffle, rank)
+                assert _served(after, "shared") > _served(before, "shared"), (shuffle, rank)
+                assert _served(after, "network") == _served(before, "network"), (shuffle, rank)
+                assert _tier_read(after) == _tier_read(before), (shuffle, rank)
             for start, stop, columns in [(0, None, None), (123_457, 456_789, ["s", "id"]),
                                          (ROWS - 5, ROWS, ["x3"]), (9, 9, None)]:
                 before = scrape_nodes(cluster)
@@ -125,9 +150,9 @@ def test_block_epochs_of_two_ranks_and_range_reads_map_memory_and_tier(table, tm
 
 def test_a_node_killed_mid_read_fails_over_by_reference(table, tmp_path, monkeypatch):
     """Every node holds every row (replication 3 of 3): a node SIGKILLed in
-    the middle of two ranks' block epochs, and another as a range read asks
-    it, are failed over to replicas, mapped too; the rows are exactly those
-    over TCP."""
+    the middle of two ranks' block and window epochs, and another as a range
+    read asks it, are failed over to replicas, mapped too; the rows are
+    exactly those over TCP."""
     from icefloe import client as client_module
 
     with icefloe.LocalCluster(num_nodes=3, memory_limit=str(MEMORY), disk_limit="256MiB",
@@ -135,19 +160,21 @@ def test_a_node_killed_mid_read_fails_over_by_reference(table, tmp_path, monkeyp
         with cluster.client(failover_timeout_s=60.0) as c, \
                 cluster.client(share_memory=False) as wire:
             c.load("t", table.metadata_location, batch_rows=4096, replication=3)
+            readers = [(s, r) for s in ("block", "window") for r in (0, 1)]
             want = [pa.Table.from_batches(list(wire.iter_epoch(
-                "t", batch_size=1000, shuffle="block", seed=5, rank=r, world_size=2)))
-                for r in (0, 1)]
+                "t", batch_size=1000, shuffle=s, seed=5, rank=r, world_size=2)))
+                for s, r in readers]
             want_read = wire.read("t", 1000, ROWS - 1000)
             sent = [scrape(n.health) for n in cluster.nodes[1:]]
-            epochs = [c.iter_epoch("t", batch_size=1000, shuffle="block", seed=5, rank=r,
-                                   world_size=2) for r in (0, 1)]
+            epochs = [c.iter_epoch("t", batch_size=1000, shuffle=s, seed=5, rank=r,
+                                   world_size=2) for s, r in readers]
+            # 40 batches each (inside a window epoch's first span of 65, read whole)
             got = [[next(e) for _ in range(40)] for e in epochs]
             os.kill(cluster.nodes[0].popen.pid, signal.SIGKILL)
             cluster.nodes[0].popen.wait(timeout=30)
-            for r in (0, 1):
-                got[r] += list(epochs[r])
-                assert pa.Table.from_batches(got[r]).equals(want[r]), r
+            for k, reader in enumerate(readers):
+                got[k] += list(epochs[k])
+                assert pa.Table.from_batches(got[k]).equals(want[k]), reader
             # The replicas that took over named their rows too: none sent.
             now = [scrape(n.health) for n in cluster.nodes[1:]]
             assert _served(now, "network") == _served(sent, "network")

@@ -166,7 +166,11 @@ for _name, _result, _args in (
         ("merger_new", _p, [_i32, _u64, _u64, _i32]),
         ("merger_free", None, [_p]),
         ("merger_push", _i32, [_p, _i32, _p, _i64, _i64, _i32, _i64, _STEP]),
+        ("merger_push_file", _i32, [_p, _i32, _p, _i64, _i64, _p, _STEP]),
         ("merger_push_rows", _i32, [_p, _i32, _u64, ctypes.c_uint32, _i64, _p, _STEP]),
+        ("file_new", _p, [_i32, _p]),
+        ("file_free", None, [_p]),
+        ("file_rows", _i64, [_p]),
         ("merger_assemble", _i32, [_p, _p, _p, _p, _p, ctypes.c_char_p, _i64]),
         ("merger_end", _i32, [_p, _i32, _STEP]),
         ("merger_next", _i32, [_p, _STEP]),
@@ -175,6 +179,46 @@ for _name, _result, _args in (
         ("group_rows", _i32, [_i64, _p, _p, ctypes.c_uint32, ctypes.c_uint32] + [_p] * 5)):
     getattr(_lib, "icefloe_" + _name).restype = _result
     getattr(_lib, "icefloe_" + _name).argtypes = _args
+
+
+class File:
+    """A node's shared file for the library (assemble.h's IcefloeFile): the
+    record batches of its segments, of one schema, exported once and laid
+    end to end, so that a piece whose source runs cross segments is
+    assembled in one call. ``schema`` and ``num_rows`` are the batches';
+    :meth:`take` reads rows of it in Python (a column the library does not
+    build)."""
+
+    __slots__ = ("_f", "schema", "num_rows", "_batches")
+
+    def __init__(self, batches: list[Any]) -> None:
+        self._f = None
+        self._batches = batches
+        self.schema = batches[0].schema
+        arrays = (ArrowArray * len(batches))()
+        for k, b in enumerate(batches):
+            b._export_to_c(ctypes.addressof(arrays[k]))
+        self._f = _lib.icefloe_file_new(len(batches), ctypes.addressof(arrays))
+        if not self._f:
+            raise MemoryError("no memory for a node's shared file of "
+                              f"{len(batches)} segments")
+        self.num_rows = int(_lib.icefloe_file_rows(self._f))
+
+    def __del__(self) -> None:
+        if getattr(self, "_f", None):
+            _lib.icefloe_file_free(self._f)
+
+    @property
+    def address(self) -> int:
+        return self._f
+
+    def take(self, rows: Any) -> Any:
+        """The file's ``rows`` (an int64 pyarrow array), copied, as one record batch."""
+        import pyarrow as pa
+
+        table = pa.Table.from_batches(self._batches, schema=self.schema).take(rows)
+        batches = table.combine_chunks().to_batches()
+        return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=self.schema)
 
 
 class Merger:
@@ -213,6 +257,13 @@ class Merger:
         the node's file, for rows in it."""
         return self._stepped(_lib.icefloe_merger_push(self._m, stream, address, size, rows,
                                                       holds, file_rows, self._out))
+
+    def push_file(self, stream: int, address: int, size: int, rows: int, file: File) -> MergeStep:
+        """Stream ``stream``'s next message by reference, whose source runs
+        name rows of ``file`` across its segments (kept alive by the caller
+        until its batch is assembled)."""
+        return self._stepped(_lib.icefloe_merger_push_file(self._m, stream, address, size, rows,
+                                                           file.address, self._out))
 
     def push_rows(self, stream: int, batch_size: int, positions: np.ndarray) -> MergeStep:
         """Stream ``stream``'s next message, made by the caller: rows of batch

@@ -88,9 +88,10 @@ def _in_file(message: Any) -> bool:
 def _push(merger: _native.Merger, k: int, message: Any) -> None:
     """Hands stream ``k``'s message to ``merger``: a FlightStreamChunk (rows
     carried, header in its app_metadata), a message by reference (its
-    ``rows`` in ``data``, the node's file) or :class:`Rows` (carried). The merger reads
-    the header where it is until the batch is assembled: the caller keeps
-    the message until then."""
+    ``rows`` in ``data``, a segment of the node's file, or in its ``file``,
+    the whole file, where they cross segments) or :class:`Rows` (carried).
+    The merger reads the header where it is until the batch is assembled:
+    the caller keeps the message until then."""
     if type(message) is Rows:
         merger.push_rows(k, message.batch_size, message.positions)
         return
@@ -99,6 +100,10 @@ def _push(merger: _native.Merger, k: int, message: Any) -> None:
         raise InvalidArgument("a node sent a batch without piece metadata")
     buffer = metadata if type(metadata) is pa.Buffer else pa.py_buffer(metadata)
     if _in_file(message):
+        file = getattr(message, "file", None)
+        if file is not None:
+            merger.push_file(k, buffer.address, buffer.size, message.rows, file)
+            return
         merger.push(k, buffer.address, buffer.size, message.rows, _native.ROWS_IN_FILE,
                     message.data.num_rows)
     else:
@@ -160,7 +165,7 @@ def _assembled(merger: _native.Merger, messages: list[Any]) -> pa.RecordBatch:
                 raise InvalidArgument(f"a node sent a malformed piece: {exc}") from None
     exported = _native.exported_schema(schema)
     out = _native.ArrowArray()
-    code, message = merger.assemble(exported, _exported(pieces), out)
+    code, message = merger.assemble(exported, _exported(messages), out)
     if code == _native.OK:
         return pa.RecordBatch._import_from_c(ctypes.addressof(out), schema)
     if code != _native.UNSUPPORTED:  # the library's words
@@ -169,18 +174,20 @@ def _assembled(merger: _native.Merger, messages: list[Any]) -> pa.RecordBatch:
     # A column the library does not build (a dictionary, say): the rows by a
     # take of the inverse, which the library fills before it gives up.
     inverse = np.empty(sum(rows), dtype=np.int64)
-    merger.assemble(exported, _exported(pieces), out, inverse.ctypes.data)
+    merger.assemble(exported, _exported(messages), out, inverse.ctypes.data)
     taken = [m.data.take(pa.array(merger.piece_rows(k, n))) if _in_file(m) else m.data
              for k, (m, n) in enumerate(zip(messages, rows, strict=True))]
     return pa.concat_batches(taken).take(pa.array(inverse))
 
 
-def _exported(pieces: list[pa.RecordBatch]) -> ctypes.Array:
-    """Each piece's rows (its node's file, by reference) exported through the
-    C Data Interface, for the library to consume."""
-    arrays = (_native.ArrowArray * len(pieces))()
-    for k, p in enumerate(pieces):
-        p._export_to_c(ctypes.addressof(arrays[k]))
+def _exported(messages: list[Any]) -> ctypes.Array:
+    """Each message's rows (its segment of the node's file, by reference)
+    exported through the C Data Interface, for the library to consume; none
+    for a message whose rows are in a whole file (the library holds it)."""
+    arrays = (_native.ArrowArray * len(messages))()
+    for k, m in enumerate(messages):
+        if getattr(m, "file", None) is None:
+            m.data._export_to_c(ctypes.addressof(arrays[k]))
     return arrays
 
 

@@ -12,10 +12,12 @@ of it, and nothing but the node writes its --disk-dir). Asked by reference (DoGe
 segments laid end to end) instead of carrying them. The reader maps each
 ``/proc/<pid>/fd/<fd>`` private and copy-on-write (what a training loop writes
 into its zero-copy tensors stays in its own pages; the rows outlive the node's
-copy until the last view goes), cuts a piece whose rows cross segments into
-one piece per segment, and hands the merge each with its segment, its source
-runs counted from the segment's first row; the merge decides how the rows are
-read. A range read's messages are slices of the segments, in order
+copy until the last view goes) and hands the merge each piece with the
+segment that holds its rows, its source runs counted from the segment's first
+row, or, where they cross segments (a window span's rows of a copy on the
+tier), with the whole file, its segments' batches exported to the native
+library once (:data:`FILES`); the merge decides how the rows are read. A range
+read's messages are slices of the segments, in order
 (:meth:`SharedReader.read_range`).
 """
 
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import bisect
 import collections
+import collections.abc
 import mmap
 import os
 import struct
+import threading
 from typing import Any
 
 import numpy as np
@@ -35,9 +39,11 @@ import pyarrow.compute as pc
 from . import _native, _protocol
 from .errors import InvalidArgument, ProtocolError
 
-# Version 2: this reader cuts a piece whose rows cross segments itself
-# (SharedReader._in_segments); a node cuts them for version 1 readers.
-HEADER = (b"icefloe-shared", b"2")
+# Version 3: this reader takes a piece whose rows cross segments whole and
+# assembles it from the whole file in one call (SharedReader.read_chunk), so
+# nodes answer window epochs over tier rows by reference too; a node cuts
+# pieces at segments for version 1 readers.
+HEADER = (b"icefloe-shared", b"3")
 _KEY = b"icefloe.shared"  # the stream's schema metadata: a "shared file" message
 
 
@@ -46,9 +52,10 @@ class Unshareable(Exception):
     namespace, another user): read the endpoint over the wire instead."""
 
 
-def _map(pid: int, fd: int, inode: int, size: int) -> tuple[str, mmap.mmap, Any]:
+def _map(pid: int, fd: int, inode: int, size: int,
+         writable: bool = True) -> tuple[str, mmap.mmap]:
     """A node's file ``/proc/<pid>/fd/<fd>``, checked to be the one named
-    and mapped private: its path, mapping and IPC file reader."""
+    and mapped private (copy-on-write, or read-only): its path and mapping."""
     path = f"/proc/{pid}/fd/{fd}"
     try:
         handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -60,10 +67,10 @@ def _map(pid: int, fd: int, inode: int, size: int) -> tuple[str, mmap.mmap, Any]
             raise Unshareable(f"{path} is not the node's file (inode {st.st_ino}, "
                               f"{st.st_size} bytes; expected {inode}, {size})")
         view = mmap.mmap(handle, size, flags=mmap.MAP_PRIVATE,
-                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                         prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
     finally:
         os.close(handle)
-    return path, view, pa.ipc.open_file(pa.py_buffer(view))
+    return path, view
 
 
 def _segment_batch(path: str, reader: Any, where: tuple[int, int, int] | None) -> pa.RecordBatch:
@@ -86,6 +93,23 @@ def _segment_batch(path: str, reader: Any, where: tuple[int, int, int] | None) -
     return whole if (first, rows) == (0, whole.num_rows) else whole.slice(first, rows)
 
 
+class _Lazy(collections.abc.Sequence):
+    """A list whose items are made on first use (``make(k)``) and kept."""
+
+    def __init__(self, n: int, make: Any) -> None:
+        self._items: list[Any] = [None] * n
+        self._make = make
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, k: Any) -> Any:
+        item = self._items[k]  # an IndexError ends iteration
+        if item is None:
+            item = self._items[k] = self._make(k)
+        return item
+
+
 class Export:
     """One node's shared file, its segments mapped (private, copy-on-write)
     for one stream and read as record batches, zero-copy: the file's rows
@@ -100,27 +124,44 @@ class Export:
 
     def __init__(self, pid: int, fd: int, inode: int, size: int,
                  segments: tuple[tuple[int, int, int], ...] = (),
-                 batches: tuple[tuple[int, int, int], ...] = ()) -> None:
+                 batches: tuple[tuple[int, int, int], ...] = (), writable: bool = True) -> None:
         files = ((fd, inode, size), *segments)
         if batches and len(batches) != len(files):
             raise ProtocolError(f"a node named {len(batches)} segments' batches for a shared "
                                 f"file of {len(files)} segments")
-        # A tier file holds many segments' rows: each file is mapped once.
-        opened: dict[tuple[int, int, int], tuple[str, mmap.mmap, Any]] = {}
+        # A tier file holds many segments' rows: each file is mapped once,
+        # and its IPC footer and each segment's record batch are read when
+        # first needed (a stream whose pieces the library assembles from a
+        # kept file, FILES, reads few of them).
+        opened: dict[tuple[int, int, int], tuple[str, mmap.mmap]] = {}
         for f in files:
             if f not in opened:
-                opened[f] = _map(pid, *f)
+                opened[f] = _map(pid, *f, writable=writable)
         self._paths = [(opened[f][0], f[1]) for f in files]
-        self._views = [view for _, view, _ in opened.values()]
-        self.batches = [_segment_batch(opened[f][0], opened[f][2], batches[i] if batches else None)
-                        for i, f in enumerate(files)]
-        self.batch = self.batches[0]
-        sizes = [b.num_rows for b in self.batches]
+        self._views = [view for _, view in opened.values()]
+        readers: dict[tuple[int, int, int], Any] = {}
+
+        def segment(i: int) -> pa.RecordBatch:
+            f = files[i]
+            path, view = opened[f]
+            if f not in readers:
+                readers[f] = pa.ipc.open_file(pa.py_buffer(view))
+            return _segment_batch(path, readers[f], batches[i] if batches else None)
+
+        self.batches: _Lazy = _Lazy(len(files), segment)
+        # The node names each segment's rows where any is in a tier file.
+        sizes = [rows for _, _, rows in batches] if batches else \
+            [b.num_rows for b in self.batches]
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._start_list = self.starts.tolist()
         self.num_rows = int(self.starts[-1])
         self._index = np.int32 if self.num_rows < 2**31 else np.int64  # take indices
-        self._projected: dict[tuple[int, ...], list[pa.RecordBatch]] = {(): self.batches}
+        self._projected: dict[tuple[int, ...], _Lazy] = {(): self.batches}
+
+    @property
+    def batch(self) -> pa.RecordBatch:
+        """The first segment's record batch."""
+        return self.batches[0]
 
     def prefault(self) -> None:
         """Maps every page of the file into this process now (one read per
@@ -187,17 +228,63 @@ class Export:
             return pa.concat_batches([batch.slice(r, 1) for r in rows.tolist()])
         return pc.take(batch, pa.array(rows.astype(self._index, copy=False)), boundscheck=False)
 
-    def view(self, columns: tuple[int, ...]) -> list[pa.RecordBatch]:
+    def view(self, columns: tuple[int, ...]) -> _Lazy:
         """Each segment's batch with ``columns`` (indices; empty: all), kept."""
         got = self._projected.get(columns)
         if got is None:
-            got = self._projected[columns] = [b.select(list(columns)) for b in self.batches]
+            batches, picked = self.batches, list(columns)
+            got = self._projected[columns] = _Lazy(len(batches),
+                                                   lambda k: batches[k].select(picked))
         return got
 
     def segment_of(self, row: int) -> int:
         """The segment holding the file's row ``row``."""
         return bisect.bisect_right(self._start_list, row) - 1
 
+
+class _Files:
+    """The files a piece across segments is assembled from, kept between
+    streams: each a node's shared file mapped read-only (nothing of it is
+    ever handed out: the assembly copies its rows) and its segments exported
+    to the native library (:class:`_native.File`). A window epoch over a copy
+    on the tier reads from every page of it; a new mapping per stream cost
+    each stream a page fault per 64 KiB and the export of every segment
+    again. At most ``_MAX`` files (the least recently used go first, and, at
+    the next :meth:`get`, any the node no longer holds: :meth:`Export.alive`),
+    by the node's process, the file's segments and the projection."""
+
+    _MAX = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: collections.OrderedDict[tuple, tuple[Export, _native.File]] = \
+            collections.OrderedDict()
+
+    def get(self, key: tuple, columns: tuple[int, ...]) -> _native.File:
+        """The file of ``key`` (the node's pid, its first segment's (fd,
+        inode, size), the others', their batches) with ``columns``."""
+        with self._lock:
+            held = self._held.pop((key, columns), None)
+            if held is not None and held[0].alive():
+                self._held[(key, columns)] = held
+                return held[1]
+            for k in [k for k, (export, _) in self._held.items() if not export.alive()]:
+                del self._held[k]
+        pid, first, segments, batches = key
+        export = Export(pid, *first, segments, batches, writable=False)
+        file = _native.File(export.view(columns))
+        with self._lock:
+            self._held[(key, columns)] = (export, file)
+            while len(self._held) > self._MAX:
+                self._held.popitem(last=False)
+        return file
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()  # unmapped once no batch refers to them
+
+
+FILES = _Files()
 
 _RUN = np.dtype([("start", "<u8"), ("length", "<u4")])  # a source run (docs/protocol.md)
 _HEADER_BYTES = 36  # a piece header's fixed part
@@ -211,6 +298,7 @@ class _Chunk:
 
     __slots__ = ("data", "app_metadata", "rows")
     holds = _native.ROWS_IN_FILE  # how the merge reads them
+    file = None
 
     def __init__(self, data: pa.RecordBatch, app_metadata: Any, rows: int) -> None:
         self.data = data
@@ -218,49 +306,76 @@ class _Chunk:
         self.rows = rows
 
 
+class _FileChunk:
+    """A piece by reference whose rows lie in several segments of the node's
+    file (a window span's rows of a copy on the disk tier: its units are
+    segments of their own): ``data`` and ``file`` are the whole file, its
+    segments laid end to end (:class:`_native.File`, exported once and kept:
+    :data:`FILES`), and the piece's source runs count from its first row. The
+    merge assembles it in one call, however many segments it crosses."""
+
+    __slots__ = ("data", "app_metadata", "rows")
+    holds = _native.ROWS_IN_FILE
+
+    def __init__(self, data: _native.File, app_metadata: Any, rows: int) -> None:
+        self.data = data  # the whole file, segments laid end to end
+        self.app_metadata = app_metadata
+        self.rows = rows
+
+    @property
+    def file(self) -> _native.File:
+        return self.data
+
+
 class SharedReader:
     """A plan stream by reference, read like the stream it stands for:
-    ``read_chunk`` returns each piece with the node's segment its rows are in."""
+    ``read_chunk`` returns each piece with the node's segment its rows are
+    in, or the whole file where they cross segments."""
 
     by_reference = True  # what merged_batches asks a stream
 
-    def __init__(self, reader: Any, export: Export, columns: tuple[int, ...]) -> None:
+    def __init__(self, reader: Any, export: Export, columns: tuple[int, ...],
+                 key: tuple | None = None) -> None:
         self._reader = reader
         self.export = export
+        self._columns = columns
         self._files = export.view(columns)
-        self._parts: collections.deque[_Chunk] = collections.deque()  # a cut piece's others
+        self._key = key  # the file's, for FILES (None: this stream's own mapping)
+        self._file: _native.File | None = None  # the segments for the library, once needed
 
-    def read_chunk(self) -> _Chunk:
-        if self._parts:
-            return self._parts.popleft()
+    def read_chunk(self) -> _Chunk | _FileChunk:
         chunk = self._reader.read_chunk()
         metadata = chunk.app_metadata
+        rows = chunk.data.num_rows
         if len(self._files) == 1 or metadata is None:
-            return _Chunk(self._files[0], metadata, chunk.data.num_rows)
-        parts = self._in_segments(metadata, chunk.data.num_rows)
-        self._parts.extend(_Chunk(self._files[k], m, n) for k, m, n in parts[1:])
-        k, m, n = parts[0]
-        return _Chunk(self._files[k], m, n)
+            return _Chunk(self._files[0], metadata, rows)
+        segment, metadata = self._in_segment(metadata)
+        if segment >= 0:
+            return _Chunk(self._files[segment], metadata, rows)
+        if self._file is None:
+            try:
+                self._file = None if self._key is None else FILES.get(self._key, self._columns)
+            except Unshareable:  # let go since this stream mapped it: its own mapping
+                pass
+            self._file = self._file or _native.File(self._files)
+        return _FileChunk(self._file, metadata, rows)
 
-    def _in_segments(self, metadata: Any, rows: int) -> list[tuple[int, Any, int]]:
-        """A piece as pieces whose source runs each lie in one segment: for
-        each, the segment, its header with the runs counted from that
-        segment's first row, and its rows. A piece whose rows cross segments
-        (a window span's, from a copy with rows on the tier: its units are
-        segments of their own) is cut here, where the node names its rows
-        once (docs/protocol.md, "Shared memory"): each part keeps its rows'
-        positions, in the piece's order, and the merge takes them as several
-        pieces of the batch or span. A header the merge will refuse anyway
-        (too short, lengths that do not add up, rows outside the file) goes
-        as it is."""
+    def _in_segment(self, metadata: Any) -> tuple[int, Any]:
+        """The segment that holds all of a piece's rows and its header with
+        the source runs counted from that segment's first row; or -1 and the
+        header as it is where they cross segments (the version 2 reader's
+        part, docs/protocol.md "Shared memory": the library assembles it from
+        the whole file). A header the merge will refuse anyway (too short,
+        runs that do not add up, rows outside the file) goes as it is, in
+        segment 0."""
         raw = bytes(metadata)
         if len(raw) < _HEADER_BYTES:
-            return [(0, metadata, rows)]
+            return 0, metadata
         flags = raw[5]
         entries, sources = struct.unpack_from("<II", raw, 28)
         at = _HEADER_BYTES + entries * (4 if flags & 1 else 8)
         if sources == 0 or len(raw) != at + 12 * sources:
-            return [(0, metadata, rows)]
+            return 0, metadata
         runs = np.frombuffer(raw, dtype=_RUN, count=sources, offset=at)
         starts = runs["start"].astype(np.int64)
         lengths = runs["length"].astype(np.int64)
@@ -268,58 +383,20 @@ class SharedReader:
         bounds = self.export.starts
         if int(starts.min()) < 0 or int(lengths.min()) == 0 or \
                 int(ends.max()) > self.export.num_rows:
-            return [(0, metadata, rows)]
+            return 0, metadata
         first = np.searchsorted(bounds, starts, side="right") - 1
         last = np.searchsorted(bounds, ends - 1, side="right") - 1
         if int(first[0]) == int(last.max()) == int(first.min()):  # one segment: rebase
             base = int(bounds[first[0]])
             if base == 0:
-                return [(int(first[0]), metadata, rows)]
+                return int(first[0]), metadata
             moved = runs.copy()
             moved["start"] -= np.uint64(base)
-            return [(int(first[0]), pa.py_buffer(raw[:at] + moved.tobytes()), rows)]
+            return int(first[0]), pa.py_buffer(raw[:at] + moved.tobytes())
         if flags & 2:  # whole batches in order: a node never cuts one across segments
             raise ProtocolError("a node sent a chunk by reference whose rows lie in more than "
                                 "one segment of its shared file")
-        total = int(lengths.sum())
-        if flags & 1:
-            positions = np.frombuffer(raw, dtype="<u4", count=entries, offset=_HEADER_BYTES)
-        else:
-            pairs = np.frombuffer(raw, dtype="<u4", count=2 * entries,
-                                  offset=_HEADER_BYTES).reshape(-1, 2).astype(np.int64)
-            before = np.cumsum(pairs[:, 1]) - pairs[:, 1]
-            positions = (np.repeat(pairs[:, 0] - before, pairs[:, 1])
-                         + np.arange(int(pairs[:, 1].sum()))).astype("<u4")
-        if len(positions) != total or total != rows:
-            raise ProtocolError(f"a node sent a piece by reference of {rows} rows whose header "
-                                f"names {len(positions)} positions and {total} source rows")
-        # Each run cut at the segments' ends, then the cut runs grouped by
-        # segment (stably: each part's rows keep the piece's order).
-        cuts = last - first + 1
-        run = np.repeat(np.arange(len(first)), cuts)
-        segment = first[run] + np.arange(len(run)) - np.repeat(np.cumsum(cuts) - cuts, cuts)
-        cut_start = np.maximum(starts[run], bounds[segment])
-        cut_length = np.minimum(ends[run], bounds[segment + 1]) - cut_start
-        cut_row = np.cumsum(cut_length) - cut_length  # its first row in the piece
-        order = np.argsort(segment, kind="stable")
-        segment, cut_start, cut_length = segment[order], cut_start[order], cut_length[order]
-        before = np.cumsum(cut_length) - cut_length
-        rows_in_order = np.repeat(cut_row[order] - before, cut_length) + np.arange(total)
-        placed = positions[rows_in_order].astype("<u4", copy=False)
-        out_runs = np.empty(len(segment), dtype=_RUN)
-        out_runs["start"] = cut_start - bounds[segment]
-        out_runs["length"] = cut_length
-        segments, firsts = np.unique(segment, return_index=True)
-        ends_at = [*firsts[1:].tolist(), len(segment)]
-        head = bytearray(raw[:28])
-        head[5] = flags | 1  # each part's entries: its rows' positions
-        parts = []
-        for k, a, z in zip(segments.tolist(), firsts.tolist(), ends_at, strict=True):
-            r0, r1 = int(before[a]), int(before[z - 1] + cut_length[z - 1])
-            body = struct.pack("<II", r1 - r0, z - a) + placed[r0:r1].tobytes() + \
-                out_runs[a:z].tobytes()
-            parts.append((k, pa.py_buffer(bytes(head) + body), r1 - r0))
-        return parts
+        return -1, metadata
 
     def read_range(self) -> pa.Table:
         """A range stream by reference read whole (docs/protocol.md, "Range
@@ -384,7 +461,8 @@ def shared_reader(reader: Any) -> Any:
         raise ProtocolError(f"a node's shared file holds {export.num_rows} rows, not the "
                             f"{sum(z - a for a, z in held)} it named")
     export.name_rows(desc["dataset"], desc["generation"], held)
-    return SharedReader(reader, export, tuple(desc["columns"]))
+    key = (desc["pid"], (desc["fd"], desc["inode"], desc["size"]), segments, batches)
+    return SharedReader(reader, export, tuple(desc["columns"]), key)
 
 
 def is_local(uri: str) -> bool:

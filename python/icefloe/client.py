@@ -852,6 +852,7 @@ class Client:
             self._nodes.clear()
             self._exports.clear()  # unmapped once no batch refers to them
             pool, self._pool = self._pool, None
+        _shared.FILES.clear()
         if pool is not None:
             pool.shutdown(wait=True)  # its reads end (bounded by their deadlines) first
         for client in clients:

@@ -42,9 +42,25 @@ Outcome Fail(int32_t code, std::string message = {}) { return {code, std::move(m
 
 // --- Checking the positions ---------------------------------------------------
 
-// Checks that a piece's source runs cover its rows, all inside its batch.
+}  // namespace
+
+struct IcefloeFile {
+  std::vector<ArrowArray> segments;  // owned: released by icefloe_file_free
+  std::vector<int64_t> starts;       // segment k: the file's rows [starts[k], starts[k + 1])
+  int64_t rows() const { return starts.back(); }
+};
+
+namespace {
+
+// The rows a piece's source runs may name: its batch's, or its file's.
+int64_t SourceRows(const IcefloeAssemblePiece& piece) {
+  return piece.file != nullptr ? piece.file->rows() : piece.batch->length;
+}
+
+// Checks that a piece's source runs cover its rows, all inside its batch (or file).
 int32_t CheckSource(const IcefloeAssemblePiece& piece) {
-  const int64_t batch_rows = piece.batch->length;
+  const int64_t batch_rows = SourceRows(piece);
+  if (piece.file != nullptr && piece.source_runs == nullptr) return kIcefloeAssembleMalformed;
   if (piece.source_runs == nullptr) {
     if (piece.num_source_runs != 0) return kIcefloeAssembleMalformed;
     return batch_rows == piece.rows ? kIcefloeAssembleOk : kIcefloeAssembleMalformed;
@@ -65,7 +81,7 @@ int32_t CheckPositions(int64_t rows, int32_t num_pieces, const IcefloeAssemblePi
   int64_t total = 0;
   for (int32_t p = 0; p < num_pieces; ++p) {
     const IcefloeAssemblePiece& piece = pieces[p];
-    if (piece.rows < 0 || piece.base < 0 || piece.num_runs < 0 || piece.batch->length < 0) {
+    if (piece.rows < 0 || piece.base < 0 || piece.num_runs < 0 || SourceRows(piece) < 0) {
       return kIcefloeAssembleMalformed;
     }
     if (piece.positions == nullptr && piece.runs == nullptr && piece.num_runs > 0) {
@@ -111,42 +127,125 @@ int32_t CheckPositions(int64_t rows, int32_t num_pieces, const IcefloeAssemblePi
 
 // --- The batch's runs, in position order --------------------------------------
 
-// `length` rows of piece `piece` land at consecutive positions: its rows
-// `piece_row`.. (for the inverse) are its batch's rows `row`...
+// `length` rows of input `piece` (the array a run reads: a piece's batch or
+// a segment of its file) land at consecutive positions: the input's rows
+// `row`.., which are rows `piece_row`.. of piece `owner` (for the inverse).
 struct Run {
   int64_t row;
   int64_t length;
   int64_t piece_row;
   int32_t piece;
+  int32_t owner = 0;
 };
 
+// Rows [row, row + length) of input `input`: a run of a piece's rows in the
+// one array that holds them.
+struct Src {
+  int64_t row;
+  int64_t length;
+  int32_t input;
+};
+
+// Every piece's rows as runs of the arrays that hold them (`inputs`: each
+// piece's batch, then each file's segments once), in the piece's order:
+// piece p's are srcs[first[p] .. first[p + 1]). A source run that crosses
+// segments of a file is cut where they meet.
+struct Sources {
+  std::vector<const ArrowArray*> inputs;
+  std::vector<int64_t> struct_offsets;  // each input's own offset (the record batch's)
+  std::vector<Src> srcs;
+  std::vector<size_t> first;
+  const Src* of(int32_t p) const { return srcs.data() + first[static_cast<size_t>(p)]; }
+  int64_t count(int32_t p) const {
+    return static_cast<int64_t>(first[static_cast<size_t>(p) + 1] - first[static_cast<size_t>(p)]);
+  }
+};
+
+// Sources of pieces that passed CheckPositions (their source runs lie in
+// their batch or file).
+Sources Resolve(int32_t num_pieces, const IcefloeAssemblePiece* pieces) {
+  Sources out;
+  std::vector<std::pair<const IcefloeFile*, int32_t>> files;  // each file's first input
+  for (int32_t p = 0; p < num_pieces; ++p) {
+    const IcefloeAssemblePiece& piece = pieces[p];
+    if (piece.batch == nullptr) continue;
+    out.inputs.push_back(piece.batch);
+    out.struct_offsets.push_back(piece.batch->offset);
+  }
+  out.first.push_back(0);
+  int32_t own = 0;  // the next piece batch's input
+  for (int32_t p = 0; p < num_pieces; ++p) {
+    const IcefloeAssemblePiece& piece = pieces[p];
+    if (piece.file == nullptr) {
+      const int32_t input = own++;
+      if (piece.source_runs == nullptr && piece.rows > 0) {
+        out.srcs.push_back({0, piece.rows, input});
+      }
+      for (int64_t k = 0; piece.source_runs != nullptr && k < piece.num_source_runs; ++k) {
+        const SourceRun run = ReadRun(piece.source_runs, k);
+        if (run.length > 0)
+          out.srcs.push_back({static_cast<int64_t>(run.first), run.length, input});
+      }
+      out.first.push_back(out.srcs.size());
+      continue;
+    }
+    const IcefloeFile& file = *piece.file;
+    auto known =
+        std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.first == &file; });
+    int32_t base = 0;
+    if (known != files.end()) {
+      base = known->second;
+    } else {
+      base = static_cast<int32_t>(out.inputs.size());
+      files.emplace_back(&file, base);
+      for (const ArrowArray& segment : file.segments) {
+        out.inputs.push_back(&segment);
+        out.struct_offsets.push_back(segment.offset);
+      }
+    }
+    const auto& starts = file.starts;
+    for (int64_t k = 0; k < piece.num_source_runs; ++k) {
+      const SourceRun run = ReadRun(piece.source_runs, k);
+      auto row = static_cast<int64_t>(run.first);
+      int64_t left = run.length;
+      // The last segment starting at or before the row (empty ones skipped).
+      auto at = std::upper_bound(starts.begin(), starts.end(), row) - 1;
+      while (left > 0) {
+        const auto segment = static_cast<int32_t>(at - starts.begin());
+        const int64_t n = std::min<int64_t>(left, *(at + 1) - row);
+        out.srcs.push_back({row - *at, n, base + segment});
+        row += n;
+        left -= n;
+        at = std::upper_bound(at, starts.end(), row) - 1;
+      }
+    }
+    out.first.push_back(out.srcs.size());
+  }
+  return out;
+}
+
 // The runs of the batch in position order (CheckPositions passed). A piece's
-// runs are split where its source runs break, and consecutive positions are
+// runs are split where its sources break, and consecutive positions are
 // merged into one run.
 bool OrderRuns(int64_t rows, int32_t num_pieces, const IcefloeAssemblePiece* pieces,
-               std::vector<Run>* ordered) {
+               const Sources& sources, std::vector<Run>* ordered) {
   std::vector<Run> runs;
   std::vector<int64_t> starts;
-  // The piece's rows are visited in order: a cursor walks its source runs.
-  int64_t source = 0, before = 0;
+  // The piece's rows are visited in order: a cursor walks its sources.
+  const Src* src = nullptr;
+  int64_t before = 0;
   auto add = [&](int64_t at, int64_t piece_row, int64_t length, int32_t p) {
-    const IcefloeAssemblePiece& piece = pieces[p];
-    if (piece.source_runs == nullptr) {
-      starts.push_back(at);
-      runs.push_back({piece_row, length, piece_row, p});
-      return;
-    }
-    while (length > 0) {  // the piece's rows piece_row.. -> its batch's rows
-      const SourceRun s = ReadRun(piece.source_runs, source);
+    while (length > 0) {  // the piece's rows piece_row.. -> its inputs' rows
+      const Src& s = *src;
       const int64_t into = piece_row - before;
-      if (into >= s.length) {  // CheckSource: the runs cover the rows
+      if (into >= s.length) {  // CheckSource: the sources cover the rows
         before += s.length;
-        ++source;
+        ++src;
         continue;
       }
       const int64_t n = std::min<int64_t>(length, s.length - into);
       starts.push_back(at);
-      runs.push_back({static_cast<int64_t>(s.first) + into, n, piece_row, p});
+      runs.push_back({s.row + into, n, piece_row, s.input, p});
       at += n;
       piece_row += n;
       length -= n;
@@ -154,7 +253,8 @@ bool OrderRuns(int64_t rows, int32_t num_pieces, const IcefloeAssemblePiece* pie
   };
   for (int32_t p = 0; p < num_pieces; ++p) {
     const IcefloeAssemblePiece& piece = pieces[p];
-    source = before = 0;
+    src = sources.of(p);
+    before = 0;
     if (piece.positions != nullptr) {
       int64_t i = 0;
       while (i < piece.rows) {
@@ -328,55 +428,51 @@ struct Value {
   uint8_t bytes[kWidth];
 };
 
-// `in`: the piece's batch's values, its row 0.
+// `in`: each input's values at its row 0; the piece's rows are `srcs`.
 template <typename T>
-void ScatterAs(uint8_t* out, const uint8_t* in, const IcefloeAssemblePiece& piece) {
+void ScatterAs(uint8_t* out, const uint8_t* const* in, const IcefloeAssemblePiece& piece,
+               const Src* srcs, int64_t num_srcs) {
   T* typed_out = reinterpret_cast<T*>(out);
-  const T* typed_in = reinterpret_cast<const T*>(in);
   int64_t run = 0, left = 0, at = 0;
-  if (piece.source_runs == nullptr) {
-    PutTyped(typed_out, typed_in, piece, 0, piece.rows, &run, &left, &at);
-    return;
-  }
   // Runs of a large file are cache misses: ask for the runs kAhead ahead
   // while copying this one, so that many are in flight.
   constexpr int64_t kAhead = 8;
   constexpr int64_t kLine = 64;
   int64_t i = 0;
-  for (int64_t k = 0; k < piece.num_source_runs; ++k) {
-    if (k + kAhead < piece.num_source_runs) {
-      const SourceRun ahead = ReadRun(piece.source_runs, k + kAhead);
-      const auto* from = reinterpret_cast<const char*>(typed_in + ahead.first);
-      const int64_t bytes = std::min<int64_t>(int64_t{ahead.length} * sizeof(T), 4 * kLine);
+  for (int64_t k = 0; k < num_srcs; ++k) {
+    if (k + kAhead < num_srcs) {
+      const Src& ahead = srcs[k + kAhead];
+      const auto* from =
+          reinterpret_cast<const char*>(reinterpret_cast<const T*>(in[ahead.input]) + ahead.row);
+      const int64_t bytes = std::min<int64_t>(ahead.length * int64_t{sizeof(T)}, 4 * kLine);
       for (int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(from + b);
     }
-    const SourceRun source = ReadRun(piece.source_runs, k);
-    PutTyped(typed_out, typed_in + source.first, piece, i, source.length, &run, &left, &at);
+    const Src& source = srcs[k];
+    PutTyped(typed_out, reinterpret_cast<const T*>(in[source.input]) + source.row, piece, i,
+             source.length, &run, &left, &at);
     i += source.length;
   }
 }
 
-// Asks for the first bytes of `piece`'s first kAheadRuns source runs (`in`:
-// its batch's values at row 0, `width` bytes each). ScatterAs asks for runs
-// kAheadRuns ahead within a piece; a piece of few runs (a window span's rows
-// in one tier unit, ~10 runs) would start with none in flight, so the
-// caller asks for the next piece's first runs while it copies this one.
+// Asks for the first bytes of a piece's first kAheadRuns sources (`in`: each
+// input's values at row 0, `width` bytes each). ScatterAs asks for runs
+// kAheadRuns ahead within a piece; a piece of few runs would start with none
+// in flight, so the caller asks for the next piece's first runs while it
+// copies this one.
 constexpr int64_t kAheadRuns = 8;
 
-void PrefetchFirstRuns(const uint8_t* in, int64_t width, const IcefloeAssemblePiece& piece) {
-  if (piece.source_runs == nullptr) return;
-  const int64_t n = std::min<int64_t>(piece.num_source_runs, kAheadRuns);
+void PrefetchFirstRuns(const uint8_t* const* in, int64_t width, const Src* srcs, int64_t num_srcs) {
+  const int64_t n = std::min<int64_t>(num_srcs, kAheadRuns);
   for (int64_t k = 0; k < n; ++k) {
-    const SourceRun run = ReadRun(piece.source_runs, k);
-    const auto* from = reinterpret_cast<const char*>(in + static_cast<int64_t>(run.first) * width);
-    const int64_t bytes = std::min<int64_t>(int64_t{run.length} * width, 256);
+    const auto* from = reinterpret_cast<const char*>(in[srcs[k].input] + srcs[k].row * width);
+    const int64_t bytes = std::min<int64_t>(srcs[k].length * width, 256);
     for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(from + b);
   }
 }
 
 // Any width: one value at a time.
-void ScatterBytes(uint8_t* out, const uint8_t* in, int64_t width,
-                  const IcefloeAssemblePiece& piece) {
+void ScatterBytes(uint8_t* out, const uint8_t* const* in, int64_t width,
+                  const IcefloeAssemblePiece& piece, const Src* srcs, int64_t num_srcs) {
   int64_t run = 0, left = 0, at = 0;
   auto destination = [&](int64_t i) -> int64_t {
     if (piece.positions != nullptr) return piece.positions[i];
@@ -389,38 +485,31 @@ void ScatterBytes(uint8_t* out, const uint8_t* in, int64_t width,
     return at++;
   };
   const auto bytes = static_cast<size_t>(width);
-  if (piece.source_runs == nullptr) {
-    for (int64_t i = 0; i < piece.rows; ++i) {
-      std::memcpy(out + destination(i) * width, in + i * width, bytes);
-    }
-    return;
-  }
   int64_t i = 0;
-  for (int64_t k = 0; k < piece.num_source_runs; ++k) {
-    const SourceRun source = ReadRun(piece.source_runs, k);
-    const uint8_t* from = in + static_cast<int64_t>(source.first) * width;
-    for (uint32_t j = 0; j < source.length; ++j, ++i) {
-      std::memcpy(out + destination(i) * width, from + int64_t{j} * width, bytes);
+  for (int64_t k = 0; k < num_srcs; ++k) {
+    const uint8_t* from = in[srcs[k].input] + srcs[k].row * width;
+    for (int64_t j = 0; j < srcs[k].length; ++j, ++i) {
+      std::memcpy(out + destination(i) * width, from + j * width, bytes);
     }
   }
 }
 
 // One piece's values of one column to their positions (out at its base).
-void ScatterColumn(uint8_t* out, const uint8_t* in, int64_t width,
-                   const IcefloeAssemblePiece& piece) {
+void ScatterColumn(uint8_t* out, const uint8_t* const* in, int64_t width,
+                   const IcefloeAssemblePiece& piece, const Src* srcs, int64_t num_srcs) {
   switch (width) {
     case 1:
-      return ScatterAs<uint8_t>(out, in, piece);
+      return ScatterAs<uint8_t>(out, in, piece, srcs, num_srcs);
     case 2:
-      return ScatterAs<uint16_t>(out, in, piece);
+      return ScatterAs<uint16_t>(out, in, piece, srcs, num_srcs);
     case 4:
-      return ScatterAs<uint32_t>(out, in, piece);
+      return ScatterAs<uint32_t>(out, in, piece, srcs, num_srcs);
     case 8:
-      return ScatterAs<uint64_t>(out, in, piece);
+      return ScatterAs<uint64_t>(out, in, piece, srcs, num_srcs);
     case 16:
-      return ScatterAs<Value<16>>(out, in, piece);
+      return ScatterAs<Value<16>>(out, in, piece, srcs, num_srcs);
     default:
-      return ScatterBytes(out, in, width, piece);
+      return ScatterBytes(out, in, width, piece, srcs, num_srcs);
   }
 }
 
@@ -528,10 +617,12 @@ const Offset* Offsets(const ArrowArray* a) {
   return static_cast<const Offset*>(a->buffers[1]);
 }
 
-// The pieces, for a top-level column whose runs are short enough that
-// scattering each piece's values beats gathering run by run.
+// The pieces and their sources, for a top-level column whose runs are short
+// enough that scattering each piece's values beats gathering run by run.
 struct Scatter {
   const IcefloeAssemblePiece* pieces = nullptr;
+  int32_t num_pieces = 0;
+  const Sources* sources = nullptr;
 };
 
 // Per input, the end of the rows `runs` read from it (the input must be at
@@ -759,17 +850,22 @@ Outcome Gather(const ArrowSchema& schema, const std::vector<const ArrowArray*>& 
       uint8_t* values = NewBuffer(out, 1, length * w);
       if (values == nullptr) return Fail(kIcefloeAssembleNoMemory);
       if (scatter.pieces != nullptr) {
-        // A piece's row r is its batch's row r, this column's row
-        // batch->offset + r (`need` covers the batch's rows).
-        auto values_of = [&](size_t p) {
-          const ArrowArray* a = inputs[p];
-          return static_cast<const uint8_t*>(a->buffers[1]) +
-                 (a->offset + scatter.pieces[p].batch->offset) * w;
-        };
-        for (size_t p = 0; p < inputs.size(); ++p) {
+        // An input's row r is this column's row (record batch's offset) +
+        // r (`need` covers the input's rows).
+        const Sources& sources = *scatter.sources;
+        std::vector<const uint8_t*> in(inputs.size());
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const ArrowArray* a = inputs[i];
+          in[i] = static_cast<const uint8_t*>(a->buffers[1]) +
+                  (a->offset + sources.struct_offsets[i]) * w;
+        }
+        for (int32_t p = 0; p < scatter.num_pieces; ++p) {
           const IcefloeAssemblePiece& piece = scatter.pieces[p];
-          if (p + 1 < inputs.size()) PrefetchFirstRuns(values_of(p + 1), w, scatter.pieces[p + 1]);
-          ScatterColumn(values + piece.base * w, values_of(p), w, piece);
+          if (p + 1 < scatter.num_pieces) {
+            PrefetchFirstRuns(in.data(), w, sources.of(p + 1), sources.count(p + 1));
+          }
+          ScatterColumn(values + piece.base * w, in.data(), w, piece, sources.of(p),
+                        sources.count(p));
         }
         return {};
       }
@@ -844,13 +940,11 @@ Outcome Gather(const ArrowSchema& schema, const std::vector<const ArrowArray*>& 
 }
 
 // Whether every column of the batch is fixed-width without nulls in any
-// piece (so scattering builds them all).
-bool AllScattered(const ArrowSchema& schema, const IcefloeAssemblePiece* pieces,
-                  int32_t num_pieces) {
+// input (so scattering builds them all).
+bool AllScattered(const ArrowSchema& schema, const std::vector<const ArrowArray*>& inputs) {
   for (int64_t c = 0; c < schema.n_children; ++c) {
     if (TypeOf(*schema.children[c]).layout != Layout::kFixed) return false;
-    for (int32_t p = 0; p < num_pieces; ++p) {
-      const ArrowArray* batch = pieces[p].batch;
+    for (const ArrowArray* batch : inputs) {
       if (c >= batch->n_children || batch->children[c] == nullptr) return false;  // Gather says
       const ArrowArray* a = batch->children[c];
       if (a->null_count != 0 && a->n_buffers > 0 && a->buffers[0] != nullptr) return false;
@@ -883,7 +977,9 @@ extern "C" int32_t icefloe_assemble(int64_t rows, const ArrowSchema* schema, int
     return kIcefloeAssembleMalformed;  // nothing to release
   }
   for (int32_t p = 0; p < num_pieces; ++p) {
-    if (pieces[p].batch == nullptr || pieces[p].batch->release == nullptr) {
+    const IcefloeAssemblePiece& piece = pieces[p];
+    const bool batch = piece.batch != nullptr && piece.batch->release != nullptr;
+    if (piece.file != nullptr ? piece.batch != nullptr : !batch) {  // one or the other
       ReleaseInputs(num_pieces, pieces);
       return kIcefloeAssembleMalformed;
     }
@@ -909,12 +1005,12 @@ extern "C" int32_t icefloe_assemble(int64_t rows, const ArrowSchema* schema, int
       estimate += i == 0 || piece.positions[i] != piece.positions[i - 1] + 1;
     }
   }
+  const Sources sources = Resolve(num_pieces, pieces);
   Scatter scatter;
-  if (estimate * 4 > rows) scatter.pieces = pieces;
+  if (estimate * 4 > rows) scatter = {pieces, num_pieces, &sources};
   std::vector<Run> runs;
-  if (scatter.pieces == nullptr || inverse != nullptr ||
-      !AllScattered(*schema, pieces, num_pieces)) {
-    if (!OrderRuns(rows, num_pieces, pieces, &runs)) {
+  if (scatter.pieces == nullptr || inverse != nullptr || !AllScattered(*schema, sources.inputs)) {
+    if (!OrderRuns(rows, num_pieces, pieces, sources, &runs)) {
       ReleaseInputs(num_pieces, pieces);
       return kIcefloeAssembleNoMemory;
     }
@@ -924,19 +1020,15 @@ extern "C" int32_t icefloe_assemble(int64_t rows, const ArrowSchema* schema, int
     for (int32_t p = 0; p < num_pieces; ++p) first[p + 1] = first[p] + pieces[p].rows;
     int64_t k = 0;
     for (const Run& run : runs) {
-      for (int64_t i = 0; i < run.length; ++i) inverse[k++] = first[run.piece] + run.piece_row + i;
+      for (int64_t i = 0; i < run.length; ++i) inverse[k++] = first[run.owner] + run.piece_row + i;
     }
   }
-  std::vector<const ArrowArray*> inputs;
-  // Each piece's batch is read at most to its end (CheckSource checked the
-  // source runs against it).
+  // Each input is read at most to its end (CheckSource checked the source
+  // runs against the piece's batch or file).
   std::vector<int64_t> need;
-  for (int32_t p = 0; p < num_pieces; ++p) {
-    inputs.push_back(pieces[p].batch);
-    need.push_back(pieces[p].batch->length);
-  }
+  for (const ArrowArray* a : sources.inputs) need.push_back(a->length);
   ArrowArray built{};
-  outcome = Gather(*schema, inputs, runs, need, rows, &built, "", 0, scatter);
+  outcome = Gather(*schema, sources.inputs, runs, need, rows, &built, "", 0, scatter);
   ReleaseInputs(num_pieces, pieces);
   if (!outcome.ok()) {
     if (built.release != nullptr) built.release(&built);
@@ -945,4 +1037,46 @@ extern "C" int32_t icefloe_assemble(int64_t rows, const ArrowSchema* schema, int
   }
   *out = built;
   return kIcefloeAssembleOk;
+}
+
+extern "C" IcefloeFile* icefloe_file_new(int32_t num_segments, ArrowArray* segments) noexcept {
+  if (num_segments < 0 || (num_segments > 0 && segments == nullptr)) return nullptr;
+  auto release_all = [&] {
+    for (int32_t k = 0; k < num_segments; ++k) {
+      if (segments[k].release != nullptr) segments[k].release(&segments[k]);
+    }
+  };
+  auto* file = new (std::nothrow) IcefloeFile;
+  bool ok = file != nullptr;
+  for (int32_t k = 0; ok && k < num_segments; ++k) {
+    ok = segments[k].release != nullptr && segments[k].length >= 0;
+  }
+  if (ok) {
+    file->segments.resize(static_cast<size_t>(num_segments));
+    file->starts.assign(static_cast<size_t>(num_segments) + 1, 0);
+  }
+  if (!ok) {
+    release_all();
+    delete file;
+    return nullptr;
+  }
+  for (int32_t k = 0; k < num_segments; ++k) {
+    file->segments[static_cast<size_t>(k)] = segments[k];  // moved: the source no longer owns it
+    segments[k].release = nullptr;
+    file->starts[static_cast<size_t>(k) + 1] =
+        file->starts[static_cast<size_t>(k)] + segments[k].length;
+  }
+  return file;
+}
+
+extern "C" void icefloe_file_free(IcefloeFile* file) noexcept {
+  if (file == nullptr) return;
+  for (ArrowArray& segment : file->segments) {
+    if (segment.release != nullptr) segment.release(&segment);
+  }
+  delete file;
+}
+
+extern "C" int64_t icefloe_file_rows(const IcefloeFile* file) noexcept {
+  return file == nullptr ? 0 : file->rows();
 }

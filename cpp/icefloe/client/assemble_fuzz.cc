@@ -3,9 +3,11 @@
 // unchecked against each other), so any of them may be wrong. The batches
 // pass Arrow's basic validation (the caller checks), except that the fuzzer
 // may corrupt one interior list or string offset, which that validation does
-// not look at. Every input must be refused
-// or assembled, never read or written out of bounds (ASan, UBSan), and every
-// input array released once.
+// not look at. A piece may name a file of segments instead of a batch (its
+// source runs then cross them). Every input must be refused or assembled,
+// never read or written out of bounds (ASan, UBSan), every piece's batch
+// released once by the call and a file's segments never (icefloe_file_free
+// does).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +26,8 @@ struct Piece {
   std::unique_ptr<icefloe_testing::Batch> batch;
   std::vector<uint32_t> entries;  // positions, or runs (offset, length pairs)
   std::vector<uint8_t> source;    // packed 12-byte source runs
+  std::vector<std::unique_ptr<icefloe_testing::Batch>> segments;  // a file's
+  IcefloeFile* file = nullptr;
 };
 
 }  // namespace
@@ -34,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int num_pieces = 1 + static_cast<int>(in.Small(4));
   std::vector<Piece> pieces(static_cast<size_t>(num_pieces));
   std::vector<IcefloeAssemblePiece> c(static_cast<size_t>(num_pieces));
+  int batches = 0;  // pieces that hand the call a batch to release
   for (int p = 0; p < num_pieces; ++p) {
     Piece& piece = pieces[static_cast<size_t>(p)];
     const uint8_t flags = in.U8();
@@ -76,6 +81,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       out.source_runs = piece.source.data();
       out.num_source_runs = runs;
     }
+    if (flags & 32) {  // the piece's rows in a file of up to 4 segments (some empty)
+      std::vector<ArrowArray> arrays;
+      const uint32_t count = 1 + in.Small(4);
+      uint32_t at = static_cast<uint32_t>(p) * 40;
+      for (uint32_t k = 0; k < count; ++k) {
+        const uint32_t n = in.Small(16);
+        std::vector<uint32_t> segment_rows(n);
+        std::iota(segment_rows.begin(), segment_rows.end(), at);
+        at += n;
+        piece.segments.push_back(icefloe_testing::MakeBatch(segment_rows));
+        arrays.push_back(piece.segments.back()->array);
+      }
+      piece.file = icefloe_file_new(static_cast<int32_t>(count), arrays.data());
+      if (piece.file == nullptr) std::abort();
+      out.file = piece.file;
+      if (!(flags & 64)) out.batch = nullptr;  // else: both, refused
+    }
+    batches += out.batch != nullptr;
   }
   static icefloe_testing::Schema schema;
   icefloe_testing::released = 0;
@@ -84,12 +107,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   char error[256];
   const int32_t code = icefloe_assemble(rows, &schema.batch, num_pieces, c.data(), &out,
                                         (size & 1) ? inverse.data() : nullptr, error, sizeof error);
-  if (icefloe_testing::released != num_pieces) std::abort();  // every input, once
+  if (icefloe_testing::released != batches) std::abort();  // every piece's batch, once
   if (code == kIcefloeAssembleOk) {
     if (out.length != rows || out.release == nullptr) std::abort();
     out.release(&out);
   } else if (out.release != nullptr) {
     std::abort();  // nothing handed out on failure
   }
+  icefloe_testing::released = 0;
+  int segments = 0;
+  for (Piece& piece : pieces) {
+    segments += static_cast<int>(piece.segments.size());
+    icefloe_file_free(piece.file);
+  }
+  if (icefloe_testing::released != segments) std::abort();  // the files', once
   return 0;
 }

@@ -144,8 +144,8 @@ TEST(Assemble, CountsPositionsFromEachPiecesBase) {
   std::iota(local.begin(), local.end(), 0u);
   auto a = MakeBatch(first), b = MakeBatch(second);
   std::vector<IcefloeAssemblePiece> pieces(2);
-  pieces[0] = {&a->array, local.data(), nullptr, 0, 10, 0, nullptr, 0};
-  pieces[1] = {&b->array, local.data(), nullptr, 0, 10, 10, nullptr, 0};
+  pieces[0] = {&a->array, local.data(), nullptr, 0, 10, 0, nullptr, 0, nullptr};
+  pieces[1] = {&b->array, local.data(), nullptr, 0, 10, 10, nullptr, 0, nullptr};
   ArrowArray out{};
   ASSERT_EQ(Assemble(20, pieces, &out), kIcefloeAssembleOk);
   ExpectTable(out, 20);
@@ -169,7 +169,7 @@ TEST(Assemble, TakesAPieceByReferenceFromItsSourceRuns) {
   for (uint32_t i = 90; i < 100; ++i) positions.push_back(99 - i);
   for (uint32_t i = 0; i < 90; ++i) positions.push_back(99 - i);
   std::vector<IcefloeAssemblePiece> pieces = {
-      {&file->array, positions.data(), nullptr, 0, 100, 0, source.data(), 2}};
+      {&file->array, positions.data(), nullptr, 0, 100, 0, source.data(), 2, nullptr}};
   ArrowArray out{};
   std::vector<int64_t> inverse(100);
   ASSERT_EQ(Assemble(100, pieces, &out, inverse.data()), kIcefloeAssembleOk);
@@ -179,6 +179,162 @@ TEST(Assemble, TakesAPieceByReferenceFromItsSourceRuns) {
     EXPECT_EQ(positions[static_cast<size_t>(inverse[pos])], pos);
   }
   out.release(&out);
+}
+
+// Packed source runs (u64 first row, u32 length), as a node sends them.
+std::vector<uint8_t> SourceBytes(const std::vector<std::pair<uint64_t, uint32_t>>& runs) {
+  std::vector<uint8_t> bytes(12 * runs.size());
+  for (size_t k = 0; k < runs.size(); ++k) {
+    std::memcpy(bytes.data() + 12 * k, &runs[k].first, 8);
+    std::memcpy(bytes.data() + 12 * k + 8, &runs[k].second, 4);
+  }
+  return bytes;
+}
+
+// A node's file of segments (one empty) holding the table's rows 0..99 in
+// a scrambled order, as icefloe_file_new holds it.
+struct SegmentedFile {
+  std::vector<uint32_t> order;  // the file's rows: table row order[i] at file row i
+  std::vector<std::unique_ptr<icefloe_testing::Batch>> segments;
+  IcefloeFile* file = nullptr;
+
+  explicit SegmentedFile(uint32_t seed) : order(100) {
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+    std::vector<ArrowArray> arrays;
+    uint32_t at = 0;
+    for (uint32_t size : {7u, 30u, 0u, 1u, 41u, 21u}) {
+      segments.push_back(
+          MakeBatch(std::vector<uint32_t>(order.begin() + at, order.begin() + at + size)));
+      arrays.push_back(segments.back()->array);
+      at += size;
+    }
+    file = icefloe_file_new(static_cast<int32_t>(arrays.size()), arrays.data());
+    for (const ArrowArray& a : arrays) EXPECT_EQ(a.release, nullptr);  // moved in
+  }
+  ~SegmentedFile() { icefloe_file_free(file); }
+};
+
+TEST(Assemble, TakesAPieceAcrossTheSegmentsOfAFileInOneCall) {
+  // Two pieces name the file's rows in runs that cross segments (one
+  // crosses four, past the empty one), a third carries its rows; positions
+  // at random (the scatter) or in order (runs), with the inverse or not.
+  for (bool runs : {false, true}) {
+    for (bool with_inverse : {false, true}) {
+      SegmentedFile f(runs + 2 * with_inverse);
+      ASSERT_NE(f.file, nullptr);
+      EXPECT_EQ(icefloe_file_rows(f.file), 100);
+      const std::vector<std::vector<std::pair<uint64_t, uint32_t>>> named = {
+          {{5, 40}, {90, 3}}, {{45, 2}, {60, 30}, {93, 7}, {47, 3}}};
+      std::vector<std::vector<uint8_t>> sources;
+      std::vector<std::vector<uint32_t>> positions;  // each piece's rows' table rows
+      for (const auto& piece_runs : named) {
+        sources.push_back(SourceBytes(piece_runs));
+        positions.emplace_back();
+        for (const auto& [first, length] : piece_runs) {
+          for (uint32_t i = 0; i < length; ++i) positions.back().push_back(f.order[first + i]);
+        }
+      }
+      std::vector<uint32_t> carried(f.order.begin(), f.order.begin() + 5);
+      for (uint32_t r : {50u, 51u, 52u, 53u, 54u, 55u, 56u, 57u, 58u, 59u}) {
+        carried.push_back(f.order[r]);
+      }
+      std::sort(carried.begin(), carried.end());  // the same in both layouts
+      auto batch = MakeBatch(carried);
+      positions.push_back(carried);
+      std::vector<std::vector<uint32_t>> position_runs(positions.size());
+      std::vector<IcefloeAssemblePiece> pieces;
+      for (size_t p = 0; p < positions.size(); ++p) {
+        IcefloeAssemblePiece piece{};
+        piece.rows = static_cast<int64_t>(positions[p].size());
+        if (p < 2) {
+          piece.file = f.file;
+          piece.source_runs = sources[p].data();
+          piece.num_source_runs = static_cast<int64_t>(named[p].size());
+        } else {
+          piece.batch = &batch->array;
+        }
+        if (runs) {  // the same rows, each piece's sorted: one run per row at most
+          std::sort(positions[p].begin(), positions[p].end());
+          for (uint32_t r : positions[p]) position_runs[p].insert(position_runs[p].end(), {r, 1});
+          piece.runs = position_runs[p].data();
+          piece.num_runs = piece.rows;
+        } else {
+          piece.positions = positions[p].data();
+        }
+        pieces.push_back(piece);
+      }
+      if (runs) {  // sorted positions need their rows in that order: carried only
+        pieces.erase(pieces.begin(), pieces.begin() + 2);
+        std::vector<uint32_t> rest;
+        for (uint32_t r = 0; r < 100; ++r) {
+          if (std::find(carried.begin(), carried.end(), r) == carried.end()) rest.push_back(r);
+        }
+        // The rest as one piece of the file, its source runs one row each in
+        // table order (crossing segments from run to run).
+        std::vector<std::pair<uint64_t, uint32_t>> each;
+        for (uint32_t r : rest) {
+          each.push_back({static_cast<uint64_t>(std::find(f.order.begin(), f.order.end(), r) -
+                                                f.order.begin()),
+                          1});
+        }
+        sources.push_back(SourceBytes(each));
+        position_runs.push_back({});
+        for (uint32_t r : rest) position_runs.back().insert(position_runs.back().end(), {r, 1});
+        IcefloeAssemblePiece piece{};
+        piece.file = f.file;
+        piece.rows = static_cast<int64_t>(rest.size());
+        piece.source_runs = sources.back().data();
+        piece.num_source_runs = piece.rows;
+        piece.runs = position_runs.back().data();
+        piece.num_runs = piece.rows;
+        pieces.push_back(piece);
+      }
+      released = 0;
+      ArrowArray out{};
+      std::vector<int64_t> inverse(100, -1);
+      ASSERT_EQ(Assemble(100, pieces, &out, with_inverse ? inverse.data() : nullptr),
+                kIcefloeAssembleOk)
+          << runs << with_inverse;
+      EXPECT_EQ(released, 1);  // the carried piece's batch; the file's segments are the file's
+      ExpectTable(out, 100);
+      out.release(&out);
+      if (with_inverse) {
+        for (int64_t pos = 0; pos < 100; ++pos) EXPECT_GE(inverse[pos], 0) << pos;
+      }
+    }
+  }
+}
+
+TEST(Assemble, RefusesAFilePieceOutsideItsFileOrWithABatchToo) {
+  SegmentedFile f(9);
+  const std::vector<uint8_t> outside = SourceBytes({{98, 3}});  // rows 98..100 of 100
+  std::vector<uint32_t> positions = {0, 1, 2};
+  IcefloeAssemblePiece piece{};
+  piece.file = f.file;
+  piece.positions = positions.data();
+  piece.rows = 3;
+  piece.source_runs = outside.data();
+  piece.num_source_runs = 1;
+  std::vector<IcefloeAssemblePiece> pieces = {piece};
+  ArrowArray out{};
+  EXPECT_EQ(Assemble(3, pieces, &out), kIcefloeAssembleOutsideSource);
+  const std::vector<uint8_t> inside = SourceBytes({{97, 3}});
+  pieces[0].source_runs = inside.data();
+  auto batch = MakeBatch({1, 2, 3});
+  pieces[0].batch = &batch->array;  // a file and a batch: which?
+  released = 0;
+  EXPECT_EQ(Assemble(3, pieces, &out), kIcefloeAssembleMalformed);
+  EXPECT_EQ(released, 1);
+  pieces[0].batch = nullptr;
+  pieces[0].source_runs = nullptr;  // a file piece names its rows
+  pieces[0].num_source_runs = 0;
+  EXPECT_EQ(Assemble(3, pieces, &out), kIcefloeAssembleMalformed);
+  pieces[0].source_runs = inside.data();
+  pieces[0].num_source_runs = 1;
+  ASSERT_EQ(Assemble(3, pieces, &out), kIcefloeAssembleOk);  // the file is still whole
+  out.release(&out);
+  EXPECT_EQ(icefloe_file_new(-1, nullptr), nullptr);
 }
 
 TEST(Assemble, HonoursTheOffsetsOfSlicedArrays) {
@@ -193,7 +349,8 @@ TEST(Assemble, HonoursTheOffsetsOfSlicedArrays) {
     c->offset = 2;
     c->length -= 2;
   }
-  std::vector<IcefloeAssemblePiece> pieces = {{&b->array, nullptr, nullptr, 1, 10, 0, nullptr, 0}};
+  std::vector<IcefloeAssemblePiece> pieces = {
+      {&b->array, nullptr, nullptr, 1, 10, 0, nullptr, 0, nullptr}};
   std::vector<uint32_t> run = {0, 10};
   pieces[0].runs = run.data();
   ArrowArray out{};
@@ -217,7 +374,7 @@ TEST(Assemble, HonoursTheOffsetsOfSlicedArrays) {
     c->length -= 2;
   }
   std::vector<uint32_t> reversed = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
-  pieces = {{&again->array, reversed.data(), nullptr, 0, 10, 0, nullptr, 0}};
+  pieces = {{&again->array, reversed.data(), nullptr, 0, 10, 0, nullptr, 0, nullptr}};
   ASSERT_EQ(Assemble(10, pieces, &out), kIcefloeAssembleOk);
   ids = static_cast<const int32_t*>(out.children[0]->buffers[1]);
   tok_offsets = static_cast<const int32_t*>(out.children[2]->buffers[1]);
@@ -237,7 +394,7 @@ TEST(Assemble, RefusesPiecesThatDoNotFillTheBatchOnceAndReleasesThemAll) {
       std::vector<uint32_t> rows_of(positions[p].size(), 1);
       batches.push_back(MakeBatch(rows_of));
       pieces.push_back({&batches.back()->array, positions[p].data(), nullptr, 0,
-                        static_cast<int64_t>(positions[p].size()), bases[p], nullptr, 0});
+                        static_cast<int64_t>(positions[p].size()), bases[p], nullptr, 0, nullptr});
     }
     released = 0;
     ArrowArray out{};
@@ -261,7 +418,7 @@ TEST(Assemble, RefusesSourceRunsOutsideThePiecesBatch) {
   std::memcpy(source.data() + 8, &length, 4);
   std::vector<uint32_t> positions = {0, 1, 2};
   std::vector<IcefloeAssemblePiece> pieces = {
-      {&file->array, positions.data(), nullptr, 0, 3, 0, source.data(), 1}};
+      {&file->array, positions.data(), nullptr, 0, 3, 0, source.data(), 1, nullptr}};
   ArrowArray out{};
   EXPECT_EQ(Assemble(3, pieces, &out), kIcefloeAssembleOutsideSource);
 }
@@ -272,7 +429,7 @@ TEST(Assemble, RefusesOffsetsThatGoBackwardsNamingTheColumn) {
   std::swap(b->name.offsets[1], b->name.offsets[2]);
   std::vector<uint32_t> run = {0, 4};
   std::vector<IcefloeAssemblePiece> pieces = {
-      {&b->array, nullptr, run.data(), 1, 4, 0, nullptr, 0}};
+      {&b->array, nullptr, run.data(), 1, 4, 0, nullptr, 0, nullptr}};
   ArrowArray out{};
   std::string error;
   EXPECT_EQ(Assemble(4, pieces, &out, nullptr, &error), kIcefloeAssembleBadOffsets);
@@ -293,7 +450,7 @@ TEST(Assemble, LeavesADictionaryColumnToTheCallerWithTheInverse) {
   auto b = MakeBatch(rows);
   std::vector<uint32_t> positions = {3, 2, 1, 0};
   std::vector<IcefloeAssemblePiece> pieces = {
-      {&b->array, positions.data(), nullptr, 0, 4, 0, nullptr, 0}};
+      {&b->array, positions.data(), nullptr, 0, 4, 0, nullptr, 0, nullptr}};
   ArrowArray out{};
   std::vector<int64_t> inverse(4, -1);
   char error[128];

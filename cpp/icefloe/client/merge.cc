@@ -37,6 +37,7 @@ struct Head {
   std::vector<uint32_t> owned{};
   const uint8_t* sources = nullptr;
   uint32_t num_sources = 0;
+  const IcefloeFile* file = nullptr;  // the source runs' rows, across its segments
 
   uint32_t Entry(size_t i) const {
     uint32_t v;
@@ -102,7 +103,7 @@ struct IcefloeMerger {
         num_batches(num_batches) {}
 
   int32_t Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows, int32_t holds,
-               int64_t file_rows);
+               int64_t file_rows, const IcefloeFile* file = nullptr);
   int32_t CheckSources(const Head& h, int64_t file_rows);
   int32_t SliceChunk(Head& h);
   int32_t PushRows(int32_t stream, uint64_t batch, uint32_t batch_size, int64_t rows,
@@ -162,7 +163,7 @@ struct IcefloeMerger {
 };
 
 int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, int64_t rows,
-                            int32_t holds, int64_t file_rows) {
+                            int32_t holds, int64_t file_rows, const IcefloeFile* file) {
   if (!Asked(stream)) return -1;
   if (size < 0 || (bytes == nullptr && size > 0) || rows < 0 || file_rows < 0 ||
       holds < ICEFLOE_ROWS_CARRIED || holds > ICEFLOE_ROWS_IN_FILE) {
@@ -194,7 +195,13 @@ int32_t IcefloeMerger::Push(int32_t stream, const uint8_t* bytes, int64_t size, 
   if (holds == ICEFLOE_ROWS_IN_FILE) {
     h.sources = v.source_bytes;
     h.num_sources = v.sources;
+    h.file = file;
     if (CheckSources(h, file_rows) != 0) return -1;
+  }
+  if (h.file != nullptr && h.whole) {
+    return Fail(
+        "a node sent a chunk by reference whose rows lie in more than one segment of "
+        "its shared file");
   }
   if (!h.whole && !h.CountsRows()) {
     return Fail("a node sent a piece whose positions do not match its rows");
@@ -489,7 +496,7 @@ int32_t IcefloeMerger::Finish(IcefloeMergeStep* out) {
   const Head& front = taken.front();
   out->in_order = !span && taken.size() == 1 && front.InOrder();
   if (out->in_order && front.sources != nullptr) {  // in the file: one slice of it, or assembled
-    out->in_order = !copy && front.num_sources <= 1;
+    out->in_order = !copy && front.num_sources <= 1 && front.file == nullptr;
     out->in_file = out->in_order;
     out->start = front.num_sources == 0 ? 0 : static_cast<int64_t>(front.Source(0).first);
     out->rows = front.rows;
@@ -548,7 +555,8 @@ int32_t IcefloeMerger::Assemble(const ArrowSchema* schema, ArrowArray* batches, 
     }
     IcefloeAssemblePiece& p = pieces[k];
     p = {};
-    p.batch = &batches[k];
+    p.batch = h.file != nullptr ? nullptr : &batches[k];
+    p.file = h.file;
     if (h.positions) {
       p.positions = entries;
     } else {
@@ -598,6 +606,18 @@ extern "C" int32_t icefloe_merger_push(IcefloeMerger* merger, int32_t stream, co
                                        int64_t size, int64_t rows, int32_t holds, int64_t file_rows,
                                        IcefloeMergeStep* next) noexcept {
   merger->Push(stream, header, size, rows, holds, file_rows);
+  return merger->Next(next);
+}
+
+extern "C" int32_t icefloe_merger_push_file(IcefloeMerger* merger, int32_t stream,
+                                            const uint8_t* header, int64_t size, int64_t rows,
+                                            const IcefloeFile* file,
+                                            IcefloeMergeStep* next) noexcept {
+  if (file == nullptr) {
+    merger->Fail("a message was pushed with no file");
+  } else {
+    merger->Push(stream, header, size, rows, ICEFLOE_ROWS_IN_FILE, icefloe_file_rows(file), file);
+  }
   return merger->Next(next);
 }
 

@@ -105,6 +105,16 @@ __attribute__((visibility("default"))) int32_t icefloe_merger_push(
     IcefloeMerger* merger, int32_t stream, const uint8_t* header, int64_t size, int64_t rows,
     int32_t holds, int64_t file_rows, IcefloeMergeStep* next) noexcept;
 
+// Stream `stream`'s next message, asked for by a NEED, by reference, whose
+// source runs name rows of `file` (assemble.h) and may cross its segments:
+// as icefloe_merger_push with ICEFLOE_ROWS_IN_FILE and the file's rows, but
+// the merger never hands its rows out as a slice (a batch of it is
+// assembled; a chunk is refused: nodes cut chunks at segments). The caller
+// keeps `file` until the message's batch is assembled.
+__attribute__((visibility("default"))) int32_t icefloe_merger_push_file(
+    IcefloeMerger* merger, int32_t stream, const uint8_t* header, int64_t size, int64_t rows,
+    const struct IcefloeFile* file, IcefloeMergeStep* next) noexcept;
+
 // Stream `stream`'s next message, asked for by a NEED, when the caller made
 // it (a take's rows from a node's shared file it holds): `rows` rows of batch
 // `batch`, of `batch_size` positions, at `positions` (copied). Fills *next
@@ -126,7 +136,8 @@ __attribute__((visibility("default"))) int32_t icefloe_merger_next(IcefloeMerger
 // Assembles the batch of the last step, a BATCH (before the next call of
 // icefloe_merger_next): icefloe_assemble (assemble.h) of its pieces, whose
 // arrays the caller exported in step.streams' order (a message's rows, or the
-// node's file for ICEFLOE_ROWS_IN_FILE), at step.bases, with every argument
+// node's file for ICEFLOE_ROWS_IN_FILE; for a message pushed with its file,
+// an array the call ignores), at step.bases, with every argument
 // and result as there, except `error`: the words of the caller's error for
 // every result but kIcefloeAssembleOk (the column, for
 // kIcefloeAssembleUnsupported). May be called again for the same batch (with

@@ -18,7 +18,8 @@ namespace {
 struct Message {
   std::string header;
   int64_t rows = 0;
-  int64_t file_rows = -1;  // by reference: the rows of the node's file; -1: rows carried
+  int64_t file_rows = -1;             // by reference: the rows of the node's file; -1: rows carried
+  const IcefloeFile* file = nullptr;  // by reference across the file's segments
 };
 
 // A piece of batches batch.. (count of them) with `rows` rows at positions 0..
@@ -84,6 +85,12 @@ std::vector<std::string> Merge(std::vector<std::vector<Message>> streams, uint64
         continue;
       }
       const Message& msg = queue[k++];
+      if (msg.file != nullptr) {
+        kind = icefloe_merger_push_file(
+            m.get(), step.stream, reinterpret_cast<const uint8_t*>(msg.header.data()),
+            static_cast<int64_t>(msg.header.size()), msg.rows, msg.file, &step);
+        continue;
+      }
       kind = icefloe_merger_push(m.get(), step.stream,
                                  reinterpret_cast<const uint8_t*>(msg.header.data()),
                                  static_cast<int64_t>(msg.header.size()), msg.rows,
@@ -185,6 +192,32 @@ TEST(Merge, ABatchByReferenceInOrderIsASliceOfTheFile) {
   EXPECT_EQ(Merge({{InFile(one, {{7, 2}, {1, 2}}, 20)}}, 1), (Steps{"B0x1[0]", "done"}));
   EXPECT_EQ(Merge({{InFile(one, {{7, 4}}, 20)}}, 1, 0, ICEFLOE_MERGE_COPY),
             (Steps{"B0x1[0]", "done"}));
+}
+
+TEST(Merge, APieceAcrossTheSegmentsOfItsFileIsAssembledNeverSliced) {
+  // A file of two segments, rows 0..9 and 10..19.
+  auto a = icefloe_testing::MakeBatch({0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto b = icefloe_testing::MakeBatch({10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
+  ArrowArray segments[2] = {a->array, b->array};
+  std::unique_ptr<IcefloeFile, void (*)(IcefloeFile*)> file(icefloe_file_new(2, segments),
+                                                            icefloe_file_free);
+  ASSERT_NE(file, nullptr);
+  auto across = [&](PieceInfo p, std::vector<SourceRun> source) {
+    Message m = InFile(std::move(p), std::move(source), 20);
+    m.file = file.get();
+    return m;
+  };
+  // One run in order across the two segments: assembled (no slice of one).
+  EXPECT_EQ(Merge({{across(Shape(4, 1, 0, false), {{8, 4}})}}, 1), (Steps{"B0x1[0]", "done"}));
+  // A span beside a piece of one segment.
+  EXPECT_EQ(Merge({{across(Shape(4, 2, 4, false), {{18, 2}, {2, 6}})}}, 2),
+            (Steps{"B0x2[0]@0", "done"}));
+  // Rows outside the file, or a chunk (nodes cut chunks at segments).
+  EXPECT_EQ(Merge({{across(Shape(4, 1, 0, false), {{18, 4}})}}, 1),
+            (Steps{"error: a node named rows outside its shared file of 20 rows"}));
+  EXPECT_EQ(Merge({{across(Shape(4, 2, 4, true), {{6, 8}})}}, 2),
+            (Steps{"error: a node sent a chunk by reference whose rows lie in more than one "
+                   "segment of its shared file"}));
 }
 
 std::string Error(std::vector<std::vector<Message>> streams, uint64_t num_batches) {

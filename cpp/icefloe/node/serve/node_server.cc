@@ -103,10 +103,12 @@ void AppendRange(std::vector<RowRange>* ranges, RowRange r) {
 // The version of the stream by reference a reader asks for (header
 // kSharedHeader): 0 when it does not ask; 1 for "1" or words this node does
 // not know (what the first readers send); 2 for "2" (it cuts pieces at
-// segments itself, docs/protocol.md "Shared memory").
+// segments itself); 3 for "3" (it also assembles a piece across segments in
+// one go, docs/protocol.md "Shared memory").
 int SharedHeaderVersion(const flight::CallHeaders& headers) {
   auto it = headers.find(kSharedHeader);
   if (it == headers.end()) return 0;
+  if (it->second == "3") return 3;
   return it->second == "2" ? 2 : 1;
 }
 
@@ -578,18 +580,20 @@ arrow::Status NodeServer::ServeTicket(const flight::Ticket& request, int shared,
     // over the wire on the benchmark's table, with 22% less CPU). Sample
     // rows, one run each, are gathered here, on the node's threads, which
     // measured faster than the reading process taking them itself.
-    // A window epoch over a copy with rows on the tier goes over TCP: its
-    // units (a load batch each, ~0.3 MB) are segments of their own, a window
-    // span's rows cross hundreds of them, and the reader pays per piece
-    // (export, cut, scatter): 0.29-0.42x TCP's rows/s even when it cuts the
-    // pieces at segments itself (benchmarks/README.md, tier_reference). A
-    // reader that cuts (version 2) gets a window span's piece whole where the
-    // copy's memory segments split it.
+    // A window epoch over a copy with rows on the tier is by reference only
+    // to a reader that assembles a piece across segments in one go (version
+    // 3): its units (a load batch each, ~0.3 MB) are segments of their own
+    // and a window span's rows cross hundreds of them; a reader that paid
+    // per piece read at 0.29-0.42x TCP's rows/s (benchmarks/README.md,
+    // tier_reference), so earlier readers get it over TCP. A reader that
+    // cuts (version 2 on) gets a window span's piece whole where the copy's
+    // segments split it.
     const ShuffleMode mode = plan.params.order.mode;
     const bool reader_cuts = shared >= 2;
-    const bool by_reference = wants_shared && dataset->shared() != nullptr &&
-                              (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
-                               (mode == ShuffleMode::kWindow && dataset->disk_bytes() == 0));
+    const bool by_reference =
+        wants_shared && dataset->shared() != nullptr &&
+        (mode == ShuffleMode::kNone || mode == ShuffleMode::kBlock ||
+         (mode == ShuffleMode::kWindow && (dataset->disk_bytes() == 0 || shared >= 3)));
     ARROW_ASSIGN_OR_RAISE(*stream, MakePlanStream(std::move(dataset), std::move(plan), gather_pool_,
                                                   Meter(StreamKind::kPlan), std::move(columns),
                                                   by_reference, readahead_, reader_cuts));
