@@ -37,12 +37,11 @@ How the sequence is made:
    a divisor of T, the shortest rows' batch of a bucket: padding bounds
    them), sorted by tokens, is read in tours of ``_TOUR_BATCHES`` or more
    spread over the epoch (``_with_tours``): a step there reads neighbours
-   of the sorted tail, the closest batches there are. A tail batch no
-   other is within 10% of shares no balanced step: it is read after the
-   full batches, with the partial ones (``drop_last`` drops them with the
-   steps' remainder). ``balance="sq"`` has no band (sums of squares spread
-   over orders of magnitude): all its full batches are windowed, sorted
-   by the sum of squared lengths.
+   of the sorted tail, the closest batches there are. The partial
+   batches end the sequence (``drop_last`` drops them with the steps'
+   remainder). ``balance="sq"`` has no band (sums of squares spread over
+   orders of magnitude): all its full batches are windowed, sorted by the
+   sum of squared lengths.
 """
 
 from __future__ import annotations
@@ -124,9 +123,9 @@ class TokenBatchPlan:
     ``squares`` (sum of lengths, of squared lengths: exact from exact codes,
     estimated from each code's mean otherwise).
     ``order``: the sequence, batch ids in the order steps read them; its
-    first ``num_full`` are full batches, the rest partial (or a tail batch
-    no other is within 10% of). ``low``: per batch, whether it is below the
-    band (read in the tail's tours); ``num_windowed``: the band's batches.
+    first ``num_full`` are full batches, the rest partial. ``low``: per
+    batch, whether it is below the band (read in the tail's tours);
+    ``num_windowed``: the band's batches.
     ``too_long_rows``: rows dropped for being longer than the budget."""
 
     def __init__(self, lengths: LengthCodes, budget: TokenBudget, seed: int, epoch: int,
@@ -348,15 +347,12 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     del parts, fields
     measure = plan.tokens if budget.balance == "tokens" else plan.squares
     full = np.flatnonzero(~partial).astype(ids)
-    band, tail = full[~low[full]], _descending(full[low[full]], measure)
-    # A tail batch that no other batch is within a tenth of shares no
-    # balanced step: it is read after the full batches, as a partial one is.
-    rare = _isolated(measure[tail], measure[band].min() if len(band) else None)
+    band = full[~low[full]]
     plan.order = np.concatenate([
         _with_tours(_balanced_order(band, measure, budget.window_batches, _rng(seed, epoch, 3)),
-                    tail[~rare], budget.window_batches),
-        tail[rare], _descending(np.flatnonzero(partial).astype(ids), measure)])
-    plan.num_full = len(full) - int(rare.sum())
+                    _descending(full[low[full]], measure), budget.window_batches),
+        _descending(np.flatnonzero(partial).astype(ids), measure)])
+    plan.num_full = len(full)
     plan.num_windowed = len(band)
     plan.low = low
     return plan
@@ -483,15 +479,6 @@ def _sums(counts: np.ndarray, per_row: np.ndarray, k: np.ndarray, part: np.ndarr
 def _descending(batches: np.ndarray, measure: np.ndarray) -> np.ndarray:
     """``batches`` sorted by ``measure``, largest first (ties in id order)."""
     return batches[np.argsort(-measure[batches].astype(np.int64), kind="stable")]
-
-
-def _isolated(values: np.ndarray, above: float | None) -> np.ndarray:
-    """Of ``values`` (descending; ``above``: the least value above them, if
-    any), those more than ``1 - _BAND`` from both their neighbours."""
-    v = values.astype(np.float64)
-    prev = np.concatenate([[np.inf if above is None else float(above)], v[:-1]])
-    after = np.append(v[1:], 0.0)
-    return (v < _BAND * prev) & (after < _BAND * v)
 
 
 def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int) -> np.ndarray:
