@@ -484,11 +484,12 @@ def _descending(batches: np.ndarray, measure: np.ndarray) -> np.ndarray:
 def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int) -> np.ndarray:
     """Step 3's sequence: the band's ``windows`` (``_balanced_order``) with
     the tail (descending) read in ``m`` tours of ``_TOUR_BATCHES`` or more,
-    tour ``k`` the tail's batches ``k, k + m, ...``: the last tour ends the
-    sequence descending, each other one goes down and back up (its even
-    batches descending, then its odd ones ascending) after a descending
-    window, the tours spread evenly over the epoch. A tour leaves and meets
-    the windows at their least batches and the tail's largest, alike."""
+    each every ``m``-th batch of the tail, spread evenly over the epoch. The
+    last tour ends the full batches descending, to the tail's least batch
+    (which ``drop_last``'s remainder drops first); each other one follows a
+    descending window and goes down and back up (its even batches
+    descending, then its odd ones ascending). A tour leaves and meets the
+    windows at their least batches and the tail's largest, alike."""
     count = -(-len(windows) // window)
     down = np.arange(count - 1, -1, -2)[::-1]  # descending windows: the last, every other
     m = max(1, min(len(tail) // _TOUR_BATCHES, len(down)))
@@ -497,7 +498,7 @@ def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int) -> np.ndarra
     pieces = np.split(windows, cuts[:-1])
     out = []
     for k in range(m):
-        tour = tail[k::m]
+        tour = tail[(k + len(tail) - m) % m::m]  # the least batch in the last tour, last
         out += [pieces[k], tour if k == m - 1 else
                 np.concatenate([tour[0::2], tour[1::2][::-1]])]
     out.append(windows[cuts[-1]:])
