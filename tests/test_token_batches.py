@@ -248,14 +248,16 @@ def test_every_step_s_true_tokens_are_within_ten_percent_at_any_world_size(shape
     10% but one holding a batch no other is within 10% of (a bucket's
     shortest rows), and where the "sft" shape's tail has a gap (rows just
     above T/2 and T/3 fill a batch by half and two thirds, none between)
-    or too few alike batches: a few steps an epoch."""
+    or too few alike batches: a few steps an epoch, fewer where the job's
+    steps align with the segments below the gap."""
     lengths = _shape(shape, 300_000 if shape == "lognormal" else 60_000)
     plan = _plan(_coded(lengths) if coded else lengths)
     true = _true_tokens(plan, lengths)
-    # At this size the tail is one tour, read last, descending as planned.
+    assert np.array_equal(np.sort(plan.order), np.arange(plan.num_batches))  # each batch once
     low = np.flatnonzero(plan.low[plan.order[:plan.num_full]])
-    assert np.array_equal(low, np.arange(plan.num_full - len(low), plan.num_full))
-    assert (np.diff(plan.tokens[plan.order[low]].astype(np.int64)) <= 0).all()
+    if shape != "sft":  # at this size the tail is one tour, read last, descending as planned
+        assert np.array_equal(low, np.arange(plan.num_full - len(low), plan.num_full))
+        assert (np.diff(plan.tokens[plan.order[low]].astype(np.int64)) <= 0).all()
     alone = _alone(plan)
     for world_size in (2, 3, 4, 8, 16, 64):
         for start in (0, 5, 37):
@@ -269,8 +271,13 @@ def test_every_step_s_true_tokens_are_within_ten_percent_at_any_world_size(shape
             assert band.sum() >= steps // 5  # not vacuous
             assert spread[band].max() <= 0.10, (world_size, start, spread[band].max())
             over = np.flatnonzero((spread > 0.10) & ~np.isin(ids, alone).any(0))
-            assert len(over) <= (3 if shape == "sft" else 0), (
-                world_size, start, over, spread[over], at[:, over].T.tolist())
+            # The sft tail's segments below its gap start and end on multiples
+            # of 192 (tb._ALIGN): a job of a world size dividing it from such
+            # a start crosses the gap only in the last run.
+            aligned = tb._ALIGN % world_size == 0 and start % world_size == 0
+            most = 0 if shape != "sft" else 3 if aligned else 6
+            assert len(over) <= most, (world_size, start, over, spread[over],
+                                       at[:, over].T.tolist())
 
 
 def _alone(plan):

@@ -65,6 +65,7 @@ _MAX_HISTOGRAM = 1 << 22  # bucket x length counts held at once (32 MiB); wider:
 _MAX_EXACT = 1 << 20  # longest row planned from exact lengths (else from codes)
 _BAND = 0.9  # of the most tokens a batch can hold: the band's floor (step 3)
 _TOUR_BATCHES = 4096  # the fewest tail batches of a tour (step 3)
+_ALIGN = 192  # a cluster's segments start and end on multiples of it (step 3): 64 x 3
 TOO_LONG = ("refuse", "drop")
 
 
@@ -350,7 +351,8 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     band = full[~low[full]]
     plan.order = np.concatenate([
         _with_tours(_balanced_order(band, measure, budget.window_batches, _rng(seed, epoch, 3)),
-                    _descending(full[low[full]], measure), budget.window_batches),
+                    _descending(full[low[full]], measure), budget.window_batches, measure,
+                    measure[band].min() if len(band) else None),
         _descending(np.flatnonzero(partial).astype(ids), measure)])
     plan.num_full = len(full)
     plan.num_windowed = len(band)
@@ -481,28 +483,61 @@ def _descending(batches: np.ndarray, measure: np.ndarray) -> np.ndarray:
     return batches[np.argsort(-measure[batches].astype(np.int64), kind="stable")]
 
 
-def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int) -> np.ndarray:
-    """Step 3's sequence: the band's ``windows`` (``_balanced_order``) with
-    the tail (descending) read in ``m`` tours of ``_TOUR_BATCHES`` or more,
-    each every ``m``-th batch of the tail, spread evenly over the epoch. The
-    last tour ends the full batches descending, to the tail's least batch
-    (which ``drop_last``'s remainder drops first); each other one follows a
-    descending window and goes down and back up (its even batches
-    descending, then its odd ones ascending). A tour leaves and meets the
-    windows at their least batches and the tail's largest, alike."""
+def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int, measure: np.ndarray,
+                least: float | None) -> np.ndarray:
+    """Step 3's sequence: the band's ``windows`` (``_balanced_order``, their
+    least batch ``least``) with the tail (descending), in two kinds of
+    runs spread evenly over the epoch, each of ``_TOUR_BATCHES`` or more
+    (``_V``). The tail's batches down to its first *gap* (two neighbours
+    more than 10% apart) are read in tours, each after a descending window:
+    a tour leaves and meets the windows at their least batches and the
+    tail's largest, alike. Each cluster below a gap is read in segments
+    whose lengths and starts are multiples of ``_ALIGN``: a job whose
+    world size divides it and which started at such a position has no
+    step across the gap. The rest (each cluster's remainder, a tour's
+    last part) ends the full batches descending, down to the tail's least
+    batch (which ``drop_last``'s remainder drops first)."""
+    v = measure[tail].astype(np.float64)
+    above = np.concatenate([[np.inf if least is None else float(least)], v[:-1]])
+    cluster = np.cumsum(v < _BAND * above)  # 0: the tail's part that meets the band
+    near = tail[cluster == 0]
     count = -(-len(windows) // window)
     down = np.arange(count - 1, -1, -2)[::-1]  # descending windows: the last, every other
-    m = max(1, min(len(tail) // _TOUR_BATCHES, len(down)))
+    m = max(1, min(len(near) // _TOUR_BATCHES, len(down)))
     after = down[(np.arange(1, m + 1) * len(down) + m - 1) // m - 1] if len(down) else [0]
-    cuts = np.minimum((np.asarray(after) + 1) * window, len(windows))
-    pieces = np.split(windows, cuts[:-1])
-    out = []
-    for k in range(m):
-        tour = tail[(k + len(tail) - m) % m::m]  # the least batch in the last tour, last
-        out += [pieces[k], tour if k == m - 1 else
-                np.concatenate([tour[0::2], tour[1::2][::-1]])]
-    out.append(windows[cuts[-1]:])
+    # (band offset, order among equals, run): runs go in after that many band batches.
+    events = [(int(min((a + 1) * window, len(windows))), 1, _V(near, k, m))
+              for k, a in enumerate(after[:-1])]
+    last = [_V(near, m - 1, m, down_only=True)]
+    for j in range(1, int(cluster[-1]) + 1 if len(cluster) else 1):
+        run = tail[cluster == j]
+        units = len(run) // _ALIGN
+        parts = max(1, units * _ALIGN // _TOUR_BATCHES) if units else 0
+        whole = units // max(parts, 1) * _ALIGN * parts
+        for k in range(parts):
+            events.append((int(len(windows) * (k + 0.5) / parts), 0, _V(run[:whole], k, parts)))
+        last.append(run[whole:])
+    out, pos, at = [], 0, 0
+    for offset, aligned, run in sorted(events, key=lambda e: (e[0], e[1])):
+        cut = max(offset, at)
+        if not aligned:  # a cluster's segment starts on a multiple of _ALIGN
+            cut += (at - pos - cut) % _ALIGN
+            if cut > len(windows):
+                last.insert(1, run)  # no band left to align it: read with the rest
+                continue
+        out += [windows[at:cut], run]
+        pos += cut - at + len(run)
+        at = cut
+    out += [windows[at:]] + last
     return np.concatenate(out)
+
+
+def _V(tail: np.ndarray, k: int, m: int, down_only: bool = False) -> np.ndarray:
+    """Run ``k`` of ``m`` over ``tail`` (descending): every ``m``-th batch,
+    dealt so the last run holds the least; its even batches descending,
+    then its odd ones ascending (or all descending)."""
+    run = tail[(k + len(tail) - m) % m::m] if len(tail) else tail
+    return run if down_only else np.concatenate([run[0::2], run[1::2][::-1]])
 
 
 def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
