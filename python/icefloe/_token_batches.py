@@ -35,9 +35,11 @@ How the sequence is made:
    ascending, the next descending (the last descending), so a step's
    batches are alike closer still. The *tail*, the rest (rows just above
    a divisor of T, the shortest rows' batch of a bucket: padding bounds
-   them), sorted by tokens, is read in tours of ``_TOUR_BATCHES`` or more
+   them), sorted by tokens, is read in runs of ``_TOUR_BATCHES`` or more
    spread over the epoch (``_with_tours``): a step there reads neighbours
-   of the sorted tail, the closest batches there are. The partial
+   of the sorted tail, the closest batches there are; runs of a cluster
+   below a gap of the tail start and end on multiples of ``_ALIGN``, so
+   steps of a world size dividing it cross no gap there. The partial
    batches end the sequence (``drop_last`` drops them with the steps'
    remainder). ``balance="sq"`` has no band (sums of squares spread over
    orders of magnitude): all its full batches are windowed, sorted by the
