@@ -354,7 +354,8 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     plan.order = np.concatenate([
         _with_tours(_balanced_order(band, measure, budget.window_batches, _rng(seed, epoch, 3)),
                     _descending(full[low[full]], measure), budget.window_batches, measure,
-                    measure[band].min() if len(band) else None),
+                    min((float(measure[band[i:i + _CHUNK_ROWS]].min())
+                         for i in range(0, len(band), _CHUNK_ROWS)), default=None)),
         _descending(np.flatnonzero(partial).astype(ids), measure)])
     plan.num_full = len(full)
     plan.num_windowed = len(band)
@@ -481,65 +482,81 @@ def _sums(counts: np.ndarray, per_row: np.ndarray, k: np.ndarray, part: np.ndarr
 
 
 def _descending(batches: np.ndarray, measure: np.ndarray) -> np.ndarray:
-    """``batches`` sorted by ``measure``, largest first (ties in id order)."""
-    return batches[np.argsort(-measure[batches].astype(np.int64), kind="stable")]
+    """``batches`` sorted by ``measure``, largest first (ties in id order):
+    a radix sort where the measure fits 16 bits (tokens of T < 2^16)."""
+    key = measure[batches]
+    top = int(key.max()) if len(key) else 0
+    key = (np.subtract(top, key, dtype=np.uint16, casting="unsafe") if top < 2**16
+           else np.subtract(top, key.astype(np.int64)))
+    return batches[np.argsort(key, kind="stable")]
 
 
 def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int, measure: np.ndarray,
                 least: float | None) -> np.ndarray:
     """Step 3's sequence: the band's ``windows`` (``_balanced_order``, their
-    least batch ``least``) with the tail (descending), in two kinds of
-    runs spread evenly over the epoch, each of ``_TOUR_BATCHES`` or more
-    (``_V``). The tail's batches down to its first *gap* (two neighbours
-    more than 10% apart) are read in tours, each after a descending window:
-    a tour leaves and meets the windows at their least batches and the
-    tail's largest, alike. Each cluster below a gap is read in segments
-    whose lengths and starts are multiples of ``_ALIGN``: a job whose
-    world size divides it and which started at such a position has no
-    step across the gap. The rest (each cluster's remainder, a tour's
-    last part) ends the full batches descending, down to the tail's least
-    batch (which ``drop_last``'s remainder drops first)."""
-    v = measure[tail].astype(np.float64)
-    above = np.concatenate([[np.inf if least is None else float(least)], v[:-1]])
-    cluster = np.cumsum(v < _BAND * above)  # 0: the tail's part that meets the band
-    near = tail[cluster == 0]
+    least batch ``least``) with the tail (descending), in runs spread
+    evenly over the epoch, of ``_TOUR_BATCHES`` or more (``_v``). The
+    tail's batches down to its first *gap* (two neighbours more than 10%
+    apart) are read in tours, each after a descending window: a tour
+    leaves and meets the windows at their least batches and the tail's
+    largest, alike. Each cluster below a gap is read in segments whose
+    lengths and starts are multiples of ``_ALIGN``: a job whose world size
+    divides it and which started at such a position has no step across
+    the gap. The rest (each cluster's remainder, the last tour) ends the
+    full batches descending, down to the tail's least batch (which
+    ``drop_last``'s remainder drops first). Runs are views of the tail,
+    copied once, into the sequence."""
+    bounds = np.concatenate([[0], _gaps(tail, measure, least), [len(tail)]])
+    near = tail[:bounds[1]]  # empty where the tail starts below a gap
     count = -(-len(windows) // window)
     down = np.arange(count - 1, -1, -2)[::-1]  # descending windows: the last, every other
     m = max(1, min(len(near) // _TOUR_BATCHES, len(down)))
     after = down[(np.arange(1, m + 1) * len(down) + m - 1) // m - 1] if len(down) else [0]
     # (band offset, order among equals, run): runs go in after that many band batches.
-    events = [(int(min((a + 1) * window, len(windows))), 1, _V(near, k, m))
+    events = [(int(min((a + 1) * window, len(windows))), 1, _v(near, k, m))
               for k, a in enumerate(after[:-1])]
-    last = [_V(near, m - 1, m, down_only=True)]
-    for j in range(1, int(cluster[-1]) + 1 if len(cluster) else 1):
-        run = tail[cluster == j]
+    last = _v(near, m - 1, m, down_only=True)
+    for a, b in zip(bounds[1:-1].tolist(), bounds[2:].tolist(), strict=True):
+        run = tail[a:b]  # a cluster below a gap
         units = len(run) // _ALIGN
         parts = max(1, units * _ALIGN // _TOUR_BATCHES) if units else 0
         whole = units // max(parts, 1) * _ALIGN * parts
         for k in range(parts):
-            events.append((int(len(windows) * (k + 0.5) / parts), 0, _V(run[:whole], k, parts)))
+            events.append((int(len(windows) * (k + 0.5) / parts), 0, _v(run[:whole], k, parts)))
         last.append(run[whole:])
     out, pos, at = [], 0, 0
-    for offset, aligned, run in sorted(events, key=lambda e: (e[0], e[1])):
+    for offset, aligned, runs in sorted(events, key=lambda e: (e[0], e[1])):
+        size = sum(len(r) for r in runs)
         cut = max(offset, at)
         if not aligned:  # a cluster's segment starts on a multiple of _ALIGN
             cut += (at - pos - cut) % _ALIGN
             if cut > len(windows):
-                last.insert(1, run)  # no band left to align it: read with the rest
+                last[1:1] = runs  # no band left to align it: read with the rest
                 continue
-        out += [windows[at:cut], run]
-        pos += cut - at + len(run)
+        out += [windows[at:cut], *runs]
+        pos += cut - at + size
         at = cut
-    out += [windows[at:]] + last
+    return np.concatenate(out + [windows[at:]] + last)
+
+
+def _gaps(tail: np.ndarray, measure: np.ndarray, least: float | None) -> np.ndarray:
+    """Positions of ``tail`` (descending) more than 10% below the batch
+    before (the first: below ``least``, or always where it is None), a
+    chunk at a time: the scratch is bounded, not a batch's size."""
+    out, prev = [np.empty(0, np.int64)], np.inf if least is None else float(least)
+    for i in range(0, len(tail), _CHUNK_ROWS):
+        v = measure[tail[i:i + _CHUNK_ROWS]].astype(np.float64)
+        out.append(np.flatnonzero(v < _BAND * np.concatenate([[prev], v[:-1]])) + i)
+        prev = v[-1]
     return np.concatenate(out)
 
 
-def _V(tail: np.ndarray, k: int, m: int, down_only: bool = False) -> np.ndarray:
-    """Run ``k`` of ``m`` over ``tail`` (descending): every ``m``-th batch,
-    dealt so the last run holds the least; its even batches descending,
-    then its odd ones ascending (or all descending)."""
+def _v(tail: np.ndarray, k: int, m: int, down_only: bool = False) -> list[np.ndarray]:
+    """Run ``k`` of ``m`` over ``tail`` (descending), as views: every
+    ``m``-th batch, dealt so the last run holds the least; its even batches
+    descending, then its odd ones ascending (or all descending)."""
     run = tail[(k + len(tail) - m) % m::m] if len(tail) else tail
-    return run if down_only else np.concatenate([run[0::2], run[1::2][::-1]])
+    return [run] if down_only else [run[0::2], run[1::2][::-1]]
 
 
 def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
