@@ -5,6 +5,14 @@
   batch, from the epoch's shuffled order);
 - per-step spread of trained tokens (``(most - least) / most``) across 8
   simulated ranks, both ways;
+- the balance guarantee (docs/epochs.md section 7, "Steps") on four length
+  shapes (log-normal, uniform 1..T/4, bimodal short/long, Alpaca-like with
+  rows crowding near T/2 and T/3) at 2, 4, 8, 16 and 64 ranks, in true
+  tokens, from exact lengths and from codes: steps over 10% (the most
+  spread of all steps, and of steps of band batches, which the guarantee
+  covers), the tail's share, the batches no other is within 10% of (no
+  step can balance them); ``balance="sq"`` in true sums of squared
+  lengths;
 - epoch throughput through a LocalCluster (one consumer): token-budget batches
   (planned from the nodes' row lengths, read with ``take``) vs fixed-size
   window-shuffle batches of the same mean rows, in rows/s and tokens/s;
@@ -41,6 +49,8 @@ NAME = "token_batches"
 BUDGET = 16384
 RANKS = 8
 SEED = 0
+SHAPES = ("lognormal", "uniform", "bimodal", "sft")
+WORLD_SIZES = (2, 4, 8, 16, 64)
 
 
 def synthetic_lengths(n: int, seed: int = SEED, longest: int = BUDGET // 4) -> np.ndarray:
@@ -52,6 +62,95 @@ def synthetic_lengths(n: int, seed: int = SEED, longest: int = BUDGET // 4) -> n
     for i in range(0, n, step):
         k = min(step, n - i)
         out[i:i + k] = np.clip(rng.lognormal(5.0, 1.0, k), 1, longest)
+    return out
+
+
+def shape_lengths(shape: str, n: int, seed: int = SEED) -> np.ndarray:
+    """Lengths of one of ``SHAPES`` (as tests/test_token_batches.py's, at T
+    = BUDGET), uint16."""
+    if shape == "lognormal":
+        return synthetic_lengths(n, seed)
+    rng = np.random.default_rng([seed, SHAPES.index(shape)])
+    if shape == "uniform":
+        out = rng.integers(1, BUDGET // 4 + 1, n)
+    elif shape == "bimodal":
+        long = rng.random(n) < 0.1
+        out = np.where(long, rng.normal(BUDGET / 5, BUDGET / 40, n),
+                       rng.lognormal(4.0, 0.6, n)).clip(1, BUDGET // 4)
+    else:  # "sft": near no divisor, T/2 or T/3
+        near = rng.choice([0, 2, 3], n, p=[0.8, 0.1, 0.1])
+        at = BUDGET / np.maximum(near, 1) * rng.uniform(0.96, 1.04, n)
+        out = np.where(near > 0, at, rng.lognormal(5.0, 0.9, n)).clip(1, BUDGET)
+    return out.astype(np.uint16)
+
+
+def _per_batch(plan: Any, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each batch's true tokens and sum of squared lengths."""
+    rows, counts = plan.rows_of(np.arange(plan.num_batches))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    row_lengths = lengths[rows].astype(np.int64)
+    return (np.add.reduceat(row_lengths, starts),
+            np.add.reduceat(row_lengths * row_lengths, starts))
+
+
+def _alone(plan: Any, full: np.ndarray) -> int:
+    """Full batches no other is within 10% of (planned tokens): a step that
+    holds one cannot be balanced."""
+    v = np.sort(plan.tokens[full].astype(np.float64))
+    return int(((np.concatenate([[0.0], v[:-1]]) < 0.9 * v)
+                & (0.9 * np.append(v[1:], np.inf) > v)).sum())
+
+
+def _steps(plan: Any, measure: np.ndarray, world_size: int,
+           drop_last: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's spread of ``measure`` and whether all its batches are of
+    the band, a job of ``world_size`` ranks reading from the start."""
+    ids = np.stack([plan.rank_batches(world_size, r, 0, drop_last) for r in range(world_size)])
+    at = measure[ids].astype(np.float64)
+    return (at.max(0) - at.min(0)) / np.maximum(at.max(0), 1), ~plan.low[ids].any(0)
+
+
+def guarantee(n: int, other_n: int) -> dict[str, Any]:
+    """Steps over 10% on each shape, world size and source (true tokens)."""
+    from icefloe import _token_batches as tb
+
+    out: dict[str, Any] = {}
+    budget = tb.TokenBudget(BUDGET, "input_ids")
+    for shape in SHAPES:
+        lengths = shape_lengths(shape, n if shape == "lognormal" else other_n)
+        for source in ("exact", "codes"):
+            plan = tb.plan_epoch(lengths if source == "exact" else tb.encode_lengths(
+                lengths, BUDGET), budget, seed=SEED, epoch=0)
+            tokens, _ = _per_batch(plan, lengths)
+            full = plan.order[:plan.num_full]
+            fig: dict[str, Any] = {
+                "rows": len(lengths), "batches": plan.num_batches,
+                "tail_share": float(plan.low[full].mean()),
+                "alone_batches": _alone(plan, full),
+                "partial_batches": int(plan.num_batches - plan.num_full)}
+            for w in WORLD_SIZES:
+                spread, band = _steps(plan, tokens, w)
+                loose, _ = _steps(plan, tokens, w, drop_last=False)
+                fig[f"w{w}"] = {"steps": len(spread), "over": int((spread > 0.1).sum()),
+                                "max": float(spread.max()),
+                                "band_max": float(spread[band].max()) if band.any() else 0.0,
+                                "band_steps": int(band.sum()),
+                                "over_without_drop_last": int((loose > 0.1).sum())}
+            out[f"{shape}, {source}"] = fig
+    lengths = synthetic_lengths(n)
+    for window in (256, 1024):
+        plan = tb.plan_epoch(lengths, tb.TokenBudget(BUDGET, "input_ids", balance="sq",
+                                                     window_batches=window),
+                             seed=SEED, epoch=0)
+        _, squares = _per_batch(plan, lengths)
+        fig = {}
+        for w in WORLD_SIZES:
+            spread, _ = _steps(plan, squares, w)
+            fig[f"w{w}"] = {"steps": len(spread), "over": int((spread > 0.1).sum()),
+                            "median": float(np.median(spread)),
+                            "p95": float(np.quantile(spread, 0.95)),
+                            "max": float(spread.max())}
+        out[f"sq, window {window}"] = fig
     return out
 
 
@@ -72,7 +171,8 @@ def _batch_figures(plan: Any, lengths: np.ndarray) -> dict[str, Any]:
     tokens = np.add.reduceat(row_lengths, starts).reshape(-1, RANKS).T
     return {"pad_share": 1 - float(row_lengths.sum()) / float((counts * longest).sum()),
             "spread": _spread(tokens.astype(np.float64)), "batches": plan.num_batches,
-            "mean_rows": len(rows) / len(counts), "windowed_steps": plan.num_windowed // RANKS}
+            "mean_rows": len(rows) / len(counts),
+            "tail_share": float(plan.low[plan.order[:plan.num_full]].mean())}
 
 
 def balance_and_padding(lengths: np.ndarray) -> dict[str, Any]:
@@ -96,7 +196,8 @@ def balance_and_padding(lengths: np.ndarray) -> dict[str, Any]:
                            coded["spread"],
                            f"fixed {b} rows": _spread(fixed.sum(2).T.astype(np.float64))},
         "batches": {"token budget": exact["batches"], "token budget, codes": coded["batches"]},
-        "windowed_steps": exact["windowed_steps"],
+        "tail_share": {"token budget": exact["tail_share"],
+                       "token budget, codes": coded["tail_share"]},
         "fixed_rows": b}
 
 
@@ -205,6 +306,22 @@ def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
             "ratio": rows_s["token budget"] / rows_s["fixed rows"]}
 
 
+def _guarantee_table(figures: dict[str, Any]) -> None:
+    rows = []
+    for name, fig in figures.items():
+        if name.startswith("sq"):
+            cells = ["{over} of {steps}, p95 {p95:.3f}, max {max:.3f}".format(**fig[f"w{w}"])
+                     for w in WORLD_SIZES]
+            rows.append([f"{name} (true sum of squares)", "-"] + cells)
+            continue
+        cells = ["{over} of {steps}, max {max:.3f} (band {band_max:.3f})".format(**fig[f"w{w}"])
+                 for w in WORLD_SIZES]
+        rows.append([f"{name} ({fig['rows']:,} rows)",
+                     f"{100 * fig['tail_share']:.1f} %, {fig['alone_batches']} alone"] + cells)
+    common.print_table(f"steps over 10% of true tokens, drop_last, from the start (T = {BUDGET})",
+                       ["shape, source", "tail"] + [f"W = {w}" for w in WORLD_SIZES], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -217,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"name": NAME, "machine": common.machine()}
     result["balance"] = balance_and_padding(synthetic_lengths(1_000_000 if args.quick
                                                               else 4_000_000))
+    result["guarantee"] = guarantee(1_000_000 if args.quick else 4_000_000,
+                                    500_000 if args.quick else 1_000_000)
+    _guarantee_table(result["guarantee"])
     result["planning"] = [planning(n, repeats) for n in args.plan_rows]
     if args.planning_only:
         result["throughput"] = {"rows": 0, "rows_per_s": {"token budget": 0, "fixed rows": 0}}

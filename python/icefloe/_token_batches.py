@@ -26,12 +26,24 @@ How the sequence is made:
    from a run open the next batch (they are shorter, so the longer run's
    capacity still bounds it). Padded size ``rows x longest <= T`` always (and so ``sum <= T``, the
    ``varlen`` bound). Each bucket leaves at most one *partial* batch.
-3. The full batches are shuffled and cut into windows of ``window_batches``;
-   each window is sorted by its batches' tokens (or sum of squared lengths),
-   one ascending, the next descending, so the ``world_size`` consecutive
-   batches of a step have alike tokens whatever the world size and start.
-   The windows keep the epoch from trending; the partial batches end the
-   sequence (``drop_last`` drops them with the steps' remainder).
+3. The full batches are read in two parts. The *band*: batches that hold
+   at least ``_BAND`` (90%) of the most tokens any batch can hold (their
+   true tokens, bounded below by their codes), so any of them are within
+   10% of each other: a step of band batches is balanced whatever the
+   world size and start. They are shuffled and cut into windows of
+   ``window_batches``; each window is sorted by its batches' tokens, one
+   ascending, the next descending (the last descending), so a step's
+   batches are alike closer still. The *tail*, the rest (rows just above
+   a divisor of T, the shortest rows' batch of a bucket: padding bounds
+   them), sorted by tokens, is read in runs of ``_TOUR_BATCHES`` or more
+   spread over the epoch (``_with_tours``): a step there reads neighbours
+   of the sorted tail, the closest batches there are; runs of a cluster
+   below a gap of the tail start and end on multiples of ``_ALIGN``, so
+   steps of a world size dividing it cross no gap there. The partial
+   batches end the sequence (``drop_last`` drops them with the steps'
+   remainder). ``balance="sq"`` has no band (sums of squares spread over
+   orders of magnitude): all its full batches are windowed, sorted by the
+   sum of squared lengths.
 """
 
 from __future__ import annotations
@@ -53,7 +65,9 @@ _BLOCK_ROWS = 64  # rows shuffled together in step 1: a gather of 64 rows is a m
 BALANCES = ("tokens", "sq")
 _MAX_HISTOGRAM = 1 << 22  # bucket x length counts held at once (32 MiB); wider: per bucket
 _MAX_EXACT = 1 << 20  # longest row planned from exact lengths (else from codes)
-_LOW_SHARE = 0.85  # of the median batch's measure: below it, a batch is read after the windows
+_BAND = 0.9  # of the most tokens a batch can hold: the band's floor (step 3)
+_TOUR_BATCHES = 4096  # the fewest tail batches of a tour (step 3)
+_ALIGN = 192  # a cluster's segments start and end on multiples of it (step 3): 64 x 3
 TOO_LONG = ("refuse", "drop")
 
 
@@ -112,7 +126,9 @@ class TokenBatchPlan:
     ``squares`` (sum of lengths, of squared lengths: exact from exact codes,
     estimated from each code's mean otherwise).
     ``order``: the sequence, batch ids in the order steps read them; its
-    first ``num_full`` are full batches, the rest partial.
+    first ``num_full`` are full batches, the rest partial. ``low``: per
+    batch, whether it is below the band (read in the tail's tours);
+    ``num_windowed``: the band's batches.
     ``too_long_rows``: rows dropped for being longer than the budget."""
 
     def __init__(self, lengths: LengthCodes, budget: TokenBudget, seed: int, epoch: int,
@@ -132,7 +148,8 @@ class TokenBatchPlan:
         self.squares = fields.get("squares", empty)
         self.order = order
         self.num_full = num_full
-        self.num_windowed = num_full  # the sequence's batches read in windows (step 3)
+        self.num_windowed = num_full  # full batches of the band, read in windows (step 3)
+        self.low = np.zeros(len(self.count), bool)  # per batch: below the band (step 3)
         self.too_long_rows = too_long_rows
 
     @property
@@ -332,28 +349,29 @@ def plan_epoch(lengths: np.ndarray | LengthCodes, budget: TokenBudget, *, seed: 
     num_buckets = -(-num_blocks // (budget.bucket_rows // _BLOCK_ROWS))
     # Each bucket's codes and counts, kept (small) for reading its rows later.
     plan._histograms = list(_bucket_histograms(plan, num_buckets))
-    parts = [_cut_bucket(present, counts, codes, limit) for present, counts in plan._histograms]
+    floor = _band_floor(plan._histograms, codes, limit) if budget.balance == "tokens" else 0.0
+    parts = [_cut_bucket(present, counts, codes, limit, floor)
+             for present, counts in plan._histograms]
     plan.bucket_first = np.concatenate([[0], np.cumsum([len(p["count"]) for p in parts],
                                                        dtype=np.int64)])
     # Field by field, each bucket's part freed once joined: the peak is one field more.
     fields = {k: np.concatenate([p.pop(k) for p in parts]) if parts else np.empty(0, np.int64)
-              for k in ("count", "tokens", "squares", "partial")}
+              for k in ("count", "tokens", "squares", "partial", "low")}
     plan.count, plan.tokens, plan.squares = fields["count"], fields["tokens"], fields["squares"]
-    partial = fields["partial"]
+    partial, low = fields["partial"], fields["low"].astype(bool, copy=False)
     del parts, fields
     measure = plan.tokens if budget.balance == "tokens" else plan.squares
     full = np.flatnonzero(~partial).astype(ids)
-    # Batches far below the usual fill (a few rows near the budget's divisors)
-    # have too few alike to share a step in a window: they are read after the
-    # windows, sorted, where they share steps with each other.
-    low = measure[full] < _LOW_SHARE * np.median(measure[full]) if len(full) else full
-    tail = full[low]
+    band = full[~low[full]]
     plan.order = np.concatenate([
-        _balanced_order(full[~low], measure, budget.window_batches, _rng(seed, epoch, 3)),
-        tail[np.argsort(measure[tail], kind="stable")[::-1]],
-        np.flatnonzero(partial).astype(ids)])
+        _with_tours(_balanced_order(band, measure, budget.window_batches, _rng(seed, epoch, 3)),
+                    _descending(full[low[full]], measure), budget.window_batches, measure,
+                    min((float(measure[band[i:i + _CHUNK_ROWS]].min())
+                         for i in range(0, len(band), _CHUNK_ROWS)), default=None)),
+        _descending(np.flatnonzero(partial).astype(ids), measure)])
     plan.num_full = len(full)
-    plan.num_windowed = len(full) - len(tail)
+    plan.num_windowed = len(band)
+    plan.low = low
     return plan
 
 
@@ -398,16 +416,30 @@ def _bucket_histograms(plan: TokenBatchPlan,
         yield present, hist[b, present]
 
 
+def _band_floor(histograms: list[tuple[np.ndarray, np.ndarray]], codes: LengthCodes,
+                limit: int) -> float:
+    """The band's floor (step 3): ``_BAND`` of the most tokens a batch can
+    hold. A batch whose longest code is ``c`` holds at most ``limit //
+    upper[c]`` rows of at most ``upper[c]`` tokens, so no batch's true
+    tokens exceed the largest such product over the codes present."""
+    present = np.unique(np.concatenate([p for p, _ in histograms] or [np.empty(0, np.int64)]))
+    upper = codes.upper[present].astype(np.int64)
+    return _BAND * float((limit // np.maximum(upper, 1) * upper).max(initial=0))
+
+
 def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes,
-                limit: int) -> dict[str, np.ndarray]:
+                limit: int, floor: float) -> dict[str, np.ndarray]:
     """One bucket's batches (step 2) from its codes present (ascending) and
     their row counts. A batch of ``k`` rows of codes up to ``c`` is budgeted
-    as ``k x upper[c]``, which bounds the rows' true padded size."""
+    as ``k x upper[c]``, which bounds the rows' true padded size. ``low``:
+    the batches whose true tokens may be below ``floor`` (each code's rows
+    are longer than the code below's longest: that bounds them)."""
     counts = np.asarray(counts, np.int64)
     n = int(counts.sum())
     if n == 0:
         return {"count": np.empty(0, np.uint32), "tokens": np.empty(0, np.int64),
-                "squares": np.empty(0, np.int64), "partial": np.empty(0, bool)}
+                "squares": np.empty(0, np.int64), "partial": np.empty(0, bool),
+                "low": np.empty(0, bool)}
     before = np.concatenate([[0], np.cumsum(counts)])  # rows of lower codes than each
     caps = limit // np.maximum(codes.upper[present], 1)
     run_first = np.concatenate([[0], np.flatnonzero(np.diff(caps)) + 1])
@@ -437,9 +469,14 @@ def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes,
     part = cuts - before[k]
     mean = np.append(codes.mean[present], 0)
     mean_sq = np.append(codes.mean_sq[present], 0)
-    tokens = np.diff(np.concatenate([[0], np.cumsum(counts * mean[:-1])])[k] + part * mean[k])
-    squares = np.diff(np.concatenate([[0], np.cumsum(counts * mean_sq[:-1])])[k]
-                      + part * mean_sq[k])
+    tokens = _sums(counts, mean, k, part)
+    squares = _sums(counts, mean_sq, k, part)
+    if codes.exact:
+        low = tokens < floor
+    else:  # the least tokens a batch's rows can have: each code's above the one below's
+        below = np.where(present > 0, codes.upper[np.maximum(present - 1, 0)] + 1, 0)
+        least = np.append(below, 0).astype(np.float64)
+        low = _sums(counts, least, k, part) < floor
     partial = np.zeros(len(stop), bool)
     if partial_tail:
         partial[-1] = 1
@@ -447,27 +484,113 @@ def _cut_bucket(present: np.ndarray, counts: np.ndarray, codes: LengthCodes,
     return {"count": (stop - begin).astype(np.uint32),
             "tokens": np.rint(tokens).astype(np.uint32 if limit < 2**32 else np.int64),
             "squares": np.rint(squares).astype(np.uint32 if limit < 2**16 else np.int64),
-            "partial": partial}
+            "partial": partial, "low": low}
+
+
+def _sums(counts: np.ndarray, per_row: np.ndarray, k: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Each batch's sum of ``per_row`` (per present code, then 0) over its
+    rows: whole codes before each cut, then ``part`` rows of code ``k``."""
+    return np.diff(np.concatenate([[0], np.cumsum(counts * per_row[:-1])])[k] + part * per_row[k])
+
+
+def _descending(batches: np.ndarray, measure: np.ndarray) -> np.ndarray:
+    """``batches`` sorted by ``measure``, largest first (ties in id order):
+    a radix sort where the measure fits 16 bits (tokens of T < 2^16)."""
+    key = measure[batches]
+    top = int(key.max()) if len(key) else 0
+    key = (np.subtract(top, key, dtype=np.uint16, casting="unsafe") if top < 2**16
+           else np.subtract(top, key.astype(np.int64)))
+    return batches[np.argsort(key, kind="stable")]
+
+
+def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int, measure: np.ndarray,
+                least: float | None) -> np.ndarray:
+    """Step 3's sequence: the band's ``windows`` (``_balanced_order``, their
+    least batch ``least``) with the tail (descending), in runs spread
+    evenly over the epoch, of ``_TOUR_BATCHES`` or more (``_v``). The
+    tail's batches down to its first *gap* (two neighbours more than 10%
+    apart) are read in tours, each after a descending window: a tour
+    leaves and meets the windows at their least batches and the tail's
+    largest, alike. Each cluster below a gap is read in segments whose
+    lengths and starts are multiples of ``_ALIGN``: a job whose world size
+    divides it and which started at such a position has no step across
+    the gap. The rest (each cluster's remainder, the last tour) ends the
+    full batches descending, down to the tail's least batch (which
+    ``drop_last``'s remainder drops first). Runs are views of the tail,
+    copied once, into the sequence."""
+    bounds = np.concatenate([[0], _gaps(tail, measure, least), [len(tail)]])
+    near = tail[:bounds[1]]  # empty where the tail starts below a gap
+    count = -(-len(windows) // window)
+    down = np.arange(count - 1, -1, -2)[::-1]  # descending windows: the last, every other
+    m = max(1, min(len(near) // _TOUR_BATCHES, len(down)))
+    after = down[(np.arange(1, m + 1) * len(down) + m - 1) // m - 1] if len(down) else [0]
+    # (band offset, order among equals, run): runs go in after that many band batches.
+    events = [(int(min((a + 1) * window, len(windows))), 1, _v(near, k, m))
+              for k, a in enumerate(after[:-1])]
+    last = _v(near, m - 1, m, down_only=True)
+    for a, b in zip(bounds[1:-1].tolist(), bounds[2:].tolist(), strict=True):
+        run = tail[a:b]  # a cluster below a gap
+        units = len(run) // _ALIGN
+        parts = max(1, units * _ALIGN // _TOUR_BATCHES) if units else 0
+        whole = units // max(parts, 1) * _ALIGN * parts
+        for k in range(parts):
+            events.append((int(len(windows) * (k + 0.5) / parts), 0, _v(run[:whole], k, parts)))
+        last.append(run[whole:])
+    out, pos, at = [], 0, 0
+    for offset, aligned, runs in sorted(events, key=lambda e: (e[0], e[1])):
+        size = sum(len(r) for r in runs)
+        cut = max(offset, at)
+        if not aligned:  # a cluster's segment starts on a multiple of _ALIGN
+            cut += (at - pos - cut) % _ALIGN
+            if cut > len(windows):
+                last[1:1] = runs  # no band left to align it: read with the rest
+                continue
+        out += [windows[at:cut], *runs]
+        pos += cut - at + size
+        at = cut
+    return np.concatenate(out + [windows[at:]] + last)
+
+
+def _gaps(tail: np.ndarray, measure: np.ndarray, least: float | None) -> np.ndarray:
+    """Positions of ``tail`` (descending) more than 10% below the batch
+    before (the first: below ``least``, or always where it is None), a
+    chunk at a time: the scratch is bounded, not a batch's size."""
+    out, prev = [np.empty(0, np.int64)], np.inf if least is None else float(least)
+    for i in range(0, len(tail), _CHUNK_ROWS):
+        v = measure[tail[i:i + _CHUNK_ROWS]].astype(np.float64)
+        out.append(np.flatnonzero(v < _BAND * np.concatenate([[prev], v[:-1]])) + i)
+        prev = v[-1]
+    return np.concatenate(out)
+
+
+def _v(tail: np.ndarray, k: int, m: int, down_only: bool = False) -> list[np.ndarray]:
+    """Run ``k`` of ``m`` over ``tail`` (descending), as views: every
+    ``m``-th batch, dealt so the last run holds the least; its even batches
+    descending, then its odd ones ascending (or all descending)."""
+    run = tail[(k + len(tail) - m) % m::m] if len(tail) else tail
+    return [run] if down_only else [run[0::2], run[1::2][::-1]]
 
 
 def _balanced_order(batches: np.ndarray, measure: np.ndarray, window: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Step 3: ``batches`` shuffled, then each window sorted by ``measure``,
-    alternately ascending and descending. A slab of windows at a time: the
-    sort's scratch is bounded, not a batch's size."""
+    alternately ascending and descending, the last descending (into the
+    tail's descending run). A slab of windows at a time: the sort's scratch
+    is bounded, not a batch's size."""
     shuffled = rng.permutation(batches)  # the order batches[rng.permutation(len)] has
     out = np.empty_like(shuffled)
     cut = len(shuffled) // window * window
+    windows = -(-len(shuffled) // window)
     grid = shuffled[:cut].reshape(-1, window)
     slab = max(1, _CHUNK_ROWS // window)  # windows sorted at once
     for w in range(0, len(grid), slab):
         part = grid[w:w + slab]
         ranked = np.take_along_axis(part, np.argsort(measure[part], axis=1, kind="stable"), 1)
-        ranked[(w + 1) % 2::2] = ranked[(w + 1) % 2::2, ::-1]  # odd windows descend
+        down = (windows - 1 - w - np.arange(len(part))) % 2 == 0  # the last window's parity
+        ranked[down] = ranked[down, ::-1]
         out[w * window:(w + len(part)) * window] = ranked.ravel()
     tail = shuffled[cut:]
-    tail = tail[np.argsort(measure[tail], kind="stable")]
-    out[cut:] = tail[::-1] if (cut // window) % 2 else tail
+    out[cut:] = tail[np.argsort(measure[tail], kind="stable")][::-1]  # the last window
     return out
 
 
