@@ -507,7 +507,7 @@ def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int, measure: np.
                 least: float | None) -> np.ndarray:
     """Step 3's sequence: the band's ``windows`` (``_balanced_order``, their
     least batch ``least``) with the tail (descending), in runs spread
-    evenly over the epoch, of ``_TOUR_BATCHES`` or more (``_v``). The
+    evenly over the epoch, of ``_TOUR_BATCHES`` or more (``_tour``). The
     tail's batches down to its first *gap* (two neighbours more than 10%
     apart) are read in tours, each after a descending window: a tour
     leaves and meets the windows at their least batches and the tail's
@@ -525,16 +525,16 @@ def _with_tours(windows: np.ndarray, tail: np.ndarray, window: int, measure: np.
     m = max(1, min(len(near) // _TOUR_BATCHES, len(down)))
     after = down[(np.arange(1, m + 1) * len(down) + m - 1) // m - 1] if len(down) else [0]
     # (band offset, order among equals, run): runs go in after that many band batches.
-    events = [(int(min((a + 1) * window, len(windows))), 1, _v(near, k, m))
+    events = [(int(min((a + 1) * window, len(windows))), 1, _tour(near, k, m))
               for k, a in enumerate(after[:-1])]
-    last = _v(near, m - 1, m, down_only=True)
+    last = _tour(near, m - 1, m, down_only=True)
     for a, b in zip(bounds[1:-1].tolist(), bounds[2:].tolist(), strict=True):
         run = tail[a:b]  # a cluster below a gap
         units = len(run) // _ALIGN
         parts = max(1, units * _ALIGN // _TOUR_BATCHES) if units else 0
         whole = units // max(parts, 1) * _ALIGN * parts
         for k in range(parts):
-            events.append((int(len(windows) * (k + 0.5) / parts), 0, _v(run[:whole], k, parts)))
+            events.append((int(len(windows) * (k + 0.5) / parts), 0, _tour(run[:whole], k, parts)))
         last.append(run[whole:])
     out, pos, at = [], 0, 0
     for offset, aligned, runs in sorted(events, key=lambda e: (e[0], e[1])):
@@ -563,7 +563,7 @@ def _gaps(tail: np.ndarray, measure: np.ndarray, least: float | None) -> np.ndar
     return np.concatenate(out)
 
 
-def _v(tail: np.ndarray, k: int, m: int, down_only: bool = False) -> list[np.ndarray]:
+def _tour(tail: np.ndarray, k: int, m: int, down_only: bool = False) -> list[np.ndarray]:
     """Run ``k`` of ``m`` over ``tail`` (descending), as views: every
     ``m``-th batch, dealt so the last run holds the least; its even batches
     descending, then its odd ones ascending (or all descending)."""
