@@ -137,7 +137,9 @@ using TierLocator = std::function<std::optional<TierBatch>(size_t)>;
 /// What to publish in place of a copy (ExportShared), and why it is not
 /// shared when it is not.
 struct Shared {
-  std::shared_ptr<CachedDataset> dataset;
+  /// The copy to publish; null only when sharing failed and the rows laid
+  /// out so far could not be made a copy again (`status` says both).
+  std::shared_ptr<const CachedDataset> dataset;
   arrow::Status status;  ///< OK: `dataset` is views of a SharedExport.
 };
 
@@ -146,24 +148,37 @@ struct Shared {
 /// small tasks) while a refresh still reuses most segments whole.
 constexpr int64_t kMinSegmentBytes = 8 << 20;
 
+/// Rows a new segment gathers at most, cut at a batch's start (within a task
+/// if need be): bounds the memory a commit needs beside the copy. Less where
+/// the memory budget has less room left (a copy that nearly fills it).
+constexpr int64_t kMaxSegmentBytes = 16 << 20;
+
 /// `dataset` (same name, generation, rows and global ids) as views of a new
 /// SharedExport (CachedDataset::shared()), which they keep alive. Runs of its
 /// cached batches that are exactly a segment of one of `reusable` (the copies
 /// this node shares now: a refresh's reused tasks, a heal's base) keep that
 /// segment; the other batches are laid out in new segments, each cut at a
 /// global row of `cuts` (the tasks' first rows, ascending) once it holds
-/// kMinSegmentBytes: each segment's rows are concatenated into one record
-/// batch (charged to `budget`, null: none) and written to its file, so at most
-/// one segment's rows are copied twice at a time. When sharing fails,
-/// `status` says why (OutOfMemory when the budget cannot hold a segment beside
-/// the copy, IOError naming the system call, whatever the IPC writer refuses)
-/// and `dataset` is the copy given, to serve instead.
+/// kMinSegmentBytes, and at a batch's start before it would pass
+/// kMaxSegmentBytes or the room the budget has left. The segments are written
+/// one at a time: a segment's rows are concatenated (charged to `budget`,
+/// null: none) and written to its file, and where the caller hands the copy
+/// over (no other owner of `dataset`) each segment's heap rows are freed
+/// before the next is written, so the commit needs room for one segment
+/// beside the rows, never for a second copy. When sharing fails, `status`
+/// says why (OutOfMemory naming the bytes a segment needs and the budget's
+/// room, IOError naming the system call, whatever the IPC writer refuses) and
+/// `dataset` is the copy to serve instead: the copy given when another owner
+/// holds it, else the same rows, those laid out so far as views of their
+/// segments (a private copy: no SharedExport).
 /// Batches `on_tier` locates (a copy partly on the disk tier) are segments of
 /// their own that name their tier file: nothing is copied for them, and the
 /// copy published keeps its tier files (CachedDataset::held) so that streams
 /// over the network still read them through the read-ahead. A batch on the
-/// tier it does not locate (no locator) is refused: Invalid.
-Shared ExportShared(std::shared_ptr<CachedDataset> dataset, std::shared_ptr<MemoryBudget> budget,
+/// tier it does not locate (no locator) is refused: Invalid. `on_tier` is
+/// called before any batch is laid out (the copy given may go after).
+Shared ExportShared(std::shared_ptr<const CachedDataset> dataset,
+                    std::shared_ptr<MemoryBudget> budget,
                     const std::vector<std::shared_ptr<const SharedExport>>& reusable = {},
                     const std::vector<uint64_t>& cuts = {}, const TierLocator& on_tier = {});
 

@@ -16,6 +16,26 @@ namespace icefloe {
 
 namespace flight = arrow::flight;
 
+arrow::Result<std::shared_ptr<const CachedDataset>> ShareCopy(
+    std::shared_ptr<const CachedDataset> copy, const std::shared_ptr<MemoryBudget>& budget,
+    std::vector<std::shared_ptr<const SharedExport>> reusable, const std::vector<uint64_t>& cuts) {
+  const std::string name = copy->name();
+  const TierLocator on_tier = LocateOnTier(*copy);  // called before ExportShared lets it go
+  Shared shared = ExportShared(std::move(copy), budget, reusable, cuts, on_tier);
+  reusable.clear();  // the old copies' segments this one does not name may go
+  if (shared.dataset == nullptr) return shared.status;
+  if (!shared.status.ok()) {
+    LogWarn("not shared", {{"dataset", name}, {"error", shared.status.ToString()}});
+  } else {
+    const SharedExport& file = *shared.dataset->shared();
+    LogInfo("shared", {{"dataset", name},
+                       {"segments", std::to_string(file.segments().size())},
+                       {"written", FormatBytes(file.bytes_written())},
+                       {"reused", FormatBytes(file.size() - file.bytes_written())}});
+  }
+  return std::move(shared.dataset);
+}
+
 std::vector<flight::ActionType> NodeActions::Types() {
   return {{"node.status", "Head only: this node's memory, datasets and loads."},
           {"node.load", "Head only: start reading scan tasks into staged batches."},
@@ -124,35 +144,20 @@ arrow::Result<std::string> NodeActions::Commit(const std::string& body) const {
   std::shared_ptr<const CachedDataset> base = parts_.find(commit.dataset);
   if (base != nullptr && base->generation() != commit.generation) base.reset();
   // Make() and Extend() refuse overlapping or unsorted rows (a wrong task_starts).
+  std::shared_ptr<const CachedDataset> ds;
   ARROW_ASSIGN_OR_RAISE(
-      auto ds,
+      ds,
       base ? CachedDataset::Extend(*base, std::move(batches), staged.pool, std::move(staged.held))
            : CachedDataset::Make(commit.dataset, commit.generation, staged.schema,
                                  std::move(batches), staged.pool, std::move(staged.kept_pools),
                                  std::move(staged.held)));
   if (parts_.share_memory) {
-    // The copy as views of a sealed memory file for same-host readers; on
-    // failure (memory, dictionaries the IPC file format cannot hold) a
-    // private copy is published and every reader streams it. Its batches on
-    // the disk tier stay there: readers map their tier files.
     // Segments of the copies shared now (a refresh's source, a heal's base)
     // that runs of its batches still view are the new copy's too.
-    std::vector<std::shared_ptr<const SharedExport>> reusable = parts_.shared_exports();
     std::vector<uint64_t> cuts = commit.task_starts;
     std::sort(cuts.begin(), cuts.end());
-    const TierLocator on_tier = LocateOnTier(*ds);  // `ds` lives through ExportShared
-    Shared shared = ExportShared(std::move(ds), parts_.budget, reusable, cuts, on_tier);
-    reusable.clear();
-    ds = std::move(shared.dataset);
-    if (!shared.status.ok()) {
-      LogWarn("not shared", {{"dataset", commit.dataset}, {"error", shared.status.ToString()}});
-    } else {
-      const SharedExport& file = *ds->shared();
-      LogInfo("shared", {{"dataset", commit.dataset},
-                         {"segments", std::to_string(file.segments().size())},
-                         {"written", FormatBytes(file.bytes_written())},
-                         {"reused", FormatBytes(file.size() - file.bytes_written())}});
-    }
+    ARROW_ASSIGN_OR_RAISE(ds,
+                          ShareCopy(std::move(ds), parts_.budget, parts_.shared_exports(), cuts));
   }
   if (base && !parts_.replace(base, ds)) {
     return arrow::Status::Cancelled("node.commit: dataset '", commit.dataset, "' generation ",

@@ -25,6 +25,20 @@
 
 namespace icefloe {
 
+class SharedExport;  // shared_export.h
+
+/// `copy` laid out for same-host readers in sealed segments (ExportShared,
+/// its batches on the disk tier named in their tier files), reusing the
+/// segments of `reusable` its batches still view, new segments cut at `cuts`
+/// (global rows, ascending). Logs `shared` (segments, bytes written and
+/// reused) or `not shared` with why, and returns the copy to publish: the
+/// shared one, or on failure the rows to serve privately. An error only when
+/// not even those remain (ExportShared's null dataset). The caller hands the
+/// copy over so that its heap rows can go as their segments are written.
+arrow::Result<std::shared_ptr<const CachedDataset>> ShareCopy(
+    std::shared_ptr<const CachedDataset> copy, const std::shared_ptr<MemoryBudget>& budget,
+    std::vector<std::shared_ptr<const SharedExport>> reusable, const std::vector<uint64_t>& cuts);
+
 class NodeActions {
  public:
   /// What the actions read and change.

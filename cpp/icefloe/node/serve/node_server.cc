@@ -149,7 +149,10 @@ void NodeServer::StopBackground() {
 arrow::Result<TierAdoption> NodeServer::AdoptTier() {
   if (options_.disk_dir.empty()) return TierAdoption{};
   ARROW_ASSIGN_OR_RAISE(TierAdoption adopted, AdoptTierDir(options_.disk_dir, disk_budget_));
-  for (const auto& c : adopted.copies) {
+  for (auto& c : adopted.copies) {
+    if (options_.share_memory) {  // its tier files are its segments: nothing is copied
+      ARROW_ASSIGN_OR_RAISE(c.copy, ShareCopy(std::move(c.copy), budget_, {}, {}));
+    }
     Put(c.copy);
     if (c.record.is_object()) {
       MutexLock lock(&mu_);

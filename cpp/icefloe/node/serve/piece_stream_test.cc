@@ -561,6 +561,76 @@ TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
   EXPECT_EQ(one_copy->used_bytes(), 0);
 }
 
+// `rows` ids in cached batches of `cached_rows`, their buffers from `pool`.
+std::shared_ptr<CachedDataset> Charged(int64_t rows, int64_t cached_rows, arrow::MemoryPool* pool) {
+  auto schema = arrow::schema({arrow::field("id", arrow::int64())});
+  std::vector<CachedBatch> batches;
+  for (int64_t start = 0; start < rows; start += cached_rows) {
+    arrow::Int64Builder b(pool);
+    for (int64_t i = start; i < std::min(rows, start + cached_rows); ++i) {
+      EXPECT_TRUE(b.Append(i).ok());
+    }
+    const int64_t length = b.length();
+    batches.push_back(
+        {static_cast<uint64_t>(start), arrow::RecordBatch::Make(schema, length, {*b.Finish()})});
+  }
+  return *CachedDataset::Make("d", 1, schema, std::move(batches));
+}
+
+// Ids [0, n) in a copy's batches, in order.
+bool IdsInOrder(const CachedDataset& copy, int64_t n) {
+  int64_t next = 0;
+  for (const auto& b : copy.batches()) {
+    const auto& ids = static_cast<const arrow::Int64Array&>(*b.batch->column(0));
+    for (int64_t i = 0; i < ids.length(); ++i) {
+      if (ids.Value(i) != next++) return false;
+    }
+  }
+  return next == n;
+}
+
+TEST(SharedExport, AHandedOverCopyIsLaidOutBesideItsRowsOneSegmentAtATime) {
+  constexpr int64_t kRows = 200000;
+  int64_t heap = 0;  // the copy's buffers (the builders round capacities up)
+  {
+    auto unlimited = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "probe");
+    auto probe = Charged(kRows, 1000, unlimited.get());
+    heap = unlimited->bytes_allocated();
+  }
+  // The copy's rows take all of the budget but 256 KiB (0.87 of it): each
+  // segment's heap rows go before the next is written, so the copy is shared.
+  auto budget = std::make_shared<MemoryBudget>(heap + (256 << 10));
+  auto pool = std::make_shared<TrackingPool>(budget, "load");
+  {
+    auto copy = Charged(kRows, 1000, pool.get());
+    ASSERT_EQ(budget->used_bytes(), heap);
+    Shared shared = ExportShared(std::move(copy), budget);
+    ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
+    ASSERT_NE(shared.dataset->shared(), nullptr);
+    EXPECT_GT(shared.dataset->shared()->segments().size(), 1u);
+    EXPECT_TRUE(IdsInOrder(*shared.dataset, kRows));
+    EXPECT_EQ(pool->bytes_allocated(), 0);  // every heap row went
+  }
+  EXPECT_EQ(budget->used_bytes(), 0);
+  // Room for a few segments' files beside the rows, then none (each file is
+  // a little larger than its rows): not shared, and the rows served are
+  // exact, those laid out as views of their segments.
+  auto tight = std::make_shared<MemoryBudget>(heap + 8000 * 3);
+  auto tight_pool = std::make_shared<TrackingPool>(tight, "load");
+  {
+    Shared refused = ExportShared(Charged(kRows, 1000, tight_pool.get()), tight);
+    EXPECT_TRUE(refused.status.IsOutOfMemory()) << refused.status.ToString();
+    EXPECT_NE(refused.status.message().find("bytes for a segment of 1000 rows"), std::string::npos)
+        << refused.status.ToString();
+    ASSERT_NE(refused.dataset, nullptr);
+    EXPECT_EQ(refused.dataset->shared(), nullptr);
+    EXPECT_EQ(refused.dataset->num_rows(), kRows);
+    EXPECT_TRUE(IdsInOrder(*refused.dataset, kRows));
+    EXPECT_LT(tight_pool->bytes_allocated(), heap);  // some rows were laid out
+  }
+  EXPECT_EQ(tight->used_bytes(), 0);
+}
+
 // (batch, position in it, id) of each row of a stream's messages, sorted:
 // what the stream puts where, whatever order and messages its rows come in.
 std::vector<std::tuple<uint64_t, uint64_t, int64_t>> Placed(const std::vector<Message>& stream) {
