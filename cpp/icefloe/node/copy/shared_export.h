@@ -10,7 +10,8 @@
 // to end (its local row order). A reader in the same process namespace, as the
 // same user, opens each as /proc/<pid>/fd/<fd> and maps it: a plan stream
 // then carries only where each piece's rows are in the file (docs/protocol.md,
-// "Shared memory"), never a piece across two segments.
+// "Shared memory"); a piece crosses segments only to readers of header
+// version 2 or later, which cut or assemble it across them.
 //
 // Segments are shared between generations: a refresh reuses the cached
 // batches of the tasks it keeps (views of the old copy's segments), and a
