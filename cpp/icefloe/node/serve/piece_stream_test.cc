@@ -129,12 +129,13 @@ TEST(PieceStream, MeterCountsRowsBytesAndGathers) {
       << text;
 }
 
-// Ids [0, rows) cached as batches of `cached_rows` rows.
-std::shared_ptr<const CachedDataset> Cached(int64_t rows, int64_t cached_rows) {
+// Ids [0, rows) cached as batches of `cached_rows` rows, allocated from `pool`.
+std::shared_ptr<const CachedDataset> Cached(
+    int64_t rows, int64_t cached_rows, arrow::MemoryPool* pool = arrow::default_memory_pool()) {
   auto schema = arrow::schema({arrow::field("id", arrow::int64())});
   std::vector<CachedBatch> batches;
   for (int64_t start = 0; start < rows; start += cached_rows) {
-    arrow::Int64Builder b;
+    arrow::Int64Builder b(pool);
     for (int64_t i = start; i < std::min(rows, start + cached_rows); ++i) {
       EXPECT_TRUE(b.Append(i).ok());
     }
@@ -561,22 +562,6 @@ TEST(SharedExport, IsASealedCopyChargedToTheBudget) {
   EXPECT_EQ(one_copy->used_bytes(), 0);
 }
 
-// `rows` ids in cached batches of `cached_rows`, their buffers from `pool`.
-std::shared_ptr<CachedDataset> Charged(int64_t rows, int64_t cached_rows, arrow::MemoryPool* pool) {
-  auto schema = arrow::schema({arrow::field("id", arrow::int64())});
-  std::vector<CachedBatch> batches;
-  for (int64_t start = 0; start < rows; start += cached_rows) {
-    arrow::Int64Builder b(pool);
-    for (int64_t i = start; i < std::min(rows, start + cached_rows); ++i) {
-      EXPECT_TRUE(b.Append(i).ok());
-    }
-    const int64_t length = b.length();
-    batches.push_back(
-        {static_cast<uint64_t>(start), arrow::RecordBatch::Make(schema, length, {*b.Finish()})});
-  }
-  return *CachedDataset::Make("d", 1, schema, std::move(batches));
-}
-
 // Ids [0, n) in a copy's batches, in order.
 bool IdsInOrder(const CachedDataset& copy, int64_t n) {
   int64_t next = 0;
@@ -594,7 +579,7 @@ TEST(SharedExport, AHandedOverCopyIsLaidOutBesideItsRowsOneSegmentAtATime) {
   int64_t heap = 0;  // the copy's buffers (the builders round capacities up)
   {
     auto unlimited = std::make_shared<TrackingPool>(std::make_shared<MemoryBudget>(0), "probe");
-    auto probe = Charged(kRows, 1000, unlimited.get());
+    auto probe = Cached(kRows, 1000, unlimited.get());
     heap = unlimited->bytes_allocated();
   }
   // The copy's rows take all of the budget but 256 KiB (0.87 of it): each
@@ -602,7 +587,7 @@ TEST(SharedExport, AHandedOverCopyIsLaidOutBesideItsRowsOneSegmentAtATime) {
   auto budget = std::make_shared<MemoryBudget>(heap + (256 << 10));
   auto pool = std::make_shared<TrackingPool>(budget, "load");
   {
-    auto copy = Charged(kRows, 1000, pool.get());
+    auto copy = Cached(kRows, 1000, pool.get());
     ASSERT_EQ(budget->used_bytes(), heap);
     Shared shared = ExportShared(std::move(copy), budget);
     ASSERT_TRUE(shared.status.ok()) << shared.status.ToString();
@@ -618,7 +603,7 @@ TEST(SharedExport, AHandedOverCopyIsLaidOutBesideItsRowsOneSegmentAtATime) {
   auto tight = std::make_shared<MemoryBudget>(heap + 8000 * 3);
   auto tight_pool = std::make_shared<TrackingPool>(tight, "load");
   {
-    Shared refused = ExportShared(Charged(kRows, 1000, tight_pool.get()), tight);
+    Shared refused = ExportShared(Cached(kRows, 1000, tight_pool.get()), tight);
     EXPECT_TRUE(refused.status.IsOutOfMemory()) << refused.status.ToString();
     EXPECT_NE(refused.status.message().find("bytes for a segment of 1000 rows"), std::string::npos)
         << refused.status.ToString();
