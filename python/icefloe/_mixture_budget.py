@@ -409,18 +409,13 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
     def read(group: np.ndarray) -> list[pa.RecordBatch]:
         parts: list[list[pa.RecordBatch]] = [[] for _ in group]
         for i, source in enumerate(sources):
-            now = client._slice_maps.get(source.name, columns).generation
-            if generations[source.name] is not None and now != generations[source.name]:
-                raise InvalidArgument(
-                    f"mixture source {source.name!r} changed from generation "
-                    f"{generations[source.name]} to {now} during a token-budget mixture "
-                    "planned from the first one's row lengths; resume from a state in a new "
-                    "process (its plan then comes from the new copy)")
             epochs = per_source[i]["epoch"][group]
             for e in np.unique(epochs[epochs >= 0]):
                 at_steps = np.flatnonzero(epochs == e)
                 rows, counts = plans[(i, int(e))].rows_of(per_source[i]["batch"][group][at_steps])
-                table = client.take(source.name, rows, columns).combine_chunks()
+                # The copy the source was planned from, a replaced one too.
+                table = client.take(source.name, rows, columns,
+                                    generations[source.name]).combine_chunks()
                 batch = table.to_batches()[0]
                 offsets = np.concatenate([[0], np.cumsum(counts)])
                 for j, s in enumerate(at_steps):

@@ -706,13 +706,10 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
 
     def read(group: int) -> list[pa.RecordBatch]:
         rows, counts = passes.rows(group)
-        now = client._slice_maps.get(name, columns).generation
-        if generation is not None and now != generation:
-            raise InvalidArgument(
-                f"dataset {name!r} changed from generation {generation} to {now} during a "
-                "token-budget epoch planned from the first one's row lengths; start the epoch "
-                "again (its plan then comes from the new copy)")
-        table = client.take(name, rows, columns).combine_chunks()
+        # The rows of the copy the plan was made from, even after a refresh
+        # replaced it (the head keeps it for its readers): InvalidArgument
+        # naming both generations once it is freed.
+        table = client.take(name, rows, columns, generation).combine_chunks()
         batch = table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist(
             [], schema=table.schema)
         offsets = np.concatenate([[0], np.cumsum(counts)])

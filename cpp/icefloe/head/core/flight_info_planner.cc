@@ -351,10 +351,12 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Rows(const RowsDescriptor& d) cons
   return info;
 }
 
-arrow::Result<SliceMapReply> FlightInfoPlanner::SliceMap(
-    const std::string& name, const std::vector<std::string>& columns) const {
-  // Lookup refuses datasets that cannot be read and lists live replicas first.
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name));
+arrow::Result<SliceMapReply> FlightInfoPlanner::SliceMap(const std::string& name,
+                                                         const std::vector<std::string>& columns,
+                                                         std::optional<uint64_t> generation) const {
+  // Lookup refuses datasets that cannot be read and lists live replicas first;
+  // a replaced copy it finds counts as used (kept for this reader a while more).
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name, generation));
   ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry->schema, columns, "slice_map"));
   SliceMapReply reply;
   for (const auto& s : entry->slices)
