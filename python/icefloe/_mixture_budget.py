@@ -58,7 +58,7 @@ from ._mixture import (
     describe_sources,
     pattern_of,
 )
-from ._token_batches import TokenBatchPlan, TokenBudget, budget_of, plan_epoch
+from ._token_batches import TokenBatchPlan, TokenBudget, budget_of, plan_epoch, ramped_groups
 from .errors import InvalidArgument, NotFound
 
 _ROWS_PER_TAKE = 65536  # rows asked of the nodes at once (several steps per take)
@@ -400,11 +400,9 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
         here = per_source[i]["epoch"] == e
         source_rows[here, i] = p.count[per_source[i]["batch"][here]]
     rows_per_step = source_rows.sum(axis=1)
-    # Groups of whole steps, about _ROWS_PER_TAKE rows each.
-    ends = np.cumsum(rows_per_step)
-    cuts = np.unique(np.searchsorted(ends, np.arange(1, (int(ends[-1]) if len(ends) else 0)
-                                                     // _ROWS_PER_TAKE + 1) * _ROWS_PER_TAKE))
-    groups = [g for g in np.split(np.arange(len(mine)), cuts + 1) if len(g)]
+    # Groups of whole steps, about _ROWS_PER_TAKE rows each, the first one
+    # step (ramped_groups): the first batch waits for one step's takes.
+    groups = ramped_groups(rows_per_step, _ROWS_PER_TAKE)
 
     def read(group: np.ndarray) -> list[pa.RecordBatch]:
         parts: list[list[pa.RecordBatch]] = [[] for _ in group]

@@ -638,14 +638,35 @@ def consumer_batches(plan: TokenBatchPlan, world_size: int, rank: int, num_worke
 
 
 def take_groups(plan: TokenBatchPlan, batches: np.ndarray) -> list[np.ndarray]:
-    """``batches`` in groups of whole batches, about ``_ROWS_PER_TAKE`` rows
-    each: what one ``Client.take`` reads."""
-    if not len(batches):
+    """``batches`` in groups of whole batches, what one ``Client.take`` reads
+    each (``ramped_groups``: the first one batch)."""
+    return [batches[g] for g in ramped_groups(plan.count[batches])]
+
+
+def ramped_groups(sizes: np.ndarray, limit: int | None = None) -> list[np.ndarray]:
+    """Indices ``0 .. len(sizes) - 1`` in consecutive groups for takes of
+    about ``limit`` rows (default ``_ROWS_PER_TAKE``), ``sizes[i]`` rows in
+    item ``i`` (a batch, a step). The first groups ramp up: the first is one
+    item, each next about twice the rows of the one before, so a consumer's
+    first batch waits for one batch's take, not a whole group's; then
+    groups of ``limit``, each closed by the item that crosses a multiple of
+    it. In order: the items read are the same, in the same order."""
+    limit = _ROWS_PER_TAKE if limit is None else limit
+    n = len(sizes)
+    if not n:
         return []
-    ends = np.cumsum(plan.count[batches].astype(np.int64))
-    cuts = np.unique(np.searchsorted(ends, np.arange(1, ends[-1] // _ROWS_PER_TAKE + 1)
-                                     * _ROWS_PER_TAKE))
-    return [g for g in np.split(batches, cuts + 1) if len(g)]
+    ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    out, at, target = [np.arange(1)], 1, 2 * int(ends[0])
+    while at < n and target < limit:  # at most log2(limit) groups
+        base = int(ends[at - 1])
+        stop = max(at + 1, int(np.searchsorted(ends, base + target, side="right")))
+        out.append(np.arange(at, stop))
+        at, target = stop, 2 * target
+    if at < n:
+        rest = ends[at:] - (int(ends[at - 1]))
+        cuts = np.unique(np.searchsorted(rest, np.arange(1, int(rest[-1]) // limit + 1) * limit))
+        out += [g for g in np.split(np.arange(at, n), cuts + 1) if len(g)]
+    return out
 
 
 class RowPasses:
