@@ -347,6 +347,39 @@ TEST_F(FlightInfoPlannerTest, SliceMapErrors) {
             "id, text)");
 }
 
+TEST_F(FlightInfoPlannerTest, SliceMapOfAGenerationMapsTheCopyARefreshReplaced) {
+  auto planner = Planner();
+  // A refresh publishes generation 8 and keeps 7 for its readers.
+  auto old = catalog_.Find("d");
+  ASSERT_TRUE(catalog_.Replace(old, Entry(8)));
+  const auto retired_at = std::chrono::steady_clock::now() - std::chrono::seconds(60);
+  catalog_.Retire(old, 8, retired_at);
+  auto grant_generation = [](const SliceMapReply& reply) -> uint64_t {
+    auto grant = arrow::util::base64_decode(reply.grant);
+    auto granted =
+        DecodeNativeTicket(EncodeGrantedRowsTicket(*grant, EncodeRowsBody({1, {0}, {3}})), kKey);
+    EXPECT_TRUE(granted.ok()) << granted.status().ToString();
+    return granted.ok() ? granted->header.generation : 0;
+  };
+  auto current = planner.SliceMap("d", {});
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  EXPECT_EQ(current->generation, 8u);
+  auto kept = planner.SliceMap("d", {}, 7);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->generation, 7u);
+  EXPECT_EQ(grant_generation(*kept), 7u);  // its grant reads the replaced copy
+  // Asking for it counts as a use: the head keeps it for this reader.
+  ASSERT_EQ(catalog_.Retired().size(), 1u);
+  EXPECT_GT(catalog_.Retired()[0].last_used, retired_at);
+  auto same = planner.SliceMap("d", {}, 8);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(grant_generation(*same), 8u);
+  EXPECT_EQ(Error(planner.SliceMap("d", {}, 5).status()),
+            "Invalid: dataset 'd' generation 5 is no longer cached: it was replaced by "
+            "generation 8 and freed (a replaced copy is kept while it has readers, up to "
+            "--retain-s); start the epoch again on generation 8");
+}
+
 TEST_F(FlightInfoPlannerTest, ListHasEveryReadyDatasetWhole) {
   auto loading = Entry();
   loading->name = "l";
