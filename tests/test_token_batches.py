@@ -474,7 +474,7 @@ def test_a_consumer_s_first_take_is_one_batch_then_takes_ramp_up():
     assert len(groups) < ramp + 2 + sum(rows) // top  # then about _ROWS_PER_TAKE each
     # Items (batches, a mixture's steps) of any sizes: all of them, in order.
     assert tb.ramped_groups(np.array([], np.int64)) == []
-    for sizes in ([5], [100, 1, 1, 1, 1, 1, 1, 1, 1, 1], [40] * 10, [1] * 100):
+    for sizes in ([5], [100, 1, 1, 1, 1, 1, 1, 1, 1, 1], [40] * 10, [1] * 100, [0] * 50):
         got = tb.ramped_groups(np.array(sizes), limit=32)
         assert np.array_equal(np.concatenate(got), np.arange(len(sizes))), (sizes, got)
         assert len(got[0]) == 1 and all(len(g) for g in got), (sizes, got)

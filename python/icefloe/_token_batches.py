@@ -656,14 +656,14 @@ def ramped_groups(sizes: np.ndarray, limit: int | None = None) -> list[np.ndarra
     if not n:
         return []
     ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
-    out, at, target = [np.arange(1)], 1, 2 * int(ends[0])
+    out, at, target = [np.arange(1)], 1, 2 * max(1, int(ends[0]))
     while at < n and target < limit:  # at most log2(limit) groups
         base = int(ends[at - 1])
         stop = max(at + 1, int(np.searchsorted(ends, base + target, side="right")))
         out.append(np.arange(at, stop))
         at, target = stop, 2 * target
     if at < n:
-        rest = ends[at:] - (int(ends[at - 1]))
+        rest = ends[at:] - int(ends[at - 1])
         cuts = np.unique(np.searchsorted(rest, np.arange(1, int(rest[-1]) // limit + 1) * limit))
         out += [g for g in np.split(np.arange(at, n), cuts + 1) if len(g)]
     return out
