@@ -454,3 +454,44 @@ def test_a_budget_mixture_finishes_on_the_generations_it_was_planned_from(
     # The next epoch plans from the new copy: its rows are read.
     later = np.concatenate(budget_ids(client.iter_epoch(mixture, epoch=1, prefetch=0, **kw)))
     assert (later >= 2_000_000).any()
+
+
+def test_a_token_budget_checkpoint_resumes_on_the_generation_it_was_planned_from(
+        warehouse, retaining, monkeypatch):
+    from icefloe import _token_batches
+    from icefloe.torch import CacheDataset
+
+    monkeypatch.setattr(_token_batches, "_ROWS_PER_TAKE", 1000)
+    cluster, client = retaining
+    table = warehouse.create("budget_resumed", token_rows(10_000))
+    first = client.load("budget_resumed", table.metadata_location)
+
+    def dataset():
+        return CacheDataset(cluster.head_uri, "budget_resumed", batch_tokens=2048,
+                            token_column="tokens", seed=3, columns=["id"], drop_last=False)
+
+    whole = [b["id"].numpy() for b in dataset()]  # epoch 0, planned from the first copy
+    ds = dataset()
+    it = iter(ds)
+    taken = [next(it)["id"].numpy() for _ in range(5)]
+    state = ds.state_dict(steps=5)
+    assert state["generation"] == first["generation"]
+    del it
+
+    table.append(token_rows(1000, start=90_000))
+    second = client.refresh("budget_resumed")
+    resumed = dataset()
+    resumed.load_state_dict(state)
+    rest = [b["id"].numpy() for b in resumed]
+    assert all(np.array_equal(a, b) for a, b in zip(taken + rest, whole, strict=True))
+    # The next epoch plans from the new copy.
+    resumed.set_epoch(1)
+    assert sum(len(b["id"]) for b in resumed) == 11_000
+
+    wait_freed(client, "budget_resumed", first["generation"])
+    again = dataset()
+    again.load_state_dict(state)
+    with pytest.raises(icefloe.InvalidArgument,
+                       match=f"generation {first['generation']} .*replaced by generation "
+                             f"{second['generation']}"):
+        next(iter(again))

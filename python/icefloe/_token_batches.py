@@ -611,11 +611,13 @@ def budget_of(fields: dict[str, Any]) -> TokenBudget:
 
 
 def epoch_plan(client: Any, name: str, budget: TokenBudget, seed: int,
-               epoch: int) -> TokenBatchPlan:
+               epoch: int, generation: int | None = None) -> TokenBatchPlan:
     """The epoch's plan from the dataset's row length codes (fetched and
-    coded once per generation and budget by the client, a byte a row),
-    kept for the latest few epochs."""
-    codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens)
+    coded once per generation and budget by the client, a byte a row) of
+    the copy at ``generation`` (None: the current one), kept for the latest
+    few epochs."""
+    codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens,
+                                    generation)
     key = (name, id(codes), budget, int(seed), int(epoch))
     with _plans_lock:
         plan = _PLANS.get(key)
@@ -711,15 +713,18 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
     (the next group on a background thread when ``prefetch`` > 0).
     ``fields``: the TokenBudget's and the EpochPlan's (seed, epoch,
     world_size, rank, num_workers, worker, drop_last, columns, start: a
-    position of the batch sequence, first_batch: of this consumer's)."""
+    position of the batch sequence, first_batch: of this consumer's,
+    generation: the copy to plan from and read, None for the current one).
+    ``on_shape`` gets the consumer's batches, ``start`` and the generation."""
     budget = budget_of(fields)
     p = epoch_plan_.replace(**fields)
-    plan = epoch_plan(client, name, budget, p.seed or 0, p.epoch or 0)
+    plan = epoch_plan(client, name, budget, p.seed or 0, p.epoch or 0, p.generation)
     drop_last = True if p.drop_last is None else bool(p.drop_last)
     mine = consumer_batches(plan, p.world_size or 1, p.rank or 0, p.num_workers or 0,
                             p.worker or 0, p.start or 0, drop_last)[p.first_batch or 0:]
     if on_shape is not None:
-        on_shape({"batches": len(mine), "start": p.start or 0})
+        on_shape({"batches": len(mine), "start": p.start or 0,
+                  "generation": plan.lengths.generation})
     columns = list(p.columns) if p.columns is not None else None
     groups = take_groups(plan, mine)
     passes = RowPasses(plan, groups)

@@ -425,7 +425,8 @@ class Client:
         for one the dataset lacks."""
         return self._kept_lengths(name, column, None)
 
-    def row_length_codes(self, name: str, column: str, batch_tokens: int) -> Any:
+    def row_length_codes(self, name: str, column: str, batch_tokens: int,
+                         generation: int | None = None) -> Any:
         """The row lengths of ``column`` coded in a byte a row for plans of
         budget ``batch_tokens`` (``_length_codes.encode_lengths``; what
         token-budget epochs plan from). Kept per dataset, column, generation
@@ -434,14 +435,19 @@ class Client:
         codes directory takes them (``_codes_file.host_codes``): the first
         consumer fetches and codes the lengths and publishes the codes in a
         file, which every other rank and DataLoader worker of the host maps
-        without fetching the lengths. Errors as ``row_lengths``."""
-        return self._kept_lengths(name, column, int(batch_tokens))
+        without fetching the lengths. Errors as ``row_lengths``.
+        ``generation``: of that copy (a replaced one while the head keeps
+        it; InvalidArgument naming both generations once freed), as a
+        token-budget epoch resumed on the copy it was planned from reads."""
+        return self._kept_lengths(name, column, int(batch_tokens), generation)
 
-    def _kept_lengths(self, name: str, column: str, batch_tokens: int | None) -> Any:
-        """``row_lengths`` (``batch_tokens`` None) or ``row_length_codes``."""
+    def _kept_lengths(self, name: str, column: str, batch_tokens: int | None,
+                      generation: int | None = None) -> Any:
+        """``row_lengths`` (``batch_tokens`` None) or ``row_length_codes``,
+        of the copy at ``generation`` (None: the current one)."""
         recovery = self._recovery(name, "row lengths")
         while True:  # bounded by recovery
-            cmd = encode("range descriptor", dataset=name, lengths=column)
+            cmd = encode("range descriptor", dataset=name, lengths=column, generation=generation)
             info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
             _check_lengths_schema(name, column, info.schema)  # before any node is read
             endpoints = list(info.endpoints)

@@ -84,7 +84,7 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Whole(const std::string& name) con
 }
 
 arrow::Result<PlannedInfo> FlightInfoPlanner::Range(const RangeDescriptor& range) const {
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset));
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset, range.generation));
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);
   const uint64_t stop = range.stop.value_or(n);
   if (range.start > n || stop > n) {

@@ -371,6 +371,19 @@ TEST_F(FlightInfoPlannerTest, SliceMapOfAGenerationMapsTheCopyARefreshReplaced) 
   // Asking for it counts as a use: the head keeps it for this reader.
   ASSERT_EQ(catalog_.Retired().size(), 1u);
   EXPECT_GT(catalog_.Retired()[0].last_used, retired_at);
+  // A range (the lengths a token-budget plan is made from) of the kept copy.
+  RangeDescriptor range;
+  range.dataset = "d";
+  range.generation = 7;
+  auto ranged = planner.Range(range);
+  ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
+  ASSERT_FALSE(ranged->endpoints.empty());
+  auto ticket = DecodeNativeTicket(ranged->endpoints[0].ticket, kKey);
+  ASSERT_TRUE(ticket.ok()) << ticket.status().ToString();
+  EXPECT_EQ(ticket->header.generation, 7u);
+  range.generation = 5;
+  EXPECT_EQ(Error(planner.Range(range).status()).substr(0, 46),
+            "Invalid: dataset 'd' generation 5 is no longer");
   auto same = planner.SliceMap("d", {}, 8);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(grant_generation(*same), 8u);
