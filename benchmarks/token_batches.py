@@ -250,14 +250,16 @@ def planning(n: int, repeats: int) -> dict[str, Any]:
 
 def _first_take(plan: Any) -> dict[str, Any]:
     """Reading, not planning: the row ids of one consumer's takes (rank 0 of
-    8, worker 0 of 4, takes of about 64Ki rows, as iter_token_epoch groups
-    them): its first take alone (``rows_of``), and its first pass of takes
-    (``RowPasses``, each bucket's codes read once for up to 2Mi rows)."""
+    8, worker 0 of 4): a take of about 64Ki rows alone (``rows_of``; its
+    first such, past the ramp of smaller takes), and its first pass of
+    takes as iter_token_epoch groups them (``RowPasses``, each bucket's
+    codes read once for up to 2Mi rows)."""
     from icefloe import _token_batches as tb
 
-    groups = tb.take_groups(plan, tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True))
+    mine = tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True)
+    groups = tb.take_groups(plan, mine)
     t = time.perf_counter()
-    rows, _ = plan.rows_of(groups[0])
+    rows, _ = plan.rows_of(_groups_before(plan, mine)[0])
     one = {"s": time.perf_counter() - t, "rows": len(rows)}
     passes_ = tb.RowPasses(plan, groups)
     first = np.flatnonzero(passes_.pass_of == 0)
