@@ -250,14 +250,16 @@ def planning(n: int, repeats: int) -> dict[str, Any]:
 
 def _first_take(plan: Any) -> dict[str, Any]:
     """Reading, not planning: the row ids of one consumer's takes (rank 0 of
-    8, worker 0 of 4, takes of about 64Ki rows, as iter_token_epoch groups
-    them): its first take alone (``rows_of``), and its first pass of takes
-    (``RowPasses``, each bucket's codes read once for up to 2Mi rows)."""
+    8, worker 0 of 4): a take of about 64Ki rows alone (``rows_of``; its
+    first such, past the ramp of smaller takes), and its first pass of
+    takes as iter_token_epoch groups them (``RowPasses``, each bucket's
+    codes read once for up to 2Mi rows)."""
     from icefloe import _token_batches as tb
 
-    groups = tb.take_groups(plan, tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True))
+    mine = tb.consumer_batches(plan, RANKS, 0, 4, 0, 0, True)
+    groups = tb.take_groups(plan, mine)
     t = time.perf_counter()
-    rows, _ = plan.rows_of(groups[0])
+    rows, _ = plan.rows_of(_groups_before(plan, mine)[0])
     one = {"s": time.perf_counter() - t, "rows": len(rows)}
     passes_ = tb.RowPasses(plan, groups)
     first = np.flatnonzero(passes_.pass_of == 0)
@@ -267,22 +269,10 @@ def _first_take(plan: Any) -> dict[str, Any]:
 
 
 def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
-    import pyarrow as pa
-    from pyiceberg.catalog.sql import SqlCatalog
-
     import icefloe
 
     lengths = synthetic_lengths(n, longest=BUDGET // 4).astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    tokens = pa.ListArray.from_arrays(pa.array(offsets),
-                                      pa.array(np.ones(int(offsets[-1]), np.int32)))
-    data = pa.table({"id": np.arange(n, dtype=np.int64), "input_ids": tokens})
-    work.mkdir(parents=True, exist_ok=True)
-    catalog = SqlCatalog("bench", uri=f"sqlite:///{work / 'catalog.db'}",
-                         warehouse=(work / "warehouse").as_uri())
-    catalog.create_namespace_if_not_exists("db")
-    table = catalog.create_table("db.sft", schema=data.schema)
-    table.append(data)
+    table = _sft_table(n, work)
     got: dict[str, list[float]] = {"token budget": [], "fixed rows": []}
     with icefloe.LocalCluster(num_nodes=2, memory_limit=None, log_dir=work / "logs") as c, \
             c.client() as client:
@@ -304,6 +294,76 @@ def throughput(n: int, repeats: int, work: Path) -> dict[str, Any]:
     return {"rows": n, "fixed_rows": b, "row_lengths_s": lengths_s, "rows_per_s": rows_s,
             "tokens_per_s": {k: v * mean for k, v in rows_s.items()},
             "ratio": rows_s["token budget"] / rows_s["fixed rows"]}
+
+
+def _groups_before(plan: Any, batches: np.ndarray) -> list[np.ndarray]:
+    """``take_groups`` before the ramp (groups of ~64Ki rows from the first),
+    kept here to measure the first batch against it in the same run."""
+    from icefloe import _token_batches as tb
+
+    if not len(batches):
+        return []
+    ends = np.cumsum(plan.count[batches].astype(np.int64))
+    cuts = np.unique(np.searchsorted(ends, np.arange(1, ends[-1] // tb._ROWS_PER_TAKE + 1)
+                                     * tb._ROWS_PER_TAKE))
+    return [g for g in np.split(batches, cuts + 1) if len(g)]
+
+
+def first_batch(n: int, repeats: int, work: Path) -> dict[str, Any]:
+    """Seconds from ``iter_epoch`` to its first token-budget batch, and to
+    its 8th, one consumer of a LocalCluster of ``n`` rows, prefetch 2:
+    takes ramped up from one batch (now) against ~64Ki-row takes from the
+    first (before), alternated, each repeat a new epoch (planned afresh, the
+    codes fetched once before)."""
+    import itertools
+
+    import icefloe
+    from icefloe import _token_batches as tb
+
+    table = _sft_table(n, work)
+    ramped = tb.take_groups
+    got: dict[str, dict[str, list[float]]] = {k: {"first": [], "eighth": []}
+                                              for k in ("before", "now")}
+    with icefloe.LocalCluster(num_nodes=2, memory_limit=None, log_dir=work / "logs") as c, \
+            c.client() as client:
+        client.load("sft", table.metadata_location)
+        client.row_length_codes("sft", "input_ids", BUDGET)
+        for r, name in itertools.product(range(repeats), ("before", "now")):
+            tb.take_groups = _groups_before if name == "before" else ramped
+            try:
+                t = time.perf_counter()
+                it = client.iter_epoch("sft", epoch=1000 + 2 * r + (name == "now"), seed=SEED,
+                                       batch_tokens=BUDGET, token_column="input_ids",
+                                       prefetch=2)
+                next(it)
+                got[name]["first"].append(time.perf_counter() - t)
+                for _ in range(7):
+                    next(it)
+                got[name]["eighth"].append(time.perf_counter() - t)
+                it.close()
+            finally:
+                tb.take_groups = ramped
+    return {"rows": n, "repeats": repeats,
+            **{f"{k}_{w}_s": float(np.median(v[w])) for k, v in got.items() for w in v}}
+
+
+def _sft_table(n: int, work: Path) -> Any:
+    """An Iceberg table of ``n`` rows: ``id``, ``input_ids`` of synthetic lengths."""
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lengths = synthetic_lengths(n, longest=BUDGET // 4).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    tokens = pa.ListArray.from_arrays(pa.array(offsets),
+                                      pa.array(np.ones(int(offsets[-1]), np.int32)))
+    data = pa.table({"id": np.arange(n, dtype=np.int64), "input_ids": tokens})
+    work.mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog("bench", uri=f"sqlite:///{work / 'catalog.db'}",
+                         warehouse=(work / "warehouse").as_uri())
+    catalog.create_namespace_if_not_exists("db")
+    table = catalog.create_table("db.sft", schema=data.schema)
+    table.append(data)
+    return table
 
 
 def _guarantee_table(figures: dict[str, Any]) -> None:
@@ -328,8 +388,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-rows", type=int, nargs="+", default=[10_000_000, 100_000_000])
     ap.add_argument("--planning-only", action="store_true",
                     help="the planner figures alone (no cluster, no throughput)")
+    ap.add_argument("--first-batch", type=int, default=0, metavar="ROWS",
+                    help="only the time to the first batch, ramped takes against "
+                         "~64Ki-row ones, on a LocalCluster of ROWS rows")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.first_batch:
+        with tempfile.TemporaryDirectory(prefix="icefloe-token-bench-") as tmp:
+            fb = first_batch(args.first_batch, 2 if args.quick else 5, Path(tmp))
+        common.print_table(
+            f"time to a token-budget epoch's batches (T = {BUDGET}, {fb['rows']:,} rows, "
+            f"prefetch 2, median of {fb['repeats']})",
+            ["seconds", "before: ~64Ki-row takes", "now: ramped from one batch"],
+            [[w, f"{fb[f'before_{w}_s']:.3f}", f"{fb[f'now_{w}_s']:.3f}"]
+             for w in ("first", "eighth")])
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"{NAME}_first_batch.json").write_text(json.dumps(fb, indent=1))
+        return 0
     repeats = 2 if args.quick else 3
     result: dict[str, Any] = {"name": NAME, "machine": common.machine()}
     result["balance"] = balance_and_padding(synthetic_lengths(1_000_000 if args.quick

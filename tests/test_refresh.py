@@ -368,3 +368,130 @@ def test_a_checkpoint_resumes_on_its_generation(warehouse, retaining):
                        match=f"generation {first['generation']} .*replaced by generation "
                              f"{second['generation']}"):
         again.load_state_dict(state)
+
+
+def token_rows(n: int, start: int = 0) -> pa.Table:
+    """Rows with a ``tokens`` column of 1..200 tokens (keyed by id)."""
+    ids = np.arange(start, start + n, dtype=np.int64)
+    lengths = (ids * 7919 % 200 + 1).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.table({"id": ids, "tokens": pa.ListArray.from_arrays(
+        offsets, np.zeros(int(offsets[-1]), np.int32))})
+
+
+def budget_ids(batches) -> list[np.ndarray]:
+    return [b["id"].to_numpy() for b in batches]
+
+
+BUDGET = {"batch_tokens": 2048, "token_column": "tokens", "seed": 5, "world_size": 1,
+          "rank": 0, "drop_last": False, "columns": ["id"]}
+
+
+def test_a_token_budget_epoch_finishes_on_the_generation_it_was_planned_from(
+        warehouse, retaining, monkeypatch):
+    from icefloe import _token_batches
+
+    monkeypatch.setattr(_token_batches, "_ROWS_PER_TAKE", 1000)  # many takes an epoch
+    _, client = retaining
+    table = warehouse.create("budgeted", token_rows(10_000))
+    table.append(token_rows(10_000, start=10_000))
+    planned = client.load("budgeted", table.metadata_location)["generation"]
+    copies = [np.arange(20_000)]  # the rows of the copy an epoch is planned from
+
+    for prefetch in (0, 2):
+        whole = budget_ids(client.iter_epoch("budgeted", epoch=0, prefetch=0, **BUDGET))
+        assert np.array_equal(np.sort(np.concatenate(whole)), np.concatenate(copies))
+        # Half the epoch's batches, then a refresh lands: the rest of the
+        # epoch reads the planned copy's rows, exactly as without it.
+        it = client.iter_epoch("budgeted", epoch=0, prefetch=prefetch, **BUDGET)
+        head = [next(it)["id"].to_numpy() for _ in range(len(whole) // 2)]
+        copies.append(np.arange(1000) + 100_000 * (prefetch + 1))
+        table.append(token_rows(1000, start=int(copies[-1][0])))
+        refreshed = client.refresh("budgeted")
+        assert refreshed["generation"] > planned
+        planned = refreshed["generation"]
+        rest = budget_ids(it)
+        assert all(np.array_equal(a, b) for a, b in zip(head + rest, whole, strict=True))
+
+    # The next epoch plans from the new copy.
+    ids = np.concatenate(budget_ids(client.iter_epoch("budgeted", epoch=1, prefetch=0,
+                                                      **BUDGET)))
+    assert np.array_equal(np.sort(ids), np.concatenate(copies))
+
+    # A copy freed meanwhile cannot be read: the error names both generations.
+    it = client.iter_epoch("budgeted", epoch=2, prefetch=0, **BUDGET)
+    next(it)
+    planned = client.describe("budgeted")["generation"]
+    table.append(token_rows(1000, start=500_000))
+    newest = client.refresh("budgeted")["generation"]
+    wait_freed(client, "budgeted", planned)
+    with pytest.raises(icefloe.InvalidArgument,
+                       match=f"generation {planned} .*replaced by generation {newest}"):
+        list(it)
+
+
+def test_a_budget_mixture_finishes_on_the_generations_it_was_planned_from(
+        warehouse, retaining, monkeypatch):
+    from icefloe import _mixture_budget
+
+    monkeypatch.setattr(_mixture_budget, "_ROWS_PER_TAKE", 500)  # many takes an epoch
+    _, client = retaining
+    steady = warehouse.create("steady", token_rows(8000))
+    moving = warehouse.create("moving_source", token_rows(6000, start=1_000_000))
+    client.load("steady", steady.metadata_location)
+    first = client.load("moving_source", moving.metadata_location)
+    mixture = {"steady": 1, "moving_source": 1}
+    kw = dict(BUDGET, varlen=True, drop_last=True)
+    whole = budget_ids(client.iter_epoch(mixture, epoch=0, prefetch=0, **kw))
+    assert len(whole) > 8
+
+    it = client.iter_epoch(mixture, epoch=0, prefetch=2, **kw)
+    head = [next(it)["id"].to_numpy() for _ in range(len(whole) // 2)]
+    moving.append(token_rows(1000, start=2_000_000))
+    assert client.refresh("moving_source")["generation"] > first["generation"]
+    rest = budget_ids(it)
+    assert all(np.array_equal(a, b) for a, b in zip(head + rest, whole, strict=True))
+    # The next epoch plans from the new copy: its rows are read.
+    later = np.concatenate(budget_ids(client.iter_epoch(mixture, epoch=1, prefetch=0, **kw)))
+    assert (later >= 2_000_000).any()
+
+
+def test_a_token_budget_checkpoint_resumes_on_the_generation_it_was_planned_from(
+        warehouse, retaining, monkeypatch):
+    from icefloe import _token_batches
+    from icefloe.torch import CacheDataset
+
+    monkeypatch.setattr(_token_batches, "_ROWS_PER_TAKE", 1000)
+    cluster, client = retaining
+    table = warehouse.create("budget_resumed", token_rows(10_000))
+    first = client.load("budget_resumed", table.metadata_location)
+
+    def dataset():
+        return CacheDataset(cluster.head_uri, "budget_resumed", batch_tokens=2048,
+                            token_column="tokens", seed=3, columns=["id"], drop_last=False)
+
+    whole = [b["id"].numpy() for b in dataset()]  # epoch 0, planned from the first copy
+    ds = dataset()
+    it = iter(ds)
+    taken = [next(it)["id"].numpy() for _ in range(5)]
+    state = ds.state_dict(steps=5)
+    assert state["generation"] == first["generation"]
+    del it
+
+    table.append(token_rows(1000, start=90_000))
+    second = client.refresh("budget_resumed")
+    resumed = dataset()
+    resumed.load_state_dict(state)
+    rest = [b["id"].numpy() for b in resumed]
+    assert all(np.array_equal(a, b) for a, b in zip(taken + rest, whole, strict=True))
+    # The next epoch plans from the new copy.
+    resumed.set_epoch(1)
+    assert sum(len(b["id"]) for b in resumed) == 11_000
+
+    wait_freed(client, "budget_resumed", first["generation"])
+    again = dataset()
+    again.load_state_dict(state)
+    with pytest.raises(icefloe.InvalidArgument,
+                       match=f"generation {first['generation']} .*replaced by generation "
+                             f"{second['generation']}"):
+        next(iter(again))

@@ -453,6 +453,33 @@ def test_a_consumer_s_takes_read_the_buckets_a_pass_of_several_at_a_time(monkeyp
     assert len(calls) == passes.pass_of[-1] + 1  # one rows_of a pass
 
 
+def test_a_consumer_s_first_take_is_one_batch_then_takes_ramp_up():
+    lengths = _lengths(400_000, SEED, BUDGET // 4)
+    plan = _plan(lengths)
+    mine = tb.consumer_batches(plan, 2, 0, 0, 0, 0, True)
+    groups = tb.take_groups(plan, mine)
+    # The same batches in the same order, cut into takes.
+    assert np.array_equal(np.concatenate(groups), mine)
+    rows = [int(plan.count[g].astype(np.int64).sum()) for g in groups]
+    assert len(groups[0]) == 1  # the first batch waits for its own take alone
+    # Then each take about twice the one before, up to _ROWS_PER_TAKE, whole
+    # batches: a take overshoots its target by less than its last batch.
+    top = tb._ROWS_PER_TAKE
+    ramp = next(i for i, r in enumerate(rows) if r >= top // 2)
+    assert 2 < ramp < 20, rows[:ramp + 1]
+    for k in range(1, ramp):
+        assert rows[k] <= 2**k * rows[0] and rows[k] > 2**(k - 1) * rows[0], rows[:ramp + 1]
+    longest = int(plan.count[mine].max())
+    assert all(r < top + longest for r in rows), max(rows)
+    assert len(groups) < ramp + 2 + sum(rows) // top  # then about _ROWS_PER_TAKE each
+    # Items (batches, a mixture's steps) of any sizes: all of them, in order.
+    assert tb.ramped_groups(np.array([], np.int64)) == []
+    for sizes in ([5], [100, 1, 1, 1, 1, 1, 1, 1, 1, 1], [40] * 10, [1] * 100, [0] * 50):
+        got = tb.ramped_groups(np.array(sizes), limit=32)
+        assert np.array_equal(np.concatenate(got), np.arange(len(sizes))), (sizes, got)
+        assert len(got[0]) == 1 and all(len(g) for g in got), (sizes, got)
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(InvalidArgument, match="batch_tokens"):
         tb.TokenBudget(batch_tokens=0, token_column="input_ids")

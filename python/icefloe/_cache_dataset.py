@@ -250,7 +250,7 @@ class CacheDataset(ClusterClient, IterableDataset):
         if self.token_budget is not None:
             p = self._plan(num_workers=0, worker=0)
             plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed,
-                              self.epoch)
+                              self.epoch, self.generation)
             return len(consumer_batches(plan, p.world_size, p.rank, 0, 0, self._start,
                                         self.drop_last))
         _, shape = self.client().epoch_info(self.dataset, self._plan(num_workers=0, worker=0))
@@ -266,7 +266,8 @@ class CacheDataset(ClusterClient, IterableDataset):
         if self.token_budget is None:
             raise ValueError("token_epoch_summary needs batch_tokens")
         world_size = self._plan().world_size
-        plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed, self.epoch)
+        plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed, self.epoch,
+                          self.generation)
         steps = plan.steps(world_size, self._start, self.drop_last)
         left = max(0, plan.num_batches - self._start)
         return {"steps": steps, "batches": plan.num_batches,
@@ -301,9 +302,14 @@ class CacheDataset(ClusterClient, IterableDataset):
         if prefetch is None:
             prefetch = 2 if get_worker_info() is None else 0
         if self.token_budget is not None:
+            # Planned from the copy a resume names (else the current one);
+            # a refresh mid-epoch changes nothing it reads.
+            def planned(shape: dict[str, Any]) -> None:
+                self._read_generation = int(shape["generation"])
+
             for item in self.client().iter_epoch(
-                    self.dataset, plan=plan.replace(generation=None), prefetch=prefetch,
-                    transform=prepare, job=self.job, **self.token_budget.state()):
+                    self.dataset, plan=plan, prefetch=prefetch, transform=prepare,
+                    job=self.job, on_shape=planned, **self.token_budget.state()):
                 self._yielded += 1
                 yield item if default else self.to_tensors(item)
             return
@@ -418,8 +424,15 @@ class CacheDataset(ClusterClient, IterableDataset):
         """state_dict of token-budget batches: the position is a count of
         batches of the epoch's world-size-independent sequence."""
         assert self.token_budget is not None
+        # The copy the epoch is planned from (where this process does not
+        # read it: the current one's codes, kept by the client): a resume
+        # plans from it and reads it.
+        generation = self.generation or self._read_generation or epoch_plan(
+            self.client(), self.dataset, self.token_budget, self.seed,
+            self.epoch).lengths.generation
         state: dict[str, Any] = {
-            "dataset": self.dataset, "order_version": ORDER_VERSION, "seed": self.seed,
+            "dataset": self.dataset, "generation": generation,
+            "order_version": ORDER_VERSION, "seed": self.seed,
             "epoch": self.epoch, "drop_last": self.drop_last,
             "token_budget": self.token_budget.state(), "start": self._start,
             "world_size": world_size}
@@ -432,6 +445,11 @@ class CacheDataset(ClusterClient, IterableDataset):
             raise ValueError(f"state was saved with token budget {state.get('token_budget')}, "
                              f"not {budget}; resume with the same budget")
         self._restore_order(state)
+        # The resumed epoch plans from and reads the copy it started on (an
+        # error names both generations once the head freed it); later
+        # epochs follow.
+        self.generation = int(state["generation"]) if state.get("generation") else None
+        self._read_generation = None
         if "steps" in state:  # any world size: the sequence is the same
             self._start = int(state["start"]) + int(state["steps"]) * int(state["world_size"])
         else:

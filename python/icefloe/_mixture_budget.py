@@ -58,7 +58,7 @@ from ._mixture import (
     describe_sources,
     pattern_of,
 )
-from ._token_batches import TokenBatchPlan, TokenBudget, budget_of, plan_epoch
+from ._token_batches import TokenBatchPlan, TokenBudget, budget_of, plan_epoch, ramped_groups
 from .errors import InvalidArgument, NotFound
 
 _ROWS_PER_TAKE = 65536  # rows asked of the nodes at once (several steps per take)
@@ -400,27 +400,20 @@ def iter_budget_batches(client: Any, resolved: BudgetResolved, at: Anchor, steps
         here = per_source[i]["epoch"] == e
         source_rows[here, i] = p.count[per_source[i]["batch"][here]]
     rows_per_step = source_rows.sum(axis=1)
-    # Groups of whole steps, about _ROWS_PER_TAKE rows each.
-    ends = np.cumsum(rows_per_step)
-    cuts = np.unique(np.searchsorted(ends, np.arange(1, (int(ends[-1]) if len(ends) else 0)
-                                                     // _ROWS_PER_TAKE + 1) * _ROWS_PER_TAKE))
-    groups = [g for g in np.split(np.arange(len(mine)), cuts + 1) if len(g)]
+    # Groups of whole steps, about _ROWS_PER_TAKE rows each, the first one
+    # step (ramped_groups): the first batch waits for one step's takes.
+    groups = ramped_groups(rows_per_step, _ROWS_PER_TAKE)
 
     def read(group: np.ndarray) -> list[pa.RecordBatch]:
         parts: list[list[pa.RecordBatch]] = [[] for _ in group]
         for i, source in enumerate(sources):
-            now = client._slice_maps.get(source.name, columns).generation
-            if generations[source.name] is not None and now != generations[source.name]:
-                raise InvalidArgument(
-                    f"mixture source {source.name!r} changed from generation "
-                    f"{generations[source.name]} to {now} during a token-budget mixture "
-                    "planned from the first one's row lengths; resume from a state in a new "
-                    "process (its plan then comes from the new copy)")
             epochs = per_source[i]["epoch"][group]
             for e in np.unique(epochs[epochs >= 0]):
                 at_steps = np.flatnonzero(epochs == e)
                 rows, counts = plans[(i, int(e))].rows_of(per_source[i]["batch"][group][at_steps])
-                table = client.take(source.name, rows, columns).combine_chunks()
+                # The copy the source was planned from, a replaced one too.
+                table = client.take(source.name, rows, columns,
+                                    generations[source.name]).combine_chunks()
                 batch = table.to_batches()[0]
                 offsets = np.concatenate([[0], np.cumsum(counts)])
                 for j, s in enumerate(at_steps):

@@ -148,11 +148,13 @@ def _outside(name: str, i: int, row: int, num_rows: int | None) -> InvalidArgume
 
 
 class SliceMaps:
-    """A client's slice maps, one per dataset name and column set (at most
-    ``max_entries``, least recently used dropped first). Thread-safe; a map is
-    fetched by one thread while others asking for the same one wait for it."""
+    """A client's slice maps, one per dataset name, column set and generation
+    asked for (None: the current one; a number: that copy, a replaced one
+    while the head keeps it), at most ``max_entries``, least recently used
+    dropped first. Thread-safe; a map is fetched by one thread while others
+    asking for the same one wait for it."""
 
-    def __init__(self, fetch: Callable[[str, list[str] | None], dict[str, Any]], *,
+    def __init__(self, fetch: Callable[[str, list[str] | None, int | None], dict[str, Any]], *,
                  ttl_s: float, max_entries: int = 256) -> None:
         self._fetch = fetch
         self._ttl_s = ttl_s
@@ -161,8 +163,9 @@ class SliceMaps:
         self._lock = threading.Lock()
         self._fetching: dict[_Key, threading.Lock] = {}
 
-    def get(self, name: str, columns: list[str] | None = None) -> SliceMap:
-        key = (name, tuple(columns) if columns is not None else None)
+    def get(self, name: str, columns: list[str] | None = None,
+            generation: int | None = None) -> SliceMap:
+        key = (name, tuple(columns) if columns is not None else None, generation)
         now = time.monotonic()
         with self._lock:
             smap = self._maps.get(key)
@@ -176,7 +179,8 @@ class SliceMaps:
                 if smap is not None and time.monotonic() - smap.fetched_s < self._ttl_s:
                     return smap
             try:
-                smap = SliceMap.from_json(self._fetch(name, columns), time.monotonic())
+                smap = SliceMap.from_json(self._fetch(name, columns, generation),
+                                          time.monotonic())
             finally:
                 with self._lock:
                     self._fetching.pop(key, None)
@@ -195,4 +199,4 @@ class SliceMaps:
                 del self._maps[key]
 
 
-_Key = tuple[str, tuple[str, ...] | None]
+_Key = tuple[str, tuple[str, ...] | None, int | None]

@@ -611,11 +611,13 @@ def budget_of(fields: dict[str, Any]) -> TokenBudget:
 
 
 def epoch_plan(client: Any, name: str, budget: TokenBudget, seed: int,
-               epoch: int) -> TokenBatchPlan:
+               epoch: int, generation: int | None = None) -> TokenBatchPlan:
     """The epoch's plan from the dataset's row length codes (fetched and
-    coded once per generation and budget by the client, a byte a row),
-    kept for the latest few epochs."""
-    codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens)
+    coded once per generation and budget by the client, a byte a row) of
+    the copy at ``generation`` (None: the current one), kept for the latest
+    few epochs."""
+    codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens,
+                                    generation)
     key = (name, id(codes), budget, int(seed), int(epoch))
     with _plans_lock:
         plan = _PLANS.get(key)
@@ -638,14 +640,35 @@ def consumer_batches(plan: TokenBatchPlan, world_size: int, rank: int, num_worke
 
 
 def take_groups(plan: TokenBatchPlan, batches: np.ndarray) -> list[np.ndarray]:
-    """``batches`` in groups of whole batches, about ``_ROWS_PER_TAKE`` rows
-    each: what one ``Client.take`` reads."""
-    if not len(batches):
+    """``batches`` in groups of whole batches, what one ``Client.take`` reads
+    each (``ramped_groups``: the first one batch)."""
+    return [batches[g] for g in ramped_groups(plan.count[batches])]
+
+
+def ramped_groups(sizes: np.ndarray, limit: int | None = None) -> list[np.ndarray]:
+    """Indices ``0 .. len(sizes) - 1`` in consecutive groups for takes of
+    about ``limit`` rows (default ``_ROWS_PER_TAKE``), ``sizes[i]`` rows in
+    item ``i`` (a batch, a step). The first groups ramp up: the first is one
+    item, each next about twice the rows of the one before, so a consumer's
+    first batch waits for one batch's take, not a whole group's; then
+    groups of ``limit``, each closed by the item that crosses a multiple of
+    it. In order: the items read are the same, in the same order."""
+    limit = _ROWS_PER_TAKE if limit is None else limit
+    n = len(sizes)
+    if not n:
         return []
-    ends = np.cumsum(plan.count[batches].astype(np.int64))
-    cuts = np.unique(np.searchsorted(ends, np.arange(1, ends[-1] // _ROWS_PER_TAKE + 1)
-                                     * _ROWS_PER_TAKE))
-    return [g for g in np.split(batches, cuts + 1) if len(g)]
+    ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    out, at, target = [np.arange(1)], 1, 2 * max(1, int(ends[0]))
+    while at < n and target < limit:  # at most log2(limit) groups
+        base = int(ends[at - 1])
+        stop = max(at + 1, int(np.searchsorted(ends, base + target, side="right")))
+        out.append(np.arange(at, stop))
+        at, target = stop, 2 * target
+    if at < n:
+        rest = ends[at:] - int(ends[at - 1])
+        cuts = np.unique(np.searchsorted(rest, np.arange(1, int(rest[-1]) // limit + 1) * limit))
+        out += [g for g in np.split(np.arange(at, n), cuts + 1) if len(g)]
+    return out
 
 
 class RowPasses:
@@ -690,15 +713,18 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
     (the next group on a background thread when ``prefetch`` > 0).
     ``fields``: the TokenBudget's and the EpochPlan's (seed, epoch,
     world_size, rank, num_workers, worker, drop_last, columns, start: a
-    position of the batch sequence, first_batch: of this consumer's)."""
+    position of the batch sequence, first_batch: of this consumer's,
+    generation: the copy to plan from and read, None for the current one).
+    ``on_shape`` gets the consumer's batches, ``start`` and the generation."""
     budget = budget_of(fields)
     p = epoch_plan_.replace(**fields)
-    plan = epoch_plan(client, name, budget, p.seed or 0, p.epoch or 0)
+    plan = epoch_plan(client, name, budget, p.seed or 0, p.epoch or 0, p.generation)
     drop_last = True if p.drop_last is None else bool(p.drop_last)
     mine = consumer_batches(plan, p.world_size or 1, p.rank or 0, p.num_workers or 0,
                             p.worker or 0, p.start or 0, drop_last)[p.first_batch or 0:]
     if on_shape is not None:
-        on_shape({"batches": len(mine), "start": p.start or 0})
+        on_shape({"batches": len(mine), "start": p.start or 0,
+                  "generation": plan.lengths.generation})
     columns = list(p.columns) if p.columns is not None else None
     groups = take_groups(plan, mine)
     passes = RowPasses(plan, groups)
@@ -706,13 +732,10 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
 
     def read(group: int) -> list[pa.RecordBatch]:
         rows, counts = passes.rows(group)
-        now = client._slice_maps.get(name, columns).generation
-        if generation is not None and now != generation:
-            raise InvalidArgument(
-                f"dataset {name!r} changed from generation {generation} to {now} during a "
-                "token-budget epoch planned from the first one's row lengths; start the epoch "
-                "again (its plan then comes from the new copy)")
-        table = client.take(name, rows, columns).combine_chunks()
+        # The rows of the copy the plan was made from, even after a refresh
+        # replaced it (the head keeps it for its readers): InvalidArgument
+        # naming both generations once it is freed.
+        table = client.take(name, rows, columns, generation).combine_chunks()
         batch = table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist(
             [], schema=table.schema)
         offsets = np.concatenate([[0], np.cumsum(counts)])

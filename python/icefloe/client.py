@@ -305,13 +305,18 @@ class Client:
         """One dataset, with its slice map (which nodes hold which rows)."""
         return _decode_schema(self._action("describe", encode("describe", name=name)))
 
-    def slice_map(self, name: str, columns: list[str] | None = None) -> dict[str, Any]:
+    def slice_map(self, name: str, columns: list[str] | None = None,
+                  generation: int | None = None) -> dict[str, Any]:
         """Where a dataset's rows live, for random access in one hop: storage
         name, generation, rows, schema (base64 IPC; of ``columns`` only, when
         given), slices ``[{start, stop, nodes}]`` (live replicas first) and the
-        read grant (base64; it names ``columns``, so nodes send only those)."""
+        read grant (base64; it names ``columns``, so nodes send only those).
+        ``generation``: of that copy (a replaced one while the head keeps it,
+        docs/protocol.md "Refresh"; InvalidArgument naming both generations
+        once freed); default the current one."""
         return self._action("slice_map", encode(
-            "slice_map", name=name, columns=list(columns) if columns is not None else None))
+            "slice_map", name=name, columns=list(columns) if columns is not None else None,
+            generation=generation))
 
     def evict(self, name: str) -> dict[str, Any]:
         """Drops a dataset; its nodes free the memory."""
@@ -420,7 +425,8 @@ class Client:
         for one the dataset lacks."""
         return self._kept_lengths(name, column, None)
 
-    def row_length_codes(self, name: str, column: str, batch_tokens: int) -> Any:
+    def row_length_codes(self, name: str, column: str, batch_tokens: int,
+                         generation: int | None = None) -> Any:
         """The row lengths of ``column`` coded in a byte a row for plans of
         budget ``batch_tokens`` (``_length_codes.encode_lengths``; what
         token-budget epochs plan from). Kept per dataset, column, generation
@@ -429,14 +435,19 @@ class Client:
         codes directory takes them (``_codes_file.host_codes``): the first
         consumer fetches and codes the lengths and publishes the codes in a
         file, which every other rank and DataLoader worker of the host maps
-        without fetching the lengths. Errors as ``row_lengths``."""
-        return self._kept_lengths(name, column, int(batch_tokens))
+        without fetching the lengths. Errors as ``row_lengths``.
+        ``generation``: of that copy (a replaced one while the head keeps
+        it; InvalidArgument naming both generations once freed), as a
+        token-budget epoch resumed on the copy it was planned from reads."""
+        return self._kept_lengths(name, column, int(batch_tokens), generation)
 
-    def _kept_lengths(self, name: str, column: str, batch_tokens: int | None) -> Any:
-        """``row_lengths`` (``batch_tokens`` None) or ``row_length_codes``."""
+    def _kept_lengths(self, name: str, column: str, batch_tokens: int | None,
+                      generation: int | None = None) -> Any:
+        """``row_lengths`` (``batch_tokens`` None) or ``row_length_codes``,
+        of the copy at ``generation`` (None: the current one)."""
         recovery = self._recovery(name, "row lengths")
         while True:  # bounded by recovery
-            cmd = encode("range descriptor", dataset=name, lengths=column)
+            cmd = encode("range descriptor", dataset=name, lengths=column, generation=generation)
             info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
             _check_lengths_schema(name, column, info.schema)  # before any node is read
             endpoints = list(info.endpoints)
@@ -721,7 +732,7 @@ class Client:
         return sorted({n for nodes in smap.replica_sets for n in nodes})
 
     def take(self, name: str, rows: list[int] | Any,
-             columns: list[str] | None = None) -> pa.Table:
+             columns: list[str] | None = None, generation: int | None = None) -> pa.Table:
         """Rows by global id (any order, duplicates allowed), in that order.
 
         One hop: the client knows which nodes hold which rows (the slice map,
@@ -730,13 +741,17 @@ class Client:
         the head's read grant (docs/protocol.md, "Slice map"). A row outside
         the dataset is refused before any node is asked. With ``columns``, the
         nodes send only those columns, in that order (a slice map per column
-        set, whose grant names them).
+        set, whose grant names them). With ``generation``, rows of that copy
+        of the dataset: one a refresh replaced is read while the head keeps
+        it for its readers (a token-budget epoch finishes so on the copy it
+        was planned from); once freed, InvalidArgument naming both
+        generations.
         """
         ids = row_ids(rows, name)
         recovery: Recovery | None = None
         retried_stale = False
         while True:  # bounded: one stale retry, and recovery
-            smap = self._slice_maps.get(name, columns)
+            smap = self._slice_maps.get(name, columns, generation)
             try:
                 check_range(ids, smap)
             except InvalidArgument:

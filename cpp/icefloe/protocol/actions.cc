@@ -30,11 +30,14 @@ const Field<NameRequest> kNameFields[] = {
     {Str("name", kRequired, Values(1, 1024)), &NameRequest::name},
 };
 
-// Column names as the descriptors' (descriptors.cc); the head checks them.
+// Column names as the descriptors' (descriptors.cc); the head checks them. `generation`
+// as the epoch descriptor's: the copy to map (a replaced one while the head keeps it).
 const Field<SliceMapRequest> kSliceMapFields[] = {
     {Str("name", kRequired, Values(1, 1024)), &SliceMapRequest::name},
     {ListOf(FieldType::kStringList, "columns", kOptional, Values(1, 1024), Values(1, 65535)),
      &SliceMapRequest::columns},
+    {Uint("generation", kOptional, Values(1, std::numeric_limits<uint64_t>::max())),
+     &SliceMapRequest::generation},
 };
 
 }  // namespace

@@ -55,10 +55,13 @@ struct NameRequest {
 };
 
 /// The `slice_map` action: a dataset's slices and a read grant, for the
-/// columns asked for (none: every column; the grant then names no projection).
+/// columns asked for (none: every column; the grant then names no projection),
+/// of the copy at `generation` (empty: the current one; a replaced copy while
+/// the head keeps it for its readers, docs/protocol.md "Refresh").
 struct SliceMapRequest {
   std::string name;
   std::vector<std::string> columns;
+  std::optional<uint64_t> generation;
 
   nlohmann::json ToJson() const;
   static arrow::Result<SliceMapRequest> Parse(std::string_view body);

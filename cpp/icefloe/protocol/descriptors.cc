@@ -25,6 +25,7 @@ const Field<RangeDescriptor> kRangeFields[] = {
     {Uint("stop", kOptional, Values(0, kMaxRows)), &RangeDescriptor::stop},
     {kColumns, &RangeDescriptor::columns},
     {Str("lengths", kOptional, Values(1, 1024)), &RangeDescriptor::lengths},
+    {Uint("generation", kOptional, Values(1, kU64Max)), &RangeDescriptor::generation},
 };
 
 // The epoch plan's coordinates, one line per field. A new field: a member in

@@ -31,6 +31,10 @@ struct RangeDescriptor {
   /// rows (lengths tickets, docs/protocol.md); empty: the rows. Not with
   /// `columns`.
   std::optional<std::string> lengths = {};
+  /// The copy to read (a replaced one while the head keeps it: a
+  /// token-budget epoch resumed on the copy it was planned from); empty:
+  /// the current one.
+  std::optional<uint64_t> generation = {};
 
   nlohmann::json ToJson() const;
   static arrow::Result<RangeDescriptor> FromJson(const nlohmann::json& j);

@@ -84,7 +84,7 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Whole(const std::string& name) con
 }
 
 arrow::Result<PlannedInfo> FlightInfoPlanner::Range(const RangeDescriptor& range) const {
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset));
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset, range.generation));
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);
   const uint64_t stop = range.stop.value_or(n);
   if (range.start > n || stop > n) {
@@ -351,10 +351,12 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Rows(const RowsDescriptor& d) cons
   return info;
 }
 
-arrow::Result<SliceMapReply> FlightInfoPlanner::SliceMap(
-    const std::string& name, const std::vector<std::string>& columns) const {
-  // Lookup refuses datasets that cannot be read and lists live replicas first.
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name));
+arrow::Result<SliceMapReply> FlightInfoPlanner::SliceMap(const std::string& name,
+                                                         const std::vector<std::string>& columns,
+                                                         std::optional<uint64_t> generation) const {
+  // Lookup refuses datasets that cannot be read and lists live replicas first;
+  // a replaced copy it finds counts as used (kept for this reader a while more).
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(name, generation));
   ARROW_ASSIGN_OR_RAISE(Projection projection, Project(entry->schema, columns, "slice_map"));
   SliceMapReply reply;
   for (const auto& s : entry->slices)

@@ -63,9 +63,11 @@ class FlightInfoPlanner {
   arrow::Result<PlannedInfo> Rows(const RowsDescriptor& d) const;
   /// Every ready dataset, whole (ListFlights), by name.
   arrow::Result<std::vector<std::pair<std::string, PlannedInfo>>> List() const;
-  /// The "slice_map" action's reply: where every row lives, and a read grant.
+  /// The "slice_map" action's reply: where every row lives, and a read grant,
+  /// of the copy at `generation` (a replaced one while kept, as Lookup).
   arrow::Result<SliceMapReply> SliceMap(const std::string& name,
-                                        const std::vector<std::string>& columns) const;
+                                        const std::vector<std::string>& columns,
+                                        std::optional<uint64_t> generation = std::nullopt) const;
 
  private:
   // `columns`: the descriptor's projection (empty: every column).

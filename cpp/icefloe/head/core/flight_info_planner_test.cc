@@ -347,6 +347,52 @@ TEST_F(FlightInfoPlannerTest, SliceMapErrors) {
             "id, text)");
 }
 
+TEST_F(FlightInfoPlannerTest, SliceMapOfAGenerationMapsTheCopyARefreshReplaced) {
+  auto planner = Planner();
+  // A refresh publishes generation 8 and keeps 7 for its readers.
+  auto old = catalog_.Find("d");
+  ASSERT_TRUE(catalog_.Replace(old, Entry(8)));
+  const auto retired_at = std::chrono::steady_clock::now() - std::chrono::seconds(60);
+  catalog_.Retire(old, 8, retired_at);
+  auto grant_generation = [](const SliceMapReply& reply) -> uint64_t {
+    auto grant = arrow::util::base64_decode(reply.grant);
+    auto granted =
+        DecodeNativeTicket(EncodeGrantedRowsTicket(*grant, EncodeRowsBody({1, {0}, {3}})), kKey);
+    EXPECT_TRUE(granted.ok()) << granted.status().ToString();
+    return granted.ok() ? granted->header.generation : 0;
+  };
+  auto current = planner.SliceMap("d", {});
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  EXPECT_EQ(current->generation, 8u);
+  auto kept = planner.SliceMap("d", {}, 7);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->generation, 7u);
+  EXPECT_EQ(grant_generation(*kept), 7u);  // its grant reads the replaced copy
+  // Asking for it counts as a use: the head keeps it for this reader.
+  ASSERT_EQ(catalog_.Retired().size(), 1u);
+  EXPECT_GT(catalog_.Retired()[0].last_used, retired_at);
+  // A range (the lengths a token-budget plan is made from) of the kept copy.
+  RangeDescriptor range;
+  range.dataset = "d";
+  range.generation = 7;
+  auto ranged = planner.Range(range);
+  ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
+  ASSERT_FALSE(ranged->endpoints.empty());
+  auto ticket = DecodeNativeTicket(ranged->endpoints[0].ticket, kKey);
+  ASSERT_TRUE(ticket.ok()) << ticket.status().ToString();
+  EXPECT_EQ(ticket->header.generation, 7u);
+  range.generation = 5;
+  EXPECT_EQ(Error(planner.Range(range).status()).substr(0, 46),
+            "Invalid: dataset 'd' generation 5 is no longer");
+  auto same = planner.SliceMap("d", {}, 8);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(grant_generation(*same), 8u);
+  EXPECT_EQ(Error(planner.SliceMap("d", {}, 5).status()),
+            "Invalid: dataset 'd' generation 5 is no longer cached: it was replaced by "
+            "generation 8 and freed (a replaced copy is kept while it has readers, up to "
+            "--retain-s); start the epoch again on generation 8");
+}
+
 TEST_F(FlightInfoPlannerTest, ListHasEveryReadyDatasetWhole) {
   auto loading = Entry();
   loading->name = "l";

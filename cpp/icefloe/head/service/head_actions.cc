@@ -65,7 +65,7 @@ std::vector<flight::ActionType> HeadActions::Types() {
           {"describe", "One dataset with its slice map: {name}."},
           {"slice_map",
            "Where a dataset's rows live and a read grant for rows tickets (kind 04): "
-           "{name, columns?}."},
+           "{name, columns?, generation?}."},
           {"evict", "Drop a dataset from the nodes (cancels its load): {name}."},
           {"status", "Nodes, datasets, loads and jobs reading now."},
           {"job.report",
@@ -123,8 +123,9 @@ arrow::Status HeadActions::Run(const flight::ServerCallContext& context,
   if (type == "slice_map") {
     ARROW_ASSIGN_OR_RAISE(SliceMapRequest request, SliceMapRequest::Parse(body));
     parts_.metrics->SliceMapServed();
-    ARROW_ASSIGN_OR_RAISE(SliceMapReply reply,
-                          parts_.planner->SliceMap(request.name, request.columns));
+    ARROW_ASSIGN_OR_RAISE(
+        SliceMapReply reply,
+        parts_.planner->SliceMap(request.name, request.columns, request.generation));
     *result = JsonResult(reply.ToJson());
     return arrow::Status::OK();
   }
