@@ -585,3 +585,19 @@ def test_dataloader_workers_share_the_rank_s_batches(cluster):
     loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
     # The DataLoader's round robin over its two workers gives the rank's steps in order.
     assert [b["id"].tolist() for b in loader] == alone
+
+
+def test_a_pinned_token_budget_dataset_reads_its_next_epochs(cluster):
+    """``follow="pinned"`` with ``batch_tokens``: the next epoch is pinned to
+    the copy the first one planned from (its row lengths' generation), not
+    asked of the head as a fixed-size epoch (which needs a ``batch_size``)."""
+    ds = CacheDataset(cluster.head_uri, "sft", batch_tokens=BUDGET, token_column="input_ids",
+                      seed=SEED, follow="pinned", drop_last=False)
+    ids = {}
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        ids[epoch] = np.sort(np.concatenate([b["id"].numpy() for b in ds]))
+    with cluster.client() as client:
+        assert ds.generation == client.row_length_codes("sft", "input_ids", BUDGET).generation
+    for epoch in range(2):
+        assert np.array_equal(np.unique(ids[epoch]), np.arange(N))

@@ -241,7 +241,13 @@ class CacheDataset(ClusterClient, IterableDataset):
 
     def _epoch_generation(self) -> int:
         """The generation the current epoch reads (the head's binding of it,
-        or the pinned one)."""
+        or the pinned one; with ``batch_tokens``, the copy its plan's row
+        lengths come from)."""
+        if self.token_budget is not None:
+            budget = self.token_budget
+            codes = self.client().row_length_codes(self.dataset, budget.token_column,
+                                                   budget.batch_tokens, self.generation)
+            return int(codes.generation)
         _, shape = self.client().epoch_info(self.dataset, self._plan(num_workers=0, worker=0))
         return int(shape["generation"])
 
