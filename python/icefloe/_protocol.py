@@ -154,6 +154,16 @@ def _check_message(message: str, what: str, body: dict[str, Any]) -> None:
     if message == "range descriptor" and "stop" in body and body["stop"] < body.get("start", 0):
         raise InvalidArgument(f"range descriptor: 'stop' {body['stop']} is before 'start' "
                               f"{body.get('start', 0)}")
+    if message == "range descriptor":
+        key = [k for k in ("seed", "epoch", "world_size") if k in body]
+        if key and len(key) != 3:
+            raise InvalidArgument("range descriptor: 'seed', 'epoch' and 'world_size' name one "
+                                  "epoch together; " + " ".join(
+                                      f"'{k}'" for k in ("seed", "epoch", "world_size")
+                                      if k not in key) + " missing")
+        if key and "lengths" not in body:
+            raise InvalidArgument("range descriptor: 'seed', 'epoch' and 'world_size' bind the "
+                                  "epoch a lengths request plans; they need 'lengths'")
 
 
 _WHAT = {"range descriptor": "range descriptor", "epoch descriptor": "epoch descriptor",

@@ -26,6 +26,9 @@ const Field<RangeDescriptor> kRangeFields[] = {
     {kColumns, &RangeDescriptor::columns},
     {Str("lengths", kOptional, Values(1, 1024)), &RangeDescriptor::lengths},
     {Uint("generation", kOptional, Values(1, kU64Max)), &RangeDescriptor::generation},
+    {Uint("seed", kOptional, Values(0, kU64Max)), &RangeDescriptor::seed},
+    {Uint("epoch", kOptional, Values(0, kU64Max)), &RangeDescriptor::epoch},
+    {Uint("world_size", kOptional, Values(1, kU32Max)), &RangeDescriptor::world_size},
 };
 
 // The epoch plan's coordinates, one line per field. A new field: a member in
@@ -94,6 +97,19 @@ arrow::Result<RangeDescriptor> RangeDescriptor::FromJson(const json& j) {
   if (d.lengths && !d.columns.empty()) {
     return arrow::Status::Invalid(
         "range descriptor: 'lengths' reads one column's row lengths; it takes no 'columns'");
+  }
+  // The epoch a lengths request plans binds its generation: all of its key or none.
+  const int keyed = d.seed.has_value() + d.epoch.has_value() + d.world_size.has_value();
+  if (keyed != 0 && keyed != 3) {
+    return arrow::Status::Invalid(
+        "range descriptor: 'seed', 'epoch' and 'world_size' name one epoch together; ",
+        d.seed ? "" : "'seed' ", d.epoch ? "" : "'epoch' ", d.world_size ? "" : "'world_size' ",
+        "missing");
+  }
+  if (keyed != 0 && !d.lengths) {
+    return arrow::Status::Invalid(
+        "range descriptor: 'seed', 'epoch' and 'world_size' bind the epoch a lengths request "
+        "plans; they need 'lengths'");
   }
   return d;
 }

@@ -35,6 +35,13 @@ struct RangeDescriptor {
   /// token-budget epoch resumed on the copy it was planned from); empty:
   /// the current one.
   std::optional<uint64_t> generation = {};
+  /// With `lengths`, the token-budget epoch the lengths plan (all three or
+  /// none): the head binds it to a generation as an epoch descriptor's epoch
+  /// (head/core/epoch_bindings.h) and answers that copy's lengths, so every
+  /// rank plans from one copy. `generation`, where given, wins.
+  std::optional<uint64_t> seed = {};
+  std::optional<uint64_t> epoch = {};
+  std::optional<uint64_t> world_size = {};  ///< 1..2^32-1
 
   nlohmann::json ToJson() const;
   static arrow::Result<RangeDescriptor> FromJson(const nlohmann::json& j);

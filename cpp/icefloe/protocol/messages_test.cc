@@ -81,6 +81,29 @@ TEST(MessagesTest, DescriptorsRoundTrip) {
   EXPECT_TRUE(std::holds_alternative<RangeDescriptor>(*parsed));
 }
 
+TEST(MessagesTest, ALengthsRangeNamesItsEpochWholeOrNotAtAll) {
+  RangeDescriptor r{"d", 0, std::nullopt, {}, "input_ids"};
+  r.seed = 3;
+  r.epoch = 1;
+  r.world_size = 2;
+  auto parsed = ParseDescriptor(Dump(r.ToJson()));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto& back = std::get<RangeDescriptor>(*parsed);
+  EXPECT_EQ(back.seed, 3u);
+  EXPECT_EQ(back.epoch, 1u);
+  EXPECT_EQ(back.world_size, 2u);
+  auto error = [](std::string_view cmd) { return ParseDescriptor(cmd).status().ToString(); };
+  EXPECT_EQ(error(R"({"dataset": "d", "lengths": "x", "seed": 3, "world_size": 2})"),
+            "Invalid: range descriptor: 'seed', 'epoch' and 'world_size' name one epoch "
+            "together; 'epoch' missing");
+  EXPECT_EQ(error(R"({"dataset": "d", "seed": 3, "epoch": 0, "world_size": 2})"),
+            "Invalid: range descriptor: 'seed', 'epoch' and 'world_size' bind the epoch a "
+            "lengths request plans; they need 'lengths'");
+  EXPECT_EQ(error(R"({"dataset": "d", "lengths": "x", "seed": 3, "epoch": 0, "world_size": 0})")
+                .substr(0, 8),
+            "Invalid:");
+}
+
 TEST(MessagesTest, NodeMessagesRoundTrip) {
   NodeStatus s;
   s.location = "grpc://h:1";

@@ -83,8 +83,28 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Whole(const std::string& name) con
   return RangeOf(*entry, 0, static_cast<uint64_t>(entry->num_rows));
 }
 
+std::optional<uint64_t> FlightInfoPlanner::BoundGeneration(const std::string& dataset,
+                                                           uint64_t seed, uint64_t epoch,
+                                                           uint32_t world_size) const {
+  auto current = catalog_->Find(dataset);
+  if (!current) return std::nullopt;
+  return epochs_.Bind(EpochBindings::Key(dataset, seed, epoch, world_size), current->generation,
+                      [this, &dataset](uint64_t g) {
+                        return catalog_->FindGeneration(
+                                   dataset, g, std::chrono::steady_clock::now()) != nullptr;
+                      });
+}
+
 arrow::Result<PlannedInfo> FlightInfoPlanner::Range(const RangeDescriptor& range) const {
-  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset, range.generation));
+  // A token-budget epoch's lengths request names its epoch: every rank
+  // plans it from the copy its first request bound (as Epoch binds).
+  std::optional<uint64_t> generation = range.generation;
+  if (!generation && range.lengths && range.seed && range.epoch && range.world_size) {
+    // world_size is within uint32 by the field's range (protocol/descriptors.cc).
+    generation = BoundGeneration(range.dataset, *range.seed, *range.epoch,
+                                 static_cast<uint32_t>(*range.world_size));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(range.dataset, generation));
   const uint64_t n = static_cast<uint64_t>(entry->num_rows);
   const uint64_t stop = range.stop.value_or(n);
   if (range.start > n || stop > n) {
@@ -192,16 +212,7 @@ arrow::Result<PlannedInfo> FlightInfoPlanner::Epoch(const EpochDescriptor& d) co
   // Every consumer of one epoch of a job reads one generation, whenever it
   // asks; a consumer failing over or resuming names it.
   std::optional<uint64_t> generation = d.generation;
-  if (!generation) {
-    if (auto current = catalog_->Find(d.dataset)) {
-      generation =
-          epochs_.Bind(EpochBindings::Key(d.dataset, d.seed, d.epoch, d.world_size),
-                       current->generation, [this, &d](uint64_t g) {
-                         return catalog_->FindGeneration(
-                                    d.dataset, g, std::chrono::steady_clock::now()) != nullptr;
-                       });
-    }
-  }
+  if (!generation) generation = BoundGeneration(d.dataset, d.seed, d.epoch, d.world_size);
   ARROW_ASSIGN_OR_RAISE(auto entry, Lookup(d.dataset, generation));
   ARROW_ASSIGN_OR_RAISE(Projection projection,
                         Project(entry->schema, d.columns, "epoch descriptor"));

@@ -55,6 +55,8 @@ class FlightInfoPlanner {
   /// Kubeflow's shard `path` ([index, total]) of the default dataset.
   arrow::Result<PlannedInfo> Kubeflow(const std::vector<std::string>& path) const;
   /// Rows [start, stop) of a dataset: one endpoint per slice it touches.
+  /// A lengths request naming its epoch (seed, epoch, world_size) reads the
+  /// generation that epoch is bound to, as Epoch does.
   arrow::Result<PlannedInfo> Range(const RangeDescriptor& d) const;
   /// One consumer's part of one epoch: one plan ticket per replica set, and
   /// the epoch's shape (EpochShapeReply) as app_metadata.
@@ -74,6 +76,10 @@ class FlightInfoPlanner {
   arrow::Result<PlannedInfo> RangeOf(const DatasetEntry& entry, uint64_t start, uint64_t stop,
                                      const std::vector<std::string>& columns = {},
                                      bool lengths = false) const;
+  // The generation bound to one epoch of a job (binding the current copy
+  // when unbound or freed); empty for a dataset the catalog lacks.
+  std::optional<uint64_t> BoundGeneration(const std::string& dataset, uint64_t seed, uint64_t epoch,
+                                          uint32_t world_size) const;
 
   const Catalog* const catalog_;
   const NodeRegistry* const registry_;

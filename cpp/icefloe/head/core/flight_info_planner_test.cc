@@ -438,5 +438,45 @@ TEST_F(FlightInfoPlannerTest, LengthsOfAListInt32ColumnAreLengthsTicketsOfThatCo
             "Key error: range descriptor 'lengths': no column 'nope' in dataset 'tok'");
 }
 
+// A token-budget epoch's lengths request names its epoch (seed, epoch,
+// world_size): every rank plans it from the copy its first request bound,
+// even when a refresh published a newer one between the ranks' requests.
+TEST_F(FlightInfoPlannerTest, ALengthsRequestOfAnEpochReadsTheGenerationItWasBoundTo) {
+  auto tokens = [](uint64_t generation) {
+    auto e = Entry(generation);
+    e->name = "tok";
+    e->schema = arrow::schema({arrow::field("id", arrow::int64(), false),
+                               arrow::field("input_ids", arrow::list(arrow::int32()))});
+    return e;
+  };
+  catalog_.Put(tokens(7));
+  auto planner = Planner();
+  auto lengths_of = [](uint64_t epoch) {
+    RangeDescriptor d{"tok", 0, std::nullopt, {}, "input_ids"};
+    d.seed = 3;
+    d.epoch = epoch;
+    d.world_size = 2;
+    return d;
+  };
+  auto generation_of = [&planner](const RangeDescriptor& d) -> uint64_t {
+    auto info = planner.Range(d);
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    if (!info.ok() || info->endpoints.empty()) return 0;
+    return Ticket(info->endpoints[0]).header.generation;
+  };
+  EXPECT_EQ(generation_of(lengths_of(0)), 7u);  // rank 0 binds epoch 0
+  // A refresh publishes generation 8 and keeps 7 for its readers.
+  auto old = catalog_.Find("tok");
+  ASSERT_TRUE(catalog_.Replace(old, tokens(8)));
+  catalog_.Retire(old, 8, std::chrono::steady_clock::now());
+  EXPECT_EQ(generation_of(lengths_of(0)), 7u);  // rank 1: the copy epoch 0 is bound to
+  EXPECT_EQ(generation_of(lengths_of(1)), 8u);  // the next epoch: the newest
+  RangeDescriptor unkeyed{"tok", 0, std::nullopt, {}, "input_ids"};
+  EXPECT_EQ(generation_of(unkeyed), 8u);  // no epoch named: the current copy
+  RangeDescriptor named = lengths_of(0);
+  named.generation = 8;  // resume, failover: the named generation wins
+  EXPECT_EQ(generation_of(named), 8u);
+}
+
 }  // namespace
 }  // namespace icefloe
