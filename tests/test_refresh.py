@@ -398,12 +398,12 @@ def test_a_token_budget_epoch_finishes_on_the_generation_it_was_planned_from(
     planned = client.load("budgeted", table.metadata_location)["generation"]
     copies = [np.arange(20_000)]  # the rows of the copy an epoch is planned from
 
-    for prefetch in (0, 2):
-        whole = budget_ids(client.iter_epoch("budgeted", epoch=0, prefetch=0, **BUDGET))
+    for epoch, prefetch in ((0, 0), (1, 2)):  # each epoch binds the copy current at its start
+        whole = budget_ids(client.iter_epoch("budgeted", epoch=epoch, prefetch=0, **BUDGET))
         assert np.array_equal(np.sort(np.concatenate(whole)), np.concatenate(copies))
         # Half the epoch's batches, then a refresh lands: the rest of the
         # epoch reads the planned copy's rows, exactly as without it.
-        it = client.iter_epoch("budgeted", epoch=0, prefetch=prefetch, **BUDGET)
+        it = client.iter_epoch("budgeted", epoch=epoch, prefetch=prefetch, **BUDGET)
         head = [next(it)["id"].to_numpy() for _ in range(len(whole) // 2)]
         copies.append(np.arange(1000) + 100_000 * (prefetch + 1))
         table.append(token_rows(1000, start=int(copies[-1][0])))
@@ -414,12 +414,12 @@ def test_a_token_budget_epoch_finishes_on_the_generation_it_was_planned_from(
         assert all(np.array_equal(a, b) for a, b in zip(head + rest, whole, strict=True))
 
     # The next epoch plans from the new copy.
-    ids = np.concatenate(budget_ids(client.iter_epoch("budgeted", epoch=1, prefetch=0,
+    ids = np.concatenate(budget_ids(client.iter_epoch("budgeted", epoch=2, prefetch=0,
                                                       **BUDGET)))
     assert np.array_equal(np.sort(ids), np.concatenate(copies))
 
     # A copy freed meanwhile cannot be read: the error names both generations.
-    it = client.iter_epoch("budgeted", epoch=2, prefetch=0, **BUDGET)
+    it = client.iter_epoch("budgeted", epoch=3, prefetch=0, **BUDGET)
     next(it)
     planned = client.describe("budgeted")["generation"]
     table.append(token_rows(1000, start=500_000))
@@ -428,6 +428,46 @@ def test_a_token_budget_epoch_finishes_on_the_generation_it_was_planned_from(
     with pytest.raises(icefloe.InvalidArgument,
                        match=f"generation {planned} .*replaced by generation {newest}"):
         list(it)
+
+
+def step_order(ranks: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """The ranks' batches in the epoch's sequence: step by step, rank by rank."""
+    assert len({len(r) for r in ranks}) == 1, [len(r) for r in ranks]  # equal step counts
+    return [r[step] for step in range(len(ranks[0])) for r in ranks]
+
+
+def read_once(sequence: list[np.ndarray], rows: int) -> np.ndarray:
+    """The sequence's ids, each row of the copy once: with drop_last=False
+    the last step's missing batch is the sequence's first, read again."""
+    ids = np.concatenate(sequence)
+    if len(ids) > rows:
+        assert np.array_equal(sequence[-1], sequence[0])
+        ids = np.concatenate(sequence[:-1])
+    return np.sort(ids)
+
+
+def test_the_ranks_of_a_token_budget_epoch_plan_from_one_generation(warehouse, retaining):
+    _, client = retaining
+    table = warehouse.create("budget_ranks", token_rows(10_000))
+    planned = client.load("budget_ranks", table.metadata_location)["generation"]
+    plan = dict(BUDGET, world_size=2)
+
+    # Rank 0 plans epoch 0 and reads a batch; then a refresh lands before
+    # rank 1's first request.
+    rank0 = client.iter_epoch("budget_ranks", epoch=0, prefetch=0, **dict(plan, rank=0))
+    first = [next(rank0)["id"].to_numpy()]
+    table.append(token_rows(1000, start=100_000))
+    assert client.refresh("budget_ranks")["generation"] > planned
+    rank1 = budget_ids(client.iter_epoch("budget_ranks", epoch=0, prefetch=0,
+                                         **dict(plan, rank=1)))
+    sequence = step_order([first + budget_ids(rank0), rank1])
+    assert np.array_equal(read_once(sequence, 10_000), np.arange(10_000))
+
+    # The next epoch binds the new copy, for both ranks.
+    ranks = [budget_ids(client.iter_epoch("budget_ranks", epoch=1, prefetch=0,
+                                          **dict(plan, rank=r))) for r in range(2)]
+    assert np.array_equal(read_once(step_order(ranks), 11_000),
+                          np.concatenate([np.arange(10_000), np.arange(1000) + 100_000]))
 
 
 def test_a_budget_mixture_finishes_on_the_generations_it_was_planned_from(

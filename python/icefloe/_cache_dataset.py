@@ -245,8 +245,10 @@ class CacheDataset(ClusterClient, IterableDataset):
         lengths come from)."""
         if self.token_budget is not None:
             budget = self.token_budget
+            key = (self.seed, self.epoch, self._plan(num_workers=0, worker=0).world_size)
             codes = self.client().row_length_codes(self.dataset, budget.token_column,
-                                                   budget.batch_tokens, self.generation)
+                                                   budget.batch_tokens, self.generation,
+                                                   epoch_key=key)
             return int(codes.generation)
         _, shape = self.client().epoch_info(self.dataset, self._plan(num_workers=0, worker=0))
         return int(shape["generation"])
@@ -256,7 +258,7 @@ class CacheDataset(ClusterClient, IterableDataset):
         if self.token_budget is not None:
             p = self._plan(num_workers=0, worker=0)
             plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed,
-                              self.epoch, self.generation)
+                              self.epoch, self.generation, p.world_size)
             return len(consumer_batches(plan, p.world_size, p.rank, 0, 0, self._start,
                                         self.drop_last))
         _, shape = self.client().epoch_info(self.dataset, self._plan(num_workers=0, worker=0))
@@ -273,7 +275,7 @@ class CacheDataset(ClusterClient, IterableDataset):
             raise ValueError("token_epoch_summary needs batch_tokens")
         world_size = self._plan().world_size
         plan = epoch_plan(self.client(), self.dataset, self.token_budget, self.seed, self.epoch,
-                          self.generation)
+                          self.generation, world_size)
         steps = plan.steps(world_size, self._start, self.drop_last)
         left = max(0, plan.num_batches - self._start)
         return {"steps": steps, "batches": plan.num_batches,
@@ -435,7 +437,7 @@ class CacheDataset(ClusterClient, IterableDataset):
         # plans from it and reads it.
         generation = self.generation or self._read_generation or epoch_plan(
             self.client(), self.dataset, self.token_budget, self.seed,
-            self.epoch).lengths.generation
+            self.epoch, None, world_size).lengths.generation
         state: dict[str, Any] = {
             "dataset": self.dataset, "generation": generation,
             "order_version": ORDER_VERSION, "seed": self.seed,

@@ -232,10 +232,12 @@ def check_budget(mixture: Mixture, budget: TokenBudget) -> None:
 
 
 def resolve_budget(client: Any, mixture: Mixture, budget: TokenBudget, world_size: int,
-                   columns: list[str] | None, seed: int) -> BudgetResolved:
+                   columns: list[str] | None, seed: int, epoch: int = 0) -> BudgetResolved:
     """The mixture for this job: every source described and its row length
     codes for the job's budget fetched once (``Client.row_length_codes``,
-    as one dataset's epochs plan), its budget set and its first epoch
+    as one dataset's epochs plan; of the copy the head binds the job's
+    mixture epoch ``epoch`` to on that source, so every rank resolving it
+    plans from one copy of each source), its budget set and its first epoch
     planned (rows longer than its budget, a share of no token and too few
     batches for one step are refused, naming the source), then per_batch's
     runs apportioned."""
@@ -244,7 +246,8 @@ def resolve_budget(client: Any, mixture: Mixture, budget: TokenBudget, world_siz
     names = mixture.names
     total_tokens = budget.batch_tokens
     weights = [mixture.weights[n] for n in names]
-    lengths = {name: _SourceLengths(client, name, budget.token_column, total_tokens)
+    key = (int(seed), int(epoch), int(world_size))
+    lengths = {name: _SourceLengths(client, name, budget.token_column, total_tokens, key)
                for name in names}
     for name in names:
         if lengths[name].rows != rows[name]:
@@ -288,11 +291,15 @@ class _SourceLengths:
     job's budget T (a byte a row, a host's one copy), which plan any share
     of T whose too-long rows they tell (``LengthCodes.tells``; see
     ``plan_epoch``), else the exact lengths (2-4 bytes a row, fetched when
-    first needed), with the generation either is of."""
+    first needed, of the codes' copy), with the generation either is of.
+    ``epoch_key``: the (seed, epoch, world_size) the head binds the codes'
+    copy by (``Client.row_length_codes``)."""
 
-    def __init__(self, client: Any, name: str, column: str, batch_tokens: int) -> None:
+    def __init__(self, client: Any, name: str, column: str, batch_tokens: int,
+                 epoch_key: tuple[int, int, int] | None = None) -> None:
         self.client, self.name, self.column = client, name, column
-        self.codes = _fetched(name, lambda: client.row_length_codes(name, column, batch_tokens))
+        self.codes = _fetched(name, lambda: client.row_length_codes(
+            name, column, batch_tokens, epoch_key=epoch_key))
         self.rows = len(self.codes.codes)
         self._exact: np.ndarray | None = None
 
@@ -301,17 +308,13 @@ class _SourceLengths:
         if self.codes.tells(budget.batch_tokens):
             return self.codes, self.codes.generation
         if self._exact is None:
-            exact = _fetched(self.name, lambda: self.client.row_lengths(self.name, self.column))
-            # Lengths carry no generation: theirs is the codes' where the
-            # codes', asked again (kept by the client, so no node is read),
-            # did not change meanwhile (generations only grow).
-            now = _fetched(self.name, lambda: self.client.row_length_codes(
-                self.name, self.column, self.codes.batch_tokens)).generation
-            if now != self.codes.generation or len(exact) != self.rows:
+            # Of the codes' copy (a replaced one while the head keeps it).
+            exact = _fetched(self.name, lambda: self.client.row_lengths(
+                self.name, self.column, self.codes.generation or None))
+            if len(exact) != self.rows:
                 raise InvalidArgument(
-                    f"mixture source {self.name!r} changed from generation "
-                    f"{self.codes.generation} to {now} while its row lengths were fetched; "
-                    "start again (the plan then comes from the new copy)")
+                    f"mixture source {self.name!r}: {len(exact)} row lengths of generation "
+                    f"{self.codes.generation} for its codes' {self.rows} rows")
             self._exact = exact
         return self._exact, self.codes.generation
 
@@ -472,7 +475,7 @@ def iter_budget_mixture(client: Any, weights: Mixture | Mapping[str, float], *,
                               "drop_last=True")
     resolved = resolve_budget(client, mixture, budget, plan.world_size or 1,
                               list(plan.columns) if plan.columns is not None else None,
-                              plan.seed or 0)
+                              plan.seed or 0, plan.epoch or 0)
     at = resolved.base_of(plan.epoch or 0, None)
     yield from iter_budget_batches(client, resolved, at, resolved.epoch_steps(at), plan,
                                    prefetch, job)

@@ -82,7 +82,7 @@ class MixtureDataset(CacheDataset):
                 or getattr(self._resolved, "seed", self.seed) != self.seed):
             if self.token_budget is not None:  # the plans depend on the seed
                 self._resolved = resolve_budget(self.client(), self.mixture, self.token_budget,
-                                                world_size, columns, self.seed)
+                                                world_size, columns, self.seed, self.epoch)
             else:
                 self._resolved = resolve(self.client(), self.mixture, self.batch_size,
                                          world_size, columns, self.drop_last)

@@ -611,13 +611,17 @@ def budget_of(fields: dict[str, Any]) -> TokenBudget:
 
 
 def epoch_plan(client: Any, name: str, budget: TokenBudget, seed: int,
-               epoch: int, generation: int | None = None) -> TokenBatchPlan:
+               epoch: int, generation: int | None = None,
+               world_size: int | None = None) -> TokenBatchPlan:
     """The epoch's plan from the dataset's row length codes (fetched and
     coded once per generation and budget by the client, a byte a row) of
-    the copy at ``generation`` (None: the current one), kept for the latest
-    few epochs."""
+    the copy at ``generation`` (None: the one the head bound this epoch of
+    a job of ``world_size`` ranks to, so every rank plans from one copy
+    however a refresh falls between their requests; without ``world_size``
+    the current one), kept for the latest few epochs."""
+    key = (int(seed), int(epoch), int(world_size)) if world_size is not None else None
     codes = client.row_length_codes(name, budget.token_column, budget.batch_tokens,
-                                    generation)
+                                    generation, epoch_key=key)
     key = (name, id(codes), budget, int(seed), int(epoch))
     with _plans_lock:
         plan = _PLANS.get(key)
@@ -718,7 +722,8 @@ def iter_token_epoch(client: Any, name: str, epoch_plan_: Any, *,
     ``on_shape`` gets the consumer's batches, ``start`` and the generation."""
     budget = budget_of(fields)
     p = epoch_plan_.replace(**fields)
-    plan = epoch_plan(client, name, budget, p.seed or 0, p.epoch or 0, p.generation)
+    plan = epoch_plan(client, name, budget, p.seed or 0, p.epoch or 0, p.generation,
+                      p.world_size or 1)
     drop_last = True if p.drop_last is None else bool(p.drop_last)
     mine = consumer_batches(plan, p.world_size or 1, p.rank or 0, p.num_workers or 0,
                             p.worker or 0, p.start or 0, drop_last)[p.first_batch or 0:]

@@ -415,18 +415,20 @@ class Client:
                     f"the head's reply covers {info.total_records}")
             return table
 
-    def row_lengths(self, name: str, column: str) -> np.ndarray:
+    def row_lengths(self, name: str, column: str, generation: int | None = None) -> np.ndarray:
         """Each row's length (its token count) in the ``list<int32>`` column
         ``column``, without reading the tokens: the nodes answer from the
         list offsets (lengths tickets, docs/protocol.md), 2 bytes a row
         (``uint16``) where every length fits, else ``uint32``. Kept per
         dataset, column and generation: asked again, no node is read.
-        InvalidArgument for a column that is not ``list<int32>``, NotFound
-        for one the dataset lacks."""
-        return self._kept_lengths(name, column, None)
+        ``generation``: of that copy (as ``row_length_codes``); None: the
+        current one. InvalidArgument for a column that is not
+        ``list<int32>``, NotFound for one the dataset lacks."""
+        return self._kept_lengths(name, column, None, generation)
 
     def row_length_codes(self, name: str, column: str, batch_tokens: int,
-                         generation: int | None = None) -> Any:
+                         generation: int | None = None,
+                         epoch_key: tuple[int, int, int] | None = None) -> Any:
         """The row lengths of ``column`` coded in a byte a row for plans of
         budget ``batch_tokens`` (``_length_codes.encode_lengths``; what
         token-budget epochs plan from). Kept per dataset, column, generation
@@ -438,16 +440,25 @@ class Client:
         without fetching the lengths. Errors as ``row_lengths``.
         ``generation``: of that copy (a replaced one while the head keeps
         it; InvalidArgument naming both generations once freed), as a
-        token-budget epoch resumed on the copy it was planned from reads."""
-        return self._kept_lengths(name, column, int(batch_tokens), generation)
+        token-budget epoch resumed on the copy it was planned from reads.
+        ``epoch_key``: the ``(seed, epoch, world_size)`` of the epoch these
+        codes plan; the head binds that epoch to the copy current at its
+        first request and answers every rank's with that copy, so ranks
+        asking on either side of a refresh plan from one generation
+        (docs/protocol.md, Refresh). ``generation``, where given, wins."""
+        return self._kept_lengths(name, column, int(batch_tokens), generation, epoch_key)
 
     def _kept_lengths(self, name: str, column: str, batch_tokens: int | None,
-                      generation: int | None = None) -> Any:
+                      generation: int | None = None,
+                      epoch_key: tuple[int, int, int] | None = None) -> Any:
         """``row_lengths`` (``batch_tokens`` None) or ``row_length_codes``,
-        of the copy at ``generation`` (None: the current one)."""
+        of the copy at ``generation`` (None: the one ``epoch_key``'s epoch
+        is bound to, or without one the current one)."""
         recovery = self._recovery(name, "row lengths")
+        seed, epoch, world_size = epoch_key if epoch_key is not None else (None, None, None)
         while True:  # bounded by recovery
-            cmd = encode("range descriptor", dataset=name, lengths=column, generation=generation)
+            cmd = encode("range descriptor", dataset=name, lengths=column, generation=generation,
+                         seed=seed, epoch=epoch, world_size=world_size)
             info = self._head_info(flight.FlightDescriptor.for_command(json.dumps(cmd).encode()))
             _check_lengths_schema(name, column, info.schema)  # before any node is read
             endpoints = list(info.endpoints)
