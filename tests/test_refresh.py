@@ -496,6 +496,29 @@ def test_a_budget_mixture_finishes_on_the_generations_it_was_planned_from(
     assert (later >= 2_000_000).any()
 
 
+def test_the_ranks_of_a_budget_mixture_epoch_plan_from_one_copy_of_each_source(
+        warehouse, retaining):
+    _, client = retaining
+    steady = warehouse.create("steady_ranks", token_rows(8000))
+    moving = warehouse.create("moving_ranks", token_rows(6000, start=1_000_000))
+    client.load("steady_ranks", steady.metadata_location)
+    first = client.load("moving_ranks", moving.metadata_location)
+    mixture = {"steady_ranks": 1, "moving_ranks": 1}
+    kw = dict(BUDGET, varlen=True, drop_last=True, world_size=2)
+
+    # Rank 0 resolves the mixture and reads a batch; a refresh of one source
+    # lands before rank 1 resolves it.
+    rank0 = client.iter_epoch(mixture, epoch=0, prefetch=0, **dict(kw, rank=0))
+    batches0 = [next(rank0)["id"].to_numpy()]
+    moving.append(token_rows(1000, start=2_000_000))
+    assert client.refresh("moving_ranks")["generation"] > first["generation"]
+    batches1 = budget_ids(client.iter_epoch(mixture, epoch=0, prefetch=0, **dict(kw, rank=1)))
+    batches0 += budget_ids(rank0)
+    assert len(batches0) == len(batches1)  # equal step counts
+    ids = np.concatenate(batches0 + batches1)
+    assert not (ids >= 2_000_000).any()  # no row of the copy the refresh made
+
+
 def test_a_token_budget_checkpoint_resumes_on_the_generation_it_was_planned_from(
         warehouse, retaining, monkeypatch):
     from icefloe import _token_batches
