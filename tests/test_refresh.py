@@ -329,6 +329,28 @@ def test_an_epoch_finishes_on_the_generation_it_started(warehouse, retaining):
         epoch_ids(client, "moving", 0, generation=first["generation"])
 
 
+def _resume_across_refresh(client, table, name, dataset, appended):
+    """Reads epoch 0 of ``dataset()`` whole; then 5 of its batches and a
+    checkpoint; appends ``appended`` and refreshes ``name``; a new
+    ``dataset()`` resumed from the checkpoint reads the rest of epoch 0 as
+    the whole read did (the copy it was planned from). Returns the
+    checkpoint, the refresh's description and the resumed dataset."""
+    whole = [b["id"].numpy() for b in dataset()]
+    ds = dataset()
+    it = iter(ds)
+    taken = [next(it)["id"].numpy() for _ in range(5)]
+    state = ds.state_dict(steps=5)
+    del it
+
+    table.append(appended)
+    second = client.refresh(name)
+    resumed = dataset()
+    resumed.load_state_dict(state)
+    rest = [b["id"].numpy() for b in resumed]
+    assert all(np.array_equal(a, b) for a, b in zip(taken + rest, whole, strict=True))
+    return state, second, resumed
+
+
 def test_a_checkpoint_resumes_on_its_generation(warehouse, retaining):
     from icefloe.torch import CacheDataset
 
@@ -340,22 +362,11 @@ def test_a_checkpoint_resumes_on_its_generation(warehouse, retaining):
     def dataset(**kw):
         return CacheDataset(cluster.head_uri, "resumed", batch_size=500, seed=3, **kw)
 
-    whole = [b["id"].numpy() for b in dataset()]  # epoch 0 of the first generation
     pinned = dataset(follow="pinned")
     assert sum(len(b["id"]) for b in pinned) == 20_000
-    ds = dataset()
-    it = iter(ds)
-    taken = [next(it)["id"].numpy() for _ in range(5)]
-    state = ds.state_dict(steps=5)
+    state, second, resumed = _resume_across_refresh(client, table, "resumed", dataset,
+                                                    rows(1000, start=90_000))
     assert state["generation"] == first["generation"]
-    del it
-
-    table.append(rows(1000, start=90_000))
-    second = client.refresh("resumed")
-    resumed = dataset()
-    resumed.load_state_dict(state)
-    rest = [b["id"].numpy() for b in resumed]
-    assert all(np.array_equal(a, b) for a, b in zip(taken + rest, whole, strict=True))
     # The next epoch follows the table; a pinned dataset stays.
     resumed.set_epoch(1)
     assert sum(len(b["id"]) for b in resumed) == 21_000 // 500 * 500
@@ -533,20 +544,9 @@ def test_a_token_budget_checkpoint_resumes_on_the_generation_it_was_planned_from
         return CacheDataset(cluster.head_uri, "budget_resumed", batch_tokens=2048,
                             token_column="tokens", seed=3, columns=["id"], drop_last=False)
 
-    whole = [b["id"].numpy() for b in dataset()]  # epoch 0, planned from the first copy
-    ds = dataset()
-    it = iter(ds)
-    taken = [next(it)["id"].numpy() for _ in range(5)]
-    state = ds.state_dict(steps=5)
+    state, second, resumed = _resume_across_refresh(client, table, "budget_resumed", dataset,
+                                                    token_rows(1000, start=90_000))
     assert state["generation"] == first["generation"]
-    del it
-
-    table.append(token_rows(1000, start=90_000))
-    second = client.refresh("budget_resumed")
-    resumed = dataset()
-    resumed.load_state_dict(state)
-    rest = [b["id"].numpy() for b in resumed]
-    assert all(np.array_equal(a, b) for a, b in zip(taken + rest, whole, strict=True))
     # The next epoch plans from the new copy.
     resumed.set_epoch(1)
     assert sum(len(b["id"]) for b in resumed) == 11_000
